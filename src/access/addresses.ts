@@ -1,0 +1,34 @@
+import { BlockList, isIP } from 'node:net';
+
+const IPV4_MAPPED = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
+
+/** An IPv4-mapped IPv6 address (::ffff:1.2.3.4) is the IPv4 address it carries. */
+export function normalizeAddress(address: string): string {
+  const mapped = IPV4_MAPPED.exec(address);
+  return mapped?.[1] ?? address;
+}
+
+export type AddressMatcher = (address: string | undefined) => boolean;
+
+/** Builds a matcher over IPs and CIDRs (validated by the configuration), IPv4 and IPv6. */
+export function addressMatcher(entries: readonly string[]): AddressMatcher {
+  const list = new BlockList();
+  for (const entry of entries) {
+    const [raw, prefix] = entry.split('/');
+    const address = normalizeAddress(raw ?? '');
+    const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
+    if (prefix === undefined) list.addAddress(address, family);
+    else {
+      // An IPv4-mapped IPv6 CIDR (::ffff:10.0.0.0/104) means the IPv4 CIDR it covers.
+      const bits = Number(prefix) - (address !== raw ? 96 : 0);
+      list.addSubnet(address, Math.max(0, bits), family);
+    }
+  }
+  return (candidate) => {
+    if (!candidate) return false;
+    const address = normalizeAddress(candidate);
+    const family = isIP(address);
+    if (family === 0) return false;
+    return list.check(address, family === 6 ? 'ipv6' : 'ipv4');
+  };
+}

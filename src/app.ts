@@ -1,0 +1,102 @@
+import { randomUUID } from 'node:crypto';
+import helmet from '@fastify/helmet';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import {
+  jsonSchemaTransform,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import type { Registry } from 'prom-client';
+import { addressMatcher } from './access/addresses.js';
+import { callbackRoutes } from './callbacks/routes.js';
+import type { Config } from './config.js';
+import type { Database } from './db/database.js';
+import { installErrorHandler } from './errors.js';
+import { createRegistry, instrumentRequests } from './metrics.js';
+import { opsRoutes } from './ops/routes.js';
+import type { BearerTokenSource } from './provider/errors.js';
+import { queryRoutes } from './queries/routes.js';
+import { submissionRoutes } from './submissions/routes.js';
+
+export type Clock = () => Date;
+
+export interface AppDeps {
+  config: Readonly<Config>;
+  database: Database;
+  /** A pino logger; tests pass one writing to a captured stream. Unset: no logging. */
+  logger?: FastifyBaseLogger;
+  clock?: Clock;
+  /** Set when AUTH_URL/CLIENT_ID are configured: upstream calls then carry a bearer token too. */
+  tokenSource?: BearerTokenSource;
+}
+
+/** What every capability plugin receives: the app's dependencies, resolved. */
+export interface CapabilityDeps extends Required<Omit<AppDeps, 'logger' | 'tokenSource'>> {
+  tokenSource: BearerTokenSource | undefined;
+  registry: Registry;
+}
+
+/** Bodies above this are refused (413) before they are parsed. */
+export const BODY_LIMIT_BYTES = 64 * 1024;
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** Builds the gateway; never listens (server.ts does, tests inject or listen on port 0). */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config } = deps;
+  const trusted = addressMatcher(config.trustProxy);
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    // Only a peer in TRUST_PROXY may say who the client is; everyone else's X-Forwarded-For is ignored.
+    trustProxy: config.trustProxy.length > 0 ? (address: string) => trusted(address) : false,
+    bodyLimit: BODY_LIMIT_BYTES,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  installErrorHandler(app);
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  const registry = createRegistry();
+  instrumentRequests(app, registry);
+
+  await app.register(helmet);
+  await app.register(swagger, {
+    openapi: {
+      info: {
+        title: 'underwriting-gateway',
+        description: "Partner-side gateway for the provider's asynchronous credit-card underwriting API",
+        version: '0.1.0',
+      },
+      tags: [
+        { name: 'underwritings', description: 'Submit requests and read outcomes' },
+        { name: 'callbacks', description: "The provider's result callbacks" },
+        { name: 'operations', description: 'Health, readiness, metrics' },
+      ],
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
+
+  const capabilityDeps: CapabilityDeps = {
+    config,
+    database: deps.database,
+    clock: deps.clock ?? (() => new Date()),
+    tokenSource: deps.tokenSource,
+    registry,
+  };
+  await app.register(opsRoutes({ database: deps.database, registry }));
+  await app.register(submissionRoutes(capabilityDeps));
+  await app.register(callbackRoutes(capabilityDeps));
+  await app.register(queryRoutes(capabilityDeps));
+  return app;
+}

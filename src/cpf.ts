@@ -1,0 +1,11 @@
+import { createHmac } from 'node:crypto';
+
+/** Keyed hash (HMAC-SHA-256, hex) that finds stored requests by CPF without storing the CPF. */
+export function hashCpf(cpf: string, key: string): string {
+  return createHmac('sha256', key).update(cpf).digest('hex');
+}
+
+/** "12345678901" -> "***.456.789-**": enough for a person to recognise, not enough to use. */
+export function maskCpf(cpf: string): string {
+  return `***.${cpf.slice(3, 6)}.${cpf.slice(6, 9)}-**`;
+}

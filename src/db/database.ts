@@ -1,0 +1,128 @@
+import { mkdir } from 'node:fs/promises';
+import { PGlite } from '@electric-sql/pglite';
+import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import type { DB } from './types.js';
+
+export type Engine = 'postgres' | 'pglite';
+
+export interface Database {
+  db: Kysely<DB>;
+  engine: Engine;
+  /** Set on PostgreSQL: where a dedicated LISTEN connection connects. */
+  connectionString: string | undefined;
+  /** Set on PGlite: its own listen() API stands in for LISTEN. */
+  pglite: PGlite | undefined;
+  /** Resolves when the database answers within timeoutMs, rejects otherwise. */
+  ping(timeoutMs: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  /** PostgreSQL connection string; unset means embedded PGlite. */
+  databaseUrl: string | undefined;
+  /** PGlite's directory, or "memory://" for a throwaway one. */
+  dataDir: string;
+  poolSize?: number;
+  /** Errors of pooled connections (the database went away); never allowed to crash the process. */
+  onIdleError?: (err: Error) => void;
+}
+
+/** int8 as a JS number on both engines (PGlite already does); ids stay far below 2^53. */
+const PG_INT8 = 20;
+const pgTypes = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === PG_INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
+  if (options.databaseUrl) return openPostgres(options.databaseUrl, options);
+  return openPglite(options.dataDir);
+}
+
+function openPostgres(connectionString: string, options: OpenDatabaseOptions): Database {
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: 3000,
+    idleTimeoutMillis: 30_000,
+    keepAlive: true,
+    // A query against a database that vanished must fail, not hang a request forever.
+    query_timeout: 15_000,
+    statement_timeout: 15_000,
+    application_name: 'underwriting-gateway',
+    types: pgTypes,
+  });
+  const onError = (err: Error) => options.onIdleError?.(err);
+  pool.on('error', onError);
+  // A checked-out client whose connection drops emits 'error' too; the query itself fails
+  // and is answered 503, so the event must never become an uncaught exception.
+  pool.on('connect', (client) => client.on('error', onError));
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    db,
+    engine: 'postgres',
+    connectionString,
+    pglite: undefined,
+    ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
+    close: () => db.destroy(),
+  };
+}
+
+async function openPglite(dataDir: string): Promise<Database> {
+  if (!dataDir.includes('://')) await mkdir(dataDir, { recursive: true });
+  const pglite = await PGlite.create(dataDir);
+  const db = new Kysely<DB>({ dialect: new PGliteDialect({ pglite }) });
+  return {
+    db,
+    engine: 'pglite',
+    connectionString: undefined,
+    pglite,
+    ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
+    close: async () => {
+      await db.destroy();
+      if (!pglite.closed) await pglite.close();
+    },
+  };
+}
+
+async function withTimeout(work: Promise<unknown>, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StorageUnavailableError('database did not answer in time')), timeoutMs);
+  });
+  try {
+    await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Thrown where our own code decides the database is out of reach. */
+export class StorageUnavailableError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'StorageUnavailableError';
+  }
+}
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
+const CONNECTION_MESSAGES =
+  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout|Connection ended|PGlite is closed|not queryable|pool (is|has been) (ended|closed)|Cannot use a pool after calling end/i;
+
+/**
+ * True when an error means "the database cannot be reached right now" (as opposed to a bug or a
+ * constraint): connection failures, SQLSTATE class 08, shutdowns, too many connections.
+ */
+export function isStorageUnavailable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  if (err instanceof StorageUnavailableError) return true;
+  if (err instanceof AggregateError && err.errors.some(isStorageUnavailable)) return true;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (NETWORK_CODES.has(code)) return true;
+    if (code.startsWith('08') || ['57P01', '57P02', '57P03', '53300', '57014'].includes(code)) return true;
+  }
+  if (CONNECTION_MESSAGES.test(err.message)) return true;
+  return err.cause !== undefined && err.cause !== err && isStorageUnavailable(err.cause);
+}

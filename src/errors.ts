@@ -1,0 +1,86 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { isStorageUnavailable } from './db/database.js';
+
+/** An error the client is meant to see: a stable code, an HTTP status, a human message. */
+export class AppError extends Error {
+  constructor(
+    readonly statusCode: number,
+    readonly code: string,
+    message: string,
+    /** Extra fields of the error body, e.g. upstreamStatus. */
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'AppError';
+  }
+}
+
+export const forbidden = () => new AppError(403, 'forbidden', 'this address may not use this route');
+export const unauthorized = (message = 'missing or wrong credentials') =>
+  new AppError(401, 'unauthorized', message);
+export const notFound = (message: string) => new AppError(404, 'not_found', message);
+export const storageUnavailable = () =>
+  new AppError(503, 'storage_unavailable', 'the database is unavailable; try again shortly');
+
+export interface ValidationIssue {
+  path: string;
+  message: string;
+}
+
+export function validationFailed(issues: ValidationIssue[], message = 'the request is not valid'): AppError {
+  return new AppError(400, 'validation_failed', message, { issues });
+}
+
+/** zod issue paths as the contract shows them: "srd.grossIncome", "items.0.x". */
+export function issuePath(path: readonly PropertyKey[]): string {
+  return path.map(String).join('.');
+}
+
+/** The error body every route answers with: {error, message, ...extra}. */
+export function errorBody(err: AppError): Record<string, unknown> {
+  return { error: err.code, message: err.message, ...err.extra };
+}
+
+/** One place that turns any thrown error into the contract's error shape. Never shows a 5xx's detail. */
+export function installErrorHandler(app: FastifyInstance): void {
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).send({ error: 'not_found', message: `no route ${request.method} ${request.url.split('?')[0]}` });
+  });
+
+  app.setErrorHandler((error: FastifyError | AppError | Error, request, reply) => {
+    if (error instanceof AppError) {
+      if (error.statusCode >= 500) request.log.warn({ code: error.code }, error.message);
+      return reply.code(error.statusCode).send(errorBody(error));
+    }
+    if (hasZodFastifySchemaValidationErrors(error)) {
+      const context = (error as FastifyError).validationContext;
+      const issues = error.validation.map((v) => ({
+        path: v.instancePath.split('/').filter(Boolean).join('.'),
+        message: v.message ?? 'invalid',
+      }));
+      const where = context === 'body' ? 'request body' : context === 'querystring' ? 'query string' : `${context ?? 'request'}`;
+      return reply.code(400).send(errorBody(validationFailed(issues, `the ${where} is not valid`)));
+    }
+    if (isStorageUnavailable(error)) {
+      request.log.error({ err: error }, 'database unavailable');
+      return reply.code(503).send(errorBody(storageUnavailable()));
+    }
+    const fe = error as FastifyError;
+    if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      return reply.code(413).send({ error: 'payload_too_large', message: 'the request body is too large' });
+    }
+    if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      return reply.code(415).send({ error: 'unsupported_media_type', message: 'send application/json' });
+    }
+    if (fe.statusCode === 400) {
+      // Fastify's own client errors (bad JSON, empty body): say what, not how.
+      return reply.code(400).send(errorBody(validationFailed([], fe.message)));
+    }
+    if (fe.statusCode !== undefined && fe.statusCode > 400 && fe.statusCode < 500) {
+      return reply.code(fe.statusCode).send({ error: 'bad_request', message: fe.message });
+    }
+    request.log.error({ err: error }, 'unhandled error');
+    return reply.code(500).send({ error: 'internal_error', message: 'something went wrong on our side' });
+  });
+}

@@ -1,0 +1,62 @@
+import type { LoggerOptions } from 'pino';
+
+export const REDACTED = '[redacted]';
+
+/** Query parameters whose values never reach a log line. */
+const SECRET_QUERY_PARAMS = /([?&](?:token|access_token|api_key|apikey|key|secret|client_secret|cpf)=)[^&#]*/gi;
+
+export function redactUrl(url: string): string {
+  return url.replace(SECRET_QUERY_PARAMS, `$1${REDACTED}`);
+}
+
+// A CPF can appear in any object we log (a body, an error's details): redact it at every depth we log.
+const cpfPaths = ['cpf', '*.cpf', '*.*.cpf', '*.*.*.cpf', '*.*.*.*.cpf'];
+const secretPaths = [
+  'req.headers.authorization',
+  'req.headers["x-partner-auth"]',
+  'req.headers.cookie',
+  'headers.authorization',
+  'headers["x-partner-auth"]',
+  '*.headers.authorization',
+  '*.headers["x-partner-auth"]',
+  'partnerToken',
+  '*.partnerToken',
+  'clientSecret',
+  '*.clientSecret',
+  'callbackSecret',
+  '*.callbackSecret',
+  'access_token',
+  '*.access_token',
+  'token',
+  '*.token',
+  'assertionKey',
+  '*.assertionKey',
+  'client_assertion',
+  '*.client_assertion',
+];
+
+interface SerializableRequest {
+  id?: string;
+  method?: string;
+  url?: string;
+  ip?: string;
+  socket?: { remoteAddress?: string; remotePort?: number };
+}
+
+/** pino options shared by the gateway, the sandbox and the CLIs. */
+export function loggerOptions(level: string): LoggerOptions {
+  return {
+    level,
+    redact: { paths: [...secretPaths, ...cpfPaths], censor: REDACTED },
+    serializers: {
+      req: (req: SerializableRequest) => ({
+        id: req.id,
+        method: req.method,
+        url: req.url === undefined ? undefined : redactUrl(req.url),
+        peer: req.socket?.remoteAddress,
+        client: req.ip,
+      }),
+      res: (res: { statusCode?: number }) => ({ statusCode: res.statusCode }),
+    },
+  };
+}

@@ -1,0 +1,54 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Registry } from 'prom-client';
+import { z } from 'zod';
+import type { Database } from '../db/database.js';
+import { errorBody, storageUnavailable } from '../errors.js';
+
+export interface OpsDeps {
+  database: Pick<Database, 'ping'>;
+  registry: Registry;
+}
+
+const READY_TIMEOUT_MS = 2000;
+
+const status = z.object({ status: z.string() });
+const errorSchema = z.object({ error: z.string(), message: z.string() });
+
+export const opsRoutes =
+  (deps: OpsDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    app.get(
+      '/healthz',
+      { schema: { tags: ['operations'], summary: 'The process is alive', response: { 200: status } } },
+      async () => ({ status: 'ok' }),
+    );
+
+    app.get(
+      '/readyz',
+      {
+        schema: {
+          tags: ['operations'],
+          summary: 'The database answers (503 while it does not)',
+          response: { 200: status, 503: errorSchema },
+        },
+      },
+      async (request, reply) => {
+        try {
+          await deps.database.ping(READY_TIMEOUT_MS);
+          return { status: 'ready' };
+        } catch (err) {
+          request.log.warn({ err }, 'not ready: database unreachable');
+          return reply.code(503).send(errorBody(storageUnavailable()) as z.infer<typeof errorSchema>);
+        }
+      },
+    );
+
+    app.get(
+      '/metrics',
+      { schema: { tags: ['operations'], summary: 'Prometheus metrics', produces: ['text/plain'] } },
+      async (_request, reply) => {
+        const body = await deps.registry.metrics();
+        return reply.type(deps.registry.contentType).send(body);
+      },
+    );
+  };

@@ -1,0 +1,81 @@
+import { z } from 'zod';
+import type { Decision } from '../db/types.js';
+
+// The provider's own resources (provider-api.md), shared by the submit route, the callback
+// route and the sandbox, so that the gateway and its simulator can never disagree.
+
+export const OCCUPATIONS = [
+  'Company Employee',
+  'Retired',
+  'Self-Employment',
+  'Public Sector',
+  'Multiple sources of income',
+  'Other',
+] as const;
+
+/** Amounts in R$: finite (zod 4 refuses Infinity and NaN) and never negative. */
+const amount = z.number().nonnegative('must not be negative');
+
+/** "Requiredness of the address fields, the format of state: not shown" - all optional, bounded strings. */
+const addressField = z.string().max(200, 'must be at most 200 characters');
+
+export const addressSchema = z.strictObject({
+  street: addressField.optional(),
+  number: addressField.optional(),
+  complement: addressField.optional(),
+  city: addressField.optional(),
+  state: addressField.optional(),
+});
+
+export const srdSchema = z.strictObject({
+  grossIncome: amount,
+  housingSpends: amount.optional(),
+  cardSpends: amount.optional(),
+  loanSpends: amount.optional(),
+  address: addressSchema.optional(),
+  occupation: z.enum(OCCUPATIONS).optional(),
+  desiredCreditLimit: amount.optional(),
+});
+
+export const customerUuidSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,128}$/, 'must be 1-128 letters, digits, "-" or "_"');
+
+export const cpfSchema = z.string().regex(/^[0-9]{11}$/, 'must be exactly 11 digits, as a string');
+
+export const underwritingRequestSchema = z.strictObject({
+  customerUuid: customerUuidSchema,
+  cpf: cpfSchema,
+  costSavingEnabled: z.boolean(),
+  srd: srdSchema.optional(),
+});
+export type UnderwritingRequest = z.infer<typeof underwritingRequestSchema>;
+export type Srd = z.infer<typeof srdSchema>;
+
+export const underwritingResponseSchema = z.looseObject({
+  costSavingEnabled: z.boolean(),
+  score: z.number(),
+  riskBand: z.number().int('must be an integer'),
+  limit: z.number(),
+});
+
+/**
+ * The callback body. Unknown fields are kept, not refused: a provider that adds a field must not
+ * see its callbacks bounce (refusing one may mean never getting it again).
+ */
+export const underwritingResultSchema = z.looseObject({
+  customerUuid: customerUuidSchema,
+  started: z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone' }),
+  finished: z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone' }),
+  serviceType: z.literal('CREDIT_SCORE'),
+  response: underwritingResponseSchema,
+});
+export type UnderwritingResult = z.infer<typeof underwritingResultSchema>;
+
+/** The contract's decision table, applied to a stored result. */
+export function decide(response: Pick<UnderwritingResult['response'], 'costSavingEnabled' | 'score' | 'limit'>): Decision {
+  if (response.score === -1) return response.costSavingEnabled ? 'filtered' : 'no_score';
+  // limit -1 means "no score"; any other negative limit is meaningless, and no_score is the honest reading.
+  if (response.limit < 0) return 'no_score';
+  return response.limit > 0 ? 'approved' : 'declined';
+}

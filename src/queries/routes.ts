@@ -1,0 +1,7 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { CapabilityDeps } from '../app.js';
+
+// Placeholder: the capability lands in its own change.
+export const queryRoutes =
+  (_deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  async () => {};

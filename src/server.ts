@@ -1,0 +1,85 @@
+import type { AddressInfo } from 'node:net';
+import { pino } from 'pino';
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { openDatabase } from './db/database.js';
+import { migrateToLatest } from './db/migrator.js';
+import { loggerOptions } from './logger.js';
+import { type SandboxMode, startSandboxMode } from './sandbox/mode.js';
+
+/** In-flight requests get this long to finish after SIGTERM/SIGINT; then the process exits anyway. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
+function readConfig(): Readonly<Config> {
+  try {
+    return loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.problems.join('\n')}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}
+
+async function main(): Promise<void> {
+  let config = readConfig();
+  const log = pino(loggerOptions(config.logLevel));
+  if (config.cpfHashKeyIsDevelopmentDefault) {
+    log.warn('CPF_HASH_KEY is not set: using the fixed development key; set a secret key before storing real CPFs');
+  }
+
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    onIdleError: (err) => log.warn({ err: { message: err.message } }, 'database connection lost'),
+  });
+  log.info({ engine: database.engine, dataDir: database.engine === 'pglite' ? config.dataDir : undefined }, 'database opened');
+  if (config.migrateOnStart) {
+    const applied = await migrateToLatest(database);
+    if (applied.length > 0) log.info({ applied }, 'migrations applied');
+  }
+
+  let sandbox: SandboxMode | undefined;
+  if (config.sandboxMode) {
+    sandbox = await startSandboxMode(log);
+    config = Object.freeze({ ...config, providerBaseUrl: sandbox.providerBaseUrl, partnerToken: sandbox.partnerToken });
+  }
+
+  const app = await buildApp({ config, database, logger: log });
+  await app.listen({ host: config.host, port: config.port });
+  if (sandbox) {
+    const { port } = app.server.address() as AddressInfo;
+    const host = ['0.0.0.0', '::'].includes(config.host) ? '127.0.0.1' : config.host;
+    const callbackHost = host.includes(':') ? `[${host}]` : host;
+    sandbox.setCallbackUrl(`http://${callbackHost}:${port}/v1/callbacks/underwriting`);
+  }
+
+  let stopping = false;
+  const stop = async (signal: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down: finishing in-flight requests');
+    setTimeout(() => {
+      log.error('shutdown took too long; exiting');
+      process.exit(1);
+    }, SHUTDOWN_GRACE_MS).unref();
+    try {
+      await app.close();
+      await sandbox?.close();
+      await database.close();
+      log.info('stopped');
+      process.exit(0);
+    } catch (err) {
+      log.error({ err }, 'error while shutting down');
+      process.exit(1);
+    }
+  };
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`underwriting-gateway failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

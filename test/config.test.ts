@@ -1,0 +1,112 @@
+import t from 'tap';
+import { ConfigError, DEV_CPF_HASH_KEY, loadConfig } from '../src/config.js';
+import { startProcess } from './helpers/process.js';
+
+const problems = (env: Record<string, string>): string[] => {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+};
+
+t.test('nothing configured gives the contract defaults and sandbox mode', async (t) => {
+  const c = loadConfig({});
+  t.equal(c.host, '0.0.0.0');
+  t.equal(c.port, 3000);
+  t.equal(c.databaseUrl, undefined);
+  t.equal(c.dataDir, './data');
+  t.equal(c.migrateOnStart, true);
+  t.equal(c.upstreamTimeoutMs, 10000);
+  t.same(c.submitAllowedIps, ['127.0.0.1/32', '::1/128']);
+  t.same(c.callbackAllowedIps, ['127.0.0.1/32', '::1/128']);
+  t.same(c.queryAllowedIps, ['127.0.0.1/32', '::1/128']);
+  t.same(c.queryApiKeys, []);
+  t.same(c.trustProxy, []);
+  t.equal(c.callbackTimeoutS, 3600);
+  t.equal(c.cpfHashKey, DEV_CPF_HASH_KEY);
+  t.equal(c.cpfHashKeyIsDevelopmentDefault, true);
+  t.equal(c.tokenClient, undefined);
+  t.equal(c.logLevel, 'info');
+  t.equal(c.sandboxMode, true);
+  t.ok(Object.isFrozen(c));
+});
+
+t.test('values are coerced and lists split', async (t) => {
+  const c = loadConfig({
+    PORT: '8080',
+    MIGRATE_ON_START: 'false',
+    SUBMIT_ALLOWED_IPS: '10.0.0.0/8, 192.168.1.5 ,2001:db8::/32',
+    QUERY_API_KEYS: 'key-aaaaaaaaaaaaaaaa,key-bbbbbbbbbbbbbbbb',
+    PROVIDER_BASE_URL: 'https://provider.example/',
+    PARTNER_TOKEN: 'a'.repeat(64),
+  });
+  t.equal(c.port, 8080);
+  t.equal(c.migrateOnStart, false);
+  t.same(c.submitAllowedIps, ['10.0.0.0/8', '192.168.1.5', '2001:db8::/32']);
+  t.same(c.queryApiKeys, ['key-aaaaaaaaaaaaaaaa', 'key-bbbbbbbbbbbbbbbb']);
+  t.equal(c.providerBaseUrl, 'https://provider.example', 'trailing slash dropped');
+  t.equal(c.sandboxMode, false);
+});
+
+t.test('each bad variable gets one line naming it and why', async (t) => {
+  const lines = problems({
+    PORT: 'eighty',
+    UPSTREAM_TIMEOUT_MS: '-5',
+    SUBMIT_ALLOWED_IPS: '10.0.0.0/33,not-an-ip',
+    MIGRATE_ON_START: 'maybe',
+    LOG_LEVEL: 'loud',
+  });
+  t.equal(lines.length, 5);
+  t.match(lines.join('\n'), /^PORT: must be a whole number$/m);
+  t.match(lines.join('\n'), /^UPSTREAM_TIMEOUT_MS: /m);
+  t.match(lines.join('\n'), /^SUBMIT_ALLOWED_IPS: not an IP address or CIDR: 10\.0\.0\.0\/33, not-an-ip$/m);
+  t.match(lines.join('\n'), /^MIGRATE_ON_START: must be true or false$/m);
+  t.match(lines.join('\n'), /^LOG_LEVEL: /m);
+});
+
+t.test('a bad secret is named but its value is never echoed', async (t) => {
+  const token = 'short-secret-token-value';
+  const lines = problems({ PARTNER_TOKEN: token, CALLBACK_SECRET: 'tiny', CPF_HASH_KEY: 'also-a-short-key' });
+  t.same(lines.map((l) => l.split(':')[0]).sort(), ['CALLBACK_SECRET', 'CPF_HASH_KEY', 'PARTNER_TOKEN']);
+  for (const secret of [token, 'tiny', 'also-a-short-key']) t.notMatch(lines.join('\n'), secret);
+});
+
+t.test('production refuses to start without its required variables', async (t) => {
+  const lines = problems({ NODE_ENV: 'production' });
+  t.same(
+    lines.map((l) => l.split(':')[0]),
+    ['DATABASE_URL', 'PROVIDER_BASE_URL', 'PARTNER_TOKEN', 'CPF_HASH_KEY', 'CALLBACK_ALLOWED_IPS'],
+  );
+  const ok = loadConfig({
+    NODE_ENV: 'production',
+    DATABASE_URL: 'postgres://db/gw',
+    PROVIDER_BASE_URL: 'https://provider.example',
+    PARTNER_TOKEN: 'b'.repeat(64),
+    CPF_HASH_KEY: 'k'.repeat(40),
+    CALLBACK_ALLOWED_IPS: '203.0.113.0/24',
+  });
+  t.equal(ok.sandboxMode, false, 'production never enters sandbox mode');
+});
+
+t.test('token client variables come together', async (t) => {
+  t.match(problems({ AUTH_URL: 'https://auth.example' }).join('\n'), /CLIENT_ID: required/);
+  t.match(problems({ AUTH_URL: 'https://auth.example', CLIENT_ID: 'id' }).join('\n'), /CLIENT_SECRET: required/);
+  t.match(problems({ CLIENT_ASSERTION_KEY: 'not a pem', AUTH_URL: 'https://a', CLIENT_ID: 'id' }).join('\n'), /CLIENT_ASSERTION_KEY: must be a PKCS#8 PEM/);
+  const c = loadConfig({ AUTH_URL: 'https://auth.example/', CLIENT_ID: 'id', CLIENT_SECRET: 's3cret' });
+  t.same(c.tokenClient, { authUrl: 'https://auth.example', clientId: 'id', clientSecret: 's3cret', scope: 'sdk-kyc', assertionKey: undefined });
+});
+
+t.test('the server exits 1 with one line per bad variable', async (t) => {
+  const proc = startProcess(t, { PORT: 'x', PARTNER_TOKEN: 'leaky-token-value', DATABASE_URL: 'mysql://nope' });
+  const { code } = await proc.exited;
+  t.equal(code, 1);
+  const err = proc.stderr.join('\n');
+  t.match(err, /^PORT: /m);
+  t.match(err, /^PARTNER_TOKEN: /m);
+  t.match(err, /^DATABASE_URL: /m);
+  t.equal(proc.stderr.length, 3, 'exactly one line per bad variable');
+  t.notMatch(err, 'leaky-token-value');
+});

@@ -1,0 +1,60 @@
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import type { Test } from 'tap';
+import { type AppDeps, buildApp, type Clock } from '../../src/app.js';
+import { type Config, loadConfig } from '../../src/config.js';
+import type { Database } from '../../src/db/database.js';
+import type { BearerTokenSource } from '../../src/provider/errors.js';
+import { freshDatabase } from './database.js';
+import { captureLogs, type LogCapture } from './logs.js';
+
+export const TEST_PARTNER_TOKEN = 'T'.repeat(32) + '0123456789abcdefghijklmnopqrstuv';
+export const TEST_CPF_HASH_KEY = 'test-cpf-hash-key-0123456789abcdef';
+
+/** Configuration as the gateway would parse it, from test defaults plus the given variables. */
+export function testConfig(env: Record<string, string | undefined> = {}): Readonly<Config> {
+  return loadConfig({
+    NODE_ENV: 'test',
+    PROVIDER_BASE_URL: 'http://127.0.0.1:9',
+    PARTNER_TOKEN: TEST_PARTNER_TOKEN,
+    CPF_HASH_KEY: TEST_CPF_HASH_KEY,
+    UPSTREAM_TIMEOUT_MS: '2000',
+    ...env,
+  });
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  database: Database;
+  logs: LogCapture;
+  config: Readonly<Config>;
+}
+
+export interface TestAppOptions {
+  env?: Record<string, string | undefined>;
+  /** Share a database (e.g. a second instance); default: a fresh one. */
+  database?: Database;
+  clock?: Clock;
+  tokenSource?: BearerTokenSource;
+  logs?: LogCapture;
+}
+
+/** The gateway on a real, fresh database, with captured logs; closed at teardown. */
+export async function buildTestApp(t: Test, options: TestAppOptions = {}): Promise<TestApp> {
+  const config = testConfig(options.env);
+  const database = options.database ?? (await freshDatabase(t));
+  const logs = options.logs ?? captureLogs();
+  const deps: AppDeps = { config, database, logger: logs.logger };
+  if (options.clock) deps.clock = options.clock;
+  if (options.tokenSource) deps.tokenSource = options.tokenSource;
+  const app = await buildApp(deps);
+  t.teardown(() => app.close());
+  return { app, database, logs, config };
+}
+
+/** Listens on 127.0.0.1 at a free port (all of 127/8 reaches it) and returns its base URL. */
+export async function listen(app: FastifyInstance, host = '127.0.0.1'): Promise<string> {
+  await app.listen({ host, port: 0 });
+  const { port } = app.server.address() as AddressInfo;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}

@@ -1,0 +1,56 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { Test } from 'tap';
+import { type Database, openDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+
+/** Set: tests run on this real PostgreSQL server (a database per test file); unset: PGlite. */
+export const SERVER_URL = process.env.DATABASE_URL || undefined;
+export const ENGINE = SERVER_URL ? 'postgres' : 'pglite';
+
+export interface TestDatabase extends Database {
+  /** The database's own URL (PostgreSQL only), e.g. for a child process or a second instance. */
+  url: string | undefined;
+}
+
+/** Creates an empty database on the test server and drops it when the test ends. */
+export async function freshDatabaseUrl(t: Test): Promise<string> {
+  if (!SERVER_URL) throw new Error('freshDatabaseUrl needs DATABASE_URL (a real PostgreSQL)');
+  const name = `ugw_test_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: SERVER_URL });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  t.teardown(async () => {
+    const cleanup = new pg.Client({ connectionString: SERVER_URL });
+    await cleanup.connect();
+    await cleanup.query(`drop database if exists ${name} with (force)`);
+    await cleanup.end();
+  });
+  const url = new URL(SERVER_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/**
+ * A fresh, migrated database for one test: its own PostgreSQL database when DATABASE_URL is set,
+ * otherwise an in-memory PGlite. Closed (and dropped) at teardown.
+ */
+export async function freshDatabase(t: Test, options: { migrate?: boolean } = {}): Promise<TestDatabase> {
+  const url = SERVER_URL ? await freshDatabaseUrl(t) : undefined;
+  const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolSize: 20 });
+  t.teardown(() => database.close());
+  if (options.migrate !== false) await migrateToLatest(database);
+  return Object.assign(database, { url });
+}
+
+/**
+ * Another connection to the same database, as a second gateway instance would have. On PGlite
+ * (one process, one engine) that is the same instance, closed only once.
+ */
+export async function anotherConnection(t: Test, database: TestDatabase): Promise<Database> {
+  if (!database.url) return { ...database, close: async () => {} };
+  const other = await openDatabase({ databaseUrl: database.url, dataDir: 'memory://' });
+  t.teardown(() => other.close());
+  return other;
+}

@@ -1,0 +1,60 @@
+import net from 'node:net';
+
+export interface TcpRelay {
+  port: number;
+  /** Drops every open connection and refuses new ones: the database "goes away". */
+  cut(): void;
+  /** Lets connections through again. */
+  restore(): void;
+  close(): Promise<void>;
+}
+
+/** A TCP relay in front of host:port that a test can cut, to simulate an outage of a real server. */
+export async function startRelay(host: string, port: number): Promise<TcpRelay> {
+  const open = new Set<net.Socket>();
+  let cut = false;
+  const server = net.createServer((client) => {
+    if (cut) {
+      client.destroy();
+      return;
+    }
+    const upstream = net.connect({ host, port });
+    open.add(client);
+    open.add(upstream);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      open.delete(client);
+      open.delete(upstream);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    cut() {
+      cut = true;
+      for (const socket of open) socket.destroy();
+      open.clear();
+    },
+    restore() {
+      cut = false;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of open) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** The same URL, reaching its server through the relay instead. */
+export function throughRelay(databaseUrl: string, relay: TcpRelay): string {
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String(relay.port);
+  return url.toString();
+}
