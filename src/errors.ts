@@ -55,10 +55,15 @@ export function installErrorHandler(app: FastifyInstance): void {
     }
     if (hasZodFastifySchemaValidationErrors(error)) {
       const context = (error as FastifyError).validationContext;
-      const issues = error.validation.map((v) => ({
-        path: v.instancePath.split('/').filter(Boolean).join('.'),
-        message: v.message ?? 'invalid',
-      }));
+      const issues = error.validation.flatMap((v) => {
+        const path = v.instancePath.split('/').filter(Boolean);
+        const keys = (v.params as { keys?: unknown }).keys;
+        // An unknown field is reported at its own path ("srd.extra"), not at its parent's.
+        if (v.keyword === 'unrecognized_keys' && Array.isArray(keys)) {
+          return keys.map((k) => ({ path: [...path, String(k)].join('.'), message: 'unknown field' }));
+        }
+        return [{ path: path.join('.'), message: v.message ?? 'invalid' }];
+      });
       const where = context === 'body' ? 'request body' : context === 'querystring' ? 'query string' : `${context ?? 'request'}`;
       return reply.code(400).send(errorBody(validationFailed(issues, `the ${where} is not valid`)));
     }
