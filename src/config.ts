@@ -102,6 +102,9 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
+/** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
+export const CONFIG_VARIABLES = Object.keys(envSchema.shape);
+
 export interface TokenClientConfig {
   authUrl: string;
   clientId: string;
