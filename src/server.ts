@@ -42,7 +42,7 @@ async function main(): Promise<void> {
 
   let sandbox: SandboxMode | undefined;
   if (config.sandboxMode) {
-    sandbox = await startSandboxMode(log);
+    sandbox = await startSandboxMode(log, config);
     config = Object.freeze({ ...config, providerBaseUrl: sandbox.providerBaseUrl, partnerToken: sandbox.partnerToken });
   }
 
