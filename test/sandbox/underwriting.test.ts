@@ -20,7 +20,7 @@ t.test('a missing or wrong X-Partner-Auth is refused 401 and nothing is called b
   const receiver = await callbackReceiver(t);
   const { base, logs } = await startSandbox(t, { SANDBOX_CALLBACK_URL: receiver.url });
   const other = 'x'.repeat(64);
-  for (const headers of [{}, { 'x-partner-auth': other }, { 'x-partner-auth': PARTNER_TOKEN.slice(1) }]) {
+  for (const headers of [{} as Record<string, string>, { 'x-partner-auth': other }, { 'x-partner-auth': PARTNER_TOKEN.slice(1) }]) {
     const res = await httpRequest(`${base}${UNDERWRITINGS}`, { headers, body: requestBody() });
     t.equal(res.status, 401);
     t.same(res.json, { error: 'unauthorized', message: 'missing or wrong X-Partner-Auth' });
