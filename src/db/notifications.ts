@@ -22,6 +22,7 @@ export class Waiter {
   constructor(
     readonly key: string,
     private readonly onCancel: (waiter: Waiter) => void,
+    private readonly onBlock: (waiter: Waiter) => void = () => {},
   ) {}
 
   wake(): void {
@@ -46,6 +47,7 @@ export class Waiter {
       const timer = setTimeout(done, ms);
       signal.addEventListener('abort', done, { once: true });
       this.#resolve = done;
+      this.onBlock(this);
     });
   }
 
@@ -68,7 +70,7 @@ interface Source {
 /**
  * Listens on one NOTIFY channel over a single connection and wakes the waiters registered under the
  * payload. Events: 'listening' (after every successful LISTEN), 'lost' (connection gone),
- * 'registered' (a waiter was added), 'notification' (payload).
+ * 'registered' (a waiter was added), 'waiting' (a waiter blocked until its next wake), 'notification'.
  */
 export class ChannelListener extends EventEmitter {
   maxWaiters = DEFAULT_MAX_WAITERS;
@@ -96,7 +98,11 @@ export class ChannelListener extends EventEmitter {
   /** Registers a waiter for key, or returns undefined when the process already holds maxWaiters. */
   register(key: string): Waiter | undefined {
     if (this.#count >= this.maxWaiters) return undefined;
-    const waiter = new Waiter(key, (w) => this.#unregister(w));
+    const waiter = new Waiter(
+      key,
+      (w) => this.#unregister(w),
+      (w) => this.emit('waiting', w.key),
+    );
     let set = this.#byKey.get(key);
     if (!set) this.#byKey.set(key, (set = new Set()));
     set.add(waiter);
