@@ -1,3 +1,4 @@
+import { createPublicKey } from 'node:crypto';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ConfigError } from '../config.js';
@@ -59,6 +60,18 @@ const addressList = z
     if (bad.length > 0) ctx.addIssue({ code: 'custom', message: `not an IP address or CIDR: ${bad.join(', ')}` });
   });
 
+const publicKeyPem = z
+  .string()
+  .transform((v) => v.replace(/\\n/g, '\n').trim())
+  .refine((pem) => {
+    try {
+      const key = createPublicKey({ key: pem, format: 'pem' });
+      return key.asymmetricKeyType === 'rsa' || (key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1');
+    } catch {
+      return false;
+    }
+  }, 'must be an RSA or P-256 public key in PEM (-----BEGIN PUBLIC KEY-----)');
+
 const cpf = z.string().trim().regex(/^[0-9]{11}$/, 'must be exactly 11 digits');
 
 const envSchema = z.object({
@@ -72,6 +85,7 @@ const envSchema = z.object({
     .default(SANDBOX_DEFAULT_PARTNER_TOKEN),
   SANDBOX_CLIENT_ID: z.string().min(1, 'must not be empty').default(SANDBOX_DEFAULT_CLIENT_ID),
   SANDBOX_CLIENT_SECRET: z.string().min(1, 'must not be empty').default(SANDBOX_DEFAULT_CLIENT_SECRET),
+  SANDBOX_CLIENT_ASSERTION_PUBLIC_KEY: publicKeyPem.optional(),
   SANDBOX_TOKEN_TTL_S: integer(1, 7 * 24 * 3600).default(3600),
   SANDBOX_CPF_COST_SAVING_REJECT: cpf.default(SANDBOX_DEFAULT_CPFS.costSavingReject),
   SANDBOX_CPF_STANDARD_REJECT: cpf.default(SANDBOX_DEFAULT_CPFS.standardReject),
@@ -97,6 +111,8 @@ export interface SandboxConfig {
   clientId: string;
   clientSecret: string;
   clientSecretIsDefault: boolean;
+  /** Set: the token endpoint also accepts RFC 7523 client assertions signed by its private key. */
+  clientAssertionPublicKey: string | undefined;
   tokenTtlS: number;
   scenarioCpfs: ScenarioCpfs;
   allowedIps: string[];
@@ -139,6 +155,7 @@ export function loadSandboxConfig(env: NodeJS.ProcessEnv = process.env): Readonl
     clientId: e.SANDBOX_CLIENT_ID,
     clientSecret: e.SANDBOX_CLIENT_SECRET,
     clientSecretIsDefault: e.SANDBOX_CLIENT_SECRET === SANDBOX_DEFAULT_CLIENT_SECRET,
+    clientAssertionPublicKey: e.SANDBOX_CLIENT_ASSERTION_PUBLIC_KEY,
     tokenTtlS: e.SANDBOX_TOKEN_TTL_S,
     scenarioCpfs: Object.freeze(scenarioCpfs),
     allowedIps: e.SANDBOX_ALLOWED_IPS,
@@ -158,6 +175,7 @@ export function describeSandboxConfig(config: Readonly<SandboxConfig>, redactUrl
     clientId: config.clientId,
     // Named "...Source" so that the logger's redaction of secret-named fields leaves the words readable.
     clientSecretSource: config.clientSecretIsDefault ? 'default' : 'custom',
+    clientAssertions: config.clientAssertionPublicKey === undefined ? 'refused' : 'accepted',
     partnerTokenSource: config.partnerTokenIsDefault ? 'default' : 'custom',
     scenarioCpfsSource:
       config.scenarioCpfs.costSavingReject === defaults.costSavingReject &&

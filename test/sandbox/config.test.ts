@@ -61,12 +61,14 @@ t.test('each bad variable gets one line naming it and why', async (t) => {
     SANDBOX_CALLBACK_URL: 'ftp://gateway/cb',
     SANDBOX_CPF_APPROVE: '123.456.789-09',
     SANDBOX_ALLOWED_IPS: '10.0.0.0/40',
+    SANDBOX_CLIENT_ASSERTION_PUBLIC_KEY: 'not a key',
     LOG_LEVEL: 'loud',
   });
   t.same(lines.map((l) => l.split(':')[0]).sort(), [
     'LOG_LEVEL',
     'SANDBOX_ALLOWED_IPS',
     'SANDBOX_CALLBACK_URL',
+    'SANDBOX_CLIENT_ASSERTION_PUBLIC_KEY',
     'SANDBOX_CPF_APPROVE',
     'SANDBOX_DELAY_MS',
     'SANDBOX_PARTNER_TOKEN',

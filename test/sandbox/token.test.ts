@@ -1,4 +1,5 @@
-import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
+import { generateKeyPairSync, type KeyObject, randomUUID } from 'node:crypto';
+import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, SignJWT } from 'jose';
 import t from 'tap';
 import { SANDBOX_DEFAULT_CLIENT_ID, SANDBOX_DEFAULT_CLIENT_SECRET } from '../../src/sandbox/config.js';
 import { SANDBOX_ISSUER } from '../../src/sandbox/tokens.js';
@@ -95,4 +96,51 @@ t.test('a missing grant type or scope, or a JSON body, gets a 400 OAuth error', 
   });
   t.equal(json.status, 400);
   t.equal(json.json.error, 'invalid_request');
+});
+
+const clientKeys = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+const PUBLIC_PEM = clientKeys.publicKey.export({ type: 'spki', format: 'pem' }).toString();
+
+/** An RFC 7523 client assertion as the gateway's token client signs it. */
+function assertion(base: string, key: KeyObject = clientKeys.privateKey, audience = `${base}/oauth2/token`) {
+  const iat = Math.floor(Date.now() / 1000);
+  return new SignJWT({})
+    .setProtectedHeader({ alg: 'ES256', typ: 'JWT' })
+    .setIssuer(SANDBOX_DEFAULT_CLIENT_ID)
+    .setSubject(SANDBOX_DEFAULT_CLIENT_ID)
+    .setAudience(audience)
+    .setJti(randomUUID())
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + 60)
+    .sign(key);
+}
+
+const assertionForm = (jwt: string) =>
+  new URLSearchParams({
+    grant_type: 'client_credentials',
+    scope: 'sdk-kyc',
+    client_id: SANDBOX_DEFAULT_CLIENT_ID,
+    client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+    client_assertion: jwt,
+  }).toString();
+
+t.test('a client assertion signed by the configured key gets a token', async (t) => {
+  const { base } = await startSandbox(t, { SANDBOX_CLIENT_ASSERTION_PUBLIC_KEY: PUBLIC_PEM });
+  const res = await httpRequest(`${base}/oauth2/token`, { headers: FORM, body: assertionForm(await assertion(base)) });
+  t.equal(res.status, 200);
+  t.equal(decodeJwt(res.json.access_token).sub, SANDBOX_DEFAULT_CLIENT_ID);
+});
+
+t.test('a client assertion with another key, another audience, or none configured gets 401', async (t) => {
+  const { base } = await startSandbox(t, { SANDBOX_CLIENT_ASSERTION_PUBLIC_KEY: PUBLIC_PEM });
+  const stranger = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+  for (const jwt of [await assertion(base, stranger), await assertion(base, undefined, `${base}/somewhere-else`)]) {
+    const res = await httpRequest(`${base}/oauth2/token`, { headers: FORM, body: assertionForm(jwt) });
+    t.equal(res.status, 401);
+    t.equal(res.json.error, 'invalid_client');
+  }
+  const plain = await startSandbox(t);
+  const res = await httpRequest(`${plain.base}/oauth2/token`, { headers: FORM, body: assertionForm(await assertion(plain.base)) });
+  t.equal(res.status, 401);
+  t.match(res.json.error_description, /not enabled/);
 });
