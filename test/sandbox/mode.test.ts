@@ -65,3 +65,11 @@ t.test('npm start with nothing configured runs the three sandbox CPFs end to end
   second.child.kill('SIGTERM');
   t.equal((await second.exited).code, 0);
 });
+
+t.test('in sandbox mode a bad SANDBOX_* variable stops the gateway with exit 1 and one line for it', async (t) => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'ugw-sandbox-mode-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const gateway = startProcess(t, { HOST: '127.0.0.1', PORT: '0', DATA_DIR: dataDir, SANDBOX_DELAY_MS: 'soon' });
+  t.equal((await gateway.exited).code, 1);
+  t.same(gateway.stderr, ['SANDBOX_DELAY_MS: must be a whole number']);
+});
