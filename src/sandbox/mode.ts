@@ -42,7 +42,10 @@ export async function startSandboxMode(
   const { port } = app.server.address() as AddressInfo;
   const providerBaseUrl = `http://${config.host}:${port}`;
   log.warn({ providerBaseUrl }, SANDBOX_MODE_WARNING);
-  sandboxLog.info(describeSandboxConfig({ ...config, port }, redactUrl), 'sandbox provider settings');
+  sandboxLog.info(
+    { ...describeSandboxConfig({ ...config, port }, redactUrl), callbackUrl: "the gateway's own callback route" },
+    'sandbox provider settings',
+  );
 
   return {
     providerBaseUrl,
