@@ -1,0 +1,140 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type pg from 'pg';
+import { Agent, request } from 'undici';
+import { seedSubmitted } from '../lib/database.js';
+import { callbackBody } from './callback.js';
+
+// Many long-polls on pending customers, then their callbacks: how long after a callback's 2xx
+// does the long-poll waiting for that customer answer?
+
+export interface LongPollSettings {
+  count: number;
+  waitS: number;
+  /** Time given to the gateway to register every waiter before the first callback. */
+  settleMs: number;
+  callbackConcurrency: number;
+}
+
+export interface LongPollFigures {
+  count: number;
+  opened: number;
+  /** Answered (2xx) with the callback's result in the body. */
+  answeredWithResult: number;
+  answeredBeforeCallback: number;
+  failed: number;
+  callbacksOk: number;
+  callbacksFailed: number;
+  /** Callbacks delivered per second while the long-polls were waiting. */
+  callbackRate: number;
+  /** Long-poll answer minus its callback's 2xx, in ms (negative: the answer came first). */
+  delayMs: { min: number; p50: number; p99: number; max: number };
+  withinGoal: number;
+  goalMs: number;
+}
+
+const PREFIX = 'lp-';
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+}
+
+const round1 = (v: number) => Math.round(v * 10) / 10;
+
+export async function runLongPolls(pool: pg.Pool, baseUrl: string, settings: LongPollSettings): Promise<LongPollFigures> {
+  const { count, waitS } = settings;
+  await seedSubmitted(pool, PREFIX, count);
+  const timeoutMs = (waitS + 15) * 1000;
+  const pollAgent = new Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, keepAliveTimeout: 1_000 });
+  const callbackAgent = new Agent({ connections: settings.callbackConcurrency, keepAliveTimeout: 10_000 });
+
+  const answeredAt = new Array<number>(count).fill(Number.NaN);
+  const ackAt = new Array<number>(count).fill(Number.NaN);
+  let callbacksStartedAt = Number.POSITIVE_INFINITY;
+  let opened = 0;
+  let withResult = 0;
+  let early = 0;
+  let failed = 0;
+
+  const poll = async (i: number): Promise<void> => {
+    try {
+      const res = await request(`${baseUrl}/v1/underwritings/${PREFIX}${i}?wait=${waitS}`, { dispatcher: pollAgent });
+      const at = performance.now();
+      const body = (await res.body.json()) as { result?: unknown };
+      if (res.statusCode !== 200) {
+        failed++;
+        return;
+      }
+      answeredAt[i] = at;
+      if (at < callbacksStartedAt) early++;
+      if (body.result !== null && body.result !== undefined) withResult++;
+    } catch {
+      failed++;
+    }
+  };
+
+  // Open the long-polls in batches so the listen backlog never overflows.
+  const polls: Promise<void>[] = [];
+  for (let i = 0; i < count; i++) {
+    polls.push(poll(i));
+    opened++;
+    if (i % 100 === 99) await sleep(20);
+  }
+  await sleep(settings.settleMs);
+
+  callbacksStartedAt = performance.now();
+  let next = 0;
+  let callbacksOk = 0;
+  let callbacksFailed = 0;
+  const deliver = async (): Promise<void> => {
+    for (let i = next++; i < count; i = next++) {
+      try {
+        const res = await request(`${baseUrl}/v1/callbacks/underwriting`, {
+          method: 'POST',
+          dispatcher: callbackAgent,
+          headers: { 'content-type': 'application/json' },
+          body: callbackBody(`${PREFIX}${i}`, i),
+        });
+        const at = performance.now();
+        await res.body.dump();
+        if (res.statusCode >= 200 && res.statusCode < 300) {
+          ackAt[i] = at;
+          callbacksOk++;
+        } else {
+          callbacksFailed++;
+        }
+      } catch {
+        callbacksFailed++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: settings.callbackConcurrency }, deliver));
+  const deliveredIn = performance.now() - callbacksStartedAt;
+
+  await Promise.race([Promise.all(polls), sleep(timeoutMs + 5_000)]);
+  await Promise.all([pollAgent.destroy(), callbackAgent.destroy()]);
+
+  const delays = ackAt
+    .map((ack, i) => (answeredAt[i] ?? Number.NaN) - ack)
+    .filter((d) => Number.isFinite(d))
+    .sort((a, b) => a - b);
+  const goalMs = 100;
+  return {
+    count,
+    opened,
+    answeredWithResult: withResult,
+    answeredBeforeCallback: early,
+    failed,
+    callbacksOk,
+    callbacksFailed,
+    callbackRate: round1(callbacksOk / (deliveredIn / 1000)),
+    delayMs: {
+      min: round1(delays[0] ?? Number.NaN),
+      p50: round1(percentile(delays, 50)),
+      p99: round1(percentile(delays, 99)),
+      max: round1(delays[delays.length - 1] ?? Number.NaN),
+    },
+    withinGoal: delays.filter((d) => d <= goalMs).length,
+    goalMs,
+  };
+}
