@@ -1,7 +1,166 @@
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Kysely } from 'kysely';
+import { z } from 'zod';
+import { allowlistGuard, secretMatches } from '../access/guards.js';
 import type { CapabilityDeps } from '../app.js';
+import { isStorageUnavailable } from '../db/database.js';
+import type { DB } from '../db/types.js';
+import { errorBody, unauthorized, validationFailed } from '../errors.js';
+import { decide, underwritingResultSchema } from '../provider/schemas.js';
+import { type Intake, readCallback } from './intake.js';
+import { type CallbackMetrics, callbackMetrics } from './metrics.js';
+import { type Arrival, recordInvalid, recordResult } from './store.js';
 
-// Placeholder: the capability lands in its own change.
+const received = z.object({ received: z.literal(true) });
+const errorSchema = z.object({ error: z.string(), message: z.string() });
+const validationErrorSchema = errorSchema.extend({
+  issues: z.array(z.object({ path: z.string(), message: z.string() })),
+});
+const querySchema = z.object({
+  token: z.string().optional().describe('The callback secret, required when CALLBACK_SECRET is set'),
+});
+
+/** The body and query schemas document the route; the handler validates the raw bytes itself. */
+const documentedOnly = () => (data: unknown) => ({ value: data });
+
 export const callbackRoutes =
-  (_deps: CapabilityDeps): FastifyPluginAsyncZod =>
-  async () => {};
+  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const metrics = callbackMetrics(deps.registry);
+    const db = deps.database.db;
+
+    // Every body is read as bytes, whatever its content type (the provider's is not documented):
+    // the exact bytes are stored, and parsing is ours to do after that.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+    app.post(
+      '/v1/callbacks/underwriting',
+      {
+        onRequest: [allowlistGuard('callback', deps.config.callbackAllowedIps), tokenGuard(deps.config.callbackSecret)],
+        preParsing: ignoreContentType,
+        onResponse: countUnhandled(metrics),
+        validatorCompiler: documentedOnly,
+        schema: {
+          tags: ['callbacks'],
+          summary: "The provider's underwriting result; answered 2xx only once it is committed",
+          querystring: querySchema,
+          body: underwritingResultSchema,
+          response: {
+            200: received,
+            400: validationErrorSchema,
+            401: errorSchema,
+            403: errorSchema,
+            413: errorSchema,
+            503: errorSchema,
+          },
+        },
+      },
+      async (request) => {
+        const arrival: Arrival = {
+          receivedAt: deps.clock(),
+          peer: request.ip ?? null,
+          rawBody: Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0),
+        };
+        const intake = readCallback(arrival.rawBody);
+        if (!intake.valid) {
+          await keepInvalid(db, arrival, intake, request.log, metrics);
+          throw validationFailed(intake.issues, 'the callback is not a valid underwriting result');
+        }
+        const { result } = intake;
+        const decision = decide(result.response);
+        let recorded;
+        try {
+          recorded = await recordResult(db, {
+            ...arrival,
+            customerUuid: result.customerUuid,
+            started: result.started,
+            finished: result.finished,
+            body: intake.json,
+            decision,
+          });
+        } catch (err) {
+          if (!isUnstorableData(err)) throw err;
+          // A valid result PostgreSQL still refuses (a value out of its range): kept raw, never lost.
+          const message = `the result cannot be stored: ${(err as Error).message}`;
+          const issues = [{ path: '', message }];
+          await keepInvalid(db, arrival, { valid: false, issues, error: message, json: null, customerUuid: result.customerUuid }, request.log, metrics);
+          throw validationFailed(issues, 'the callback is not a valid underwriting result');
+        }
+        metrics.count(recorded.outcome);
+        const customerUuid = result.customerUuid;
+        if (recorded.outcome === 'matched') {
+          metrics.turnaround((arrival.receivedAt.getTime() - recorded.submittedAt.getTime()) / 1000);
+          request.log.info({ customerUuid, callbackId: recorded.callbackId, requestId: recorded.requestId, decision }, 'callback matched');
+        } else if (recorded.outcome === 'unmatched') {
+          request.log.warn({ customerUuid, callbackId: recorded.callbackId, decision }, 'callback stored unmatched: no request awaits it');
+        } else {
+          request.log.info({ customerUuid }, 'duplicate callback: already stored');
+        }
+        return { received: true as const };
+      },
+    );
+  };
+
+/** When CALLBACK_SECRET is set, ?token= must carry it; checked before the body is read. */
+function tokenGuard(secret: string | undefined): onRequestHookHandler {
+  return function checkToken(request: FastifyRequest, reply: FastifyReply, done: () => void) {
+    if (secret === undefined) return done();
+    const token = (request.query as Record<string, unknown>).token;
+    if (secretMatches(typeof token === 'string' ? token : undefined, [secret])) return done();
+    // Never the token itself: the logged URL is redacted by the logger, and nothing else names it.
+    request.log.warn({ group: 'callback', client: request.ip, presented: token !== undefined }, 'refused: wrong or missing callback token');
+    void reply.code(401).send(errorBody(unauthorized('missing or wrong callback token')));
+  };
+}
+
+/**
+ * The content type is ignored: without it Fastify never refuses a malformed one (415), and the
+ * catch-all parser reads every body as bytes.
+ */
+function ignoreContentType(request: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (err: null, payload: never) => void) {
+  delete request.raw.headers['content-type'];
+  done(null, payload as never);
+}
+
+/** Outcomes decided outside the handler, by status. */
+function countUnhandled(metrics: CallbackMetrics) {
+  return function count(request: FastifyRequest, reply: FastifyReply, done: () => void) {
+    const status = reply.statusCode;
+    if (status === 401 || status === 403) metrics.count('refused');
+    else if (status === 413) {
+      metrics.count('too_large');
+      request.log.warn({ client: request.ip }, 'callback refused: body too large, not stored');
+    } else if (status === 503) metrics.count('unavailable');
+    else if (status >= 500) metrics.count('failed');
+    done();
+  };
+}
+
+async function keepInvalid(
+  db: Kysely<DB>,
+  arrival: Arrival,
+  intake: Extract<Intake, { valid: false }>,
+  log: FastifyBaseLogger,
+  metrics: CallbackMetrics,
+): Promise<void> {
+  const row = { ...arrival, error: intake.error, customerUuid: intake.customerUuid };
+  let callbackId: number;
+  try {
+    callbackId = await recordInvalid(db, { ...row, body: intake.json });
+  } catch (err) {
+    if (!isUnstorableData(err)) throw err;
+    // The jsonb copy is a convenience; the raw bytes are what must never be lost.
+    callbackId = await recordInvalid(db, { ...row, body: null });
+  }
+  metrics.count('invalid');
+  log.warn({ callbackId, customerUuid: intake.customerUuid, issues: intake.issues.map((i) => i.path) }, 'invalid callback kept');
+}
+
+/** PostgreSQL refused the values themselves (data exception, nesting too deep), not the connection. */
+function isUnstorableData(err: unknown): boolean {
+  if (isStorageUnavailable(err)) return false;
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('22') || code === '54001');
+}

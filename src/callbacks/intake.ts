@@ -1,0 +1,77 @@
+import type { ValidationIssue } from '../errors.js';
+import { issuePath } from '../errors.js';
+import { customerUuidSchema, type UnderwritingResult, underwritingResultSchema } from '../provider/schemas.js';
+
+/** What a callback's bytes turned out to be: a result to store, or why it is not one. */
+export type Intake =
+  | { valid: true; result: UnderwritingResult; json: string }
+  | {
+      valid: false;
+      issues: ValidationIssue[];
+      /** One line for the callbacks.error column. */
+      error: string;
+      /** The body as jsonb text when it was JSON at all, for whoever inspects it later. */
+      json: string | null;
+      /** Kept when recognisable, so an invalid callback can still be found by customer. */
+      customerUuid: string | null;
+    };
+
+const BOM = '\uFEFF';
+
+/** Reads a callback body, exactly the bytes received, into a validated result or a list of issues. */
+export function readCallback(raw: Buffer): Intake {
+  if (raw.length === 0) return invalid([{ path: '', message: 'the body is empty' }], null, null);
+  let text = raw.toString('utf8');
+  // The provider's encoding is not documented: a UTF-8 byte order mark is tolerated, not refused.
+  if (text.startsWith(BOM)) text = text.slice(1);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    return invalid([{ path: '', message: `not JSON: ${(err as Error).message}` }], null, null);
+  }
+  const checked = underwritingResultSchema.safeParse(parsed);
+  if (!checked.success) {
+    const issues = checked.error.issues.map((i) => ({ path: issuePath(i.path), message: i.message }));
+    return invalid(issues, storableJson(parsed, text), recognisableCustomer(parsed));
+  }
+  const json = storableJson(checked.data, text);
+  if (json === null) return invalid([{ path: '', message: 'the body cannot be stored as JSON' }], null, checked.data.customerUuid);
+  return { valid: true, result: checked.data, json };
+}
+
+function invalid(issues: ValidationIssue[], json: string | null, customerUuid: string | null): Intake {
+  const error = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ');
+  return { valid: false, issues, error, json, customerUuid };
+}
+
+function recognisableCustomer(parsed: unknown): string | null {
+  if (typeof parsed !== 'object' || parsed === null) return null;
+  const candidate = (parsed as Record<string, unknown>).customerUuid;
+  return customerUuidSchema.safeParse(candidate).success ? (candidate as string) : null;
+}
+
+/**
+ * JSON text that PostgreSQL's jsonb accepts. jsonb refuses \u0000 and lone surrogates, which only
+ * an escape in the original text can produce; those are replaced by U+FFFD in this copy (raw_body
+ * keeps the original). Null when even that fails (e.g. nesting too deep to serialise).
+ */
+export function storableJson(value: unknown, sourceText: string): string | null {
+  try {
+    return JSON.stringify(sourceText.includes('\\u') ? scrub(value) : value);
+  } catch {
+    return null;
+  }
+}
+
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+function scrub(value: unknown): unknown {
+  if (typeof value === 'string') return value.replace(UNSTORABLE, '\uFFFD');
+  if (Array.isArray(value)) return value.map(scrub);
+  if (typeof value === 'object' && value !== null) {
+    // fromEntries defines own properties, so a "__proto__" key stays data, never a prototype.
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [scrub(k) as string, scrub(v)]));
+  }
+  return value;
+}

@@ -1,0 +1,44 @@
+import { Counter, Histogram, type Registry } from 'prom-client';
+
+export const CALLBACK_OUTCOMES = [
+  'matched',
+  'duplicate',
+  'unmatched',
+  'invalid',
+  /** 401 or 403: not stored. */
+  'refused',
+  /** 413: not stored. */
+  'too_large',
+  /** 503, the database was down: not stored, and the provider may never send it again. */
+  'unavailable',
+  /** Any other 5xx. */
+  'failed',
+] as const;
+export type CallbackMetricOutcome = (typeof CALLBACK_OUTCOMES)[number];
+
+export interface CallbackMetrics {
+  count(outcome: CallbackMetricOutcome): void;
+  /** Seconds from our submit to the provider's answer, for a matched callback. */
+  turnaround(seconds: number): void;
+}
+
+export function callbackMetrics(registry: Registry): CallbackMetrics {
+  const callbacks = new Counter({
+    name: 'underwriting_callbacks_total',
+    help: 'Provider callbacks received, by outcome; refused, too_large, unavailable and failed ones are not stored',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  // Every outcome is exported from the start, so an alert on a rate never starts from "no data".
+  for (const outcome of CALLBACK_OUTCOMES) callbacks.inc({ outcome }, 0);
+  const turnaround = new Histogram({
+    name: 'underwriting_callback_turnaround_seconds',
+    help: 'Time from the request being submitted to its result callback arriving',
+    buckets: [1, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400],
+    registers: [registry],
+  });
+  return {
+    count: (outcome) => callbacks.inc({ outcome }),
+    turnaround: (seconds) => turnaround.observe(Math.max(0, seconds)),
+  };
+}

@@ -1,0 +1,250 @@
+import t, { type Test } from 'tap';
+import type { Database } from '../../src/db/database.js';
+import { RESULTS_CHANNEL } from '../../src/db/channels.js';
+import type { RequestStatus } from '../../src/db/types.js';
+import { buildTestApp } from '../helpers/app.js';
+import { anotherConnection, ENGINE, freshDatabase } from '../helpers/database.js';
+import { callbacksOf, customer, insertRequest, postCallback, requestById, resultBody } from './fixtures.js';
+
+// One database for the file (each test has its own customers): a fresh PGlite costs seconds.
+const shared = await freshDatabase(t);
+const gateway = (test: Test, options: { clock?: () => Date } = {}) => buildTestApp(test, { ...options, database: shared });
+
+t.test('a callback for a submitted request is stored, matched and completes it', async (t) => {
+  const clock = () => new Date('2026-11-22T03:00:42.000Z');
+  const { app, database } = await gateway(t, { clock });
+  const db = database.db;
+  const cust = customer('cust');
+  const submittedAt = new Date('2026-11-22T03:00:00.000Z');
+  const requestId = await insertRequest(db, cust, 'submitted', { submittedAt });
+  const body = resultBody(cust);
+
+  const res = await postCallback(app, body);
+  t.equal(res.statusCode, 200);
+  t.same(res.json(), { received: true });
+
+  const [callback, ...others] = await callbacksOf(db, cust);
+  t.equal(others.length, 0);
+  t.match(callback, {
+    outcome: 'matched',
+    error: null,
+    customer_uuid: cust,
+    decision: 'approved',
+    request_id: requestId,
+    peer: '127.0.0.1',
+  });
+  t.same(callback!.body, body, 'the body is stored as received');
+  t.equal(Buffer.from(callback!.raw_body).toString('utf8'), JSON.stringify(body), 'and so are its bytes');
+  t.same(callback!.started, new Date(body.started));
+  t.same(callback!.finished, new Date(body.finished));
+  t.same(callback!.received_at, clock());
+
+  const request = await requestById(db, requestId);
+  t.match(request, { status: 'completed', decision: 'approved', result_callback_id: callback!.id });
+  t.same(request.completed_at, clock());
+  t.same(request.updated_at, clock());
+
+  const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  t.match(metrics, /underwriting_callbacks_total\{outcome="matched"\} 1/);
+  t.match(metrics, /underwriting_callback_turnaround_seconds_bucket\{le="60"\} 1/);
+  t.match(metrics, /underwriting_callback_turnaround_seconds_bucket\{le="30"\} 0/);
+  t.match(metrics, /underwriting_callback_turnaround_seconds_sum 42/);
+});
+
+const decisions = [
+  { name: 'approved when limit > 0', response: { score: 650, riskBand: 2, limit: 3000 }, decision: 'approved' },
+  { name: 'declined when limit is 0', response: { score: 310, riskBand: 7, limit: 0 }, decision: 'declined' },
+  { name: 'no_score when score is -1 without cost saving', response: { score: -1, riskBand: -1, limit: -1 }, decision: 'no_score' },
+  { name: 'no_score when limit is -1', response: { score: 500, riskBand: 4, limit: -1 }, decision: 'no_score' },
+  {
+    name: 'filtered when score is -1 with cost saving',
+    response: { score: -1, riskBand: -1, limit: -1, costSavingEnabled: true },
+    decision: 'filtered',
+  },
+] as const;
+
+for (const d of decisions) {
+  t.test(`the decision is ${d.name}, on the request and on the callback`, async (t) => {
+    const { app, database } = await gateway(t);
+    const cust = customer('decided');
+    const requestId = await insertRequest(database.db, cust, 'submitted', {
+      costSavingEnabled: 'costSavingEnabled' in d.response,
+    });
+    const res = await postCallback(app, resultBody(cust, d.response));
+    t.equal(res.statusCode, 200);
+    const [callback] = await callbacksOf(database.db, cust);
+    t.equal(callback!.decision, d.decision);
+    t.match(await requestById(database.db, requestId), { status: 'completed', decision: d.decision });
+  });
+}
+
+const states: Array<{ status: RequestStatus; why: string }> = [
+  { status: 'submitting', why: 'a callback that overtakes the provider reply to our submit' },
+  { status: 'expired', why: 'a late callback' },
+  { status: 'submit_failed', why: 'a callback for a submit that failed on our side' },
+];
+
+for (const { status, why } of states) {
+  t.test(`${why} completes the request (${status} -> completed)`, async (t) => {
+    const { app, database } = await gateway(t);
+    const cust = customer(status);
+    const requestId = await insertRequest(database.db, cust, status);
+    const res = await postCallback(app, resultBody(cust));
+    t.equal(res.statusCode, 200);
+    t.same(res.json(), { received: true });
+    const [callback] = await callbacksOf(database.db, cust);
+    t.match(callback, { outcome: 'matched', request_id: requestId });
+    t.match(await requestById(database.db, requestId), {
+      status: 'completed',
+      result_callback_id: callback!.id,
+      decision: 'approved',
+    });
+  });
+}
+
+t.test('a callback completes the newest request of the customer that has no result yet', async (t) => {
+  const { app, database } = await gateway(t);
+  const db = database.db;
+  const cust = customer('newest');
+  const older = await insertRequest(db, cust, 'submit_failed');
+  const newer = await insertRequest(db, cust, 'submitted');
+  const elsewhere = await insertRequest(db, customer('other'), 'submitted');
+
+  t.equal((await postCallback(app, resultBody(cust))).statusCode, 200);
+  const [callback] = await callbacksOf(db, cust);
+  t.match(callback, { outcome: 'matched', request_id: newer });
+  t.match(await requestById(db, newer), { status: 'completed', result_callback_id: callback!.id });
+  t.match(await requestById(db, older), { status: 'submit_failed', result_callback_id: null, decision: null });
+  t.match(await requestById(db, elsewhere), { status: 'submitted', result_callback_id: null });
+});
+
+t.test('a duplicate callback answers 200 and stores nothing new', async (t) => {
+  const { app, database } = await gateway(t);
+  const db = database.db;
+  const cust = customer('dup');
+  const requestId = await insertRequest(db, cust, 'submitted');
+  const body = resultBody(cust);
+  t.equal((await postCallback(app, body)).statusCode, 200);
+  const before = await requestById(db, requestId);
+
+  // The same result again, even with its instant written in another zone.
+  const again = await postCallback(app, { ...body, started: '2026-11-22T00:00:00.000-03:00' });
+  t.equal(again.statusCode, 200);
+  t.same(again.json(), { received: true });
+  t.equal((await callbacksOf(db, cust)).length, 1, 'one row');
+  t.same(await requestById(db, requestId), before, 'the request is untouched');
+  const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  t.match(metrics, /underwriting_callbacks_total\{outcome="duplicate"\} 1/);
+});
+
+t.test('ten concurrent copies of one callback store exactly one row and complete the request once', async (t) => {
+  const { app, database } = await gateway(t);
+  const db = database.db;
+  const cust = customer('race');
+  const requestId = await insertRequest(db, cust, 'submitted');
+  const body = resultBody(cust);
+  const answers = await Promise.all(Array.from({ length: 10 }, () => postCallback(app, body)));
+  t.same(
+    answers.map((a) => a.statusCode),
+    Array(10).fill(200),
+  );
+  const rows = await callbacksOf(db, cust);
+  t.equal(rows.length, 1);
+  t.match(rows[0], { outcome: 'matched', request_id: requestId });
+  t.match(await requestById(db, requestId), { status: 'completed', result_callback_id: rows[0]!.id });
+  const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  t.match(metrics, /underwriting_callbacks_total\{outcome="matched"\} 1\n/);
+  t.match(metrics, /underwriting_callbacks_total\{outcome="duplicate"\} 9\n/);
+});
+
+t.test('copies arriving at two instances at once store one row', async (t) => {
+  const first = await gateway(t);
+  const second = await buildTestApp(t, { database: await anotherConnection(t, shared) });
+  const cust = customer('two');
+  const requestId = await insertRequest(shared.db, cust, 'submitted');
+  const body = resultBody(cust);
+  const answers = await Promise.all(
+    Array.from({ length: 10 }, (_, i) => postCallback(i % 2 ? first.app : second.app, body)),
+  );
+  t.same(
+    answers.map((a) => a.statusCode),
+    Array(10).fill(200),
+  );
+  const rows = await callbacksOf(shared.db, cust);
+  t.equal(rows.length, 1);
+  t.match(await requestById(shared.db, requestId), { status: 'completed', result_callback_id: rows[0]!.id });
+});
+
+t.test('a callback no request waits for is stored as unmatched and answered 200', async (t) => {
+  const { app, database } = await gateway(t);
+  const cust = customer('nobody');
+  const body = resultBody(cust);
+  const res = await postCallback(app, body);
+  t.equal(res.statusCode, 200);
+  t.same(res.json(), { received: true });
+  const rows = await callbacksOf(database.db, cust);
+  t.equal(rows.length, 1);
+  t.match(rows[0], { outcome: 'unmatched', request_id: null, customer_uuid: cust, decision: 'approved' });
+  t.same(rows[0]!.body, body);
+  const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  t.match(metrics, /underwriting_callbacks_total\{outcome="unmatched"\} 1/);
+});
+
+t.test('a second, different callback for an answered request is unmatched and changes nothing', async (t) => {
+  const { app, database } = await gateway(t);
+  const db = database.db;
+  const cust = customer('twice');
+  const requestId = await insertRequest(db, cust, 'submitted');
+  t.equal((await postCallback(app, resultBody(cust, { limit: 5000 }))).statusCode, 200);
+  const answered = await requestById(db, requestId);
+
+  const other = resultBody(cust, { finished: '2026-11-22T03:05:00.000Z', score: 200, limit: 0 });
+  const res = await postCallback(app, other);
+  t.equal(res.statusCode, 200);
+  t.same(res.json(), { received: true });
+  const rows = await callbacksOf(db, cust);
+  t.equal(rows.length, 2);
+  t.match(rows[1], { outcome: 'unmatched', request_id: null, decision: 'declined' });
+  t.same(rows[1]!.body, other, 'kept, visible');
+  t.same(await requestById(db, requestId), answered, 'the first result stands');
+  t.equal(answered.decision, 'approved');
+});
+
+t.test('a stored result is announced on the results channel at commit; a duplicate is not', async (t) => {
+  const { app, database } = await gateway(t);
+  const cust = customer('notify');
+  const stranger = customer('stranger');
+  await insertRequest(database.db, cust, 'submitted');
+  const notifications = await listenForResults(t, database);
+
+  t.equal((await postCallback(app, resultBody(cust))).statusCode, 200);
+  t.same(await notifications.next(), cust);
+  t.equal((await postCallback(app, resultBody(cust))).statusCode, 200, 'a duplicate');
+  t.equal((await postCallback(app, resultBody(stranger))).statusCode, 200, 'an unmatched one');
+  t.same(await notifications.next(), stranger, 'the next announcement is the unmatched one, not the duplicate');
+});
+
+/** LISTENs on the results channel the way a long-poll on another instance would. */
+async function listenForResults(t: Test, database: Database) {
+  const payloads: string[] = [];
+  const waiting: Array<(p: string) => void> = [];
+  const deliver = (payload: string) => {
+    const w = waiting.shift();
+    if (w) w(payload);
+    else payloads.push(payload);
+  };
+  if (ENGINE === 'postgres') {
+    const pg = (await import('pg')).default;
+    const client = new pg.Client({ connectionString: database.connectionString });
+    await client.connect();
+    t.teardown(() => client.end());
+    client.on('notification', (n) => deliver(n.payload ?? ''));
+    await client.query(`listen ${RESULTS_CHANNEL}`);
+  } else {
+    const unlisten = await database.pglite!.listen(RESULTS_CHANNEL, deliver);
+    t.teardown(() => unlisten());
+  }
+  return {
+    next: () => new Promise<string>((resolve) => (payloads.length > 0 ? resolve(payloads.shift()!) : waiting.push(resolve))),
+  };
+}

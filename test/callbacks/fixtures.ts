@@ -1,0 +1,91 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import { hashCpf, maskCpf } from '../../src/cpf.js';
+import type { CallbackRow, DB, RequestStatus, UnderwritingRequestRow } from '../../src/db/types.js';
+import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
+
+export const CALLBACK_URL = '/v1/callbacks/underwriting';
+export const CPF = '52998224725';
+
+/** A request row as the submit route would have stored it. */
+export async function insertRequest(
+  db: Kysely<DB>,
+  customerUuid: string,
+  status: RequestStatus,
+  options: { submittedAt?: Date; costSavingEnabled?: boolean } = {},
+): Promise<number> {
+  const row = await db
+    .insertInto('underwriting_requests')
+    .values({
+      customer_uuid: customerUuid,
+      status,
+      cpf_hash: hashCpf(CPF, TEST_CPF_HASH_KEY),
+      cpf_masked: maskCpf(CPF),
+      cost_saving_enabled: options.costSavingEnabled ?? false,
+      submitted_at: options.submittedAt ?? new Date(),
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
+export interface ResultOverrides {
+  started?: string;
+  finished?: string;
+  costSavingEnabled?: boolean;
+  score?: number;
+  riskBand?: number;
+  limit?: number;
+}
+
+/** A valid callback body, as the provider sends it. */
+export function resultBody(customerUuid: string, o: ResultOverrides = {}) {
+  return {
+    customerUuid,
+    started: o.started ?? '2026-11-22T03:00:00.000Z',
+    finished: o.finished ?? '2026-11-22T03:00:10.000Z',
+    serviceType: 'CREDIT_SCORE',
+    response: {
+      costSavingEnabled: o.costSavingEnabled ?? false,
+      score: o.score ?? 712.5,
+      riskBand: o.riskBand ?? 3,
+      limit: o.limit ?? 4500,
+    },
+  };
+}
+
+export function postCallback(
+  app: FastifyInstance,
+  body: unknown,
+  options: { query?: string; contentType?: string | null } = {},
+) {
+  const payload = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
+  const headers: Record<string, string> = {};
+  if (options.contentType !== null) headers['content-type'] = options.contentType ?? 'application/json';
+  return app.inject({ method: 'POST', url: `${CALLBACK_URL}${options.query ?? ''}`, headers, payload });
+}
+
+/** A customerUuid no other test uses, so tests can share one database (a fresh PGlite costs seconds). */
+export function customer(name: string): string {
+  return `${name}-${randomBytes(4).toString('hex')}`;
+}
+
+/** The callbacks stored for one customer, oldest first. */
+export async function callbacksOf(db: Kysely<DB>, customerUuid: string): Promise<CallbackRow[]> {
+  return db.selectFrom('callbacks').selectAll().where('customer_uuid', '=', customerUuid).orderBy('id').execute();
+}
+
+/** The callbacks stored after the given id (invalid ones may carry no customerUuid). */
+export async function callbacksAfter(db: Kysely<DB>, id: number): Promise<CallbackRow[]> {
+  return db.selectFrom('callbacks').selectAll().where('id', '>', id).orderBy('id').execute();
+}
+
+export async function lastCallbackId(db: Kysely<DB>): Promise<number> {
+  const row = await db.selectFrom('callbacks').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst();
+  return Number(row?.id ?? 0);
+}
+
+export async function requestById(db: Kysely<DB>, id: number): Promise<UnderwritingRequestRow> {
+  return db.selectFrom('underwriting_requests').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+}
