@@ -3,7 +3,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { type AbScenario, compareAb } from './lib/compare.js';
-import { type BenchDatabase, createBenchDatabase } from './lib/database.js';
+import { type BenchDatabase, backendCpuMs, createBenchDatabase } from './lib/database.js';
 import { type Child, RssSampler, startChild, stopAll } from './lib/processes.js';
 import { type AbReport, type LongPollReport, abGoals, longPollGoals, renderReport } from './lib/report.js';
 import { callbackScenario } from './scenarios/callback.js';
@@ -23,8 +23,8 @@ const only = onlyArg ? new Set(onlyArg.split(',')) : undefined;
 const wanted = (name: string) => only === undefined || only.has(name);
 
 const settings = quick
-  ? { rounds: 2, durationS: 2, warmupS: 1, minCallbackRows: 2_000, getOneRows: 10_000, getOneCustomers: 200, longPolls: 200, settleMs: 1_000 }
-  : { rounds: 3, durationS: 8, warmupS: 3, minCallbackRows: 5_000, getOneRows: 100_000, getOneCustomers: 1_000, longPolls: 1_000, settleMs: 3_000 };
+  ? { rounds: 2, durationS: 2, warmupS: 1, warmupRequests: 1_000, minCallbackRows: 2_000, getOneRows: 10_000, getOneCustomers: 200, longPolls: 200, settleMs: 1_000 }
+  : { rounds: 3, durationS: 8, warmupS: 3, warmupRequests: 3_000, minCallbackRows: 5_000, getOneRows: 100_000, getOneCustomers: 1_000, longPolls: 1_000, settleMs: 3_000 };
 const LONG_POLL_WAIT_S = 30;
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
@@ -92,7 +92,11 @@ async function abScenario(db: BenchDatabase, stubUrl: string, scenario: AbScenar
   const gatewayRss = new RssSampler(gateway.pid);
   const baselineRss = new RssSampler(baseline.pid);
   try {
-    const result = await compareAb(scenario, { gateway: gateway.baseUrl, baseline: baseline.baseUrl }, settings, say);
+    const targets = {
+      gateway: { ...gateway, dbCpuMs: () => backendCpuMs(db, 'underwriting-gateway') },
+      baseline: { ...baseline, dbCpuMs: () => backendCpuMs(db, 'bench-baseline') },
+    };
+    const result = await compareAb(scenario, targets, settings, say);
     const gatewayPeakRssMb = gatewayRss.finish();
     return {
       scenario: scenario.name,

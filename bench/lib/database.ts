@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { cpuTimeMs } from './processes.js';
 import { openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 
@@ -118,4 +119,22 @@ export async function seedHistory(
   );
   await pool.query('vacuum analyze underwriting_requests');
   await pool.query('vacuum analyze callbacks');
+}
+
+/**
+ * CPU used so far by the PostgreSQL backends serving one application in this database (their
+ * processes are visible when the server runs on this machine); null when they are not.
+ */
+export async function backendCpuMs(db: Pick<BenchDatabase, 'pool' | 'name'>, applicationName: string): Promise<number | null> {
+  const { rows } = await db.pool.query<{ pid: number }>(
+    'select pid from pg_stat_activity where datname = $1 and application_name = $2',
+    [db.name, applicationName],
+  );
+  let total = 0;
+  for (const { pid } of rows) {
+    const ms = cpuTimeMs(pid);
+    if (ms === null) return null;
+    total += ms;
+  }
+  return rows.length > 0 ? total : null;
 }

@@ -144,3 +144,19 @@ export class RssSampler {
     return this.peakKb > 0 ? Math.round((this.peakKb / 1024) * 10) / 10 : null;
   }
 }
+
+/** CPU time (user + system) a process has used so far, in ms; null where /proc is not available. */
+export function cpuTimeMs(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return Number.isFinite(ticks) ? ticks * (1000 / CLOCK_TICKS_PER_S) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** USER_HZ: 100 on every Linux the benchmark is meant for. */
+const CLOCK_TICKS_PER_S = 100;

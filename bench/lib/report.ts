@@ -63,7 +63,7 @@ function table(rows: string[][]): string {
 }
 
 export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefined): string {
-  const rows: string[][] = [['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx/err', 'ratio', 'peak RSS MB']];
+  const rows: string[][] = [['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx/err', 'ratio', 'CPU ms/req', 'DB CPU ms/req', 'peak RSS MB']];
   for (const r of ab) {
     for (const target of ['gateway', 'baseline'] as const) {
       const f = r[target];
@@ -75,6 +75,8 @@ export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefine
         String(f.p99),
         `${f.non2xx}/${f.errors + f.timeouts}`,
         target === 'gateway' ? `${r.ratio}x (rounds ${r.roundRatios.join(', ')})` : '1x',
+        `${f.cpuMsPerOk ?? '-'}${target === 'gateway' && r.cpuRatio !== null ? ` (${r.cpuRatio}x)` : ''}`,
+        String(f.dbCpuMsPerOk ?? '-'),
         String((target === 'gateway' ? r.gatewayPeakRssMb : r.baselinePeakRssMb) ?? '-'),
       ]);
     }
