@@ -53,6 +53,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // Only a peer in TRUST_PROXY may say who the client is; everyone else's X-Forwarded-For is ignored.
     trustProxy: config.trustProxy.length > 0 ? (address: string) => trusted(address) : false,
     bodyLimit: BODY_LIMIT_BYTES,
+    // customerUuid may be 128 characters (Fastify's default of 100 would answer 414); longer is a 400.
+    routerOptions: { maxParamLength: 256 },
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();

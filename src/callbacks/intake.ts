@@ -17,6 +17,8 @@ export type Intake =
     };
 
 const BOM = '\uFEFF';
+/** What PostgreSQL's text and jsonb refuse: NUL and lone surrogates. */
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /** Reads a callback body, exactly the bytes received, into a validated result or a list of issues. */
 export function readCallback(raw: Buffer): Intake {
@@ -41,7 +43,8 @@ export function readCallback(raw: Buffer): Intake {
 }
 
 function invalid(issues: ValidationIssue[], json: string | null, customerUuid: string | null): Intake {
-  const error = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ');
+  // A parser message may quote the body, NUL included, which a PostgreSQL text column refuses.
+  const error = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ').replace(UNSTORABLE, '\uFFFD');
   return { valid: false, issues, error, json, customerUuid };
 }
 
@@ -63,8 +66,6 @@ export function storableJson(value: unknown, sourceText: string): string | null 
     return null;
   }
 }
-
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 function scrub(value: unknown): unknown {
   if (typeof value === 'string') return value.replace(UNSTORABLE, '\uFFFD');

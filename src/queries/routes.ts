@@ -1,7 +1,127 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { allowlistGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../app.js';
+import { hashCpf } from '../cpf.js';
+import { RESULTS_CHANNEL } from '../db/channels.js';
+import { acquireListener, type ListenerLease } from '../db/notifications.js';
+import { apiKeyGuard } from './access.js';
+import { cursorCodec } from './cursor.js';
+import { startExpirySweep, type Sweep } from './expiry.js';
+import { readCustomerWaiting } from './longpoll.js';
+import { queryMetrics } from './metrics.js';
+import {
+  customerParams,
+  customerQuery,
+  customerView,
+  DEFAULT_PAGE,
+  errorView,
+  listQuery,
+  lookupBody,
+  lookupQuery,
+  type PageView,
+  pageView,
+} from './schemas.js';
+import { type ListFilter, readPage } from './sql.js';
 
-// Placeholder: the capability lands in its own change.
+const errors = { 400: errorView, 401: errorView, 403: errorView, 404: errorView, 503: errorView };
+
 export const queryRoutes =
-  (_deps: CapabilityDeps): FastifyPluginAsyncZod =>
-  async () => {};
+  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { db } = deps.database;
+    const metrics = queryMetrics(deps.registry, db);
+    const cursors = cursorCodec(deps.config.cpfHashKey);
+    const closing = new AbortController();
+    let lease: ListenerLease | undefined;
+    let sweep: Sweep | undefined;
+
+    app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
+    app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
+
+    app.addHook('onReady', async () => {
+      // One LISTEN connection per process, shared by every waiter; it connects in the background.
+      lease = acquireListener(deps.database, RESULTS_CHANNEL, app.log);
+      sweep = startExpirySweep({
+        db,
+        clock: deps.clock,
+        timeoutS: deps.config.callbackTimeoutS,
+        log: app.log,
+        onExpired: (n) => metrics.expired.inc(n),
+      });
+    });
+    // Long-polls answer with what is stored now instead of holding the shutdown up.
+    app.addHook('preClose', async () => closing.abort());
+    app.addHook('onClose', async () => {
+      closing.abort();
+      await sweep?.stop();
+      await lease?.release();
+    });
+
+    const page = async (filter: ListFilter, limit: number | undefined, cursor: string | undefined): Promise<PageView> => {
+      const after = cursor === undefined ? undefined : cursors.decode(cursor);
+      const { items, next } = await readPage(db, filter, after, limit ?? DEFAULT_PAGE);
+      return { items, nextCursor: next ? cursors.encode(next) : null };
+    };
+
+    app.get(
+      '/v1/underwritings/:customerUuid',
+      {
+        schema: {
+          tags: ['underwritings'],
+          summary: "One customer's newest request and result, its history and unmatched callbacks",
+          description:
+            'With ?wait=N (0-30 s), a request without a result yet holds the reply until its callback is stored (on any instance) or N seconds pass.',
+          params: customerParams,
+          querystring: customerQuery,
+          response: { 200: customerView, ...errors },
+        },
+      },
+      async (request) =>
+        readCustomerWaiting(
+          {
+            db,
+            listener: lease?.listener,
+            closing: closing.signal,
+            onWaiting: (delta) => metrics.waiters.inc(delta),
+          },
+          request.params.customerUuid,
+          request.query.wait ?? 0,
+        ),
+    );
+
+    app.get(
+      '/v1/underwritings',
+      {
+        schema: {
+          tags: ['underwritings'],
+          summary: 'Requests, newest first, filtered and paged by cursor',
+          description: 'since is inclusive and until exclusive, both on submittedAt.',
+          querystring: listQuery,
+          response: { 200: pageView, ...errors },
+        },
+      },
+      async (request) => {
+        const { status, decision, since, until, limit, cursor } = request.query;
+        return page({ status, decision, since, until }, limit, cursor);
+      },
+    );
+
+    app.post(
+      '/v1/underwritings/lookup',
+      {
+        schema: {
+          tags: ['underwritings'],
+          summary: 'Requests for one CPF (sent in the body, never in a URL), paged like the list',
+          description: 'limit and cursor may be given in the body or the query string; the body wins.',
+          querystring: lookupQuery,
+          body: lookupBody,
+          response: { 200: pageView, ...errors },
+        },
+      },
+      async (request) => {
+        const { cpf, limit, cursor } = request.body;
+        const cpfHash = hashCpf(cpf, deps.config.cpfHashKey);
+        return page({ cpfHash }, limit ?? request.query.limit, cursor ?? request.query.cursor);
+      },
+    );
+  };

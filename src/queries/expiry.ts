@@ -1,0 +1,88 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Clock } from '../app.js';
+import { isStorageUnavailable } from '../db/database.js';
+import type { DB } from '../db/types.js';
+
+/** Rows expired per statement: a long backlog (after an outage) never becomes one huge transaction. */
+const BATCH = 1000;
+
+/**
+ * Marks every request still `submitted` longer than timeoutS before `now` as `expired`, and returns
+ * their ids. Safe with any number of instances at once: rows another sweep (or a callback) holds are
+ * skipped, and the status re-check means a row is expired exactly once.
+ */
+export async function expireOverdue(db: Kysely<DB>, now: Date, timeoutS: number): Promise<number[]> {
+  const cutoff = new Date(now.getTime() - timeoutS * 1000);
+  const expired: number[] = [];
+  for (;;) {
+    const rows = await db
+      .updateTable('underwriting_requests')
+      .set({ status: 'expired', updated_at: now })
+      .where('status', '=', 'submitted')
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('underwriting_requests')
+          .select('id')
+          .where('status', '=', 'submitted')
+          .where('submitted_at', '<', cutoff)
+          .limit(BATCH)
+          .forUpdate()
+          .skipLocked(),
+      )
+      .returning('id')
+      .execute();
+    expired.push(...rows.map((r) => r.id));
+    if (rows.length < BATCH) return expired;
+  }
+}
+
+/** How often the sweep runs: often enough to be timely for short timeouts, at most every 30 s. */
+export function sweepIntervalMs(timeoutS: number): number {
+  return Math.min(30_000, Math.max(250, (timeoutS * 1000) / 4));
+}
+
+export interface SweepDeps {
+  db: Kysely<DB>;
+  clock: Clock;
+  timeoutS: number;
+  log: FastifyBaseLogger;
+  onExpired(count: number): void;
+}
+
+export interface Sweep {
+  /** Runs one sweep now (skipped when one is already running); never throws. */
+  run(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** The periodic expiry sweep of one instance; every instance runs one. */
+export function startExpirySweep(deps: SweepDeps): Sweep {
+  let running: Promise<void> | undefined;
+  const run = () => {
+    running ??= (async () => {
+      try {
+        const ids = await expireOverdue(deps.db, deps.clock(), deps.timeoutS);
+        if (ids.length > 0) {
+          deps.onExpired(ids.length);
+          deps.log.info({ count: ids.length, timeoutS: deps.timeoutS }, 'expired requests whose callback never came');
+        }
+      } catch (err) {
+        if (isStorageUnavailable(err)) deps.log.warn({ err: { message: (err as Error).message } }, 'expiry sweep skipped: database unavailable');
+        else deps.log.error({ err }, 'expiry sweep failed');
+      } finally {
+        running = undefined;
+      }
+    })();
+    return running;
+  };
+  const timer = setInterval(() => void run(), sweepIntervalMs(deps.timeoutS));
+  timer.unref();
+  return {
+    run,
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

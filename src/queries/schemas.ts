@@ -1,0 +1,110 @@
+import { z } from 'zod';
+import { DECISIONS, REQUEST_STATUSES } from '../db/types.js';
+import { addressSchema, cpfSchema, customerUuidSchema, OCCUPATIONS } from '../provider/schemas.js';
+
+/** Long-polls hold a reply at most this long (contract: wait 0-30 s). */
+export const MAX_WAIT_S = 30;
+export const MAX_PAGE = 500;
+export const DEFAULT_PAGE = 50;
+
+const wholeNumber = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d{1,6}$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
+
+/** A date-time with a zone, or a bare date (midnight UTC); kept as text so microseconds survive. */
+const instant = z.union([
+  z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone, or a date' }),
+  z.iso.date().transform((d) => `${d}T00:00:00Z`),
+]);
+
+// A cursor is opaque; its shape is checked (and its signature verified) in cursor.ts.
+const cursorParam = z.string().min(1).max(512);
+
+export const customerParams = z.strictObject({ customerUuid: customerUuidSchema });
+
+export const customerQuery = z.strictObject({
+  wait: wholeNumber(0, MAX_WAIT_S).optional(),
+});
+
+export const listQuery = z.strictObject({
+  status: z.enum(REQUEST_STATUSES).optional(),
+  decision: z.enum(DECISIONS).optional(),
+  since: instant.optional(),
+  until: instant.optional(),
+  limit: wholeNumber(1, MAX_PAGE).optional(),
+  cursor: cursorParam.optional(),
+});
+export type ListQuery = z.infer<typeof listQuery>;
+
+/** limit and cursor of a lookup may come in the body (preferred) or the query string. */
+export const lookupQuery = listQuery.pick({ limit: true, cursor: true });
+
+export const lookupBody = z.strictObject({
+  cpf: cpfSchema,
+  limit: z.number().int('must be a whole number').min(1, 'must be at least 1').max(MAX_PAGE, `must be at most ${MAX_PAGE}`).optional(),
+  cursor: cursorParam.optional(),
+});
+
+// Response schemas list exactly what leaves the service: objects strip anything else.
+
+const srdView = z.object({
+  grossIncome: z.number(),
+  housingSpends: z.number().optional(),
+  cardSpends: z.number().optional(),
+  loanSpends: z.number().optional(),
+  address: z.object(addressSchema.shape).optional(),
+  occupation: z.enum(OCCUPATIONS).optional(),
+  desiredCreditLimit: z.number().optional(),
+});
+
+/** The callback body as stored (the provider's own fields). */
+export const resultView = z.object({
+  customerUuid: z.string(),
+  started: z.string(),
+  finished: z.string(),
+  serviceType: z.string(),
+  response: z.object({
+    costSavingEnabled: z.boolean(),
+    score: z.number(),
+    riskBand: z.number(),
+    limit: z.number(),
+  }),
+});
+
+export const requestView = z.object({
+  customerUuid: z.string(),
+  status: z.enum(REQUEST_STATUSES),
+  decision: z.enum(DECISIONS).nullable(),
+  cpfMasked: z.string(),
+  costSavingEnabled: z.boolean(),
+  srd: srdView.nullable(),
+  submittedAt: z.iso.datetime(),
+  completedAt: z.iso.datetime().nullable(),
+  upstreamStatus: z.number().int().nullable(),
+  result: resultView.nullable(),
+});
+export type RequestView = z.infer<typeof requestView>;
+
+export const unmatchedView = z.object({
+  receivedAt: z.iso.datetime(),
+  result: resultView.nullable(),
+});
+export type UnmatchedView = z.infer<typeof unmatchedView>;
+
+/** One customer: the newest request at the top level, older ones in history, stray callbacks in unmatched. */
+export const customerView = requestView.extend({
+  history: z.array(requestView),
+  unmatched: z.array(unmatchedView),
+});
+export type CustomerView = z.infer<typeof customerView>;
+
+export const pageView = z.object({
+  items: z.array(requestView),
+  nextCursor: z.string().nullable(),
+});
+export type PageView = z.infer<typeof pageView>;
+
+export const errorView = z.looseObject({ error: z.string(), message: z.string() });

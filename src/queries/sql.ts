@@ -1,0 +1,164 @@
+import { type Kysely, sql } from 'kysely';
+import type { Decision, DB, RequestStatus } from '../db/types.js';
+import type { Position } from './cursor.js';
+import type { CustomerView, RequestView, UnmatchedView } from './schemas.js';
+
+/** One customer's answer carries at most this many older requests and unmatched callbacks. */
+export const HISTORY_LIMIT = 100;
+export const UNMATCHED_LIMIT = 100;
+
+/** submitted_at as UTC text with microseconds: a JS Date would drop them and break keyset paging. */
+const POSITION_T = sql<string>`to_char(r.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
+interface RequestRow {
+  customer_uuid: string;
+  status: RequestStatus;
+  decision: Decision | null;
+  cpf_masked: string;
+  cost_saving_enabled: boolean;
+  srd: unknown;
+  submitted_at: Date;
+  completed_at: Date | null;
+  upstream_status: number | null;
+  result: unknown;
+}
+
+function toRequestView(row: RequestRow): RequestView {
+  return {
+    customerUuid: row.customer_uuid,
+    status: row.status,
+    decision: row.decision,
+    cpfMasked: row.cpf_masked,
+    costSavingEnabled: row.cost_saving_enabled,
+    srd: (row.srd ?? null) as RequestView['srd'],
+    submittedAt: row.submitted_at.toISOString(),
+    completedAt: row.completed_at ? row.completed_at.toISOString() : null,
+    upstreamStatus: row.upstream_status,
+    result: (row.result ?? null) as RequestView['result'],
+  };
+}
+
+interface CustomerRow extends Omit<RequestRow, 'customer_uuid' | 'submitted_at'> {
+  kind: 'request' | 'unmatched';
+  id: number;
+  customer_uuid: string | null;
+  submitted_at: Date | null;
+  received_at: Date | null;
+}
+
+/**
+ * Everything about one customer in one round trip: its requests (newest first, via the customer
+ * index) and its unmatched callbacks (via callbacks_unmatched). Undefined when it has no request.
+ */
+export function customerQuery(customerUuid: string) {
+  return sql<CustomerRow>`
+    (select 'request' as kind, r.id, r.customer_uuid, r.status, r.decision, r.cpf_masked,
+            r.cost_saving_enabled, r.srd, r.submitted_at, r.completed_at, r.upstream_status,
+            c.body as result, null::timestamptz as received_at
+       from underwriting_requests r
+       left join callbacks c on c.id = r.result_callback_id
+      where r.customer_uuid = ${customerUuid}
+      order by r.id desc
+      limit ${HISTORY_LIMIT + 1})
+    union all
+    (select 'unmatched', u.id, null::text, null::text, null::text, null::text,
+            null::boolean, null::jsonb, null::timestamptz, null::timestamptz, null::integer,
+            u.body, u.received_at
+       from callbacks u
+      where u.customer_uuid = ${customerUuid} and u.outcome = 'unmatched'
+      order by u.id desc
+      limit ${UNMATCHED_LIMIT})`;
+}
+
+export async function readCustomer(db: Kysely<DB>, customerUuid: string): Promise<CustomerView | undefined> {
+  const { rows } = await customerQuery(customerUuid).execute(db);
+  const byNewest = (a: CustomerRow, b: CustomerRow) => b.id - a.id;
+  const requests = rows.filter((r) => r.kind === 'request').sort(byNewest);
+  const [newest, ...older] = requests.map((r) => toRequestView(r as RequestRow));
+  if (!newest) return undefined;
+  const unmatched: UnmatchedView[] = rows
+    .filter((r) => r.kind === 'unmatched')
+    .sort(byNewest)
+    .map((r) => ({
+      receivedAt: (r.received_at as Date).toISOString(),
+      result: (r.result ?? null) as UnmatchedView['result'],
+    }));
+  return { ...newest, history: older, unmatched };
+}
+
+export interface ListFilter {
+  status?: RequestStatus | undefined;
+  decision?: Decision | undefined;
+  /** Inclusive lower bound on submitted_at. */
+  since?: string | undefined;
+  /** Exclusive upper bound on submitted_at. */
+  until?: string | undefined;
+  cpfHash?: string | undefined;
+}
+
+/**
+ * One page, newest first, by keyset: (submitted_at, id) strictly after the cursor position. Each
+ * filter has an index that yields this order directly (list, status_list, decision_list, cpf_list).
+ */
+export function pageQuery(db: Kysely<DB>, filter: ListFilter, after: Position | undefined, limit: number) {
+  return db
+    .selectFrom('underwriting_requests as r')
+    .leftJoin('callbacks as c', 'c.id', 'r.result_callback_id')
+    .select([
+      'r.id',
+      'r.customer_uuid',
+      'r.status',
+      'r.decision',
+      'r.cpf_masked',
+      'r.cost_saving_enabled',
+      'r.srd',
+      'r.submitted_at',
+      'r.completed_at',
+      'r.upstream_status',
+      'c.body as result',
+      POSITION_T.as('position_t'),
+    ])
+    .$if(filter.status !== undefined, (q) => q.where('r.status', '=', filter.status!))
+    .$if(filter.decision !== undefined, (q) => q.where('r.decision', '=', filter.decision!))
+    .$if(filter.cpfHash !== undefined, (q) => q.where('r.cpf_hash', '=', filter.cpfHash!))
+    .$if(filter.since !== undefined, (q) => q.where(sql<boolean>`r.submitted_at >= ${filter.since}::timestamptz`))
+    .$if(filter.until !== undefined, (q) => q.where(sql<boolean>`r.submitted_at < ${filter.until}::timestamptz`))
+    .$if(after !== undefined, (q) =>
+      q.where(sql<boolean>`(r.submitted_at, r.id) < (${after!.t}::timestamptz, ${after!.id}::bigint)`),
+    )
+    .orderBy('r.submitted_at', 'desc')
+    .orderBy('r.id', 'desc')
+    .limit(limit + 1);
+}
+
+export interface Page {
+  items: RequestView[];
+  /** Where the next page starts; undefined on the last page. */
+  next: Position | undefined;
+}
+
+export async function readPage(
+  db: Kysely<DB>,
+  filter: ListFilter,
+  after: Position | undefined,
+  limit: number,
+): Promise<Page> {
+  // One row more than asked tells whether another page exists, without a count.
+  const rows = await pageQuery(db, filter, after, limit).execute();
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return {
+    items: page.map((r) => toRequestView(r as RequestRow)),
+    next: rows.length > limit && last ? { t: last.position_t, id: last.id } : undefined,
+  };
+}
+
+/** Requests awaiting their callback or the provider's answer to the submit. */
+export async function countPending(db: Kysely<DB>): Promise<number> {
+  const row = await db
+    .selectFrom('underwriting_requests')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('status', 'in', ['submitting', 'submitted'])
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}

@@ -1,0 +1,227 @@
+import t, { type Test } from 'tap';
+import { buildTestApp } from '../helpers/app.js';
+import { freshDatabase } from '../helpers/database.js';
+import {
+  callbacksAfter,
+  callbacksOf,
+  customer,
+  insertRequest,
+  lastCallbackId,
+  postCallback,
+  requestById,
+  resultBody,
+} from './fixtures.js';
+
+// One database for the file (each test has its own customers): a fresh PGlite costs seconds.
+const shared = await freshDatabase(t);
+const gateway = (test: Test) => buildTestApp(test, { database: shared });
+
+interface BadBody {
+  name: string;
+  body: (cust: string) => string | Buffer;
+  contentType?: string | null;
+  issues: Array<{ path: string; message: RegExp }>;
+  /** customer_uuid is kept when it is recognisable. */
+  keepsCustomer: boolean;
+}
+
+const valid = (cust: string) => resultBody(cust);
+const withResponse = (cust: string, change: Record<string, unknown>) => {
+  const body = valid(cust);
+  return JSON.stringify({ ...body, response: { ...body.response, ...change } });
+};
+
+const badBodies: BadBody[] = [
+  {
+    name: 'broken JSON',
+    body: (cust) => JSON.stringify(valid(cust)).slice(0, -7),
+    issues: [{ path: '', message: /^not JSON/ }],
+    keepsCustomer: false,
+  },
+  {
+    name: 'missing fields',
+    body: (cust) => JSON.stringify({ customerUuid: cust, serviceType: 'CREDIT_SCORE' }),
+    issues: [
+      { path: 'started', message: /.+/ },
+      { path: 'finished', message: /.+/ },
+      { path: 'response', message: /.+/ },
+    ],
+    keepsCustomer: true,
+  },
+  {
+    name: 'wrong types',
+    body: (cust) => withResponse(cust, { score: '712', costSavingEnabled: 'false' }),
+    issues: [
+      { path: 'response.costSavingEnabled', message: /.+/ },
+      { path: 'response.score', message: /.+/ },
+    ],
+    keepsCustomer: true,
+  },
+  {
+    name: 'another serviceType',
+    body: (cust) => JSON.stringify({ ...valid(cust), serviceType: 'FRAUD_CHECK' }),
+    issues: [{ path: 'serviceType', message: /.+/ }],
+    keepsCustomer: true,
+  },
+  {
+    name: 'a fractional riskBand',
+    body: (cust) => withResponse(cust, { riskBand: 2.5 }),
+    issues: [{ path: 'response.riskBand', message: /integer/ }],
+    keepsCustomer: true,
+  },
+  {
+    name: 'a date-time without a zone',
+    body: (cust) => JSON.stringify({ ...valid(cust), started: '2026-11-22T03:00:00' }),
+    issues: [{ path: 'started', message: /time zone/ }],
+    keepsCustomer: true,
+  },
+  {
+    name: 'an empty body',
+    body: () => '',
+    issues: [{ path: '', message: /empty/ }],
+    keepsCustomer: false,
+  },
+  {
+    name: 'an empty body without a content type',
+    body: () => '',
+    contentType: null,
+    issues: [{ path: '', message: /empty/ }],
+    keepsCustomer: false,
+  },
+  {
+    name: 'a form-encoded body',
+    body: (cust) => `customerUuid=${cust}&serviceType=CREDIT_SCORE`,
+    contentType: 'application/x-www-form-urlencoded',
+    issues: [{ path: '', message: /^not JSON/ }],
+    keepsCustomer: false,
+  },
+  {
+    name: 'bytes that are not UTF-8',
+    body: () => Buffer.from([0xff, 0xfe, 0x7b, 0x00, 0x80, 0x22]),
+    contentType: 'application/octet-stream',
+    issues: [{ path: '', message: /^not JSON/ }],
+    keepsCustomer: false,
+  },
+  {
+    name: 'JSON that is not an object',
+    body: () => '[1,2,3]',
+    issues: [{ path: '', message: /.+/ }],
+    keepsCustomer: false,
+  },
+];
+
+for (const bad of badBodies) {
+  t.test(`${bad.name} is answered 400 and its raw body is kept byte-exact`, async (t) => {
+    const { app, database } = await gateway(t);
+    const db = database.db;
+    const cust = customer('bad');
+    const requestId = await insertRequest(db, cust, 'submitted');
+    const before = await lastCallbackId(db);
+    const sent = Buffer.from(bad.body(cust));
+
+    const res = await postCallback(app, sent, { contentType: bad.contentType });
+    t.equal(res.statusCode, 400);
+    const answer = res.json();
+    t.match(answer, { error: 'validation_failed', message: 'the callback is not a valid underwriting result' });
+    for (const issue of bad.issues) {
+      t.ok(
+        answer.issues.some((i: { path: string; message: string }) => i.path === issue.path && issue.message.test(i.message)),
+        `issue at "${issue.path}"`,
+      );
+    }
+
+    const rows = await callbacksAfter(db, before);
+    t.equal(rows.length, 1, 'kept');
+    const row = rows[0]!;
+    t.ok(Buffer.from(row.raw_body).equals(sent), 'exactly the bytes sent');
+    t.match(row, { outcome: 'invalid', request_id: null, decision: null, started: null, finished: null, peer: '127.0.0.1' });
+    t.equal(row.customer_uuid, bad.keepsCustomer ? cust : null);
+    t.ok(row.error && row.error.length > 0, 'says why');
+    for (const issue of bad.issues) if (issue.path) t.match(row.error, issue.path);
+    t.match(await requestById(db, requestId), { status: 'submitted', result_callback_id: null }, 'the request still waits');
+    const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+    t.match(metrics, /underwriting_callbacks_total\{outcome="invalid"\} 1/);
+  });
+}
+
+t.test('an invalid callback does not block the valid one that follows with the same instants', async (t) => {
+  const { app, database } = await gateway(t);
+  const cust = customer('retry');
+  const requestId = await insertRequest(database.db, cust, 'submitted');
+  const body = resultBody(cust);
+  t.equal((await postCallback(app, { ...body, serviceType: 'OTHER' })).statusCode, 400);
+  t.equal((await postCallback(app, body)).statusCode, 200);
+  const rows = await callbacksOf(database.db, cust);
+  t.same(
+    rows.map((r) => r.outcome),
+    ['invalid', 'matched'],
+  );
+  t.match(await requestById(database.db, requestId), { status: 'completed', result_callback_id: rows[1]!.id });
+});
+
+t.test('the content type is ignored: JSON sent as text/plain, with none, or a malformed one is read', async (t) => {
+  const { app, database } = await gateway(t);
+  for (const contentType of ['text/plain', null, 'json', 'application/json; charset=utf-8']) {
+    const cust = customer('ctype');
+    const requestId = await insertRequest(database.db, cust, 'submitted');
+    const res = await postCallback(app, JSON.stringify(resultBody(cust)), { contentType });
+    t.equal(res.statusCode, 200, `content type ${contentType}`);
+    t.match(await requestById(database.db, requestId), { status: 'completed' });
+  }
+});
+
+t.test('unknown fields are accepted and kept', async (t) => {
+  const { app, database } = await gateway(t);
+  const cust = customer('extra');
+  await insertRequest(database.db, cust, 'submitted');
+  const base = resultBody(cust);
+  const body = { ...base, traceId: 'abc-1', response: { ...base.response, modelVersion: 'v7' } };
+  t.equal((await postCallback(app, body)).statusCode, 200);
+  const [row] = await callbacksOf(database.db, cust);
+  t.same(row!.body, body);
+  t.equal(row!.outcome, 'matched');
+});
+
+t.test('a result PostgreSQL jsonb cannot hold verbatim (NUL, lone surrogate) is matched; raw bytes stay exact', async (t) => {
+  const { app, database } = await gateway(t);
+  const cust = customer('nul');
+  await insertRequest(database.db, cust, 'submitted');
+  const sent = Buffer.from(JSON.stringify({ ...resultBody(cust), note: 'a\u0000b', odd: '\ud800x' }));
+  t.match(sent.toString(), /\\u0000/);
+  const res = await postCallback(app, sent);
+  t.equal(res.statusCode, 200);
+  const [row] = await callbacksOf(database.db, cust);
+  t.equal(row!.outcome, 'matched');
+  t.ok(Buffer.from(row!.raw_body).equals(sent));
+  t.match(row!.body, { note: 'a\uFFFDb', odd: '\uFFFDx' });
+});
+
+t.test('a body over 64 KiB is refused 413 and not stored', async (t) => {
+  const { app, database } = await gateway(t);
+  const cust = customer('big');
+  const before = await lastCallbackId(database.db);
+  const res = await postCallback(app, { ...resultBody(cust), padding: 'x'.repeat(70 * 1024) });
+  t.equal(res.statusCode, 413);
+  t.match(res.json(), { error: 'payload_too_large' });
+  t.same(await callbacksAfter(database.db, before), []);
+  const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  t.match(metrics, /underwriting_callbacks_total\{outcome="too_large"\} 1/);
+});
+
+t.test('other routes still parse JSON bodies: the raw-bytes parser stays inside the callback plugin', async (t) => {
+  const { app } = await gateway(t);
+  app.post('/probe-json', async (request) => ({ isObject: typeof request.body === 'object' && !Buffer.isBuffer(request.body) }));
+  const res = await app.inject({ method: 'POST', url: '/probe-json', payload: { a: 1 } });
+  t.same(res.json(), { isObject: true });
+});
+
+t.test('the OpenAPI document describes the callback body, token and answers', async (t) => {
+  const { app } = await gateway(t);
+  const spec = (await app.inject({ method: 'GET', url: '/docs/json' })).json();
+  const route = spec.paths['/v1/callbacks/underwriting'].post;
+  const schema = route.requestBody.content['application/json'].schema;
+  t.match(schema.required, ['customerUuid', 'started', 'finished', 'serviceType', 'response']);
+  t.ok(schema.properties.response.properties.riskBand);
+  t.ok(route.parameters.some((p: { name: string; in: string }) => p.name === 'token' && p.in === 'query'));
+  t.same(Object.keys(route.responses).sort(), ['200', '400', '401', '403', '413', '503']);
+});
