@@ -210,6 +210,30 @@ t.test('a second, different callback for an answered request is unmatched and ch
   t.equal(answered.decision, 'approved');
 });
 
+t.test('two different results racing for one waiting request: one completes it, the other is unmatched', async (t) => {
+  const { app, database } = await gateway(t);
+  const cust = customer('rivals');
+  const requestId = await insertRequest(database.db, cust, 'submitted');
+  const rivals = Array.from({ length: 6 }, (_, i) =>
+    resultBody(cust, { finished: `2026-11-22T03:00:1${i}.000Z`, limit: 1000 * (i + 1) }),
+  );
+  const answers = await Promise.all(rivals.map((body) => postCallback(app, body)));
+  t.same(
+    answers.map((a) => a.statusCode),
+    Array(6).fill(200),
+  );
+  const rows = await callbacksOf(database.db, cust);
+  t.equal(rows.length, 6, 'all kept');
+  const matched = rows.filter((r) => r.outcome === 'matched');
+  t.equal(matched.length, 1, 'exactly one matched');
+  t.equal(rows.filter((r) => r.outcome === 'unmatched').length, 5);
+  t.match(await requestById(database.db, requestId), {
+    status: 'completed',
+    result_callback_id: matched[0]!.id,
+    decision: 'approved',
+  });
+});
+
 t.test('a stored result is announced on the results channel at commit; a duplicate is not', async (t) => {
   const { app, database } = await gateway(t);
   const cust = customer('notify');
