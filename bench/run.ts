@@ -11,7 +11,7 @@ import { getOneScenario, seedGetOne } from './scenarios/get-one.js';
 import { runLongPolls } from './scenarios/long-poll.js';
 import { submitScenario } from './scenarios/submit.js';
 
-// `npm run bench [-- --quick] [-- --only callback,submit,get-one,long-poll] [-- --profile]`:
+// `npm run bench [-- --quick] [--only=callback,submit,get-one,long-poll] [--profile] [--long-poll-callbacks=32]`:
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
@@ -21,10 +21,14 @@ const profile = args.includes('--profile');
 const onlyArg = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
 const only = onlyArg ? new Set(onlyArg.split(',')) : undefined;
 const wanted = (name: string) => only === undefined || only.has(name);
+const numberArg = (name: string, fallback: number) => {
+  const raw = args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  return raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : fallback;
+};
 
 const settings = quick
-  ? { rounds: 2, durationS: 2, warmupS: 1, warmupRequests: 1_000, minCallbackRows: 2_000, getOneRows: 10_000, getOneCustomers: 200, longPolls: 200, settleMs: 1_000 }
-  : { rounds: 3, durationS: 8, warmupS: 3, warmupRequests: 3_000, minCallbackRows: 5_000, getOneRows: 100_000, getOneCustomers: 1_000, longPolls: 1_000, settleMs: 3_000 };
+  ? { rounds: 2, durationS: 2, warmupS: 1, warmupRequests: 300, minCallbackRows: 2_000, getOneRows: 10_000, getOneCustomers: 200, longPolls: 200, settleMs: 5_000 }
+  : { rounds: 3, durationS: 8, warmupS: 3, warmupRequests: 3_000, minCallbackRows: 5_000, getOneRows: 100_000, getOneCustomers: 1_000, longPolls: 1_000, settleMs: 15_000 };
 const LONG_POLL_WAIT_S = 30;
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
@@ -87,8 +91,7 @@ async function startBaseline(db: BenchDatabase, providerBaseUrl: string): Promis
 
 async function abScenario(db: BenchDatabase, stubUrl: string, scenario: AbScenario): Promise<AbReport> {
   say(`\n${scenario.name}: ${scenario.connections} connections, ${settings.rounds} rounds of ${settings.durationS} s per target`);
-  const gateway = await startGateway(db, stubUrl, scenario.name);
-  const baseline = await startBaseline(db, stubUrl);
+  const [gateway, baseline] = await Promise.all([startGateway(db, stubUrl, scenario.name), startBaseline(db, stubUrl)]);
   const gatewayRss = new RssSampler(gateway.pid);
   const baselineRss = new RssSampler(baseline.pid);
   try {
@@ -122,7 +125,7 @@ async function longPollScenario(db: BenchDatabase, stubUrl: string): Promise<Lon
       count: settings.longPolls,
       waitS: LONG_POLL_WAIT_S,
       settleMs: settings.settleMs,
-      callbackConcurrency: 32,
+      callbackConcurrency: numberArg('long-poll-callbacks', 32),
     });
     const peak = rss.finish();
     return { scenario: 'long-poll', ...figures, gatewayPeakRssMb: peak, goals: longPollGoals(figures, peak) };

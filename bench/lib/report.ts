@@ -81,11 +81,11 @@ export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefine
       ]);
     }
   }
-  let out = table(rows);
+  let out = ab.length > 0 ? table(rows) : '';
   if (longPoll) {
     const d = longPoll.delayMs;
     out +=
-      `\n\nlong-poll: ${longPoll.count} waiting, callbacks at ${longPoll.callbackRate}/s; answer after callback 2xx: ` +
+      `\n\nlong-poll: ${longPoll.count} opened (${longPoll.waitingAtStart ?? '?'} held by the gateway when callbacks began), callbacks at ${longPoll.callbackRate}/s; answer after callback 2xx: ` +
       `min ${fmt(d.min)} p50 ${fmt(d.p50)} p99 ${fmt(d.p99)} max ${fmt(d.max)} ms; ` +
       `with result ${longPoll.answeredWithResult}/${longPoll.count}, early ${longPoll.answeredBeforeCallback}, failed ${longPoll.failed}, ` +
       `callbacks failed ${longPoll.callbacksFailed}; peak RSS ${longPoll.gatewayPeakRssMb ?? '-'} MB`;

@@ -10,7 +10,7 @@ import { callbackBody } from './callback.js';
 export interface LongPollSettings {
   count: number;
   waitS: number;
-  /** Time given to the gateway to register every waiter before the first callback. */
+  /** At most this long for the gateway to hold every long-poll before the first callback. */
   settleMs: number;
   callbackConcurrency: number;
 }
@@ -21,6 +21,8 @@ export interface LongPollFigures {
   /** Answered (2xx) with the callback's result in the body. */
   answeredWithResult: number;
   answeredBeforeCallback: number;
+  /** Long-polls the gateway said it held (its underwriting_longpoll_waiters gauge) when callbacks began. */
+  waitingAtStart: number | null;
   failed: number;
   callbacksOk: number;
   callbacksFailed: number;
@@ -40,6 +42,27 @@ function percentile(sorted: number[], p: number): number {
 }
 
 const round1 = (v: number) => Math.round(v * 10) / 10;
+
+/** Reads the gateway's waiter gauge until it reaches `count` or the time is up; null without the gauge. */
+async function waitForWaiters(baseUrl: string, count: number, withinMs: number): Promise<number | null> {
+  const deadline = Date.now() + withinMs;
+  let seen: number | null = null;
+  do {
+    try {
+      const res = await request(`${baseUrl}/metrics`);
+      const text = await res.body.text();
+      const match = /^underwriting_longpoll_waiters(?:\{[^}]*\})? (\d+)/m.exec(text);
+      seen = match ? Number(match[1]) : null;
+    } catch {
+      seen = null;
+    }
+    if (seen === null || seen >= count) break;
+    await sleep(100);
+  } while (Date.now() < deadline);
+  // Without the gauge there is nothing to await: give the gateway the whole settle time.
+  if (seen === null) await sleep(Math.max(0, deadline - Date.now()));
+  return seen;
+}
 
 export async function runLongPolls(pool: pg.Pool, baseUrl: string, settings: LongPollSettings): Promise<LongPollFigures> {
   const { count, waitS } = settings;
@@ -80,7 +103,7 @@ export async function runLongPolls(pool: pg.Pool, baseUrl: string, settings: Lon
     opened++;
     if (i % 100 === 99) await sleep(20);
   }
-  await sleep(settings.settleMs);
+  const waitingAtStart = await waitForWaiters(baseUrl, count, settings.settleMs);
 
   callbacksStartedAt = performance.now();
   let next = 0;
@@ -124,6 +147,7 @@ export async function runLongPolls(pool: pg.Pool, baseUrl: string, settings: Lon
     opened,
     answeredWithResult: withResult,
     answeredBeforeCallback: early,
+    waitingAtStart,
     failed,
     callbacksOk,
     callbacksFailed,
