@@ -27,7 +27,7 @@ const numberArg = (name: string, fallback: number) => {
 };
 
 const settings = quick
-  ? { rounds: 2, durationS: 2, warmupS: 1, warmupRequests: 300, minCallbackRows: 2_000, getOneRows: 10_000, getOneCustomers: 200, longPolls: 200, settleMs: 5_000 }
+  ? { rounds: 2, durationS: 1.5, warmupS: 1, warmupRequests: 300, minCallbackRows: 2_000, getOneRows: 10_000, getOneCustomers: 200, longPolls: 200, settleMs: 5_000 }
   : { rounds: 3, durationS: 8, warmupS: 3, warmupRequests: 3_000, minCallbackRows: 5_000, getOneRows: 100_000, getOneCustomers: 1_000, longPolls: 1_000, settleMs: 15_000 };
 const LONG_POLL_WAIT_S = 30;
 
