@@ -9,6 +9,7 @@ import type { DB } from '../db/types.js';
 import { errorBody, unauthorized, validationFailed } from '../errors.js';
 import { decide, underwritingResultSchema } from '../provider/schemas.js';
 import { type Intake, readCallback } from './intake.js';
+import { resultAnnouncer } from './announcer.js';
 import { type CallbackMetrics, callbackMetrics } from './metrics.js';
 import { type Arrival, recordInvalid, recordResult } from './store.js';
 
@@ -29,6 +30,8 @@ export const callbackRoutes =
   async (app) => {
     const metrics = callbackMetrics(deps.registry);
     const db = deps.database.db;
+    const announcer = resultAnnouncer(db, app.log);
+    app.addHook('onClose', () => announcer.close());
 
     // Every body is read as bytes, whatever its content type (the provider's is not documented):
     // the exact bytes are stored, and parsing is ours to do after that.
@@ -90,6 +93,7 @@ export const callbackRoutes =
         }
         metrics.count(recorded.outcome);
         const customerUuid = result.customerUuid;
+        if (recorded.outcome !== 'duplicate') announcer.announce(customerUuid);
         if (recorded.outcome === 'matched') {
           metrics.turnaround((arrival.receivedAt.getTime() - recorded.submittedAt.getTime()) / 1000);
           request.log.info({ customerUuid, callbackId: recorded.callbackId, requestId: recorded.requestId, decision }, 'callback matched');

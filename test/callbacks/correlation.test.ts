@@ -234,7 +234,7 @@ t.test('two different results racing for one waiting request: one completes it, 
   });
 });
 
-t.test('a stored result is announced on the results channel at commit; a duplicate is not', async (t) => {
+t.test('a stored result is announced on the results channel once committed; a duplicate is not', async (t) => {
   const { app, database } = await gateway(t);
   const cust = customer('notify');
   const stranger = customer('stranger');
@@ -243,9 +243,22 @@ t.test('a stored result is announced on the results channel at commit; a duplica
 
   t.equal((await postCallback(app, resultBody(cust))).statusCode, 200);
   t.same(await notifications.next(), cust);
+  t.match(await callbacksOf(database.db, cust), [{ outcome: 'matched' }], 'visible to whoever is woken');
   t.equal((await postCallback(app, resultBody(cust))).statusCode, 200, 'a duplicate');
   t.equal((await postCallback(app, resultBody(stranger))).statusCode, 200, 'an unmatched one');
   t.same(await notifications.next(), stranger, 'the next announcement is the unmatched one, not the duplicate');
+});
+
+t.test('every result of a concurrent burst is announced, once per customer', async (t) => {
+  const { app, database } = await gateway(t);
+  const notifications = await listenForResults(t, database);
+  const customers = Array.from({ length: 25 }, () => customer('burst'));
+  for (const c of customers.slice(0, 15)) await insertRequest(database.db, c, 'submitted');
+  const answers = await Promise.all(customers.map((c) => postCallback(app, resultBody(c))));
+  t.ok(answers.every((a) => a.statusCode === 200));
+  const heard: string[] = [];
+  while (heard.length < customers.length) heard.push(await notifications.next());
+  t.same(heard.sort(), [...customers].sort(), 'matched and unmatched alike');
 });
 
 /** LISTENs on the results channel the way a long-poll on another instance would. */

@@ -1,0 +1,151 @@
+import { sql } from 'kysely';
+import t, { type Test } from 'tap';
+import { type Database, openDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import { expireOverdue, startExpirySweep, sweepIntervalMs } from '../../src/queries/expiry.js';
+import { buildTestApp } from '../helpers/app.js';
+import { anotherConnection, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+import { startRelay, throughRelay } from '../helpers/relay.js';
+import { captureLogs } from '../helpers/logs.js';
+import { insertRequest, resultBody } from './fixtures.js';
+
+const NOW = new Date('2026-06-01T12:00:00.000Z');
+const TIMEOUT_S = 3600;
+const ago = (seconds: number) => new Date(NOW.getTime() - seconds * 1000);
+
+t.test('two instances sweeping at once expire each overdue request exactly once and leave the rest alone', async (t) => {
+  const first = await buildTestApp(t);
+  const db = first.database.db;
+  const second = await anotherConnection(t, first.database as never);
+
+  // 1200 overdue (more than one batch), 30 fresh, and overdue ones in other states.
+  await sql`
+    insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, submitted_at, updated_at)
+    select 'late-' || g, 'h', '***.000.000-**', false, 'submitted', ${ago(TIMEOUT_S + 1)}::timestamptz - g * interval '1 second', ${ago(TIMEOUT_S + 1)}::timestamptz
+      from generate_series(1, 1200) as g`.execute(db);
+  const fresh = [];
+  for (let i = 0; i < 30; i++) fresh.push(await insertRequest(db, { customerUuid: `fresh-${i}`, submittedAt: ago(TIMEOUT_S - 1 - i) }));
+  const atTheLimit = await insertRequest(db, { customerUuid: 'exactly', submittedAt: ago(TIMEOUT_S) });
+  const failed = await insertRequest(db, { customerUuid: 'failed', status: 'submit_failed', submittedAt: ago(TIMEOUT_S * 2) });
+  const done = await insertRequest(db, { customerUuid: 'done', submittedAt: ago(TIMEOUT_S * 2), result: resultBody('done') });
+  const submitting = await insertRequest(db, { customerUuid: 'submitting', status: 'submitting', submittedAt: ago(TIMEOUT_S * 2) });
+  const overdue = (
+    await db.selectFrom('underwriting_requests').select('id').where('customer_uuid', 'like', 'late-%').orderBy('id').execute()
+  ).map((r) => r.id);
+
+  const [a, b] = await Promise.all([expireOverdue(db, NOW, TIMEOUT_S), expireOverdue(second.db, NOW, TIMEOUT_S)]);
+  const all = [...a, ...b].sort((x, y) => x - y);
+  t.equal(all.length, 1200, 'each overdue request counted once');
+  t.same(all, overdue, 'and no other');
+
+  const rows = await db.selectFrom('underwriting_requests').select(['id', 'status', 'updated_at']).execute();
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  t.ok(overdue.every((id) => byId.get(id)?.status === 'expired' && byId.get(id)?.updated_at.getTime() === NOW.getTime()));
+  t.ok(fresh.every((id) => byId.get(id)?.status === 'submitted'), 'fresh ones untouched');
+  t.equal(byId.get(atTheLimit)?.status, 'submitted', 'exactly at the timeout is not yet overdue');
+  t.equal(byId.get(failed)?.status, 'submit_failed');
+  t.equal(byId.get(done)?.status, 'completed');
+  t.equal(byId.get(submitting)?.status, 'submitting');
+
+  t.same(await expireOverdue(db, NOW, TIMEOUT_S), [], 'a second sweep finds nothing');
+});
+
+t.test('an expired request is shown as expired and a late callback still completes it', async (t) => {
+  const { app, database } = await buildTestApp(t);
+  await insertRequest(database.db, { customerUuid: 'late-answer', submittedAt: ago(TIMEOUT_S + 60) });
+  await expireOverdue(database.db, NOW, TIMEOUT_S);
+  const expired = await app.inject({ method: 'GET', url: '/v1/underwritings/late-answer' });
+  t.match(expired.json(), { status: 'expired', result: null });
+  const listed = await app.inject({ method: 'GET', url: '/v1/underwritings?status=expired' });
+  t.same(listed.json().items.map((i: { customerUuid: string }) => i.customerUuid), ['late-answer']);
+
+  const body = resultBody('late-answer');
+  const callback = await app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: body });
+  t.equal(callback.statusCode, 200);
+  const completed = await app.inject({ method: 'GET', url: '/v1/underwritings/late-answer' });
+  t.match(completed.json(), { status: 'completed', decision: 'approved', result: body });
+});
+
+t.test('the sweep uses the app clock, counts what it expired and logs it', async (t) => {
+  const { database } = await buildTestApp(t);
+  await insertRequest(database.db, { customerUuid: 'swept', submittedAt: ago(TIMEOUT_S + 5) });
+  const logs = captureLogs();
+  let counted = 0;
+  const sweep = startExpirySweep({
+    db: database.db,
+    clock: () => NOW,
+    timeoutS: TIMEOUT_S,
+    log: logs.logger,
+    onExpired: (n) => (counted += n),
+  });
+  t.teardown(() => sweep.stop());
+  await sweep.run();
+  t.equal(counted, 1);
+  t.match(logs.entries().find((e) => e.msg === 'expired requests whose callback never came'), { count: 1, timeoutS: TIMEOUT_S });
+  await sweep.run();
+  t.equal(counted, 1, 'nothing twice');
+});
+
+t.test('a sweep against an unreachable database logs and carries on', async (t) => {
+  const database = await unreachableDatabase(t);
+  const logs = captureLogs();
+  const sweep = startExpirySweep({
+    db: database.db,
+    clock: () => NOW,
+    timeoutS: TIMEOUT_S,
+    log: logs.logger,
+    onExpired: () => t.fail('nothing to expire'),
+  });
+  t.teardown(() => sweep.stop());
+  await sweep.run();
+  t.match(logs.entries().find((e) => e.msg === 'expiry sweep skipped: database unavailable'), { level: 40 });
+});
+
+/** A migrated database that then goes away: PostgreSQL behind a cut relay, or a closed PGlite. */
+async function unreachableDatabase(t: Test): Promise<Database> {
+  if (!SERVER_URL) {
+    const database = await freshDatabase(t);
+    await database.pglite!.close();
+    return database;
+  }
+  const url = await freshDatabaseUrl(t);
+  const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
+  t.teardown(() => relay.close());
+  const database = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
+  t.teardown(() => database.close());
+  await migrateToLatest(database);
+  relay.cut();
+  return database;
+}
+
+t.test('the sweep runs every quarter of the timeout, at most every 30 s', async (t) => {
+  t.equal(sweepIntervalMs(3600), 30_000);
+  t.equal(sweepIntervalMs(60), 15_000);
+  t.equal(sweepIntervalMs(1), 250);
+});
+
+t.test('pending requests and expirations appear in the metrics', async (t) => {
+  const { app, database } = await buildTestApp(t, { clock: () => NOW });
+  await insertRequest(database.db, { customerUuid: 'p-1' });
+  await insertRequest(database.db, { customerUuid: 'p-2', status: 'submitting' });
+  await insertRequest(database.db, { customerUuid: 'p-3', result: resultBody('p-3') });
+  const res = await app.inject({ method: 'GET', url: '/metrics' });
+  t.match(res.body, /underwriting_pending_requests 2\b/);
+  t.match(res.body, /underwriting_expired_total 0\b/);
+  t.match(res.body, /underwriting_longpoll_waiters 0\b/);
+});
+
+t.test("each instance's own periodic sweep expires overdue requests and counts them", async (t) => {
+  const { app, database } = await buildTestApp(t, { env: { CALLBACK_TIMEOUT_S: '1' }, clock: () => NOW });
+  const id = await insertRequest(database.db, { customerUuid: 'periodic', submittedAt: ago(5) });
+  await app.ready();
+  const deadline = Date.now() + 10_000;
+  let status = 'submitted';
+  while (status !== 'expired' && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    status = (await database.db.selectFrom('underwriting_requests').select('status').where('id', '=', id).executeTakeFirstOrThrow()).status;
+  }
+  t.equal(status, 'expired');
+  const res = await app.inject({ method: 'GET', url: '/metrics' });
+  t.match(res.body, /underwriting_expired_total 1\b/);
+});

@@ -1,0 +1,232 @@
+import { once } from 'node:events';
+import { sql } from 'kysely';
+import type { Test } from 'tap';
+import t from 'tap';
+import { RESULTS_CHANNEL } from '../../src/db/channels.js';
+import type { Database } from '../../src/db/database.js';
+import { openDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import { acquireListener, type ChannelListener } from '../../src/db/notifications.js';
+import { buildTestApp, listen } from '../helpers/app.js';
+import { anotherConnection, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+import { httpRequest } from '../helpers/http.js';
+import { captureLogs } from '../helpers/logs.js';
+import { startRelay, throughRelay } from '../helpers/relay.js';
+import { insertRequest, resultBody, storeResult } from './fixtures.js';
+
+// A broken wake-up would only answer after the full wait=30; these tests would then hit this limit.
+const NO_FULL_WAIT = { timeout: 20_000 };
+
+/** The process-wide listener the app's long-polls use (shared, so this is the very same one). */
+function listenerOf(t: Test, database: Database): ChannelListener {
+  const lease = acquireListener(database, RESULTS_CHANNEL, captureLogs().logger);
+  t.teardown(() => lease.release());
+  return lease.listener;
+}
+
+t.test('a long-poll is answered with the result a callback stores through another instance', NO_FULL_WAIT, async (t) => {
+  const first = await buildTestApp(t);
+  const second = await buildTestApp(t, { database: await anotherConnection(t, first.database as never) });
+  await insertRequest(first.database.db, { customerUuid: 'waiting-1' });
+  const base = await listen(first.app);
+  const listener = listenerOf(t, first.database);
+
+  const blocked = once(listener, 'waiting');
+  const answer = httpRequest(`${base}/v1/underwritings/waiting-1?wait=30`);
+  await blocked;
+
+  const body = resultBody('waiting-1', { limit: 1234 });
+  const delivered = await second.app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: body });
+  t.equal(delivered.statusCode, 200);
+  t.same(delivered.json(), { received: true });
+
+  const res = await answer;
+  t.equal(res.status, 200);
+  t.match(res.json, { customerUuid: 'waiting-1', status: 'completed', decision: 'approved' });
+  t.same(res.json.result, body);
+  t.equal(listener.waiterCount, 0, 'the waiter is gone');
+});
+
+t.test('a long-poll that waited out its time answers with the pending state', async (t) => {
+  const { app, database } = await buildTestApp(t);
+  await insertRequest(database.db, { customerUuid: 'slow-1' });
+  const res = await app.inject({ method: 'GET', url: '/v1/underwritings/slow-1?wait=1' });
+  t.equal(res.statusCode, 200);
+  t.match(res.json(), { customerUuid: 'slow-1', status: 'submitted', decision: null, result: null, completedAt: null });
+});
+
+t.test('a long-poll for a request that already has its result answers at once', NO_FULL_WAIT, async (t) => {
+  const { app, database } = await buildTestApp(t);
+  const body = resultBody('done-1');
+  await insertRequest(database.db, { customerUuid: 'done-1', result: body });
+  const listener = listenerOf(t, database);
+  let registered = 0;
+  listener.on('waiting', () => (registered += 1));
+  const res = await app.inject({ method: 'GET', url: '/v1/underwritings/done-1?wait=30' });
+  t.equal(res.statusCode, 200);
+  t.same(res.json().result, body);
+  t.equal(registered, 0, 'it never blocked');
+});
+
+t.test('a long-poll for an unknown customer is 404 at once', NO_FULL_WAIT, async (t) => {
+  const { app } = await buildTestApp(t);
+  const res = await app.inject({ method: 'GET', url: '/v1/underwritings/nobody?wait=30' });
+  t.equal(res.statusCode, 404);
+  t.equal(res.json().error, 'not_found');
+});
+
+t.test('a wait outside 0-30 whole seconds is 400', async (t) => {
+  const { app, database } = await buildTestApp(t);
+  await insertRequest(database.db, { customerUuid: 'c-1' });
+  for (const wait of ['31', '-1', 'x', '1.5', '', '1e1', '100000000']) {
+    const res = await app.inject({ method: 'GET', url: `/v1/underwritings/c-1?wait=${wait}` });
+    t.equal(res.statusCode, 400, `wait=${wait}`);
+    t.equal(res.json().error, 'validation_failed');
+    t.equal(res.json().issues[0].path, 'wait');
+  }
+  t.equal((await app.inject({ method: 'GET', url: '/v1/underwritings/c-1?wait=0' })).statusCode, 200);
+});
+
+t.test('closing the app answers waiting long-polls with the current state', NO_FULL_WAIT, async (t) => {
+  const { app, database } = await buildTestApp(t);
+  await insertRequest(database.db, { customerUuid: 'closing-1' });
+  await insertRequest(database.db, { customerUuid: 'closing-2' });
+  const base = await listen(app);
+  const listener = listenerOf(t, database);
+
+  let blocked = 0;
+  const bothBlocked = new Promise<void>((resolve) =>
+    listener.on('waiting', () => {
+      if (++blocked === 2) resolve();
+    }),
+  );
+  const answers = [
+    httpRequest(`${base}/v1/underwritings/closing-1?wait=30`),
+    app.inject({ method: 'GET', url: '/v1/underwritings/closing-2?wait=30' }),
+  ] as const;
+  await bothBlocked;
+  await app.close();
+
+  const [http, injected] = [await answers[0], await answers[1]];
+  t.equal(http.status, 200);
+  t.match(http.json, { customerUuid: 'closing-1', status: 'submitted', result: null });
+  t.equal(injected.statusCode, 200);
+  t.match(injected.json(), { customerUuid: 'closing-2', status: 'submitted', result: null });
+});
+
+t.test('past the waiter bound a long-poll is refused 503 too_many_waiters, not queued', NO_FULL_WAIT, async (t) => {
+  const { app, database } = await buildTestApp(t);
+  await insertRequest(database.db, { customerUuid: 'bound-1' });
+  await insertRequest(database.db, { customerUuid: 'bound-2' });
+  await insertRequest(database.db, { customerUuid: 'bound-3', result: resultBody('bound-3') });
+  await app.ready();
+  const listener = listenerOf(t, database);
+  listener.maxWaiters = 1;
+
+  const blocked = once(listener, 'waiting');
+  const holding = app.inject({ method: 'GET', url: '/v1/underwritings/bound-1?wait=30' });
+  await blocked;
+
+  const metrics = await app.inject({ method: 'GET', url: '/metrics' });
+  t.match(metrics.body, /underwriting_longpoll_waiters 1\b/);
+
+  const refused = await app.inject({ method: 'GET', url: '/v1/underwritings/bound-2?wait=30' });
+  t.equal(refused.statusCode, 503);
+  t.same(refused.json(), {
+    error: 'too_many_waiters',
+    message: 'too many long-polls are waiting on this instance; retry shortly or poll without wait',
+  });
+  const answered = await app.inject({ method: 'GET', url: '/v1/underwritings/bound-3?wait=30' });
+  t.equal(answered.statusCode, 200, 'a result already there is still given');
+  t.equal((await app.inject({ method: 'GET', url: '/v1/underwritings/bound-2' })).statusCode, 200, 'plain reads still work');
+
+  await storeResult(database.db, (await database.db.selectFrom('underwriting_requests').select('id').where('customer_uuid', '=', 'bound-1').executeTakeFirstOrThrow()).id, resultBody('bound-1'));
+  t.equal((await holding).statusCode, 200);
+  const after = await app.inject({ method: 'GET', url: '/metrics' });
+  t.match(after.body, /underwriting_longpoll_waiters 0\b/);
+});
+
+t.test('a result stored between two reads of a waiter is not missed', NO_FULL_WAIT, async (t) => {
+  const { app, database } = await buildTestApp(t);
+  const ids = [];
+  for (let i = 0; i < 20; i++) ids.push(await insertRequest(database.db, { customerUuid: `race-${i}` }));
+  await app.ready();
+  // Results land while the long-polls are registering and reading, in every possible interleaving.
+  const answers = ids.map((_, i) => app.inject({ method: 'GET', url: `/v1/underwritings/race-${i}?wait=30` }));
+  await Promise.all(ids.map((id, i) => storeResult(database.db, id, resultBody(`race-${i}`))));
+  const results = await Promise.all(answers);
+  t.same(
+    results.map((r) => r.json().status),
+    ids.map(() => 'completed'),
+  );
+});
+
+if (SERVER_URL) {
+  t.test('after a database outage the listener reconnects by itself and a notification still wakes a waiter', NO_FULL_WAIT, async (t) => {
+    const url = await freshDatabaseUrl(t);
+    const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
+    t.teardown(() => relay.close());
+    const relayed = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
+    t.teardown(() => relayed.close());
+    await migrateToLatest(relayed);
+    const direct = await openDatabase({ databaseUrl: url, dataDir: 'unused' });
+    t.teardown(() => direct.close());
+
+    const { app, logs } = await buildTestApp(t, { database: relayed });
+    const base = await listen(app);
+    const listener = listenerOf(t, relayed);
+    if (!listener.listening) await once(listener, 'listening');
+    const requestId = await insertRequest(direct.db, { customerUuid: 'outage-1' });
+
+    let blocked = once(listener, 'waiting');
+    const answer = httpRequest(`${base}/v1/underwritings/outage-1?wait=30`);
+    await blocked;
+
+    const lost = once(listener, 'lost');
+    relay.cut();
+    await lost;
+    t.notOk(listener.listening);
+
+    const back = once(listener, 'listening');
+    blocked = once(listener, 'waiting');
+    relay.restore();
+    await back;
+    // Woken by the reconnect, the waiter re-read (still pending) and waits again.
+    await blocked;
+    t.ok(logs.entries().some((e) => e.msg === 'notification listener lost its connection; reconnecting'));
+
+    await storeResult(direct.db, requestId, resultBody('outage-1'));
+    const res = await answer;
+    t.equal(res.status, 200);
+    t.match(res.json, { customerUuid: 'outage-1', status: 'completed', result: { customerUuid: 'outage-1' } });
+  });
+
+  t.test('one listener connection serves many waiters and apps in a process', NO_FULL_WAIT, async (t) => {
+    const database = await freshDatabase(t);
+    const first = await buildTestApp(t, { database });
+    const second = await buildTestApp(t, { database });
+    await Promise.all([first.app.ready(), second.app.ready()]);
+    for (let i = 0; i < 5; i++) await insertRequest(database.db, { customerUuid: `many-${i}` });
+    const listener = listenerOf(t, database);
+    if (!listener.listening) await once(listener, 'listening');
+
+    let blocked = 0;
+    const allBlocked = new Promise<void>((resolve) =>
+      listener.on('waiting', () => {
+        if (++blocked === 10) resolve();
+      }),
+    );
+    const answers = [first, second].flatMap(({ app }) =>
+      [0, 1, 2, 3, 4].map((i) => app.inject({ method: 'GET', url: `/v1/underwritings/many-${i}?wait=30` })),
+    );
+    await allBlocked;
+    const { rows } = await sql<{ n: number }>`
+      select count(*)::int as n from pg_stat_activity
+      where application_name = 'underwriting-gateway-listener' and datname = current_database()`.execute(database.db);
+    t.equal(rows[0]?.n, 1, 'a single LISTEN connection');
+    const ids = await database.db.selectFrom('underwriting_requests').select(['id', 'customer_uuid']).execute();
+    for (const { id, customer_uuid } of ids) await storeResult(database.db, id, resultBody(customer_uuid));
+    const results = await Promise.all(answers);
+    t.same(new Set(results.map((r) => r.json().status)), new Set(['completed']));
+  });
+}
