@@ -2,7 +2,9 @@ import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 
 // The naive callback receiver: keep the raw bytes, then insert-result + update-request in one
-// transaction, statement by statement, and announce the result like the gateway must.
+// transaction, statement by statement. No NOTIFY (the baseline has no long-polls to wake): a
+// NOTIFY inside the transaction would hold PostgreSQL's database-wide notify lock through the
+// commit's WAL flush and cap the baseline, flattering the gateway.
 
 interface Result {
   customerUuid: string;
@@ -48,7 +50,6 @@ export function callbackBaseline(pool: pg.Pool): FastifyPluginAsync {
           if (requestId !== undefined) {
             await client.query(`update callbacks set outcome = 'matched', request_id = $2 where id = $1`, [callbackId, requestId]);
           }
-          await client.query('select pg_notify($1, $2)', ['underwriting_results', result.customerUuid]);
         }
         await client.query('commit');
       } catch (err) {
