@@ -20,7 +20,7 @@ export interface ValidResult extends Arrival {
 }
 
 export type Recorded =
-  | { outcome: 'matched'; callbackId: number; requestId: number; submittedAt: Date }
+  | { outcome: 'matched'; callbackId: number; requestId: number; submittedAt: Date; decision: Decision }
   | { outcome: 'unmatched'; callbackId: number }
   | { outcome: 'duplicate' };
 
@@ -73,7 +73,13 @@ export async function recordResult(db: Kysely<DB>, cb: ValidResult): Promise<Rec
   const row = rows[0];
   if (row === undefined) return { outcome: 'duplicate' };
   if (row.request_id === null || row.submitted_at === null) return { outcome: 'unmatched', callbackId: row.id };
-  return { outcome: 'matched', callbackId: row.id, requestId: row.request_id, submittedAt: new Date(row.submitted_at) };
+  return {
+    outcome: 'matched',
+    callbackId: row.id,
+    requestId: row.request_id,
+    submittedAt: new Date(row.submitted_at),
+    decision: cb.decision,
+  };
 }
 
 export interface InvalidCallback extends Arrival {
