@@ -149,6 +149,11 @@ async function main(): Promise<void> {
   };
   say(`underwriting-gateway benchmark${quick ? ' (quick)' : ''}: ${machine.cores} cores, ${machine.cpuModel}, Node ${machine.node}, load ${machine.loadAverageAtStart.join(' ')}`);
 
+  if (profile) {
+    // Profiles are big and machine-specific: the folder ignores itself (bench/results/ tracks only .gitkeep).
+    await mkdir(PROFILE_DIR, { recursive: true });
+    await writeFile(`${PROFILE_DIR}.gitignore`, '*\n');
+  }
   database = await createBenchDatabase(adminUrl);
   machine.postgres = database.serverVersion;
   say(`database ${database.name} on ${machine.postgres}`);
