@@ -9,8 +9,9 @@ import type { DB } from '../db/types.js';
 import { errorBody, unauthorized, validationFailed } from '../errors.js';
 import { decide, underwritingResultSchema } from '../provider/schemas.js';
 import { type Intake, readCallback } from './intake.js';
+import { resultAnnouncer } from './announcer.js';
 import { type CallbackMetrics, callbackMetrics } from './metrics.js';
-import { type Arrival, recordInvalid, recordResult } from './store.js';
+import { type Arrival, type Recorded, recordInvalid, recordResult } from './store.js';
 
 const received = z.object({ received: z.literal(true) });
 const errorSchema = z.object({ error: z.string(), message: z.string() });
@@ -29,6 +30,8 @@ export const callbackRoutes =
   async (app) => {
     const metrics = callbackMetrics(deps.registry);
     const db = deps.database.db;
+    const announcer = resultAnnouncer(db, app.log);
+    app.addHook('onClose', () => announcer.close());
 
     // Every body is read as bytes, whatever its content type (the provider's is not documented):
     // the exact bytes are stored, and parsing is ours to do after that.
@@ -64,40 +67,14 @@ export const callbackRoutes =
           rawBody: Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0),
         };
         const intake = readCallback(arrival.rawBody);
-        if (!intake.valid) {
-          await keepInvalid(db, arrival, intake, request.log, metrics);
-          throw validationFailed(intake.issues, 'the callback is not a valid underwriting result');
-        }
-        const { result } = intake;
-        const decision = decide(result.response);
-        let recorded;
-        try {
-          recorded = await recordResult(db, {
-            ...arrival,
-            customerUuid: result.customerUuid,
-            started: result.started,
-            finished: result.finished,
-            body: intake.json,
-            decision,
-          });
-        } catch (err) {
-          if (!isUnstorableData(err)) throw err;
-          // A valid result PostgreSQL still refuses (a value out of its range): kept raw, never lost.
-          const message = `the result cannot be stored: ${(err as Error).message}`;
-          const issues = [{ path: '', message }];
-          await keepInvalid(db, arrival, { valid: false, issues, error: message, json: null, customerUuid: result.customerUuid }, request.log, metrics);
-          throw validationFailed(issues, 'the callback is not a valid underwriting result');
-        }
+        if (!intake.valid) return refuseInvalid(db, arrival, intake, request.log, metrics);
+        const recorded = await storeResult(db, arrival, intake, request.log, metrics);
         metrics.count(recorded.outcome);
-        const customerUuid = result.customerUuid;
+        if (recorded.outcome !== 'duplicate') announcer.announce(intake.result.customerUuid);
         if (recorded.outcome === 'matched') {
           metrics.turnaround((arrival.receivedAt.getTime() - recorded.submittedAt.getTime()) / 1000);
-          request.log.info({ customerUuid, callbackId: recorded.callbackId, requestId: recorded.requestId, decision }, 'callback matched');
-        } else if (recorded.outcome === 'unmatched') {
-          request.log.warn({ customerUuid, callbackId: recorded.callbackId, decision }, 'callback stored unmatched: no request awaits it');
-        } else {
-          request.log.info({ customerUuid }, 'duplicate callback: already stored');
         }
+        logStored(request.log, intake.result.customerUuid, recorded);
         return { received: true as const };
       },
     );
@@ -136,6 +113,55 @@ function countUnhandled(metrics: CallbackMetrics) {
     else if (status >= 500) metrics.count('failed');
     done();
   };
+}
+
+/** Stores a valid result; one PostgreSQL still refuses (a date out of its range) is kept as invalid. */
+async function storeResult(
+  db: Kysely<DB>,
+  arrival: Arrival,
+  intake: Extract<Intake, { valid: true }>,
+  log: FastifyBaseLogger,
+  metrics: CallbackMetrics,
+): Promise<Recorded> {
+  const { result } = intake;
+  try {
+    return await recordResult(db, {
+      ...arrival,
+      customerUuid: result.customerUuid,
+      started: result.started,
+      finished: result.finished,
+      body: intake.json,
+      decision: decide(result.response),
+    });
+  } catch (err) {
+    if (!isUnstorableData(err)) throw err;
+    const message = `cannot be stored: ${(err as Error).message}`;
+    const issues = [{ path: '', message }];
+    return refuseInvalid(db, arrival, { valid: false, issues, error: message, json: null, customerUuid: result.customerUuid }, log, metrics);
+  }
+}
+
+function logStored(log: FastifyBaseLogger, customerUuid: string, recorded: Recorded): void {
+  if (recorded.outcome === 'matched') {
+    const { callbackId, requestId } = recorded;
+    log.info({ customerUuid, callbackId, requestId, decision: recorded.decision }, 'callback matched');
+  } else if (recorded.outcome === 'unmatched') {
+    log.warn({ customerUuid, callbackId: recorded.callbackId }, 'callback stored unmatched: no request awaits it');
+  } else {
+    log.info({ customerUuid }, 'duplicate callback: already stored');
+  }
+}
+
+/** Keeps an invalid callback (raw bytes and why), then answers 400. */
+async function refuseInvalid(
+  db: Kysely<DB>,
+  arrival: Arrival,
+  intake: Extract<Intake, { valid: false }>,
+  log: FastifyBaseLogger,
+  metrics: CallbackMetrics,
+): Promise<never> {
+  await keepInvalid(db, arrival, intake, log, metrics);
+  throw validationFailed(intake.issues, 'the callback is not a valid underwriting result');
 }
 
 async function keepInvalid(

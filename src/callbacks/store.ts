@@ -1,5 +1,4 @@
 import { type Kysely, sql } from 'kysely';
-import { RESULTS_CHANNEL } from '../db/channels.js';
 import type { DB, Decision } from '../db/types.js';
 
 /** What is known about any callback the moment it arrives. */
@@ -21,7 +20,7 @@ export interface ValidResult extends Arrival {
 }
 
 export type Recorded =
-  | { outcome: 'matched'; callbackId: number; requestId: number; submittedAt: Date }
+  | { outcome: 'matched'; callbackId: number; requestId: number; submittedAt: Date; decision: Decision }
   | { outcome: 'unmatched'; callbackId: number }
   | { outcome: 'duplicate' };
 
@@ -34,9 +33,9 @@ interface RecordedRow {
 /**
  * Stores a valid result, deduplicates and correlates it in ONE statement (one round trip, atomic):
  * lock the newest request of the customer still without a result, insert the callback unless the
- * same (customerUuid, started, finished) is already stored, complete the request from what was
- * inserted, and NOTIFY (delivered at commit) so long-polls on every instance wake. Concurrent
- * copies queue on the request's row lock or on the unique index; exactly one inserts.
+ * same (customerUuid, started, finished) is already stored, and complete the request from what was
+ * inserted. Concurrent copies queue on the request's row lock or on the unique index; exactly one
+ * inserts. (The NOTIFY is sent after the commit, by the announcer: see announcer.ts for why.)
  */
 export async function recordResult(db: Kysely<DB>, cb: ValidResult): Promise<Recorded> {
   const at = cb.receivedAt.toISOString();
@@ -68,14 +67,19 @@ export async function recordResult(db: Kysely<DB>, cb: ValidResult): Promise<Rec
       where r.id = inserted.request_id
       returning r.submitted_at
     )
-    select inserted.id, inserted.request_id, completed.submitted_at,
-           pg_notify(${RESULTS_CHANNEL}::text, ${cb.customerUuid}::text)::text as notified
+    select inserted.id, inserted.request_id, completed.submitted_at
     from inserted left join completed on true
   `.execute(db);
   const row = rows[0];
   if (row === undefined) return { outcome: 'duplicate' };
   if (row.request_id === null || row.submitted_at === null) return { outcome: 'unmatched', callbackId: row.id };
-  return { outcome: 'matched', callbackId: row.id, requestId: row.request_id, submittedAt: new Date(row.submitted_at) };
+  return {
+    outcome: 'matched',
+    callbackId: row.id,
+    requestId: row.request_id,
+    submittedAt: new Date(row.submitted_at),
+    decision: cb.decision,
+  };
 }
 
 export interface InvalidCallback extends Arrival {

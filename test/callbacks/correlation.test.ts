@@ -210,7 +210,31 @@ t.test('a second, different callback for an answered request is unmatched and ch
   t.equal(answered.decision, 'approved');
 });
 
-t.test('a stored result is announced on the results channel at commit; a duplicate is not', async (t) => {
+t.test('two different results racing for one waiting request: one completes it, the other is unmatched', async (t) => {
+  const { app, database } = await gateway(t);
+  const cust = customer('rivals');
+  const requestId = await insertRequest(database.db, cust, 'submitted');
+  const rivals = Array.from({ length: 6 }, (_, i) =>
+    resultBody(cust, { finished: `2026-11-22T03:00:1${i}.000Z`, limit: 1000 * (i + 1) }),
+  );
+  const answers = await Promise.all(rivals.map((body) => postCallback(app, body)));
+  t.same(
+    answers.map((a) => a.statusCode),
+    Array(6).fill(200),
+  );
+  const rows = await callbacksOf(database.db, cust);
+  t.equal(rows.length, 6, 'all kept');
+  const matched = rows.filter((r) => r.outcome === 'matched');
+  t.equal(matched.length, 1, 'exactly one matched');
+  t.equal(rows.filter((r) => r.outcome === 'unmatched').length, 5);
+  t.match(await requestById(database.db, requestId), {
+    status: 'completed',
+    result_callback_id: matched[0]!.id,
+    decision: 'approved',
+  });
+});
+
+t.test('a stored result is announced on the results channel once committed; a duplicate is not', async (t) => {
   const { app, database } = await gateway(t);
   const cust = customer('notify');
   const stranger = customer('stranger');
@@ -219,9 +243,22 @@ t.test('a stored result is announced on the results channel at commit; a duplica
 
   t.equal((await postCallback(app, resultBody(cust))).statusCode, 200);
   t.same(await notifications.next(), cust);
+  t.match(await callbacksOf(database.db, cust), [{ outcome: 'matched' }], 'visible to whoever is woken');
   t.equal((await postCallback(app, resultBody(cust))).statusCode, 200, 'a duplicate');
   t.equal((await postCallback(app, resultBody(stranger))).statusCode, 200, 'an unmatched one');
   t.same(await notifications.next(), stranger, 'the next announcement is the unmatched one, not the duplicate');
+});
+
+t.test('every result of a concurrent burst is announced, once per customer', async (t) => {
+  const { app, database } = await gateway(t);
+  const notifications = await listenForResults(t, database);
+  const customers = Array.from({ length: 25 }, () => customer('burst'));
+  for (const c of customers.slice(0, 15)) await insertRequest(database.db, c, 'submitted');
+  const answers = await Promise.all(customers.map((c) => postCallback(app, resultBody(c))));
+  t.ok(answers.every((a) => a.statusCode === 200));
+  const heard: string[] = [];
+  while (heard.length < customers.length) heard.push(await notifications.next());
+  t.same(heard.sort(), [...customers].sort(), 'matched and unmatched alike');
 });
 
 /** LISTENs on the results channel the way a long-poll on another instance would. */

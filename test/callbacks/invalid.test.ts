@@ -196,6 +196,21 @@ t.test('a result PostgreSQL jsonb cannot hold verbatim (NUL, lone surrogate) is 
   t.match(row!.body, { note: 'a\uFFFDb', odd: '\uFFFDx' });
 });
 
+t.test('a result PostgreSQL cannot hold (year 0000) is kept raw as invalid and answered 400, not 500', async (t) => {
+  const { app, database } = await gateway(t);
+  const cust = customer('year0');
+  const requestId = await insertRequest(database.db, cust, 'submitted');
+  const sent = Buffer.from(JSON.stringify({ ...resultBody(cust), started: '0000-01-01T00:00:00Z' }));
+  const res = await postCallback(app, sent);
+  t.equal(res.statusCode, 400);
+  t.match(res.json(), { error: 'validation_failed', issues: [{ path: '', message: /cannot be stored/ }] });
+  const rows = await callbacksOf(database.db, cust);
+  t.equal(rows.length, 1);
+  t.match(rows[0], { outcome: 'invalid', error: /cannot be stored/, body: null, started: null });
+  t.ok(Buffer.from(rows[0]!.raw_body).equals(sent), 'exactly the bytes sent');
+  t.match(await requestById(database.db, requestId), { status: 'submitted' });
+});
+
 t.test('a body over 64 KiB is refused 413 and not stored', async (t) => {
   const { app, database } = await gateway(t);
   const cust = customer('big');

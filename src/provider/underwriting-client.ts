@@ -1,0 +1,124 @@
+import { Pool } from 'undici';
+import {
+  type BearerTokenSource,
+  TokenUnavailableError,
+  UpstreamRejectedError,
+  UpstreamUnavailableError,
+} from './errors.js';
+import type { UnderwritingRequest } from './schemas.js';
+
+export const UNDERWRITINGS_PATH = '/api/partner/credit/cards/underwritings';
+
+/** What the provider's reply is cut to before it is stored (never logged). */
+export const EXCERPT_MAX_CHARS = 500;
+/** Bytes read from a refusal's body at most; the rest is dropped with the connection. */
+const EXCERPT_MAX_BYTES = 8 * 1024;
+
+export type UpstreamOutcome = 'accepted' | 'rejected' | 'unavailable';
+
+export interface UnderwritingClientOptions {
+  /** PROVIDER_BASE_URL; may carry a path prefix. Unset: every call fails as unavailable. */
+  baseUrl: string | undefined;
+  partnerToken: string | undefined;
+  timeoutMs: number;
+  tokenSource?: BearerTokenSource | undefined;
+  /** Keep-alive connections to the provider, at most. */
+  connections?: number;
+  /** Called once per HTTP exchange (not for token failures), e.g. to feed a histogram. */
+  observe?: (seconds: number, outcome: UpstreamOutcome) => void;
+}
+
+export interface UnderwritingClient {
+  /**
+   * Sends the request as is. Resolves with the provider's 2xx status; rejects with
+   * TokenUnavailableError (nothing sent), UpstreamRejectedError (non-2xx, redirects included) or
+   * UpstreamUnavailableError (unreachable, reset, timed out).
+   */
+  submitUnderwriting(body: UnderwritingRequest): Promise<{ status: number }>;
+  close(): Promise<void>;
+}
+
+export function createUnderwritingClient(options: UnderwritingClientOptions): UnderwritingClient {
+  const target = options.baseUrl === undefined ? undefined : new URL(options.baseUrl);
+  // undici's Pool follows no redirects: a 3xx comes back as a status, and is a refusal.
+  const pool =
+    target === undefined
+      ? undefined
+      : new Pool(target.origin, {
+          connections: options.connections ?? 64,
+          connect: { timeout: options.timeoutMs },
+          headersTimeout: options.timeoutMs,
+          bodyTimeout: options.timeoutMs,
+          keepAliveTimeout: 10_000,
+        });
+  const path = `${target?.pathname.replace(/\/+$/, '') ?? ''}${UNDERWRITINGS_PATH}`;
+  const observe = options.observe ?? (() => {});
+
+  async function headersFor(): Promise<Record<string, string>> {
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'x-partner-auth': options.partnerToken ?? '',
+    };
+    if (options.tokenSource) {
+      try {
+        headers.authorization = `Bearer ${await options.tokenSource.getToken()}`;
+      } catch (err) {
+        throw err instanceof TokenUnavailableError
+          ? err
+          : new TokenUnavailableError(err instanceof Error ? err.message : 'token source failed', { cause: err });
+      }
+    }
+    return headers;
+  }
+
+  return {
+    async submitUnderwriting(body) {
+      const headers = await headersFor();
+      if (pool === undefined) throw new UpstreamUnavailableError('no provider base URL is configured');
+      const started = performance.now();
+      const seconds = () => (performance.now() - started) / 1000;
+      const signal = AbortSignal.timeout(options.timeoutMs);
+      let response;
+      try {
+        response = await pool.request({ path, method: 'POST', headers, body: JSON.stringify(body), signal });
+      } catch (err) {
+        observe(seconds(), 'unavailable');
+        throw new UpstreamUnavailableError(unreachableReason(err, signal, options.timeoutMs), { cause: err });
+      }
+      const status = response.statusCode;
+      if (status >= 200 && status < 300) {
+        // The provider has accepted; a body that fails to arrive changes nothing about that.
+        await response.body.dump().catch(() => {});
+        observe(seconds(), 'accepted');
+        return { status };
+      }
+      const excerpt = await readExcerpt(response.body).catch(() => '');
+      observe(seconds(), 'rejected');
+      throw new UpstreamRejectedError(status, excerpt);
+    },
+    close: async () => {
+      await pool?.close();
+    },
+  };
+}
+
+/** Why the call produced no answer, in words fit for the stored request (no secrets in it). */
+function unreachableReason(err: unknown, signal: AbortSignal, timeoutMs: number): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (signal.aborted || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
+    return `provider did not answer within ${timeoutMs} ms`;
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return `provider unreachable: ${typeof code === 'string' ? `${code} ` : ''}${message}`.slice(0, EXCERPT_MAX_CHARS);
+}
+
+async function readExcerpt(body: AsyncIterable<Buffer>): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size >= EXCERPT_MAX_BYTES) break;
+  }
+  return Buffer.concat(chunks).toString('utf8').slice(0, EXCERPT_MAX_CHARS);
+}

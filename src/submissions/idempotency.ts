@@ -1,0 +1,99 @@
+import { createHash } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { DB, IdempotencyKeyRow } from '../db/types.js';
+
+/** A key names one attempt for this long; after that it is as if it had never been used. */
+export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
+
+/** A stored final answer, replayed as is to every later request with the same key and body. */
+export interface StoredAnswer {
+  statusCode: number;
+  body: Record<string, unknown>;
+}
+
+export type Claim = { claimed: true } | { claimed: false; row: IdempotencyKeyRow | undefined };
+
+/** SHA-256 of the body as canonical JSON (keys sorted at every depth), so key order never matters. */
+export function bodyHash(body: unknown): string {
+  return createHash('sha256').update(canonicalJson(body)).digest('hex');
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * Takes the key for this request, atomically across instances: a new key, an expired one, or a
+ * pending one (same body) whose owner has been silent past the lease (it crashed mid-way). Any
+ * other existing row is returned for the caller to judge.
+ */
+export async function claimKey(
+  db: Kysely<DB>,
+  claim: { key: string; hash: string; now: Date; leaseMs: number },
+): Promise<Claim> {
+  const { key, hash, now } = claim;
+  const leaseCutoff = new Date(now.getTime() - claim.leaseMs);
+  const taken = await db
+    .insertInto('idempotency_keys')
+    .values({ key, body_hash: hash, created_at: now, expires_at: new Date(now.getTime() + IDEMPOTENCY_TTL_MS) })
+    .onConflict((oc) =>
+      oc
+        .column('key')
+        .doUpdateSet((eb) => ({
+          body_hash: eb.ref('excluded.body_hash'),
+          request_id: null,
+          response_status: null,
+          response_body: null,
+          created_at: eb.ref('excluded.created_at'),
+          expires_at: eb.ref('excluded.expires_at'),
+        }))
+        .where((eb) =>
+          eb.or([
+            eb('idempotency_keys.expires_at', '<=', now),
+            eb.and([
+              eb('idempotency_keys.response_status', 'is', null),
+              eb('idempotency_keys.body_hash', '=', hash),
+              eb('idempotency_keys.created_at', '<=', leaseCutoff),
+            ]),
+          ]),
+        ),
+    )
+    .returning('key')
+    .executeTakeFirst();
+  if (taken) return { claimed: true };
+  const row = await db.selectFrom('idempotency_keys').selectAll().where('key', '=', key).executeTakeFirst();
+  return { claimed: false, row };
+}
+
+export async function recordAnswer(db: Kysely<DB>, key: string, requestId: number | null, answer: StoredAnswer): Promise<void> {
+  await db
+    .updateTable('idempotency_keys')
+    .set({ request_id: requestId, response_status: answer.statusCode, response_body: JSON.stringify(answer.body) })
+    .where('key', '=', key)
+    .execute();
+}
+
+/** Gives a key back when its request got no final answer (storage failed), so a retry may run it. */
+export async function releaseKey(db: Kysely<DB>, key: string): Promise<void> {
+  await db.deleteFrom('idempotency_keys').where('key', '=', key).where('response_status', 'is', null).execute();
+}
+
+/** Deletes a bounded batch of expired keys; expired keys are already ignored, this only saves space. */
+export async function purgeExpiredKeys(db: Kysely<DB>, now: Date, batch = 500): Promise<void> {
+  await db
+    .deleteFrom('idempotency_keys')
+    .where('key', 'in', (qb) => qb.selectFrom('idempotency_keys').select('key').where('expires_at', '<=', now).limit(batch))
+    .execute();
+}
+
+export function storedAnswer(row: IdempotencyKeyRow): StoredAnswer | undefined {
+  if (row.response_status === null || row.response_body === null) return undefined;
+  return { statusCode: row.response_status, body: row.response_body };
+}

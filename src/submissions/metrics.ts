@@ -1,0 +1,51 @@
+import { Counter, Histogram, type Registry } from 'prom-client';
+import type { UpstreamOutcome } from '../provider/underwriting-client.js';
+
+export type SubmitOutcome =
+  | 'submitted'
+  | 'rejected'
+  | 'unavailable'
+  | 'auth_failed'
+  | 'in_flight'
+  | 'idempotent_replay'
+  | 'idempotency_key_reused'
+  | 'invalid'
+  | 'forbidden'
+  | 'too_large'
+  | 'storage_unavailable'
+  | 'error';
+
+export interface SubmitMetrics {
+  outcome(outcome: SubmitOutcome): void;
+  upstream(seconds: number, outcome: UpstreamOutcome): void;
+}
+
+export function submitMetrics(registry: Registry): SubmitMetrics {
+  const submissions = new Counter({
+    name: 'underwriting_submissions_total',
+    help: 'Submit requests answered, by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const upstream = new Histogram({
+    name: 'upstream_request_duration_seconds',
+    help: "Duration of the provider's underwriting call, by outcome (accepted, rejected, unavailable)",
+    labelNames: ['outcome'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  return {
+    outcome: (outcome) => submissions.inc({ outcome }),
+    upstream: (seconds, outcome) => upstream.observe({ outcome }, seconds),
+  };
+}
+
+/** Outcomes of answers the submit handler never produced itself (refused before or around it). */
+export function outcomeOfStatus(statusCode: number): SubmitOutcome {
+  if (statusCode === 400) return 'invalid';
+  if (statusCode === 403) return 'forbidden';
+  if (statusCode === 413) return 'too_large';
+  if (statusCode === 415) return 'invalid';
+  if (statusCode === 503) return 'storage_unavailable';
+  return 'error';
+}

@@ -1,0 +1,45 @@
+import { z } from 'zod';
+import { REQUEST_STATUSES } from '../db/types.js';
+
+/** Printable ASCII, 1-200 characters: enough for a UUID or a composite key, bounded for the index. */
+export const idempotencyKeySchema = z
+  .string()
+  .regex(/^[\x20-\x7E]{1,200}$/, 'must be 1-200 printable ASCII characters');
+
+export const submitHeadersSchema = z.looseObject({
+  'idempotency-key': idempotencyKeySchema
+    .optional()
+    .describe('Repeats with the same key and body get the first answer again, without a second provider call (24 h)'),
+});
+
+export const acceptedSchema = z
+  .object({
+    customerUuid: z.string(),
+    status: z.enum(REQUEST_STATUSES).describe('The stored status: "submitted", or "completed" when the callback overtook the reply'),
+    submittedAt: z.iso.datetime(),
+    upstreamStatus: z.number().int(),
+  })
+  .describe('The provider accepted the request');
+
+const error = (description: string) => z.object({ error: z.string(), message: z.string() }).describe(description);
+
+export const submitResponses = {
+  202: acceptedSchema,
+  400: z
+    .object({
+      error: z.string(),
+      message: z.string(),
+      issues: z.array(z.object({ path: z.string(), message: z.string() })),
+    })
+    .describe('validation_failed: nothing stored, nothing sent'),
+  403: error('forbidden: the caller is not in SUBMIT_ALLOWED_IPS'),
+  409: error('in_flight: this customerUuid already has a request awaiting its callback'),
+  413: error('payload_too_large'),
+  415: error('unsupported_media_type'),
+  422: error('idempotency_key_reused: the key was used with a different body'),
+  502: z
+    .object({ error: z.string(), message: z.string(), upstreamStatus: z.number().int().optional() })
+    .describe('upstream_rejected (the provider answered non-2xx) or upstream_auth_failed (no bearer token)'),
+  503: error('storage_unavailable: nothing sent'),
+  504: error('upstream_unavailable: the provider was unreachable or did not answer in time'),
+};

@@ -1,0 +1,196 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Clock } from '../app.js';
+import { hashCpf, maskCpf } from '../cpf.js';
+import type { DB } from '../db/types.js';
+import { AppError, errorBody } from '../errors.js';
+import { TokenUnavailableError, UpstreamRejectedError, UpstreamUnavailableError } from '../provider/errors.js';
+import type { UnderwritingRequest } from '../provider/schemas.js';
+import type { UnderwritingClient } from '../provider/underwriting-client.js';
+import {
+  bodyHash,
+  claimKey,
+  purgeExpiredKeys,
+  recordAnswer,
+  releaseKey,
+  type StoredAnswer,
+  storedAnswer,
+} from './idempotency.js';
+import type { SubmitOutcome } from './metrics.js';
+import { insertSubmitting, isInFlightConflict, markSubmitFailed, markSubmitted, type StoredState } from './store.js';
+
+export interface SubmitDeps {
+  db: Kysely<DB>;
+  client: Pick<UnderwritingClient, 'submitUnderwriting'>;
+  clock: Clock;
+  cpfHashKey: string;
+  /** Scrubbed from anything the provider says before it is stored. */
+  partnerToken: string | undefined;
+  upstreamTimeoutMs: number;
+}
+
+export interface SubmitAnswer extends StoredAnswer {
+  outcome: SubmitOutcome;
+  replayed: boolean;
+}
+
+const IDEMPOTENCY_POLL_MS = [20, 50, 100, 200] as const;
+/** How often one instance sweeps expired keys away (a courtesy, not a rule). */
+const PURGE_EVERY_MS = 60_000;
+
+const inFlight = (message = 'this customerUuid already has a request awaiting its callback') =>
+  new AppError(409, 'in_flight', message);
+
+/** Runs one submit, through its Idempotency-Key when one is given. Storage failures are thrown (503). */
+export function submitter(deps: SubmitDeps) {
+  let lastPurge = 0;
+
+  /** Later requests with a key wait this long for the first one's answer (it may be on another instance). */
+  const waitMs = deps.upstreamTimeoutMs + 5_000;
+  /** A pending key older than this belongs to an attempt that died; a retry may take it over. */
+  const leaseMs = 2 * deps.upstreamTimeoutMs + 30_000;
+
+  async function withKey(body: UnderwritingRequest, key: string, log: FastifyBaseLogger): Promise<SubmitAnswer> {
+    const hash = bodyHash(body);
+    const deadline = Date.now() + waitMs;
+    for (let round = 0; ; round++) {
+      const claim = await claimKey(deps.db, { key, hash, now: deps.clock(), leaseMs });
+      if (claim.claimed) break;
+      const { row } = claim;
+      if (row === undefined) continue; // released or purged in between: try to take it again
+      if (row.body_hash !== hash) {
+        const reused = new AppError(422, 'idempotency_key_reused', 'this Idempotency-Key was used with a different request body');
+        return { statusCode: 422, body: errorBody(reused), outcome: 'idempotency_key_reused', replayed: false };
+      }
+      const stored = storedAnswer(row);
+      if (stored) return { ...stored, outcome: 'idempotent_replay', replayed: true };
+      if (Date.now() >= deadline) {
+        const busy = inFlight('a request with this Idempotency-Key is still being processed; retry later');
+        return { statusCode: 409, body: errorBody(busy), outcome: 'in_flight', replayed: false };
+      }
+      if (round === 0) log.debug('waiting for the first request with this Idempotency-Key');
+      await delay(IDEMPOTENCY_POLL_MS[Math.min(round, IDEMPOTENCY_POLL_MS.length - 1)]);
+    }
+
+    await purgeNowAndThen(log);
+    let attempt: { answer: SubmitAnswer; requestId: number | null };
+    try {
+      attempt = await once(body, key, log);
+    } catch (err) {
+      // No final answer (storage failed): free the key so that a retry runs the request.
+      await releaseKey(deps.db, key).catch(() => {});
+      throw err;
+    }
+    try {
+      await recordAnswer(deps.db, key, attempt.requestId, attempt.answer);
+    } catch (err) {
+      log.error({ err: { message: (err as Error).message } }, 'could not record the answer of an Idempotency-Key');
+    }
+    return attempt.answer;
+  }
+
+  async function purgeNowAndThen(log: FastifyBaseLogger): Promise<void> {
+    if (Date.now() - lastPurge < PURGE_EVERY_MS) return;
+    lastPurge = Date.now();
+    await purgeExpiredKeys(deps.db, deps.clock()).catch((err: Error) =>
+      log.warn({ err: { message: err.message } }, 'could not purge expired idempotency keys'),
+    );
+  }
+
+  /** Store first, then call the provider, then record what happened without ever moving a row back. */
+  async function once(
+    body: UnderwritingRequest,
+    key: string | undefined,
+    log: FastifyBaseLogger,
+  ): Promise<{ answer: SubmitAnswer; requestId: number | null }> {
+    let stored: { id: number; submittedAt: Date };
+    try {
+      stored = await insertSubmitting(deps.db, {
+        customerUuid: body.customerUuid,
+        cpfHash: hashCpf(body.cpf, deps.cpfHashKey),
+        cpfMasked: maskCpf(body.cpf),
+        costSavingEnabled: body.costSavingEnabled,
+        srd: body.srd,
+        idempotencyKey: key,
+        now: deps.clock(),
+      });
+    } catch (err) {
+      if (!isInFlightConflict(err)) throw err;
+      return { answer: { statusCode: 409, body: errorBody(inFlight()), outcome: 'in_flight', replayed: false }, requestId: null };
+    }
+
+    let upstreamStatus: number;
+    try {
+      ({ status: upstreamStatus } = await deps.client.submitUnderwriting(body));
+    } catch (err) {
+      const failure = describeFailure(err, [body.cpf, deps.partnerToken]);
+      log.warn({ customerUuid: body.customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code }, 'submit failed upstream');
+      await markSubmitFailed(deps.db, stored.id, failure.stored, deps.clock()).catch((dbErr: Error) =>
+        log.error({ err: { message: dbErr.message } }, 'could not record a failed submit'),
+      );
+      const answer = { statusCode: failure.error.statusCode, body: errorBody(failure.error), outcome: failure.outcome, replayed: false };
+      return { answer, requestId: stored.id };
+    }
+
+    let state: StoredState;
+    try {
+      state = await markSubmitted(deps.db, stored.id, upstreamStatus, deps.clock());
+    } catch (err) {
+      // The provider has it; saying 503 ("nothing sent") would be false. The callback still matches the row.
+      log.error({ err: { message: (err as Error).message } }, 'provider accepted a submit that could not be recorded');
+      state = { status: 'submitting', submittedAt: stored.submittedAt };
+    }
+    const accepted = {
+      customerUuid: body.customerUuid,
+      status: state.status,
+      submittedAt: state.submittedAt.toISOString(),
+      upstreamStatus,
+    };
+    return { answer: { statusCode: 202, body: accepted, outcome: 'submitted', replayed: false }, requestId: stored.id };
+  }
+
+  return (body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger): Promise<SubmitAnswer> =>
+    key === undefined ? once(body, undefined, log).then((a) => a.answer) : withKey(body, key, log);
+}
+
+interface Failure {
+  error: AppError;
+  outcome: SubmitOutcome;
+  stored: { upstreamStatus: number | null; error: string };
+}
+
+/** Maps a failed provider call to the contract's answer and to what the stored request says. */
+function describeFailure(err: unknown, secrets: Array<string | undefined>): Failure {
+  if (err instanceof TokenUnavailableError) {
+    return {
+      error: new AppError(502, 'upstream_auth_failed', 'no bearer token could be obtained for the provider; nothing was sent'),
+      outcome: 'auth_failed',
+      stored: { upstreamStatus: null, error: scrub(`bearer token unavailable: ${err.message}`, secrets) },
+    };
+  }
+  if (err instanceof UpstreamRejectedError) {
+    const { upstreamStatus } = err;
+    return {
+      error: new AppError(502, 'upstream_rejected', `the provider refused the request (HTTP ${upstreamStatus})`, { upstreamStatus }),
+      outcome: 'rejected',
+      stored: { upstreamStatus, error: scrub(err.bodyExcerpt, secrets) || `provider answered ${upstreamStatus} with no body` },
+    };
+  }
+  const reason = err instanceof UpstreamUnavailableError ? err.message : 'the provider call failed unexpectedly';
+  return {
+    error: new AppError(504, 'upstream_unavailable', 'the provider could not be reached or did not answer in time'),
+    outcome: 'unavailable',
+    stored: { upstreamStatus: null, error: scrub(reason, secrets) },
+  };
+}
+
+/** A CPF in any format, as the provider might echo it back. */
+const CPF_LIKE = /\d{3}\.?\d{3}\.?\d{3}-?\d{2}/g;
+
+/** Keeps CPFs and our own secrets out of what we store from the provider's words. */
+function scrub(text: string, secrets: Array<string | undefined>): string {
+  let clean = text;
+  for (const secret of secrets) if (secret) clean = clean.split(secret).join('[redacted]');
+  return clean.replace(CPF_LIKE, '[redacted]').slice(0, 500);
+}

@@ -1,0 +1,246 @@
+import t from 'tap';
+import { hashCpf } from '../../src/cpf.js';
+import { openDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import { TokenUnavailableError } from '../../src/provider/errors.js';
+import { listen, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
+import { anotherConnection, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+import { httpRequest } from '../helpers/http.js';
+import { startRelay, throughRelay } from '../helpers/relay.js';
+import { CPF, PROVIDER_PATH, storedKeys, storedRequests, submitGateway, validRequest } from './fixtures.js';
+import { accept } from './provider.js';
+
+t.test('an accepted request answers 202, is stored as submitted and reaches the provider exactly as sent', async (t) => {
+  const { submit, provider, database, logs } = await submitGateway(t);
+  const body = validRequest();
+  const res = await submit(body);
+
+  t.equal(res.statusCode, 202);
+  const answer = res.json();
+  t.same(answer, { customerUuid: body.customerUuid, status: 'submitted', submittedAt: answer.submittedAt, upstreamStatus: 202 });
+  t.match(answer.submittedAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+
+  t.equal(provider.received.length, 1);
+  const [sent] = provider.received;
+  t.equal(sent!.method, 'POST');
+  t.equal(sent!.url, PROVIDER_PATH);
+  t.equal(sent!.headers['x-partner-auth'], TEST_PARTNER_TOKEN);
+  t.equal(sent!.headers['content-type'], 'application/json');
+  t.equal(sent!.headers.authorization, undefined, 'no bearer token without a token source');
+  t.equal(sent!.text, JSON.stringify(body), 'the body is byte for byte what was validated');
+
+  const [row, ...others] = await storedRequests(database);
+  t.equal(others.length, 0);
+  t.match(row, {
+    customer_uuid: body.customerUuid,
+    cpf_hash: hashCpf(CPF, TEST_CPF_HASH_KEY),
+    cpf_masked: '***.982.247-**',
+    cost_saving_enabled: false,
+    status: 'submitted',
+    upstream_status: 202,
+    upstream_error: null,
+    idempotency_key: null,
+    completed_at: null,
+    decision: null,
+  });
+  t.same(row!.srd, body.srd);
+  t.equal(row!.submitted_at.toISOString(), answer.submittedAt);
+  t.notMatch(JSON.stringify(row), CPF, 'the CPF is not stored in clear');
+
+  t.notMatch(logs.text(), CPF, 'the CPF is never logged');
+  t.notMatch(logs.text(), TEST_PARTNER_TOKEN, 'the partner token is never logged');
+});
+
+t.test('the request is committed as submitting before the provider is called', async (t) => {
+  const database = await freshDatabase(t);
+  const other = await anotherConnection(t, database);
+  const seen: string[] = [];
+  const { submit } = await submitGateway(t, {
+    database,
+    handler: async (received, res) => {
+      const row = await other.db.selectFrom('underwriting_requests').select('status').executeTakeFirst();
+      seen.push(row?.status ?? 'nothing stored');
+      accept(received, res);
+    },
+  });
+  t.equal((await submit(validRequest())).statusCode, 202);
+  t.same(seen, ['submitting'], 'another connection sees the committed row while the provider works');
+});
+
+t.test('a callback that overtakes the provider reply leaves the row completed, and the 202 reports completed', async (t) => {
+  const database = await freshDatabase(t);
+  const other = await anotherConnection(t, database);
+  const { submit } = await submitGateway(t, {
+    database,
+    handler: async (received, res) => {
+      // What the callback capability does when the result arrives first.
+      await other.db
+        .updateTable('underwriting_requests')
+        .set({ status: 'completed', completed_at: new Date(), decision: 'approved' })
+        .where('status', '=', 'submitting')
+        .execute();
+      accept(received, res);
+    },
+  });
+  const res = await submit(validRequest());
+  t.equal(res.statusCode, 202);
+  t.match(res.json(), { status: 'completed', upstreamStatus: 202 });
+  const [row] = await storedRequests(database);
+  t.match(row, { status: 'completed', decision: 'approved', upstream_status: 202 });
+  t.ok(row!.completed_at, 'the result is kept');
+});
+
+t.test('a customer with a request awaiting its callback gets 409 in_flight and nothing is sent', async (t) => {
+  const { submit, provider, database } = await submitGateway(t);
+  t.equal((await submit(validRequest())).statusCode, 202);
+  const again = await submit(validRequest({ costSavingEnabled: true }));
+  t.equal(again.statusCode, 409);
+  t.same(again.json(), { error: 'in_flight', message: 'this customerUuid already has a request awaiting its callback' });
+  t.equal(provider.received.length, 1, 'the provider got only the first');
+  t.same((await storedRequests(database)).map((r) => r.status), ['submitted']);
+});
+
+t.test('a customer whose previous request failed or completed may submit again', async (t) => {
+  let answer = 500;
+  const { submit, provider, database } = await submitGateway(t, {
+    handler: (_received, res) => void res.writeHead(answer).end(),
+  });
+  t.equal((await submit(validRequest())).statusCode, 502);
+  answer = 202;
+  t.equal((await submit(validRequest())).statusCode, 202, 'after submit_failed');
+  await database.db.updateTable('underwriting_requests').set({ status: 'completed' }).where('status', '=', 'submitted').execute();
+  t.equal((await submit(validRequest())).statusCode, 202, 'after completed');
+  t.equal(provider.received.length, 3);
+  t.same((await storedRequests(database)).map((r) => r.status), ['submit_failed', 'completed', 'submitted']);
+});
+
+t.test('8 concurrent submits of one customer cause exactly one upstream call', async (t) => {
+  const database = await freshDatabase(t);
+  const second = await anotherConnection(t, database);
+  const one = await submitGateway(t, { database });
+  const two = await submitGateway(t, { database: second });
+  const answers = await Promise.all(
+    Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? one : two).submit(validRequest({ costSavingEnabled: i % 3 === 0 }))),
+  );
+  const statuses = answers.map((a) => a.statusCode).sort();
+  t.same(statuses, [202, 409, 409, 409, 409, 409, 409, 409]);
+  t.equal(one.provider.received.length + two.provider.received.length, 1, 'one call across both instances');
+  t.same((await storedRequests(database)).map((r) => r.status), ['submitted']);
+});
+
+t.test('a real peer outside the allowlist is refused 403, also with a forged X-Forwarded-For; nothing stored or sent', async (t) => {
+  const { app, provider, database } = await submitGateway(t, { env: { SUBMIT_ALLOWED_IPS: '127.0.0.1/32' } });
+  const base = await listen(app);
+  for (const headers of [{}, { 'x-forwarded-for': '127.0.0.1' }] as Array<Record<string, string>>) {
+    const res = await httpRequest(`${base}/v1/underwritings`, { localAddress: '127.0.0.2', headers, body: validRequest() });
+    t.equal(res.status, 403);
+    t.same(res.json, { error: 'forbidden', message: 'this address may not use this route' });
+  }
+  const inside = await httpRequest(`${base}/v1/underwritings`, { body: validRequest({ customerUuid: 'inside' }) });
+  t.equal(inside.status, 202, 'an allowed peer gets through');
+  t.equal(provider.received.length, 1);
+  t.same((await storedRequests(database)).map((r) => r.customer_uuid), ['inside']);
+});
+
+t.test('an oversized body is refused 413 before parsing; nothing stored or sent', async (t) => {
+  const { app, provider, database } = await submitGateway(t);
+  const base = await listen(app);
+  const huge = JSON.stringify({ ...validRequest(), srd: { grossIncome: 1, address: { street: 'x'.repeat(70 * 1024) } } });
+  const res = await httpRequest(`${base}/v1/underwritings`, { body: huge });
+  t.equal(res.status, 413);
+  t.same(res.json, { error: 'payload_too_large', message: 'the request body is too large' });
+  t.equal(provider.received.length, 0);
+  t.equal((await storedRequests(database)).length, 0);
+});
+
+t.test('with a token source, the provider call also carries the bearer token', async (t) => {
+  const { submit, provider, logs } = await submitGateway(t, { tokenSource: { getToken: async () => 'bearer-token-value-123' } });
+  t.equal((await submit(validRequest())).statusCode, 202);
+  t.equal(provider.received[0]!.headers.authorization, 'Bearer bearer-token-value-123');
+  t.equal(provider.received[0]!.headers['x-partner-auth'], TEST_PARTNER_TOKEN);
+  t.notMatch(logs.text(), 'bearer-token-value-123');
+});
+
+t.test('a bearer token that cannot be obtained answers 502 upstream_auth_failed, stored submit_failed, nothing sent', async (t) => {
+  const { submit, provider, database } = await submitGateway(t, {
+    tokenSource: { getToken: async () => Promise.reject(new TokenUnavailableError('token endpoint answered 401')) },
+  });
+  const res = await submit(validRequest());
+  t.equal(res.statusCode, 502);
+  t.same(res.json(), {
+    error: 'upstream_auth_failed',
+    message: 'no bearer token could be obtained for the provider; nothing was sent',
+  });
+  t.equal(provider.received.length, 0);
+  const [row] = await storedRequests(database);
+  t.match(row, { status: 'submit_failed', upstream_status: null, upstream_error: 'bearer token unavailable: token endpoint answered 401' });
+});
+
+t.test('metrics count submit outcomes and time the upstream calls', async (t) => {
+  const { app, submit } = await submitGateway(t);
+  await submit(validRequest());
+  await submit(validRequest());
+  await submit({ nope: true });
+  const text = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  t.match(text, /underwriting_submissions_total\{outcome="submitted"\} 1/);
+  t.match(text, /underwriting_submissions_total\{outcome="in_flight"\} 1/);
+  t.match(text, /underwriting_submissions_total\{outcome="invalid"\} 1/);
+  t.match(text, /upstream_request_duration_seconds_count\{outcome="accepted"\} 1/);
+});
+
+t.test('the OpenAPI document describes the submit route from the validating schemas', async (t) => {
+  const { app } = await submitGateway(t);
+  const spec = (await app.inject({ method: 'GET', url: '/docs/json' })).json();
+  const op = spec.paths['/v1/underwritings'].post;
+  t.ok(op.requestBody.content['application/json'].schema.properties.srd, 'the body schema is there');
+  t.same(Object.keys(op.responses).sort(), ['202', '400', '403', '409', '413', '415', '422', '502', '503', '504']);
+  t.ok(op.parameters.some((p: { in: string; name: string }) => p.in === 'header' && p.name === 'idempotency-key'));
+});
+
+if (SERVER_URL) {
+  t.test('with the database unreachable the submit answers 503 and the provider receives nothing', async (t) => {
+    const url = await freshDatabaseUrl(t);
+    const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
+    t.teardown(() => relay.close());
+    const database = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
+    t.teardown(() => database.close());
+    await migrateToLatest(database);
+    const { submit, provider } = await submitGateway(t, { database });
+
+    relay.cut();
+    for (const headers of [{}, { 'idempotency-key': 'while-down' }] as Array<Record<string, string>>) {
+      const res = await submit(validRequest(), headers);
+      t.equal(res.statusCode, 503);
+      t.same(res.json(), { error: 'storage_unavailable', message: 'the database is unavailable; try again shortly' });
+    }
+    t.equal(provider.received.length, 0);
+
+    relay.restore();
+    const later = await submit(validRequest(), { 'idempotency-key': 'while-down' });
+    t.equal(later.statusCode, 202, 'a 503 is never recorded against the key');
+    t.equal(provider.received.length, 1);
+    t.equal((await storedKeys(database))[0]!.response_status, 202);
+  });
+
+  t.test('a provider acceptance is still reported when the database fails during the call', async (t) => {
+    const url = await freshDatabaseUrl(t);
+    const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
+    t.teardown(() => relay.close());
+    const database = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
+    t.teardown(() => database.close());
+    await migrateToLatest(database);
+    const { submit } = await submitGateway(t, {
+      database,
+      handler: (received, res) => {
+        relay.cut();
+        accept(received, res);
+      },
+    });
+    const res = await submit(validRequest());
+    t.equal(res.statusCode, 202, 'not 503: the provider has the request');
+    t.match(res.json(), { status: 'submitting', upstreamStatus: 202 });
+    relay.restore();
+    const [row] = await storedRequests(database);
+    t.match(row, { status: 'submitting' }, 'the row awaits its callback, which matches submitting rows too');
+  });
+}

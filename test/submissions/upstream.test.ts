@@ -1,0 +1,93 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { buildTestApp, TEST_PARTNER_TOKEN } from '../helpers/app.js';
+import { CPF, PROVIDER_PATH, storedRequests, submitGateway, validRequest } from './fixtures.js';
+import { startFakeProvider } from './provider.js';
+
+t.test('a provider 500 answers 502 upstream_rejected and is stored submit_failed with an excerpt', async (t) => {
+  const echo = `{"error":"boom","cpf":"${CPF}","formatted":"529.982.247-25","token":"${TEST_PARTNER_TOKEN}","pad":"${'z'.repeat(900)}"}`;
+  const { submit, provider, database, logs } = await submitGateway(t, {
+    handler: (_received, res) => void res.writeHead(500, { 'content-type': 'application/json' }).end(echo),
+  });
+  const res = await submit(validRequest());
+  t.equal(res.statusCode, 502);
+  t.same(res.json(), { error: 'upstream_rejected', message: 'the provider refused the request (HTTP 500)', upstreamStatus: 500 });
+  t.equal(provider.received.length, 1);
+  const [row] = await storedRequests(database);
+  t.match(row, { status: 'submit_failed', upstream_status: 500 });
+  t.ok(row!.upstream_error!.length <= 500, 'a short excerpt');
+  t.match(row!.upstream_error, /^\{"error":"boom"/);
+  t.notMatch(row!.upstream_error, CPF, 'an echoed CPF is not stored');
+  t.notMatch(row!.upstream_error, '529.982.247-25', 'nor in its formatted form');
+  t.notMatch(row!.upstream_error, TEST_PARTNER_TOKEN, 'nor an echoed partner token');
+  t.notMatch(logs.text(), CPF);
+  t.notMatch(logs.text(), TEST_PARTNER_TOKEN);
+});
+
+t.test('a provider that does not answer in time gives 504 upstream_unavailable, stored submit_failed', async (t) => {
+  const { submit, provider, database } = await submitGateway(t, {
+    env: { UPSTREAM_TIMEOUT_MS: '300' },
+    handler: () => {}, // never answers; the connection is dropped at teardown
+  });
+  const res = await submit(validRequest());
+  t.equal(res.statusCode, 504);
+  t.same(res.json(), { error: 'upstream_unavailable', message: 'the provider could not be reached or did not answer in time' });
+  t.equal(provider.received.length, 1);
+  const [row] = await storedRequests(database);
+  t.match(row, { status: 'submit_failed', upstream_status: null, upstream_error: 'provider did not answer within 300 ms' });
+});
+
+t.test('a provider that drops the connection gives 504 upstream_unavailable, stored submit_failed', async (t) => {
+  const { submit, provider, database } = await submitGateway(t, {
+    handler: (_received, res) => void res.socket?.destroy(),
+  });
+  const res = await submit(validRequest());
+  t.equal(res.statusCode, 504);
+  t.equal(res.json().error, 'upstream_unavailable');
+  t.equal(provider.received.length, 1);
+  const [row] = await storedRequests(database);
+  t.match(row, { status: 'submit_failed', upstream_status: null, upstream_error: /^provider unreachable: / });
+});
+
+t.test('an unreachable provider gives 504 upstream_unavailable, stored submit_failed', async (t) => {
+  const closed = http.createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  const { port } = closed.address() as AddressInfo;
+  await new Promise<void>((resolve) => closed.close(() => resolve()));
+  const { submit, database } = await submitGateway(t, { env: { PROVIDER_BASE_URL: `http://127.0.0.1:${port}` } });
+  const res = await submit(validRequest());
+  t.equal(res.statusCode, 504);
+  const [row] = await storedRequests(database);
+  t.match(row, { status: 'submit_failed', upstream_error: /ECONNREFUSED/ });
+});
+
+t.test('a provider redirect is a rejection (502) and its target is never called', async (t) => {
+  const { submit, provider, database } = await submitGateway(t, {
+    handler: (received, res) => {
+      if (received.url === '/elsewhere') return void res.writeHead(202).end();
+      res.writeHead(307, { location: '/elsewhere' }).end();
+    },
+  });
+  const res = await submit(validRequest());
+  t.equal(res.statusCode, 502);
+  t.same(res.json(), { error: 'upstream_rejected', message: 'the provider refused the request (HTTP 307)', upstreamStatus: 307 });
+  t.same(provider.received.map((r) => r.url), [PROVIDER_PATH], 'the redirect target is never called');
+  const [row] = await storedRequests(database);
+  t.match(row, { status: 'submit_failed', upstream_status: 307, upstream_error: 'provider answered 307 with no body' });
+});
+
+t.test('a base URL with a path prefix keeps it in front of the provider path', async (t) => {
+  const provider = await startFakeProvider(t);
+  const { app } = await buildTestApp(t, { env: { PROVIDER_BASE_URL: `${provider.url}/sandbox/` } });
+  const res = await app.inject({ method: 'POST', url: '/v1/underwritings', payload: validRequest() });
+  t.equal(res.statusCode, 202);
+  t.same(provider.received.map((r) => r.url), [`/sandbox${PROVIDER_PATH}`]);
+});
+
+t.test('consecutive provider calls reuse one keep-alive connection', async (t) => {
+  const { submit, provider } = await submitGateway(t);
+  for (let i = 0; i < 3; i++) t.equal((await submit(validRequest({ customerUuid: `keepalive-${i}` }))).statusCode, 202);
+  t.equal(provider.received.length, 3);
+  t.equal(provider.connections(), 1);
+});
