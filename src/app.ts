@@ -18,6 +18,7 @@ import { installErrorHandler } from './errors.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { opsRoutes } from './ops/routes.js';
 import type { BearerTokenSource } from './provider/errors.js';
+import { TokenClient } from './provider/token-client.js';
 import { queryRoutes } from './queries/routes.js';
 import { submissionRoutes } from './submissions/routes.js';
 
@@ -89,11 +90,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
 
+  let tokenSource = deps.tokenSource;
+  if (!tokenSource && config.tokenClient) {
+    const client = new TokenClient({ config: config.tokenClient, registry, log: app.log, timeoutMs: config.upstreamTimeoutMs });
+    app.addHook('onClose', async () => client.close());
+    tokenSource = client;
+  }
   const capabilityDeps: CapabilityDeps = {
     config,
     database: deps.database,
     clock: deps.clock ?? (() => new Date()),
-    tokenSource: deps.tokenSource,
+    tokenSource,
     registry,
   };
   await app.register(opsRoutes({ database: deps.database, registry }));

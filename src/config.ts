@@ -63,12 +63,13 @@ const pkcs8Pem = z
   .refine((pem) => {
     if (!pem.startsWith('-----BEGIN PRIVATE KEY-----')) return false;
     try {
-      createPrivateKey({ key: pem, format: 'pem' });
-      return true;
+      const key = createPrivateKey({ key: pem, format: 'pem' });
+      // The assertion is signed RS256 or ES256, so only RSA and P-256 keys can serve.
+      return key.asymmetricKeyType === 'rsa' || key.asymmetricKeyDetails?.namedCurve === 'prime256v1';
     } catch {
       return false;
     }
-  }, 'must be a PKCS#8 PEM private key (-----BEGIN PRIVATE KEY-----)');
+  }, 'must be a PKCS#8 PEM private key (-----BEGIN PRIVATE KEY-----), RSA or EC P-256');
 
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
@@ -101,6 +102,9 @@ const envSchema = z.object({
   CLIENT_ASSERTION_KEY: pkcs8Pem.optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
+
+/** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
+export const CONFIG_VARIABLES = Object.keys(envSchema.shape);
 
 export interface TokenClientConfig {
   authUrl: string;

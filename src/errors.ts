@@ -64,8 +64,14 @@ export function installErrorHandler(app: FastifyInstance): void {
         }
         return [{ path: path.join('.'), message: v.message ?? 'invalid' }];
       });
-      const where = context === 'body' ? 'request body' : context === 'querystring' ? 'query string' : `${context ?? 'request'}`;
-      return reply.code(400).send(errorBody(validationFailed(issues, `the ${where} is not valid`)));
+      const messages: Record<string, string> = {
+        body: 'the request body is not valid',
+        querystring: 'the query string is not valid',
+        headers: 'the request headers are not valid',
+        params: 'the path parameters are not valid',
+      };
+      const message = messages[context ?? ''] ?? 'the request is not valid';
+      return reply.code(400).send(errorBody(validationFailed(issues, message)));
     }
     if (isStorageUnavailable(error)) {
       request.log.error({ err: error }, 'database unavailable');

@@ -42,7 +42,12 @@ async function main(): Promise<void> {
 
   let sandbox: SandboxMode | undefined;
   if (config.sandboxMode) {
-    sandbox = await startSandboxMode(log);
+    sandbox = await startSandboxMode(log, config).catch((err: unknown) => {
+      // A bad SANDBOX_* variable is a configuration error like any other: one line each, exit 1.
+      if (!(err instanceof ConfigError)) throw err;
+      process.stderr.write(`${err.problems.join('\n')}\n`);
+      return process.exit(1);
+    });
     config = Object.freeze({ ...config, providerBaseUrl: sandbox.providerBaseUrl, partnerToken: sandbox.partnerToken });
   }
 

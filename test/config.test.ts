@@ -110,3 +110,13 @@ t.test('the server exits 1 with one line per bad variable', async (t) => {
   t.equal(proc.stderr.length, 3, 'exactly one line per bad variable');
   t.notMatch(err, 'leaky-token-value');
 });
+
+t.test('the client assertion key must be an RSA or P-256 PKCS#8 key', async (t) => {
+  const { generateKeyPairSync } = await import('node:crypto');
+  const pem = (type: 'rsa' | 'ec' | 'ed25519', extra: object = {}) =>
+    (generateKeyPairSync as any)(type, { ...extra, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } }).privateKey as string;
+  const base = { AUTH_URL: 'https://auth.example', CLIENT_ID: 'id' };
+  t.same(problems({ ...base, CLIENT_ASSERTION_KEY: pem('rsa', { modulusLength: 2048 }) }), []);
+  t.same(problems({ ...base, CLIENT_ASSERTION_KEY: pem('ec', { namedCurve: 'P-256' }).replace(/\n/g, '\\n') }), [], 'escaped newlines accepted');
+  t.match(problems({ ...base, CLIENT_ASSERTION_KEY: pem('ed25519') }).join('\n'), /^CLIENT_ASSERTION_KEY: .*RSA or EC P-256$/m);
+});

@@ -1,4 +1,9 @@
+import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config.js';
+import { redactUrl } from '../logger.js';
+import { buildSandboxApp } from './app.js';
+import { describeSandboxConfig, loadSandboxConfig } from './config.js';
 
 /** The built-in simulator, started in the gateway's process when no PROVIDER_BASE_URL is set. */
 export interface SandboxMode {
@@ -9,7 +14,49 @@ export interface SandboxMode {
   close(): Promise<void>;
 }
 
-// Placeholder until the sandbox provider lands.
-export async function startSandboxMode(_log: FastifyBaseLogger): Promise<SandboxMode> {
-  throw new Error('sandbox mode is not available yet: set PROVIDER_BASE_URL and PARTNER_TOKEN');
+/** Only this process talks to the in-process simulator, so it listens on loopback alone. */
+const SANDBOX_MODE_HOST = '127.0.0.1';
+
+export const SANDBOX_MODE_WARNING =
+  'SANDBOX MODE: PROVIDER_BASE_URL is not set, so the built-in sandbox provider answers every underwriting ' +
+  'and nothing reaches the real provider. To leave sandbox mode set PROVIDER_BASE_URL and PARTNER_TOKEN.';
+
+/**
+ * Starts the simulator (SANDBOX_* variables, host forced to loopback) for the gateway to use.
+ * Throws ConfigError when a SANDBOX_* variable is invalid.
+ */
+export async function startSandboxMode(
+  log: FastifyBaseLogger,
+  gateway: Pick<Config, 'callbackSecret'>,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<SandboxMode> {
+  const config = Object.freeze({ ...loadSandboxConfig(env), host: SANDBOX_MODE_HOST });
+  const sandboxLog = log.child({ component: 'sandbox' });
+  let callbackUrl: string | undefined;
+  const app = await buildSandboxApp(config, { logger: sandboxLog, callbackUrl: () => callbackUrl });
+  await app.listen({
+    host: config.host,
+    port: config.port,
+    listenTextResolver: (address) => `sandbox provider listening at ${address}`,
+  });
+  const { port } = app.server.address() as AddressInfo;
+  const providerBaseUrl = `http://${config.host}:${port}`;
+  log.warn({ providerBaseUrl }, SANDBOX_MODE_WARNING);
+  sandboxLog.info(
+    { ...describeSandboxConfig({ ...config, port }, redactUrl), callbackUrl: "the gateway's own callback route" },
+    'sandbox provider settings',
+  );
+
+  return {
+    providerBaseUrl,
+    partnerToken: config.partnerToken,
+    setCallbackUrl(url) {
+      // With CALLBACK_SECRET set the gateway wants ?token=, as a registered callback URL would carry.
+      const target = new URL(url);
+      if (gateway.callbackSecret !== undefined) target.searchParams.set('token', gateway.callbackSecret);
+      callbackUrl = target.toString();
+      sandboxLog.info({ callbackUrl: redactUrl(callbackUrl) }, 'sandbox provider delivers callbacks to the gateway');
+    },
+    close: () => app.close(),
+  };
 }

@@ -1,0 +1,54 @@
+import { pino } from 'pino';
+import { ConfigError, loadConfig } from '../config.js';
+import { loggerOptions } from '../logger.js';
+import { TokenClient } from './token-client.js';
+
+// `npm run token`: checks the configured client credentials by fetching one token; never prints it.
+async function main(): Promise<number> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.problems.join('\n')}\n`);
+      return 1;
+    }
+    throw err;
+  }
+  if (!config.tokenClient) {
+    process.stdout.write('no token client configured: set AUTH_URL, CLIENT_ID and CLIENT_SECRET (or CLIENT_ASSERTION_KEY)\n');
+    return 2;
+  }
+  // Logs go to stderr so that stdout is only the verdict.
+  const log = pino(loggerOptions(config.logLevel), pino.destination(2));
+  const client = new TokenClient({ config: config.tokenClient, log, timeoutMs: config.upstreamTimeoutMs });
+  const auth = config.tokenClient.assertionKey ? 'signed client assertion (RFC 7523)' : 'HTTP Basic';
+  try {
+    await client.getToken();
+    const status = client.status()!;
+    process.stdout.write(
+      [
+        `credentials work: ${client.tokenUrl} issued a token (client ${config.tokenClient.clientId}, scope ${config.tokenClient.scope}, ${auth})`,
+        `expires at ${status.expiresAt.toISOString()} (${status.secondsLeft} s from now)`,
+        `renewal at ${status.renewAt.toISOString()}${status.shortLifetime ? ' (half its remaining lifetime: it lives shorter than the 600 s lead)' : ' (exp - 600 s)'}`,
+        '',
+      ].join('\n'),
+    );
+    return 0;
+  } catch (err) {
+    process.stdout.write(
+      `credentials do not work: ${client.tokenUrl} (client ${config.tokenClient.clientId}, ${auth}): ${err instanceof Error ? err.message : String(err)}\n`,
+    );
+    return 1;
+  } finally {
+    client.close();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`token: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,41 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { BODY_LIMIT_BYTES } from '../app.js';
+import { installErrorHandler } from '../errors.js';
+import type { SandboxConfig } from './config.js';
+import { callbackDelivery, DEFAULT_RETRY_POLICY, type RetryPolicy } from './delivery.js';
+import { createTokenSigner, tokenRoutes } from './tokens.js';
+import { underwritingRoutes } from './underwritings.js';
+
+export interface SandboxDeps {
+  logger?: FastifyBaseLogger;
+  clock?: () => Date;
+  /** Where results go, read at delivery time (sandbox mode learns it after the gateway listens). */
+  callbackUrl?: () => string | undefined;
+  retry?: Partial<RetryPolicy>;
+}
+
+/** The provider simulator as its own Fastify app; never listens (server.ts and mode.ts do). */
+export async function buildSandboxApp(config: Readonly<SandboxConfig>, deps: SandboxDeps = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    // Its allowlist judges the TCP peer: the simulator sits behind no proxy.
+    trustProxy: false,
+    bodyLimit: BODY_LIMIT_BYTES,
+  }).withTypeProvider<ZodTypeProvider>();
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  installErrorHandler(app);
+
+  const delivery = callbackDelivery(deps.callbackUrl ?? (() => config.callbackUrl), app.log, {
+    ...DEFAULT_RETRY_POLICY,
+    ...deps.retry,
+  });
+  app.addHook('onClose', async () => delivery.close());
+
+  app.get('/healthz', { schema: { response: { 200: z.object({ status: z.string() }) } } }, async () => ({ status: 'ok' }));
+  await app.register(tokenRoutes(config, await createTokenSigner()));
+  await app.register(underwritingRoutes({ config, delivery, clock: deps.clock ?? (() => new Date()) }));
+  return app;
+}

@@ -1,0 +1,188 @@
+import { createPublicKey } from 'node:crypto';
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { ConfigError } from '../config.js';
+
+// Fixed, documented defaults: the simulator is for local runs, docker-compose and CI, never production.
+export const SANDBOX_DEFAULT_PARTNER_TOKEN = 'sandboxPartnerTokenForLocalDevelopmentOnlyNeverUseInProduction01';
+export const SANDBOX_DEFAULT_CLIENT_ID = 'sandbox-client';
+export const SANDBOX_DEFAULT_CLIENT_SECRET = 'sandbox-client-secret';
+/** Fabricated CPFs with valid check digits (the digits of pi, e and phi). */
+export const SANDBOX_DEFAULT_CPFS = {
+  costSavingReject: '31415926590',
+  standardReject: '27182818205',
+  approve: '16180339805',
+} as const;
+/** Loopback and the private ranges a docker network uses. */
+export const SANDBOX_DEFAULT_ALLOWED_IPS = [
+  '127.0.0.1/32',
+  '::1/128',
+  '10.0.0.0/8',
+  '172.16.0.0/12',
+  '192.168.0.0/16',
+  'fc00::/7',
+];
+
+const integer = (min: number, max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
+
+const httpUrl = z
+  .string()
+  .trim()
+  .refine((v) => {
+    try {
+      const u = new URL(v);
+      return (u.protocol === 'http:' || u.protocol === 'https:') && !u.username && !u.password;
+    } catch {
+      return false;
+    }
+  }, 'must be an http(s) URL without credentials in it');
+
+function isAddressOrCidr(entry: string): boolean {
+  const [address, prefix, ...rest] = entry.split('/');
+  if (rest.length > 0 || !address) return false;
+  const family = isIP(address);
+  if (family === 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
+const addressList = z
+  .string()
+  .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+  .superRefine((entries, ctx) => {
+    const bad = entries.filter((e) => !isAddressOrCidr(e));
+    if (bad.length > 0) ctx.addIssue({ code: 'custom', message: `not an IP address or CIDR: ${bad.join(', ')}` });
+  });
+
+const publicKeyPem = z
+  .string()
+  .transform((v) => v.replace(/\\n/g, '\n').trim())
+  .refine((pem) => {
+    try {
+      const key = createPublicKey({ key: pem, format: 'pem' });
+      return key.asymmetricKeyType === 'rsa' || (key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1');
+    } catch {
+      return false;
+    }
+  }, 'must be an RSA or P-256 public key in PEM (-----BEGIN PUBLIC KEY-----)');
+
+const cpf = z.string().trim().regex(/^[0-9]{11}$/, 'must be exactly 11 digits');
+
+const envSchema = z.object({
+  SANDBOX_HOST: z.string().trim().min(1, 'must not be empty').default('127.0.0.1'),
+  SANDBOX_PORT: integer(0, 65535).default(4010),
+  SANDBOX_CALLBACK_URL: httpUrl.optional(),
+  SANDBOX_DELAY_MS: integer(0, 3_600_000).default(10_000),
+  SANDBOX_PARTNER_TOKEN: z
+    .string()
+    .regex(/^[A-Za-z0-9]{64}$/, 'must be exactly 64 letters or digits')
+    .default(SANDBOX_DEFAULT_PARTNER_TOKEN),
+  SANDBOX_CLIENT_ID: z.string().min(1, 'must not be empty').default(SANDBOX_DEFAULT_CLIENT_ID),
+  SANDBOX_CLIENT_SECRET: z.string().min(1, 'must not be empty').default(SANDBOX_DEFAULT_CLIENT_SECRET),
+  SANDBOX_CLIENT_ASSERTION_PUBLIC_KEY: publicKeyPem.optional(),
+  SANDBOX_TOKEN_TTL_S: integer(1, 7 * 24 * 3600).default(3600),
+  SANDBOX_CPF_COST_SAVING_REJECT: cpf.default(SANDBOX_DEFAULT_CPFS.costSavingReject),
+  SANDBOX_CPF_STANDARD_REJECT: cpf.default(SANDBOX_DEFAULT_CPFS.standardReject),
+  SANDBOX_CPF_APPROVE: cpf.default(SANDBOX_DEFAULT_CPFS.approve),
+  SANDBOX_ALLOWED_IPS: addressList.default(SANDBOX_DEFAULT_ALLOWED_IPS),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export interface ScenarioCpfs {
+  costSavingReject: string;
+  standardReject: string;
+  approve: string;
+}
+
+export interface SandboxConfig {
+  host: string;
+  port: number;
+  /** Unset: results are computed but never delivered. */
+  callbackUrl: string | undefined;
+  delayMs: number;
+  partnerToken: string;
+  partnerTokenIsDefault: boolean;
+  clientId: string;
+  clientSecret: string;
+  clientSecretIsDefault: boolean;
+  /** Set: the token endpoint also accepts RFC 7523 client assertions signed by its private key. */
+  clientAssertionPublicKey: string | undefined;
+  tokenTtlS: number;
+  scenarioCpfs: ScenarioCpfs;
+  allowedIps: string[];
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+}
+
+/** Parses the simulator's environment; throws ConfigError with one line per bad variable. */
+export function loadSandboxConfig(env: NodeJS.ProcessEnv = process.env): Readonly<SandboxConfig> {
+  // An empty variable means "not set", as in the gateway's configuration.
+  const present = Object.fromEntries(
+    Object.entries(env).filter(([key, v]) => key in envSchema.shape && v !== undefined && v !== ''),
+  );
+  const parsed = envSchema.safeParse(present);
+  if (!parsed.success) {
+    const lines = new Map<string, string>();
+    for (const issue of parsed.error.issues) {
+      const name = String(issue.path[0] ?? 'environment');
+      if (!lines.has(name)) lines.set(name, `${name}: ${issue.message}`);
+    }
+    throw new ConfigError([...lines.values()]);
+  }
+  const e = parsed.data;
+  const scenarioCpfs: ScenarioCpfs = {
+    costSavingReject: e.SANDBOX_CPF_COST_SAVING_REJECT,
+    standardReject: e.SANDBOX_CPF_STANDARD_REJECT,
+    approve: e.SANDBOX_CPF_APPROVE,
+  };
+  if (new Set(Object.values(scenarioCpfs)).size < 3) {
+    throw new ConfigError([
+      'SANDBOX_CPF_APPROVE: the three scenario CPFs (SANDBOX_CPF_COST_SAVING_REJECT, SANDBOX_CPF_STANDARD_REJECT, SANDBOX_CPF_APPROVE) must differ',
+    ]);
+  }
+  return Object.freeze({
+    host: e.SANDBOX_HOST,
+    port: e.SANDBOX_PORT,
+    callbackUrl: e.SANDBOX_CALLBACK_URL,
+    delayMs: e.SANDBOX_DELAY_MS,
+    partnerToken: e.SANDBOX_PARTNER_TOKEN,
+    partnerTokenIsDefault: e.SANDBOX_PARTNER_TOKEN === SANDBOX_DEFAULT_PARTNER_TOKEN,
+    clientId: e.SANDBOX_CLIENT_ID,
+    clientSecret: e.SANDBOX_CLIENT_SECRET,
+    clientSecretIsDefault: e.SANDBOX_CLIENT_SECRET === SANDBOX_DEFAULT_CLIENT_SECRET,
+    clientAssertionPublicKey: e.SANDBOX_CLIENT_ASSERTION_PUBLIC_KEY,
+    tokenTtlS: e.SANDBOX_TOKEN_TTL_S,
+    scenarioCpfs: Object.freeze(scenarioCpfs),
+    allowedIps: e.SANDBOX_ALLOWED_IPS,
+    logLevel: e.LOG_LEVEL,
+  });
+}
+
+/** What the startup log may say about the settings: never a secret's value, never a CPF. */
+export function describeSandboxConfig(config: Readonly<SandboxConfig>, redactUrl: (url: string) => string) {
+  const defaults = SANDBOX_DEFAULT_CPFS;
+  return {
+    host: config.host,
+    port: config.port,
+    callbackUrl: config.callbackUrl === undefined ? null : redactUrl(config.callbackUrl),
+    delayMs: config.delayMs,
+    tokenTtlS: config.tokenTtlS,
+    clientId: config.clientId,
+    // Named "...Source" so that the logger's redaction of secret-named fields leaves the words readable.
+    clientSecretSource: config.clientSecretIsDefault ? 'default' : 'custom',
+    clientAssertions: config.clientAssertionPublicKey === undefined ? 'refused' : 'accepted',
+    partnerTokenSource: config.partnerTokenIsDefault ? 'default' : 'custom',
+    scenarioCpfsSource:
+      config.scenarioCpfs.costSavingReject === defaults.costSavingReject &&
+      config.scenarioCpfs.standardReject === defaults.standardReject &&
+      config.scenarioCpfs.approve === defaults.approve
+        ? 'default'
+        : 'custom',
+    allowedIps: config.allowedIps,
+  };
+}

@@ -1,0 +1,102 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { redactUrl } from '../logger.js';
+import type { UnderwritingResult } from '../provider/schemas.js';
+
+/** How hard the simulator tries to deliver one callback ("retries: not shown" by the provider). */
+export interface RetryPolicy {
+  /** Wait before the first retry; each further wait doubles. */
+  firstRetryMs: number;
+  /** No single wait is longer than this. */
+  maxRetryMs: number;
+  /** No retry is scheduled once this long has passed since the first attempt. */
+  giveUpAfterMs: number;
+  /** One delivery attempt may take this long. */
+  attemptTimeoutMs: number;
+}
+
+export const DEFAULT_RETRY_POLICY: RetryPolicy = {
+  firstRetryMs: 1000,
+  maxRetryMs: 60_000,
+  giveUpAfterMs: 5 * 60_000,
+  attemptTimeoutMs: 10_000,
+};
+
+export interface CallbackDelivery {
+  /** Posts the result to the callback URL (read when the delay ends) after delayMs, retrying. */
+  deliverLater(result: () => UnderwritingResult, delayMs: number): void;
+  /** Cancels every pending delivery and aborts the ones in flight. */
+  close(): void;
+}
+
+/** Delivers results in the background; timers are unref'd so they never hold a process open. */
+export function callbackDelivery(
+  callbackUrl: () => string | undefined,
+  log: FastifyBaseLogger,
+  policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+): CallbackDelivery {
+  const timers = new Set<NodeJS.Timeout>();
+  const stopping = new AbortController();
+
+  const later = (fn: () => void, ms: number) => {
+    if (stopping.signal.aborted) return;
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      fn();
+    }, ms);
+    timer.unref();
+    timers.add(timer);
+  };
+
+  async function attempt(url: string, body: UnderwritingResult): Promise<string | undefined> {
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        redirect: 'manual',
+        signal: AbortSignal.any([stopping.signal, AbortSignal.timeout(policy.attemptTimeoutMs)]),
+      });
+      await res.body?.cancel();
+      return res.status >= 200 && res.status < 300 ? undefined : `status ${res.status}`;
+    } catch (err) {
+      return err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err);
+    }
+  }
+
+  function send(url: string, body: UnderwritingResult, attemptNo: number, firstAt: number, wait: number): void {
+    void attempt(url, body).then((failure) => {
+      const where = redactUrl(url);
+      const customerUuid = body.customerUuid;
+      if (failure === undefined) {
+        log.info({ customerUuid, attempt: attemptNo, callbackUrl: where }, 'sandbox: callback delivered');
+        return;
+      }
+      if (stopping.signal.aborted) return;
+      if (Date.now() - firstAt + wait > policy.giveUpAfterMs) {
+        log.error({ customerUuid, attempts: attemptNo, failure, callbackUrl: where }, 'sandbox: callback abandoned after retries');
+        return;
+      }
+      log.warn({ customerUuid, attempt: attemptNo, failure, retryInMs: wait }, 'sandbox: callback delivery failed; will retry');
+      later(() => send(url, body, attemptNo + 1, firstAt, Math.min(wait * 2, policy.maxRetryMs)), wait);
+    });
+  }
+
+  return {
+    deliverLater(result, delayMs) {
+      later(() => {
+        const body = result();
+        const url = callbackUrl();
+        if (url === undefined) {
+          log.warn({ customerUuid: body.customerUuid }, 'sandbox: no callback URL configured; result not delivered');
+          return;
+        }
+        send(url, body, 1, Date.now(), Math.min(policy.firstRetryMs, policy.maxRetryMs));
+      }, delayMs);
+    },
+    close() {
+      stopping.abort();
+      for (const timer of timers) clearTimeout(timer);
+      timers.clear();
+    },
+  };
+}

@@ -1,0 +1,2 @@
+// oidc-provider ships no types; the tests use it only as a peer OAuth server.
+declare module 'oidc-provider';
