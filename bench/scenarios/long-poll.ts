@@ -8,6 +8,8 @@ import { callbackBody } from './callback.js';
 // does the long-poll waiting for that customer answer?
 
 export interface LongPollSettings {
+  /** Customers `${prefix}0`.. are seeded for this round; each round needs its own. */
+  prefix: string;
   count: number;
   waitS: number;
   /** At most this long for the gateway to hold every long-poll before the first callback. */
@@ -33,8 +35,6 @@ export interface LongPollFigures {
   withinGoal: number;
   goalMs: number;
 }
-
-const PREFIX = 'lp-';
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -65,8 +65,8 @@ async function waitForWaiters(baseUrl: string, count: number, withinMs: number):
 }
 
 export async function runLongPolls(pool: pg.Pool, baseUrl: string, settings: LongPollSettings): Promise<LongPollFigures> {
-  const { count, waitS } = settings;
-  await seedSubmitted(pool, PREFIX, count);
+  const { count, waitS, prefix } = settings;
+  await seedSubmitted(pool, prefix, count);
   const timeoutMs = (waitS + 15) * 1000;
   const pollAgent = new Agent({ headersTimeout: timeoutMs, bodyTimeout: timeoutMs, keepAliveTimeout: 1_000 });
   const callbackAgent = new Agent({ connections: settings.callbackConcurrency, keepAliveTimeout: 10_000 });
@@ -81,7 +81,7 @@ export async function runLongPolls(pool: pg.Pool, baseUrl: string, settings: Lon
 
   const poll = async (i: number): Promise<void> => {
     try {
-      const res = await request(`${baseUrl}/v1/underwritings/${PREFIX}${i}?wait=${waitS}`, { dispatcher: pollAgent });
+      const res = await request(`${baseUrl}/v1/underwritings/${prefix}${i}?wait=${waitS}`, { dispatcher: pollAgent });
       const at = performance.now();
       const body = (await res.body.json()) as { result?: unknown };
       if (res.statusCode !== 200) {
@@ -116,7 +116,7 @@ export async function runLongPolls(pool: pg.Pool, baseUrl: string, settings: Lon
           method: 'POST',
           dispatcher: callbackAgent,
           headers: { 'content-type': 'application/json' },
-          body: callbackBody(`${PREFIX}${i}`, i),
+          body: callbackBody(`${prefix}${i}`, i),
         });
         const at = performance.now();
         await res.body.dump();
