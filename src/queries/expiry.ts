@@ -13,28 +13,32 @@ const BATCH = 1000;
  * skipped, and the status re-check means a row is expired exactly once.
  */
 export async function expireOverdue(db: Kysely<DB>, now: Date, timeoutS: number): Promise<number[]> {
-  const cutoff = new Date(now.getTime() - timeoutS * 1000);
   const expired: number[] = [];
   for (;;) {
-    const rows = await db
-      .updateTable('underwriting_requests')
-      .set({ status: 'expired', updated_at: now })
-      .where('status', '=', 'submitted')
-      .where('id', 'in', (eb) =>
-        eb
-          .selectFrom('underwriting_requests')
-          .select('id')
-          .where('status', '=', 'submitted')
-          .where('submitted_at', '<', cutoff)
-          .limit(BATCH)
-          .forUpdate()
-          .skipLocked(),
-      )
-      .returning('id')
-      .execute();
+    const rows = await expireBatchQuery(db, now, timeoutS).execute();
     expired.push(...rows.map((r) => r.id));
     if (rows.length < BATCH) return expired;
   }
+}
+
+/** One batch of the sweep; it reads through the partial index underwriting_requests_waiting. */
+export function expireBatchQuery(db: Kysely<DB>, now: Date, timeoutS: number) {
+  const cutoff = new Date(now.getTime() - timeoutS * 1000);
+  return db
+    .updateTable('underwriting_requests')
+    .set({ status: 'expired', updated_at: now })
+    .where('status', '=', 'submitted')
+    .where('id', 'in', (eb) =>
+      eb
+        .selectFrom('underwriting_requests')
+        .select('id')
+        .where('status', '=', 'submitted')
+        .where('submitted_at', '<', cutoff)
+        .limit(BATCH)
+        .forUpdate()
+        .skipLocked(),
+    )
+    .returning('id');
 }
 
 /** How often the sweep runs: often enough to be timely for short timeouts, at most every 30 s. */

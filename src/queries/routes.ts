@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { allowlistGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../app.js';
@@ -32,6 +33,8 @@ export const queryRoutes =
     const metrics = queryMetrics(deps.registry, db);
     const cursors = cursorCodec(deps.config.cpfHashKey);
     const closing = new AbortController();
+    // Every waiting long-poll listens on this one signal; thousands of them are expected, not a leak.
+    setMaxListeners(0, closing.signal);
     let lease: ListenerLease | undefined;
     let sweep: Sweep | undefined;
 

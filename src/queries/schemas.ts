@@ -15,26 +15,30 @@ const wholeNumber = (min: number, max: number) =>
     .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 
 /** A date-time with a zone, or a bare date (midnight UTC); kept as text so microseconds survive. */
-const instant = z.union([
-  z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone, or a date' }),
-  z.iso.date().transform((d) => `${d}T00:00:00Z`),
-]);
+const instant = z
+  .union([
+    z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone, or a date' }),
+    z.iso.date().transform((d) => `${d}T00:00:00Z`),
+  ])
+  .describe('ISO 8601 date-time with a zone, or a date (midnight UTC)');
 
 // A cursor is opaque; its shape is checked (and its signature verified) in cursor.ts.
-const cursorParam = z.string().min(1).max(512);
+const cursorParam = z.string().min(1).max(512).describe('nextCursor of the previous page, as given');
 
 export const customerParams = z.strictObject({ customerUuid: customerUuidSchema });
 
 export const customerQuery = z.strictObject({
-  wait: wholeNumber(0, MAX_WAIT_S).optional(),
+  wait: wholeNumber(0, MAX_WAIT_S)
+    .optional()
+    .describe('Seconds (0-30) to hold the reply while the newest request has no result'),
 });
 
 export const listQuery = z.strictObject({
   status: z.enum(REQUEST_STATUSES).optional(),
   decision: z.enum(DECISIONS).optional(),
-  since: instant.optional(),
-  until: instant.optional(),
-  limit: wholeNumber(1, MAX_PAGE).optional(),
+  since: instant.optional().describe('submittedAt at or after this instant'),
+  until: instant.optional().describe('submittedAt before this instant'),
+  limit: wholeNumber(1, MAX_PAGE).optional().describe(`Page size, 1-${MAX_PAGE} (default ${DEFAULT_PAGE})`),
   cursor: cursorParam.optional(),
 });
 export type ListQuery = z.infer<typeof listQuery>;

@@ -2,9 +2,10 @@ import { CompiledQuery, type Kysely, sql } from 'kysely';
 import t from 'tap';
 import { hashCpf } from '../../src/cpf.js';
 import type { DB } from '../../src/db/types.js';
+import { expireBatchQuery } from '../../src/queries/expiry.js';
 import { customerQuery, pageQuery } from '../../src/queries/sql.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
-import { freshDatabase, SERVER_URL } from '../helpers/database.js';
+import { freshDatabase } from '../helpers/database.js';
 import { CPF } from './fixtures.js';
 
 async function plan(db: Kysely<DB>, query: CompiledQuery): Promise<string> {
@@ -14,58 +15,58 @@ async function plan(db: Kysely<DB>, query: CompiledQuery): Promise<string> {
   return rows.map((r) => r['QUERY PLAN']).join('\n');
 }
 
-if (SERVER_URL) {
-  t.test('every read uses its index on a table of 20k requests, never a sequential scan', async (t) => {
-    const database = await freshDatabase(t);
-    const db = database.db;
-    const cpfHash = hashCpf(CPF, TEST_CPF_HASH_KEY);
-    // 20k requests over 2k customers and 1k CPFs, mostly completed, a few still waiting.
-    await sql`
-      insert into underwriting_requests
-        (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, decision, submitted_at)
-      select 'cust-' || (g % 2000), case when g % 1000 = 0 then ${cpfHash} else 'hash-' || (g % 1000) end,
-             '***.000.000-**', false,
-             case when g > 19990 then 'submitted' when g % 10 = 0 then 'submit_failed' when g % 7 = 0 then 'expired' else 'completed' end,
-             case when g > 19990 or g % 10 = 0 or g % 7 = 0 then null
-                  else (array['approved','declined','no_score','filtered'])[1 + g % 4] end,
-             timestamptz '2026-01-01' + g * interval '1 minute'
-        from generate_series(1, 20000) as g`.execute(db);
-    // Their callbacks: one per answered request, plus 500 that matched nothing.
-    await sql`
-      insert into callbacks (raw_body, outcome, customer_uuid, started, finished, body, decision, request_id)
-      select '\\x7b7d'::bytea, 'matched', customer_uuid, submitted_at, submitted_at + interval '1 second', '{}'::jsonb, decision, id
-        from underwriting_requests where decision is not null`.execute(db);
-    await sql`update underwriting_requests r set result_callback_id = c.id from callbacks c where c.request_id = r.id`.execute(db);
-    await sql`
-      insert into callbacks (raw_body, outcome, customer_uuid, started, finished, body)
-      select '\\x7b7d'::bytea, 'unmatched', 'cust-' || g, timestamptz '2027-01-01' + g * interval '1 second',
-             timestamptz '2027-01-01' + g * interval '1 second', '{}'::jsonb
-        from generate_series(1, 500) as g`.execute(db);
-    await sql`analyze underwriting_requests`.execute(db);
-    await sql`analyze callbacks`.execute(db);
-    const after = { t: '2026-01-10T00:00:00.000000Z', id: 12000 };
+// The planner is PostgreSQL's on both engines (PGlite is PostgreSQL compiled to WASM).
+t.test('every read uses its index on a table of 20k requests, never a sequential scan', async (t) => {
+  const database = await freshDatabase(t);
+  const db = database.db;
+  const cpfHash = hashCpf(CPF, TEST_CPF_HASH_KEY);
+  // 20k requests over 2k customers and 1k CPFs, mostly completed, a few still waiting.
+  await sql`
+    insert into underwriting_requests
+      (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, decision, submitted_at)
+    select 'cust-' || (g % 2000), case when g % 1000 = 0 then ${cpfHash} else 'hash-' || (g % 1000) end,
+           '***.000.000-**', false,
+           case when g > 19990 then 'submitted' when g % 10 = 0 then 'submit_failed' when g % 7 = 0 then 'expired' else 'completed' end,
+           case when g > 19990 or g % 10 = 0 or g % 7 = 0 then null
+                else (array['approved','declined','no_score','filtered'])[1 + g % 4] end,
+           timestamptz '2026-01-01' + g * interval '1 minute'
+      from generate_series(1, 20000) as g`.execute(db);
+  // Their callbacks: one per answered request, plus 500 that matched nothing.
+  await sql`
+    insert into callbacks (raw_body, outcome, customer_uuid, started, finished, body, decision, request_id)
+    select '\\x7b7d'::bytea, 'matched', customer_uuid, submitted_at, submitted_at + interval '1 second', '{}'::jsonb, decision, id
+      from underwriting_requests where decision is not null`.execute(db);
+  await sql`update underwriting_requests r set result_callback_id = c.id from callbacks c where c.request_id = r.id`.execute(db);
+  await sql`
+    insert into callbacks (raw_body, outcome, customer_uuid, started, finished, body)
+    select '\\x7b7d'::bytea, 'unmatched', 'cust-' || g, timestamptz '2027-01-01' + g * interval '1 second',
+           timestamptz '2027-01-01' + g * interval '1 second', '{}'::jsonb
+      from generate_series(1, 500) as g`.execute(db);
+  await sql`analyze underwriting_requests`.execute(db);
+  await sql`analyze callbacks`.execute(db);
+  const after = { t: '2026-01-10T00:00:00.000000Z', id: 12000 };
 
-    const reads: Array<[string, CompiledQuery]> = [
-      ['one customer', customerQuery('cust-42').compile(db)],
-      ['list', pageQuery(db, {}, undefined, 50).compile()],
-      ['list, next page', pageQuery(db, {}, after, 50).compile()],
-      ['list by status', pageQuery(db, { status: 'completed' }, after, 50).compile()],
-      ['list by decision', pageQuery(db, { decision: 'approved' }, after, 50).compile()],
-      ['list since/until', pageQuery(db, { since: '2026-01-05T00:00:00Z', until: '2026-01-06T00:00:00Z' }, undefined, 50).compile()],
-      ['lookup by CPF', pageQuery(db, { cpfHash }, undefined, 50).compile()],
-      ['lookup by CPF, next page', pageQuery(db, { cpfHash }, after, 50).compile()],
-    ];
-    for (const [name, query] of reads) {
-      const text = await plan(db, query);
-      t.notMatch(text, /Seq Scan on (underwriting_requests|callbacks)/, `${name}: no sequential scan\n${text}`);
-      t.match(text, /(Index|Index Only|Bitmap Index) Scan( Backward)? (using|on) underwriting_requests_\w+/, `${name}: an index of underwriting_requests`);
-    }
+  const reads: Array<[string, CompiledQuery]> = [
+    ['one customer', customerQuery('cust-42').compile(db)],
+    ['list', pageQuery(db, {}, undefined, 50).compile()],
+    ['list, next page', pageQuery(db, {}, after, 50).compile()],
+    ['list by status', pageQuery(db, { status: 'completed' }, after, 50).compile()],
+    ['list by decision', pageQuery(db, { decision: 'approved' }, after, 50).compile()],
+    ['list since/until', pageQuery(db, { since: '2026-01-05T00:00:00Z', until: '2026-01-06T00:00:00Z' }, undefined, 50).compile()],
+    ['lookup by CPF', pageQuery(db, { cpfHash }, undefined, 50).compile()],
+    ['lookup by CPF, next page', pageQuery(db, { cpfHash }, after, 50).compile()],
+  ];
+  for (const [name, query] of reads) {
+    const text = await plan(db, query);
+    t.notMatch(text, /Seq Scan on (underwriting_requests|callbacks)/, `${name}: no sequential scan\n${text}`);
+    t.match(text, /(Index|Index Only|Bitmap Index) Scan( Backward)? (using|on) underwriting_requests_\w+/, `${name}: an index of underwriting_requests`);
+  }
 
-    const keyset = await plan(db, pageQuery(db, { status: 'completed' }, after, 50).compile());
-    t.match(keyset, /(Index|Recheck) Cond: .*ROW\((r\.)?submitted_at, (r\.)?id\) </, 'the cursor position is an index condition, not a filter');
-    t.match(await plan(db, pageQuery(db, { decision: 'approved' }, undefined, 50).compile()), /underwriting_requests_decision_list/);
-    t.match(await plan(db, pageQuery(db, { cpfHash }, undefined, 50).compile()), /underwriting_requests_cpf_list/);
-    t.match(await plan(db, customerQuery('cust-42').compile(db)), /underwriting_requests_customer/);
-    t.match(await plan(db, customerQuery('cust-42').compile(db)), /callbacks_unmatched/);
-  });
-}
+  const keyset = await plan(db, pageQuery(db, { status: 'completed' }, after, 50).compile());
+  t.match(keyset, /(Index|Recheck) Cond: .*ROW\((r\.)?submitted_at, (r\.)?id\) </, 'the cursor position is an index condition, not a filter');
+  t.match(await plan(db, pageQuery(db, { decision: 'approved' }, undefined, 50).compile()), /underwriting_requests_decision_list/);
+  t.match(await plan(db, pageQuery(db, { cpfHash }, undefined, 50).compile()), /underwriting_requests_cpf_list/);
+  t.match(await plan(db, customerQuery('cust-42').compile(db)), /underwriting_requests_customer/);
+  t.match(await plan(db, customerQuery('cust-42').compile(db)), /callbacks_unmatched/);
+  t.match(await plan(db, expireBatchQuery(db, new Date('2026-02-01T00:00:00Z'), 3600).compile()), /underwriting_requests_waiting/, 'the sweep reads only what is waiting');
+});

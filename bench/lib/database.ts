@@ -1,0 +1,140 @@
+import pg from 'pg';
+import { cpuTimeMs } from './processes.js';
+import { openDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+
+// A throwaway database on the server named by DATABASE_URL: created, migrated with the project's
+// own migrations, seeded with plain SQL, and dropped at the end.
+
+export interface BenchDatabase {
+  url: string;
+  name: string;
+  pool: pg.Pool;
+  serverVersion: string;
+  drop(): Promise<void>;
+}
+
+export async function createBenchDatabase(adminUrl: string): Promise<BenchDatabase> {
+  const name = `ugw_bench_${process.pid}_${Date.now()}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  const database = await openDatabase({ databaseUrl: url.toString(), dataDir: 'memory://', poolSize: 1 });
+  try {
+    await migrateToLatest(database);
+  } finally {
+    await database.close();
+  }
+  const pool = new pg.Pool({ connectionString: url.toString(), max: 2 });
+  pool.on('error', () => undefined);
+  const version = await pool.query<{ version: string }>('select version()');
+  let dropped = false;
+  return {
+    url: url.toString(),
+    name,
+    pool,
+    serverVersion: version.rows[0]?.version ?? 'unknown',
+    drop: async () => {
+      if (dropped) return;
+      dropped = true;
+      await pool.end().catch(() => undefined);
+      const client = new pg.Client({ connectionString: adminUrl });
+      await client.connect();
+      try {
+        await client.query(`drop database if exists ${name} with (force)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+const ISO = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`;
+
+/** `count` requests awaiting their callback: customers `${prefix}0` .. `${prefix}${count - 1}`. */
+export async function seedSubmitted(pool: pg.Pool, prefix: string, count: number): Promise<void> {
+  await pool.query(
+    `insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, upstream_status)
+     select $1 || g, md5($1 || g), '***.456.789-**', false, 'submitted', 202 from generate_series(0, $2 - 1) g`,
+    [prefix, count],
+  );
+  await pool.query('analyze underwriting_requests');
+}
+
+/**
+ * `filler` finished requests of other customers, then `customers` customers `${prefix}N` with
+ * `perCustomer` completed requests each, every one with its matched callback.
+ */
+export async function seedHistory(
+  pool: pg.Pool,
+  options: { filler: number; prefix: string; customers: number; perCustomer: number },
+): Promise<void> {
+  await pool.query(
+    `insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, upstream_status,
+                                        upstream_error, submitted_at, updated_at)
+     select 'filler-' || (g % 40000), md5('filler' || g), '***.456.789-**', g % 2 = 0,
+            case when g % 5 = 0 then 'submit_failed' else 'expired' end,
+            case when g % 5 = 0 then 500 else 202 end,
+            case when g % 5 = 0 then 'provider said no' end,
+            now() - make_interval(secs => g), now() - make_interval(secs => g)
+     from generate_series(1, $1) g`,
+    [options.filler],
+  );
+  await pool.query(
+    `insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status,
+                                        upstream_status, submitted_at, updated_at, completed_at, decision)
+     select $1 || c, md5($1 || c), '***.456.789-**', false,
+            '{"grossIncome": 8500, "occupation": "Retired", "address": {"city": "Recife", "state": "PE"}}'::jsonb,
+            'completed', 202, now() - make_interval(hours => k), now() - make_interval(hours => k),
+            now() - make_interval(hours => k) + interval '10 seconds', 'approved'
+     from generate_series(0, $2 - 1) c, generate_series(1, $3) k`,
+    [options.prefix, options.customers, options.perCustomer],
+  );
+  await pool.query(
+    `insert into callbacks (peer, raw_body, outcome, customer_uuid, started, finished, body, decision, request_id)
+     select '127.0.0.1', convert_to(b::text, 'UTF8'), 'matched', customer_uuid, s, f, b, 'approved', id
+     from (
+       select id, customer_uuid, submitted_at + interval '1 second' as s, submitted_at + interval '9 seconds' as f,
+              jsonb_build_object(
+                'customerUuid', customer_uuid,
+                'started', to_char((submitted_at + interval '1 second') at time zone 'UTC', ${ISO}),
+                'finished', to_char((submitted_at + interval '9 seconds') at time zone 'UTC', ${ISO}),
+                'serviceType', 'CREDIT_SCORE',
+                'response', jsonb_build_object('costSavingEnabled', false, 'score', 712, 'riskBand', 2, 'limit', 4500)
+              ) as b
+       from underwriting_requests where customer_uuid like $1 || '%'
+     ) x`,
+    [options.prefix],
+  );
+  await pool.query(
+    `update underwriting_requests r set result_callback_id = c.id from callbacks c
+     where c.request_id = r.id and r.customer_uuid like $1 || '%'`,
+    [options.prefix],
+  );
+  await pool.query('vacuum analyze underwriting_requests');
+  await pool.query('vacuum analyze callbacks');
+}
+
+/**
+ * CPU used so far by the PostgreSQL backends serving one application in this database (their
+ * processes are visible when the server runs on this machine); null when they are not.
+ */
+export async function backendCpuMs(db: Pick<BenchDatabase, 'pool' | 'name'>, applicationName: string): Promise<number | null> {
+  const { rows } = await db.pool.query<{ pid: number }>(
+    'select pid from pg_stat_activity where datname = $1 and application_name = $2',
+    [db.name, applicationName],
+  );
+  let total = 0;
+  for (const { pid } of rows) {
+    const ms = cpuTimeMs(pid);
+    if (ms === null) return null;
+    total += ms;
+  }
+  return rows.length > 0 ? total : null;
+}

@@ -1,0 +1,162 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+// Every process the benchmark starts is a child registered here, and every one is stopped at the
+// end: normally, on error, on SIGINT/SIGTERM, and (SIGKILL) when the harness itself exits.
+
+export interface Child {
+  name: string;
+  pid: number;
+  baseUrl: string;
+  /** The last lines the child wrote to stderr/stdout, for error reports. */
+  output(): string;
+  exited: Promise<number | null>;
+  stop(): Promise<void>;
+}
+
+const running = new Set<ChildProcess>();
+
+process.on('exit', () => {
+  for (const proc of running) proc.kill('SIGKILL');
+});
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface StartOptions {
+  name: string;
+  script: string;
+  env: Record<string, string>;
+  nodeArgs?: string[];
+  /** Path answered with 2xx once the child is ready. */
+  readyPath: string;
+  readyTimeoutMs?: number;
+}
+
+export async function startChild(options: StartOptions): Promise<Child> {
+  const port = await freePort();
+  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), options.script], {
+    env: { PATH: process.env.PATH ?? '', ...options.env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  running.add(proc);
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-4000);
+  };
+  proc.stdout?.on('data', keep);
+  proc.stderr?.on('data', keep);
+  const exited = new Promise<number | null>((resolve) => {
+    proc.once('exit', (code) => {
+      running.delete(proc);
+      resolve(code);
+    });
+  });
+  let gone = false;
+  void exited.then(() => (gone = true));
+
+  const child: Child = {
+    name: options.name,
+    pid: proc.pid ?? -1,
+    baseUrl: `http://127.0.0.1:${port}`,
+    output: () => tail,
+    exited,
+    stop: async () => {
+      if (gone) return;
+      proc.kill('SIGTERM');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
+  while (Date.now() < deadline) {
+    if (gone) throw new Error(`${options.name} exited during start:\n${tail}`);
+    try {
+      const res = await fetch(`${child.baseUrl}${options.readyPath}`, { signal: AbortSignal.timeout(1_000) });
+      await res.arrayBuffer();
+      if (res.ok) return child;
+    } catch {
+      // not listening yet
+    }
+    await sleep(100);
+  }
+  await child.stop();
+  throw new Error(`${options.name} was not ready within ${options.readyTimeoutMs ?? 30_000} ms:\n${tail}`);
+}
+
+export async function stopAll(): Promise<void> {
+  await Promise.all(
+    [...running].map(
+      (proc) =>
+        new Promise<void>((resolve) => {
+          const timer = setTimeout(() => proc.kill('SIGKILL'), 5_000);
+          proc.once('exit', () => {
+            clearTimeout(timer);
+            resolve();
+          });
+          proc.kill('SIGTERM');
+        }),
+    ),
+  );
+}
+
+/** Peak resident memory of a child in MB: the kernel's high-water mark, else the highest sample seen. */
+export class RssSampler {
+  private peakKb = 0;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly pid: number, intervalMs = 100) {
+    this.timer = setInterval(() => this.sample(), intervalMs);
+    this.timer.unref();
+  }
+
+  private read(field: 'VmRSS' | 'VmHWM'): number {
+    try {
+      const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+      const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status);
+      return match ? Number(match[1]) : 0;
+    } catch {
+      return 0;
+    }
+  }
+
+  sample(): void {
+    this.peakKb = Math.max(this.peakKb, this.read('VmRSS'), this.read('VmHWM'));
+  }
+
+  /** Stops sampling; returns the peak in MB (null where /proc is not available). */
+  finish(): number | null {
+    this.sample();
+    clearInterval(this.timer);
+    return this.peakKb > 0 ? Math.round((this.peakKb / 1024) * 10) / 10 : null;
+  }
+}
+
+/** CPU time (user + system) a process has used so far, in ms; null where /proc is not available. */
+export function cpuTimeMs(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return Number.isFinite(ticks) ? ticks * (1000 / CLOCK_TICKS_PER_S) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** USER_HZ: 100 on every Linux the benchmark is meant for. */
+const CLOCK_TICKS_PER_S = 100;

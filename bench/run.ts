@@ -1,0 +1,197 @@
+import { randomInt } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { type AbScenario, compareAb } from './lib/compare.js';
+import { type BenchDatabase, backendCpuMs, createBenchDatabase } from './lib/database.js';
+import { type Child, RssSampler, startChild, stopAll } from './lib/processes.js';
+import { type AbReport, type LongPollReport, abGoals, longPollGoals, renderReport } from './lib/report.js';
+import { callbackScenario } from './scenarios/callback.js';
+import { getOneScenario, seedGetOne } from './scenarios/get-one.js';
+import { runLongPolls } from './scenarios/long-poll.js';
+import { submitScenario } from './scenarios/submit.js';
+
+// `npm run bench [-- --quick] [--only=callback,submit,get-one,long-poll] [--profile] [--long-poll-callbacks=32]`:
+// the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
+// not; non-zero only when the harness itself fails.
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const profile = args.includes('--profile');
+const onlyArg = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
+const only = onlyArg ? new Set(onlyArg.split(',')) : undefined;
+const wanted = (name: string) => only === undefined || only.has(name);
+const numberArg = (name: string, fallback: number) => {
+  const raw = args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  return raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : fallback;
+};
+
+const settings = quick
+  ? { rounds: 2, durationS: 1.5, warmupS: 1, warmupRequests: 300, minCallbackRows: 2_000, getOneRows: 10_000, getOneCustomers: 200, longPolls: 200, settleMs: 5_000 }
+  : { rounds: 3, durationS: 8, warmupS: 3, warmupRequests: 3_000, minCallbackRows: 5_000, getOneRows: 100_000, getOneCustomers: 1_000, longPolls: 1_000, settleMs: 15_000 };
+const LONG_POLL_WAIT_S = 30;
+
+const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
+const GATEWAY_ENTRY = here('../src/server.js');
+const BASELINE_ENTRY = here('./baselines/server.js');
+const STUB_ENTRY = here('./stub.js');
+const RESULTS_DIR = here('../../bench/results/');
+const PROFILE_DIR = here('../../bench/results/profiles/');
+
+const say = (line: string) => process.stdout.write(`${line}\n`);
+
+function alphanumeric(length: number): string {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+  return Array.from({ length }, () => alphabet[randomInt(alphabet.length)]).join('');
+}
+
+const secrets = { PARTNER_TOKEN: alphanumeric(64), CPF_HASH_KEY: alphanumeric(48) };
+
+let database: BenchDatabase | undefined;
+let cleaning: Promise<void> | undefined;
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    await stopAll();
+    await database?.drop().catch((err: unknown) => say(`could not drop the bench database: ${String(err)}`));
+  })();
+  return cleaning;
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    say(`\n${signal}: stopping everything the benchmark started`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+async function startGateway(db: BenchDatabase, providerBaseUrl: string, label: string): Promise<Child> {
+  return startChild({
+    name: 'gateway',
+    script: GATEWAY_ENTRY,
+    nodeArgs: profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=gateway-${label}.cpuprofile`] : [],
+    readyPath: '/readyz',
+    env: {
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: db.url,
+      PROVIDER_BASE_URL: providerBaseUrl,
+      ...secrets,
+      CALLBACK_ALLOWED_IPS: '127.0.0.1/32',
+    },
+  });
+}
+
+async function startBaseline(db: BenchDatabase, providerBaseUrl: string): Promise<Child> {
+  return startChild({
+    name: 'baseline',
+    script: BASELINE_ENTRY,
+    readyPath: '/healthz',
+    env: { NODE_ENV: 'production', DATABASE_URL: db.url, PROVIDER_BASE_URL: providerBaseUrl, ...secrets },
+  });
+}
+
+async function abScenario(db: BenchDatabase, stubUrl: string, scenario: AbScenario): Promise<AbReport> {
+  say(`\n${scenario.name}: ${scenario.connections} connections, ${settings.rounds} rounds of ${settings.durationS} s per target`);
+  const [gateway, baseline] = await Promise.all([startGateway(db, stubUrl, scenario.name), startBaseline(db, stubUrl)]);
+  const gatewayRss = new RssSampler(gateway.pid);
+  const baselineRss = new RssSampler(baseline.pid);
+  try {
+    const targets = {
+      gateway: { ...gateway, dbCpuMs: () => backendCpuMs(db, 'underwriting-gateway') },
+      baseline: { ...baseline, dbCpuMs: () => backendCpuMs(db, 'bench-baseline') },
+    };
+    const result = await compareAb(scenario, targets, settings, say);
+    const gatewayPeakRssMb = gatewayRss.finish();
+    return {
+      scenario: scenario.name,
+      connections: scenario.connections,
+      ...result,
+      gatewayPeakRssMb,
+      baselinePeakRssMb: baselineRss.finish(),
+      goals: abGoals(scenario.name, result, gatewayPeakRssMb),
+    };
+  } finally {
+    gatewayRss.finish();
+    baselineRss.finish();
+    await Promise.all([gateway.stop(), baseline.stop()]);
+  }
+}
+
+async function longPollScenario(db: BenchDatabase, stubUrl: string): Promise<LongPollReport> {
+  say(`\nlong-poll: ${settings.longPolls} concurrent GET ?wait=${LONG_POLL_WAIT_S}, then their callbacks`);
+  const gateway = await startGateway(db, stubUrl, 'long-poll');
+  const rss = new RssSampler(gateway.pid, 50);
+  try {
+    const round = { waitS: LONG_POLL_WAIT_S, settleMs: settings.settleMs, callbackConcurrency: numberArg('long-poll-callbacks', 32) };
+    // A smaller unreported round first, so that the measured one meets warm code, as in production.
+    const warm = await runLongPolls(db.pool, gateway.baseUrl, { ...round, prefix: 'lpw-', count: Math.ceil(settings.longPolls / 4) });
+    say(`  warm-up: ${warm.count} long-polls, answer after callback p50 ${warm.delayMs.p50} ms`);
+    const figures = await runLongPolls(db.pool, gateway.baseUrl, { ...round, prefix: 'lp-', count: settings.longPolls });
+    const peak = rss.finish();
+    return { scenario: 'long-poll', ...figures, gatewayPeakRssMb: peak, goals: longPollGoals(figures, peak) };
+  } finally {
+    rss.finish();
+    await gateway.stop();
+  }
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date();
+  const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  const cpuList = cpus();
+  const machine = {
+    cores: cpuList.length,
+    cpuModel: cpuList[0]?.model ?? 'unknown',
+    memoryMb: Math.round(totalmem() / 1024 / 1024),
+    node: process.version,
+    postgres: '',
+    loadAverageAtStart: loadavg().map((v) => Math.round(v * 100) / 100),
+  };
+  say(`underwriting-gateway benchmark${quick ? ' (quick)' : ''}: ${machine.cores} cores, ${machine.cpuModel}, Node ${machine.node}, load ${machine.loadAverageAtStart.join(' ')}`);
+
+  if (profile) {
+    // Profiles are big and machine-specific: the folder ignores itself (bench/results/ tracks only .gitkeep).
+    await mkdir(PROFILE_DIR, { recursive: true });
+    await writeFile(`${PROFILE_DIR}.gitignore`, '*\n');
+  }
+  database = await createBenchDatabase(adminUrl);
+  machine.postgres = database.serverVersion;
+  say(`database ${database.name} on ${machine.postgres}`);
+  const stub = await startChild({ name: 'provider stub', script: STUB_ENTRY, readyPath: '/healthz', env: {} });
+
+  const ab: AbReport[] = [];
+  if (wanted('callback')) ab.push(await abScenario(database, stub.baseUrl, callbackScenario(database.pool, { minRows: settings.minCallbackRows })));
+  if (wanted('submit')) ab.push(await abScenario(database, stub.baseUrl, submitScenario()));
+  if (wanted('get-one')) {
+    say(`\nseeding ${settings.getOneRows} requests (${settings.getOneCustomers} customers read, 3 requests each)`);
+    await seedGetOne(database.pool, { rows: settings.getOneRows, customers: settings.getOneCustomers });
+    ab.push(await abScenario(database, stub.baseUrl, getOneScenario({ customers: settings.getOneCustomers })));
+  }
+  const longPoll = wanted('long-poll') ? await longPollScenario(database, stub.baseUrl) : undefined;
+
+  const text = renderReport(ab, longPoll);
+  say(`\n${text}`);
+  const finishedAt = new Date();
+  const json = {
+    startedAt: startedAt.toISOString(),
+    finishedAt: finishedAt.toISOString(),
+    quick,
+    machine: { ...machine, loadAverageAtEnd: loadavg().map((v) => Math.round(v * 100) / 100) },
+    settings: { ...settings, longPollWaitS: LONG_POLL_WAIT_S, gatewayPoolSize: 10, baselinePoolSize: 10 },
+    scenarios: ab,
+    longPoll: longPoll ?? null,
+    missed: [...ab, ...(longPoll ? [longPoll] : [])].flatMap((r) => r.goals.filter((g) => !g.met).map((g) => `${r.scenario}: ${g.goal} (${g.measured})`)),
+  };
+  await mkdir(RESULTS_DIR, { recursive: true });
+  await writeFile(`${RESULTS_DIR}latest.json`, `${JSON.stringify(json, null, 2)}\n`);
+  say(`results written to bench/results/latest.json (${Math.round((finishedAt.getTime() - startedAt.getTime()) / 1000)} s)`);
+}
+
+try {
+  await main();
+  await cleanup();
+  process.exit(0);
+} catch (err) {
+  say(`benchmark harness failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+  await cleanup();
+  process.exit(1);
+}

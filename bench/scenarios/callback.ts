@@ -1,0 +1,36 @@
+import type pg from 'pg';
+import type { AbScenario } from '../lib/compare.js';
+import { seedSubmitted } from '../lib/database.js';
+
+// Callback ingest: every request is a distinct provider result for a request seeded as
+// 'submitted', so each one is stored, matched and completes its request.
+
+const EPOCH = Date.UTC(2026, 0, 1);
+
+export function callbackBody(customerUuid: string, n: number): string {
+  const started = new Date(EPOCH + n * 1000).toISOString();
+  const finished = new Date(EPOCH + n * 1000 + 750).toISOString();
+  return JSON.stringify({
+    customerUuid,
+    started,
+    finished,
+    serviceType: 'CREDIT_SCORE',
+    response: { costSavingEnabled: false, score: 300 + (n % 600), riskBand: 1 + (n % 5), limit: (n % 4) * 1500 },
+  });
+}
+
+export function callbackScenario(pool: pg.Pool, options: { minRows: number }): AbScenario {
+  return {
+    name: 'callback',
+    connections: 32,
+    prepare: async ({ runId, durationS, rateHint }) => {
+      // Enough rows for 1.5x the fastest rate seen so far (the first run guesses generously).
+      const rows = Math.max(options.minRows, Math.ceil((rateHint ?? 4000) * durationS * 1.5) + 1000);
+      await seedSubmitted(pool, runId, rows);
+      return {
+        limit: rows,
+        build: (n) => ({ method: 'POST', path: '/v1/callbacks/underwriting', body: callbackBody(`${runId}${n}`, n) }),
+      };
+    },
+  };
+}
