@@ -1,31 +1,35 @@
 import t from 'tap';
 import { buildTestApp, listen } from '../helpers/app.js';
+import { freshDatabase } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { CPF, insertRequest, insertUnmatched, resultBody } from './fixtures.js';
+
+// One database for the file (every test has its own customers): a fresh PGlite costs seconds.
+const database = await freshDatabase(t);
 
 const API_KEY = 'query-key-0123456789abcdef';
 const OTHER_KEY = 'second-key-0123456789abcdef';
 
 t.test('a peer outside the query allowlist is refused 403', async (t) => {
-  const { app, database } = await buildTestApp(t, { env: { QUERY_ALLOWED_IPS: '127.0.0.1/32' } });
-  await insertRequest(database.db, { customerUuid: 'cust-1' });
+  const { app } = await buildTestApp(t, { database, env: { QUERY_ALLOWED_IPS: '127.0.0.1/32' } });
+  await insertRequest(database.db, { customerUuid: 'allow-1' });
   const base = await listen(app);
-  const outside = await httpRequest(`${base}/v1/underwritings/cust-1`, { localAddress: '127.0.0.2' });
+  const outside = await httpRequest(`${base}/v1/underwritings/allow-1`, { localAddress: '127.0.0.2' });
   t.equal(outside.status, 403);
   t.same(outside.json, { error: 'forbidden', message: 'this address may not use this route' });
   const list = await httpRequest(`${base}/v1/underwritings`, { localAddress: '127.0.0.2' });
   t.equal(list.status, 403);
   const lookup = await httpRequest(`${base}/v1/underwritings/lookup`, { localAddress: '127.0.0.2', body: { cpf: CPF } });
   t.equal(lookup.status, 403);
-  const inside = await httpRequest(`${base}/v1/underwritings/cust-1`);
+  const inside = await httpRequest(`${base}/v1/underwritings/allow-1`);
   t.equal(inside.status, 200);
 });
 
 t.test('with QUERY_API_KEYS set, a missing or wrong bearer key is refused 401 and a right one admitted', async (t) => {
-  const { app, database } = await buildTestApp(t, { env: { QUERY_API_KEYS: `${API_KEY},${OTHER_KEY}` } });
-  await insertRequest(database.db, { customerUuid: 'cust-1' });
+  const { app } = await buildTestApp(t, { database, env: { QUERY_API_KEYS: `${API_KEY},${OTHER_KEY}` } });
+  await insertRequest(database.db, { customerUuid: 'keys-1' });
   const base = await listen(app);
-  const url = `${base}/v1/underwritings/cust-1`;
+  const url = `${base}/v1/underwritings/keys-1`;
 
   const missing = await httpRequest(url);
   t.equal(missing.status, 401);
@@ -46,14 +50,14 @@ t.test('with QUERY_API_KEYS set, a missing or wrong bearer key is refused 401 an
 });
 
 t.test('without QUERY_API_KEYS no bearer key is needed', async (t) => {
-  const { app, database } = await buildTestApp(t);
-  await insertRequest(database.db, { customerUuid: 'cust-1' });
-  const res = await app.inject({ method: 'GET', url: '/v1/underwritings/cust-1' });
+  const { app } = await buildTestApp(t, { database });
+  await insertRequest(database.db, { customerUuid: 'nokey-1' });
+  const res = await app.inject({ method: 'GET', url: '/v1/underwritings/nokey-1' });
   t.equal(res.statusCode, 200);
 });
 
 t.test('an unknown customer is 404 not_found', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   // A stray callback alone does not make a customer known.
   await insertUnmatched(database.db, resultBody('ghost'));
   const res = await app.inject({ method: 'GET', url: '/v1/underwritings/ghost' });
@@ -62,7 +66,7 @@ t.test('an unknown customer is 404 not_found', async (t) => {
 });
 
 t.test('a malformed customerUuid or an unknown query parameter is 400', async (t) => {
-  const { app } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const bad = await app.inject({ method: 'GET', url: `/v1/underwritings/${'x'.repeat(129)}` });
   t.equal(bad.statusCode, 400);
   t.equal(bad.json().error, 'validation_failed');
@@ -74,12 +78,12 @@ t.test('a malformed customerUuid or an unknown query parameter is 400', async (t
 });
 
 t.test('a pending request answers with its state and a null result', async (t) => {
-  const { app, database } = await buildTestApp(t);
-  await insertRequest(database.db, { customerUuid: 'cust-1', submittedAt: '2026-03-01T12:00:00.123Z' });
-  const res = await app.inject({ method: 'GET', url: '/v1/underwritings/cust-1' });
+  const { app } = await buildTestApp(t, { database });
+  await insertRequest(database.db, { customerUuid: 'pending-1', submittedAt: '2026-03-01T12:00:00.123Z' });
+  const res = await app.inject({ method: 'GET', url: '/v1/underwritings/pending-1' });
   t.equal(res.statusCode, 200);
   t.same(res.json(), {
-    customerUuid: 'cust-1',
+    customerUuid: 'pending-1',
     status: 'submitted',
     decision: null,
     cpfMasked: '***.982.247-**',
@@ -95,7 +99,7 @@ t.test('a pending request answers with its state and a null result', async (t) =
 });
 
 t.test('a re-underwritten customer shows the newest request on top and the older ones in history, newest first', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const db = database.db;
   const first = resultBody('cust-3', { limit: 0 });
   const second = resultBody('cust-3', { score: -1, limit: -1 });
@@ -121,7 +125,7 @@ t.test('a re-underwritten customer shows the newest request on top and the older
 });
 
 t.test('callbacks for the customer that matched nothing are listed in unmatched', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const answered = resultBody('cust-4');
   await insertRequest(database.db, { customerUuid: 'cust-4', result: answered });
   const stray1 = resultBody('cust-4', { limit: 100 });
@@ -142,7 +146,7 @@ t.test('callbacks for the customer that matched nothing are listed in unmatched'
 });
 
 t.test('fields the provider adds to a stored callback body do not leak into answers', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const body = { ...resultBody('cust-5'), extra: 'provider-added' };
   await insertRequest(database.db, { customerUuid: 'cust-5', result: body });
   const res = await app.inject({ method: 'GET', url: '/v1/underwritings/cust-5' });
@@ -151,7 +155,7 @@ t.test('fields the provider adds to a stored callback body do not leak into answ
 });
 
 t.test('answers never contain the full CPF', async (t) => {
-  const { app, database, logs } = await buildTestApp(t);
+  const { app, logs } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'cust-6', result: resultBody('cust-6') });
   await insertRequest(database.db, { customerUuid: 'cust-6' });
   const answers = [

@@ -7,16 +7,19 @@ import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { startRelay, throughRelay } from '../helpers/relay.js';
 import { captureLogs } from '../helpers/logs.js';
-import { insertRequest, resultBody } from './fixtures.js';
+import { emptyTables, insertRequest, resultBody } from './fixtures.js';
+
+// One database for the file, emptied before each test: a fresh PGlite costs seconds.
+const database = await freshDatabase(t);
+t.beforeEach(() => emptyTables(database.db));
 
 const NOW = new Date('2026-06-01T12:00:00.000Z');
 const TIMEOUT_S = 3600;
 const ago = (seconds: number) => new Date(NOW.getTime() - seconds * 1000);
 
 t.test('two instances sweeping at once expire each overdue request exactly once and leave the rest alone', async (t) => {
-  const first = await buildTestApp(t);
-  const db = first.database.db;
-  const second = await anotherConnection(t, first.database as never);
+  const db = database.db;
+  const second = await anotherConnection(t, database);
 
   // 1200 overdue (more than one batch), 30 fresh, and overdue ones in other states.
   await sql`
@@ -51,7 +54,7 @@ t.test('two instances sweeping at once expire each overdue request exactly once 
 });
 
 t.test('an expired request is shown as expired and a late callback still completes it', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'late-answer', submittedAt: ago(TIMEOUT_S + 60) });
   await expireOverdue(database.db, NOW, TIMEOUT_S);
   const expired = await app.inject({ method: 'GET', url: '/v1/underwritings/late-answer' });
@@ -67,8 +70,7 @@ t.test('an expired request is shown as expired and a late callback still complet
 });
 
 t.test('the sweep uses the app clock, counts what it expired and logs it', async (t) => {
-  const { database } = await buildTestApp(t);
-  await insertRequest(database.db, { customerUuid: 'swept', submittedAt: ago(TIMEOUT_S + 5) });
+    await insertRequest(database.db, { customerUuid: 'swept', submittedAt: ago(TIMEOUT_S + 5) });
   const logs = captureLogs();
   let counted = 0;
   const sweep = startExpirySweep({
@@ -87,10 +89,10 @@ t.test('the sweep uses the app clock, counts what it expired and logs it', async
 });
 
 t.test('a sweep against an unreachable database logs and carries on', async (t) => {
-  const database = await unreachableDatabase(t);
+  const gone = await unreachableDatabase(t);
   const logs = captureLogs();
   const sweep = startExpirySweep({
-    db: database.db,
+    db: gone.db,
     clock: () => NOW,
     timeoutS: TIMEOUT_S,
     log: logs.logger,
@@ -104,18 +106,18 @@ t.test('a sweep against an unreachable database logs and carries on', async (t) 
 /** A migrated database that then goes away: PostgreSQL behind a cut relay, or a closed PGlite. */
 async function unreachableDatabase(t: Test): Promise<Database> {
   if (!SERVER_URL) {
-    const database = await freshDatabase(t);
-    await database.pglite!.close();
-    return database;
+    const closed = await freshDatabase(t);
+    await closed.pglite!.close();
+    return closed;
   }
   const url = await freshDatabaseUrl(t);
   const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
   t.teardown(() => relay.close());
-  const database = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
-  t.teardown(() => database.close());
-  await migrateToLatest(database);
+  const relayed = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
+  t.teardown(() => relayed.close());
+  await migrateToLatest(relayed);
   relay.cut();
-  return database;
+  return relayed;
 }
 
 t.test('the sweep runs every quarter of the timeout, at most every 30 s', async (t) => {
@@ -125,7 +127,7 @@ t.test('the sweep runs every quarter of the timeout, at most every 30 s', async 
 });
 
 t.test('pending requests and expirations appear in the metrics', async (t) => {
-  const { app, database } = await buildTestApp(t, { clock: () => NOW });
+  const { app } = await buildTestApp(t, { database, clock: () => NOW });
   await insertRequest(database.db, { customerUuid: 'p-1' });
   await insertRequest(database.db, { customerUuid: 'p-2', status: 'submitting' });
   await insertRequest(database.db, { customerUuid: 'p-3', result: resultBody('p-3') });
@@ -136,7 +138,7 @@ t.test('pending requests and expirations appear in the metrics', async (t) => {
 });
 
 t.test("each instance's own periodic sweep expires overdue requests and counts them", async (t) => {
-  const { app, database } = await buildTestApp(t, { env: { CALLBACK_TIMEOUT_S: '1' }, clock: () => NOW });
+  const { app } = await buildTestApp(t, { database, env: { CALLBACK_TIMEOUT_S: '1' }, clock: () => NOW });
   const id = await insertRequest(database.db, { customerUuid: 'periodic', submittedAt: ago(5) });
   await app.ready();
   const deadline = Date.now() + 10_000;

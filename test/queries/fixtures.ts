@@ -104,3 +104,8 @@ export async function insertUnmatched(db: Kysely<DB>, body: UnderwritingResult):
     })
     .execute();
 }
+
+/** Empties every table, so that tests sharing one database (a fresh PGlite costs seconds) start clean. */
+export async function emptyTables(db: Kysely<DB>): Promise<void> {
+  await sql`truncate underwriting_requests, callbacks, idempotency_keys restart identity cascade`.execute(db);
+}

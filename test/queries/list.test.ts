@@ -4,7 +4,12 @@ import t from 'tap';
 import { hashCpf, maskCpf } from '../../src/cpf.js';
 import { cursorCodec } from '../../src/queries/cursor.js';
 import { buildTestApp, TEST_CPF_HASH_KEY } from '../helpers/app.js';
-import { CPF, insertRequest, OTHER_CPF, resultBody } from './fixtures.js';
+import { CPF, emptyTables, insertRequest, OTHER_CPF, resultBody } from './fixtures.js';
+import { freshDatabase } from '../helpers/database.js';
+
+// One database for the file, emptied before each test: a fresh PGlite costs seconds.
+const database = await freshDatabase(t);
+t.beforeEach(() => emptyTables(database.db));
 
 async function get(app: FastifyInstance, url: string) {
   const res = await app.inject({ method: 'GET', url });
@@ -12,7 +17,7 @@ async function get(app: FastifyInstance, url: string) {
 }
 
 t.test('the list is newest first and filters by status, decision, since (inclusive) and until (exclusive)', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const db = database.db;
   await insertRequest(db, { customerUuid: 'a', submittedAt: '2026-01-01T00:00:00Z', result: resultBody('a', { limit: 0 }) });
   await insertRequest(db, { customerUuid: 'b', submittedAt: '2026-01-02T00:00:00Z', result: resultBody('b') });
@@ -41,7 +46,7 @@ t.test('the list is newest first and filters by status, decision, since (inclusi
 });
 
 t.test('invalid filters and limits are 400 validation_failed', async (t) => {
-  const { app } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   for (const query of [
     'limit=0',
     'limit=501',
@@ -65,7 +70,7 @@ t.test('invalid filters and limits are 400 validation_failed', async (t) => {
 });
 
 t.test('following nextCursor walks every row exactly once, in order, even among equal submittedAt', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const db = database.db;
   // 137 rows: groups of up to 7 share one submitted_at (microseconds included), so ids break the ties.
   await sql`
@@ -99,7 +104,7 @@ t.test('following nextCursor walks every row exactly once, in order, even among 
 });
 
 t.test('a cursor keeps the filters it is used with', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   for (let i = 0; i < 6; i++) {
     await insertRequest(database.db, {
       customerUuid: `f-${i}`,
@@ -115,7 +120,7 @@ t.test('a cursor keeps the filters it is used with', async (t) => {
 });
 
 t.test('a forged or garbled cursor is 400 validation_failed', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'x1', submittedAt: '2026-01-01T00:00:00Z' });
   await insertRequest(database.db, { customerUuid: 'x2', submittedAt: '2026-01-02T00:00:00Z' });
   const genuine = (await get(app, '/v1/underwritings?limit=1')).body.nextCursor as string;
@@ -146,7 +151,7 @@ t.test('a forged or garbled cursor is 400 validation_failed', async (t) => {
 });
 
 t.test('a correctly signed cursor of the wrong shape is still refused', async (t) => {
-  const { app } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const codec = cursorCodec(TEST_CPF_HASH_KEY);
   const wrongShape = codec.encode({ t: '2026-01-01', id: 1 });
   const res = await get(app, `/v1/underwritings?cursor=${wrongShape}`);
@@ -156,7 +161,7 @@ t.test('a correctly signed cursor of the wrong shape is still refused', async (t
 });
 
 t.test('lookup by CPF finds every request of that CPF, across customers, paged like the list', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const db = database.db;
   await insertRequest(db, { customerUuid: 'first-customer', cpf: CPF, submittedAt: '2026-01-01T00:00:00Z', result: resultBody('first-customer') });
   await insertRequest(db, { customerUuid: 'second-customer', cpf: CPF, submittedAt: '2026-01-02T00:00:00Z' });
@@ -187,7 +192,7 @@ t.test('lookup by CPF finds every request of that CPF, across customers, paged l
 });
 
 t.test('a lookup body must be exactly {cpf} with an 11-digit string', async (t) => {
-  const { app } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   for (const payload of [{}, { cpf: 52998224725 }, { cpf: '529.982.247-25' }, { cpf: '5299822472' }, { cpf: CPF, name: 'x' }, { cpf: CPF, limit: 0 }, { cpf: CPF, limit: 501 }]) {
     const res = await app.inject({ method: 'POST', url: '/v1/underwritings/lookup', payload });
     t.equal(res.statusCode, 400, JSON.stringify(payload));

@@ -14,6 +14,9 @@ import { captureLogs } from '../helpers/logs.js';
 import { startRelay, throughRelay } from '../helpers/relay.js';
 import { insertRequest, resultBody, storeResult } from './fixtures.js';
 
+// One database for the file (every test has its own customers): a fresh PGlite costs seconds.
+const database = await freshDatabase(t);
+
 // A broken wake-up would only answer after the full wait=30; these tests would then hit this limit.
 const NO_FULL_WAIT = { timeout: 20_000 };
 
@@ -25,8 +28,8 @@ function listenerOf(t: Test, database: Database): ChannelListener {
 }
 
 t.test('a long-poll is answered with the result a callback stores through another instance', NO_FULL_WAIT, async (t) => {
-  const first = await buildTestApp(t);
-  const second = await buildTestApp(t, { database: await anotherConnection(t, first.database as never) });
+  const first = await buildTestApp(t, { database });
+  const second = await buildTestApp(t, { database: await anotherConnection(t, database) });
   await insertRequest(first.database.db, { customerUuid: 'waiting-1' });
   const base = await listen(first.app);
   const listener = listenerOf(t, first.database);
@@ -48,7 +51,7 @@ t.test('a long-poll is answered with the result a callback stores through anothe
 });
 
 t.test('a long-poll that waited out its time answers with the pending state', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'slow-1' });
   const res = await app.inject({ method: 'GET', url: '/v1/underwritings/slow-1?wait=1' });
   t.equal(res.statusCode, 200);
@@ -56,7 +59,7 @@ t.test('a long-poll that waited out its time answers with the pending state', as
 });
 
 t.test('a long-poll for a request that already has its result answers at once', NO_FULL_WAIT, async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const body = resultBody('done-1');
   await insertRequest(database.db, { customerUuid: 'done-1', result: body });
   const listener = listenerOf(t, database);
@@ -69,14 +72,14 @@ t.test('a long-poll for a request that already has its result answers at once', 
 });
 
 t.test('a long-poll for an unknown customer is 404 at once', NO_FULL_WAIT, async (t) => {
-  const { app } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const res = await app.inject({ method: 'GET', url: '/v1/underwritings/nobody?wait=30' });
   t.equal(res.statusCode, 404);
   t.equal(res.json().error, 'not_found');
 });
 
 t.test('a wait outside 0-30 whole seconds is 400', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'c-1' });
   for (const wait of ['31', '-1', 'x', '1.5', '', '1e1', '100000000']) {
     const res = await app.inject({ method: 'GET', url: `/v1/underwritings/c-1?wait=${wait}` });
@@ -88,7 +91,7 @@ t.test('a wait outside 0-30 whole seconds is 400', async (t) => {
 });
 
 t.test('closing the app answers waiting long-polls with the current state', NO_FULL_WAIT, async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'closing-1' });
   await insertRequest(database.db, { customerUuid: 'closing-2' });
   const base = await listen(app);
@@ -115,7 +118,7 @@ t.test('closing the app answers waiting long-polls with the current state', NO_F
 });
 
 t.test('past the waiter bound a long-poll is refused 503 too_many_waiters, not queued', NO_FULL_WAIT, async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'bound-1' });
   await insertRequest(database.db, { customerUuid: 'bound-2' });
   await insertRequest(database.db, { customerUuid: 'bound-3', result: resultBody('bound-3') });
@@ -147,7 +150,7 @@ t.test('past the waiter bound a long-poll is refused 503 too_many_waiters, not q
 });
 
 t.test('a result stored between two reads of a waiter is not missed', NO_FULL_WAIT, async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const ids = [];
   for (let i = 0; i < 20; i++) ids.push(await insertRequest(database.db, { customerUuid: `race-${i}` }));
   await app.ready();
