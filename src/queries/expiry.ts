@@ -11,28 +11,42 @@ const BATCH = 1000;
  * Marks every request still `submitted` longer than timeoutS before `now` as `expired`, and returns
  * their ids. Safe with any number of instances at once: rows another sweep (or a callback) holds are
  * skipped, and the status re-check means a row is expired exactly once.
+ *
+ * A request still `submitting` after stuckAfterS (never less than timeoutS) was abandoned by a
+ * process that died mid-submit; it expires too, or its customer would stay "in flight" forever.
  */
-export async function expireOverdue(db: Kysely<DB>, now: Date, timeoutS: number): Promise<number[]> {
+export async function expireOverdue(db: Kysely<DB>, now: Date, timeoutS: number, stuckAfterS = timeoutS): Promise<number[]> {
   const expired: number[] = [];
-  for (;;) {
-    const rows = await expireBatchQuery(db, now, timeoutS).execute();
-    expired.push(...rows.map((r) => r.id));
-    if (rows.length < BATCH) return expired;
+  for (const [status, afterS] of [
+    ['submitted', timeoutS],
+    ['submitting', Math.max(timeoutS, stuckAfterS)],
+  ] as const) {
+    for (;;) {
+      const rows = await expireBatchQuery(db, now, afterS, status).execute();
+      expired.push(...rows.map((r) => r.id));
+      if (rows.length < BATCH) break;
+    }
   }
+  return expired;
 }
 
-/** One batch of the sweep; it reads through the partial index underwriting_requests_waiting. */
-export function expireBatchQuery(db: Kysely<DB>, now: Date, timeoutS: number) {
+/** One batch of the sweep; for `submitted` it reads through the partial index underwriting_requests_waiting. */
+export function expireBatchQuery(
+  db: Kysely<DB>,
+  now: Date,
+  timeoutS: number,
+  status: 'submitted' | 'submitting' = 'submitted',
+) {
   const cutoff = new Date(now.getTime() - timeoutS * 1000);
   return db
     .updateTable('underwriting_requests')
     .set({ status: 'expired', updated_at: now })
-    .where('status', '=', 'submitted')
+    .where('status', '=', status)
     .where('id', 'in', (eb) =>
       eb
         .selectFrom('underwriting_requests')
         .select('id')
-        .where('status', '=', 'submitted')
+        .where('status', '=', status)
         .where('submitted_at', '<', cutoff)
         .limit(BATCH)
         .forUpdate()
@@ -50,6 +64,8 @@ export interface SweepDeps {
   db: Kysely<DB>;
   clock: Clock;
   timeoutS: number;
+  /** How long a `submitting` request may stay so before it counts as abandoned. */
+  stuckAfterS: number;
   log: FastifyBaseLogger;
   onExpired(count: number): void;
 }
@@ -66,7 +82,7 @@ export function startExpirySweep(deps: SweepDeps): Sweep {
   const run = () => {
     running ??= (async () => {
       try {
-        const ids = await expireOverdue(deps.db, deps.clock(), deps.timeoutS);
+        const ids = await expireOverdue(deps.db, deps.clock(), deps.timeoutS, deps.stuckAfterS);
         if (ids.length > 0) {
           deps.onExpired(ids.length);
           deps.log.info({ count: ids.length, timeoutS: deps.timeoutS }, 'expired requests whose callback never came');

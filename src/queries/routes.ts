@@ -48,6 +48,8 @@ export const queryRoutes =
         db,
         clock: deps.clock,
         timeoutS: deps.config.callbackTimeoutS,
+        // Past the longest a live submit can take (the idempotency lease: two upstream timeouts and 30 s).
+        stuckAfterS: (2 * deps.config.upstreamTimeoutMs) / 1000 + 30,
         log: app.log,
         onExpired: (n) => metrics.expired.inc(n),
       });

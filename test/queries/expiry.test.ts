@@ -31,7 +31,7 @@ t.test('two instances sweeping at once expire each overdue request exactly once 
   const atTheLimit = await insertRequest(db, { customerUuid: 'exactly', submittedAt: ago(TIMEOUT_S) });
   const failed = await insertRequest(db, { customerUuid: 'failed', status: 'submit_failed', submittedAt: ago(TIMEOUT_S * 2) });
   const done = await insertRequest(db, { customerUuid: 'done', submittedAt: ago(TIMEOUT_S * 2), result: resultBody('done') });
-  const submitting = await insertRequest(db, { customerUuid: 'submitting', status: 'submitting', submittedAt: ago(TIMEOUT_S * 2) });
+  const submitting = await insertRequest(db, { customerUuid: 'submitting', status: 'submitting', submittedAt: ago(TIMEOUT_S - 1) });
   const overdue = (
     await db.selectFrom('underwriting_requests').select('id').where('customer_uuid', 'like', 'late-%').orderBy('id').execute()
   ).map((r) => r.id);
@@ -77,6 +77,7 @@ t.test('the sweep uses the app clock, counts what it expired and logs it', async
     db: database.db,
     clock: () => NOW,
     timeoutS: TIMEOUT_S,
+    stuckAfterS: TIMEOUT_S,
     log: logs.logger,
     onExpired: (n) => (counted += n),
   });
@@ -95,6 +96,7 @@ t.test('a sweep against an unreachable database logs and carries on', async (t) 
     db: gone.db,
     clock: () => NOW,
     timeoutS: TIMEOUT_S,
+    stuckAfterS: TIMEOUT_S,
     log: logs.logger,
     onExpired: () => t.fail('nothing to expire'),
   });
@@ -141,13 +143,30 @@ t.test("each instance's own periodic sweep expires overdue requests and counts t
   const { app } = await buildTestApp(t, { database, env: { CALLBACK_TIMEOUT_S: '1' }, clock: () => NOW });
   const id = await insertRequest(database.db, { customerUuid: 'periodic', submittedAt: ago(5) });
   await app.ready();
+  // The counter moves once the whole sweep is done, after the row: wait for it, then look at the row.
   const deadline = Date.now() + 10_000;
-  let status = 'submitted';
-  while (status !== 'expired' && Date.now() < deadline) {
+  let metrics = '';
+  while (!/underwriting_expired_total 1\b/.test(metrics) && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 50));
-    status = (await database.db.selectFrom('underwriting_requests').select('status').where('id', '=', id).executeTakeFirstOrThrow()).status;
+    metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
   }
+  t.match(metrics, /underwriting_expired_total 1\b/);
+  const { status } = await database.db.selectFrom('underwriting_requests').select('status').where('id', '=', id).executeTakeFirstOrThrow();
   t.equal(status, 'expired');
-  const res = await app.inject({ method: 'GET', url: '/metrics' });
-  t.match(res.body, /underwriting_expired_total 1\b/);
+});
+
+t.test('a request abandoned in submitting expires once it is past both the timeout and the stuck bound', async (t) => {
+  const db = database.db;
+  const abandoned = await insertRequest(db, { customerUuid: 'abandoned', status: 'submitting', submittedAt: ago(TIMEOUT_S + 1) });
+  const young = await insertRequest(db, { customerUuid: 'young', status: 'submitting', submittedAt: ago(TIMEOUT_S - 1) });
+  const withinStuckBound = await insertRequest(db, { customerUuid: 'slow', status: 'submitting', submittedAt: ago(TIMEOUT_S + 1) });
+  t.same(await expireOverdue(db, NOW, TIMEOUT_S, TIMEOUT_S + 10).then((ids) => ids.includes(abandoned)), false, 'not before the stuck bound');
+  // Move the slow one inside the bound; the abandoned one past it.
+  await db.updateTable('underwriting_requests').set({ submitted_at: ago(TIMEOUT_S + 20) }).where('id', '=', abandoned).execute();
+  t.same(await expireOverdue(db, NOW, TIMEOUT_S, TIMEOUT_S + 10), [abandoned]);
+  const rows = await db.selectFrom('underwriting_requests').select(['id', 'status']).where('id', 'in', [abandoned, young, withinStuckBound]).execute();
+  const status = new Map(rows.map((r) => [r.id, r.status]));
+  t.equal(status.get(abandoned), 'expired');
+  t.equal(status.get(young), 'submitting');
+  t.equal(status.get(withinStuckBound), 'submitting');
 });
