@@ -20,6 +20,8 @@ const instant = z
     z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone, or a date' }),
     z.iso.date().transform((d) => `${d}T00:00:00Z`),
   ])
+  // ISO 8601 allows year 0000; PostgreSQL has no such year, and a filter must never become a 500.
+  .refine((v) => !v.startsWith('0000'), 'year 0000 is not a valid date here')
   .describe('ISO 8601 date-time with a zone, or a date (midnight UTC)');
 
 // A cursor is opaque; its shape is checked (and its signature verified) in cursor.ts.
@@ -64,13 +66,13 @@ const srdView = z.object({
   desiredCreditLimit: z.number().optional(),
 });
 
-/** The callback body as stored (the provider's own fields). */
-export const resultView = z.object({
+/** The callback body exactly as stored: the provider's fields, and any it added that we kept. */
+export const resultView = z.looseObject({
   customerUuid: z.string(),
   started: z.string(),
   finished: z.string(),
   serviceType: z.string(),
-  response: z.object({
+  response: z.looseObject({
     costSavingEnabled: z.boolean(),
     score: z.number(),
     riskBand: z.number(),

@@ -145,13 +145,14 @@ t.test('callbacks for the customer that matched nothing are listed in unmatched'
   t.ok(!Number.isNaN(Date.parse(body.unmatched[0].receivedAt)));
 });
 
-t.test('fields the provider adds to a stored callback body do not leak into answers', async (t) => {
+t.test('result is the callback body as stored, fields the provider added included', async (t) => {
   const { app } = await buildTestApp(t, { database });
-  const body = { ...resultBody('cust-5'), extra: 'provider-added' };
+  const stored = resultBody('cust-5');
+  const body = { ...stored, extra: 'provider-added', response: { ...stored.response, newField: 7 } };
   await insertRequest(database.db, { customerUuid: 'cust-5', result: body });
   const res = await app.inject({ method: 'GET', url: '/v1/underwritings/cust-5' });
   t.equal(res.statusCode, 200);
-  t.notOk('extra' in res.json().result);
+  t.same(res.json().result, body);
 });
 
 t.test('answers never contain the full CPF', async (t) => {

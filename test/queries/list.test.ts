@@ -60,6 +60,8 @@ t.test('invalid filters and limits are 400 validation_failed', async (t) => {
     'until=2026-13-01T00:00:00Z',
     'since=2026-01-01T00:00:00',
     'colour=blue',
+    'since=0000-01-01T00:00:00Z',
+    'until=0000-12-31',
   ]) {
     const res = await get(app, `/v1/underwritings?${query}`);
     t.equal(res.status, 400, query);
