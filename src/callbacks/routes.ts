@@ -7,7 +7,7 @@ import type { CapabilityDeps } from '../app.js';
 import { isStorageUnavailable } from '../db/database.js';
 import type { DB } from '../db/types.js';
 import { errorBody, unauthorized, validationFailed } from '../errors.js';
-import { decide, underwritingResultSchema } from '../provider/schemas.js';
+import { decide, toUtcInstant, underwritingResultSchema } from '../provider/schemas.js';
 import { type Intake, readCallback } from './intake.js';
 import { resultAnnouncer } from './announcer.js';
 import { type CallbackMetrics, callbackMetrics } from './metrics.js';
@@ -128,8 +128,8 @@ async function storeResult(
     return await recordResult(db, {
       ...arrival,
       customerUuid: result.customerUuid,
-      started: result.started,
-      finished: result.finished,
+      started: toUtcInstant(result.started),
+      finished: toUtcInstant(result.finished),
       body: intake.json,
       decision: decide(result.response),
     });

@@ -59,14 +59,37 @@ export const underwritingResponseSchema = z.looseObject({
   limit: z.number(),
 });
 
+const isoInstant = z.iso.datetime({ offset: true });
+const ZONE = /(Z|[+-]\d{2}(?::?\d{2})?)$/i;
+
+/**
+ * The provider's date-times as one instant PostgreSQL reads the same whatever its session zone:
+ * the spec says they are UTC, so a time without a zone is UTC, and +HHMM / +HH mean +HH:MM.
+ */
+export function toUtcInstant(value: string): string {
+  const zone = ZONE.exec(value);
+  if (!zone) return `${value}Z`;
+  const z = zone[1]!;
+  if (z.toUpperCase() === 'Z' || z.includes(':')) return value;
+  const normalized = z.length === 3 ? `${z}:00` : `${z.slice(0, 3)}:${z.slice(3)}`;
+  return value.slice(0, value.length - z.length) + normalized;
+}
+
+/** A losing callback is never coming back: accept every unambiguous ISO 8601 date-time the provider may send. */
+const providerInstant = z
+  .string()
+  .refine((v) => /^\d{4}-\d{2}-\d{2}T/.test(v) && isoInstant.safeParse(toUtcInstant(v)).success, {
+    message: 'must be an ISO 8601 date-time (UTC when it has no zone)',
+  });
+
 /**
  * The callback body. Unknown fields are kept, not refused: a provider that adds a field must not
  * see its callbacks bounce (refusing one may mean never getting it again).
  */
 export const underwritingResultSchema = z.looseObject({
   customerUuid: customerUuidSchema,
-  started: z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone' }),
-  finished: z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone' }),
+  started: providerInstant,
+  finished: providerInstant,
   serviceType: z.literal('CREDIT_SCORE'),
   response: underwritingResponseSchema,
 });

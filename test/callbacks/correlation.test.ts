@@ -131,10 +131,14 @@ t.test('a duplicate callback answers 200 and stores nothing new', async (t) => {
   const again = await postCallback(app, { ...body, started: '2026-11-22T00:00:00.000-03:00' });
   t.equal(again.statusCode, 200);
   t.same(again.json(), { received: true });
+  // Without a zone (UTC, as the spec says) and with a +HHMM offset, it is still the same instant.
+  const started = body.started.replace(/Z$/, '');
+  t.equal((await postCallback(app, { ...body, started })).statusCode, 200);
+  t.equal((await postCallback(app, { ...body, started: `${started}+0000` })).statusCode, 200);
   t.equal((await callbacksOf(db, cust)).length, 1, 'one row');
   t.same(await requestById(db, requestId), before, 'the request is untouched');
   const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
-  t.match(metrics, /underwriting_callbacks_total\{outcome="duplicate"\} 1/);
+  t.match(metrics, /underwriting_callbacks_total\{outcome="duplicate"\} 3/);
 });
 
 t.test('ten concurrent copies of one callback store exactly one row and complete the request once', async (t) => {
