@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { REQUEST_STATUSES } from '../db/types.js';
 
 /** Printable ASCII, 1-200 characters: enough for a UUID or a composite key, bounded for the index. */
 export const idempotencyKeySchema = z
@@ -15,7 +14,7 @@ export const submitHeadersSchema = z.looseObject({
 export const acceptedSchema = z
   .object({
     customerUuid: z.string(),
-    status: z.enum(REQUEST_STATUSES).describe('The stored status: "submitted", or "completed" when the callback overtook the reply'),
+    status: z.literal('submitted').describe('The provider has the request; GET shows its stored state'),
     submittedAt: z.iso.datetime(),
     upstreamStatus: z.number().int(),
   })

@@ -141,9 +141,11 @@ export function submitter(deps: SubmitDeps) {
       log.error({ err: { message: (err as Error).message } }, 'provider accepted a submit that could not be recorded');
       state = { status: 'submitting', submittedAt: stored.submittedAt };
     }
+    // The contract's 202 says "submitted": the provider has it. GET tells the stored state
+    // (completed already, when the callback overtook this reply).
     const accepted = {
       customerUuid: body.customerUuid,
-      status: state.status,
+      status: 'submitted' as const,
       submittedAt: state.submittedAt.toISOString(),
       upstreamStatus,
     };

@@ -36,7 +36,7 @@ t.test('a callback that overtakes the provider reply completes the request, and 
   });
   const submitted = await gw.submit(validRequest({ customerUuid: cust }));
   t.equal(submitted.statusCode, 202);
-  t.match(submitted.json(), { status: 'completed', upstreamStatus: 202 });
+  t.match(submitted.json(), { status: 'submitted', upstreamStatus: 202 });
   t.same(delivered, [200], 'the callback was acknowledged while the submit was still in flight');
   const [callback] = await callbacksOf(gw.database.db, cust);
   const [request] = await requestsOf(gw.database.db, cust);

@@ -67,7 +67,7 @@ t.test('the request is committed as submitting before the provider is called', a
   t.same(seen, ['submitting'], 'another connection sees the committed row while the provider works');
 });
 
-t.test('a callback that overtakes the provider reply leaves the row completed, and the 202 reports completed', async (t) => {
+t.test('a callback that overtakes the provider reply leaves the row completed, and the 202 still says submitted', async (t) => {
   const database = await freshDatabase(t);
   const other = await anotherConnection(t, database);
   const { submit } = await submitGateway(t, {
@@ -84,7 +84,7 @@ t.test('a callback that overtakes the provider reply leaves the row completed, a
   });
   const res = await submit(validRequest());
   t.equal(res.statusCode, 202);
-  t.match(res.json(), { status: 'completed', upstreamStatus: 202 });
+  t.match(res.json(), { status: 'submitted', upstreamStatus: 202 });
   const [row] = await storedRequests(database);
   t.match(row, { status: 'completed', decision: 'approved', upstream_status: 202 });
   t.ok(row!.completed_at, 'the result is kept');
@@ -238,7 +238,7 @@ if (SERVER_URL) {
     });
     const res = await submit(validRequest());
     t.equal(res.statusCode, 202, 'not 503: the provider has the request');
-    t.match(res.json(), { status: 'submitting', upstreamStatus: 202 });
+    t.match(res.json(), { status: 'submitted', upstreamStatus: 202 });
     relay.restore();
     const [row] = await storedRequests(database);
     t.match(row, { status: 'submitting' }, 'the row awaits its callback, which matches submitting rows too');
