@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import type { DB, IdempotencyKeyRow } from '../db/types.js';
+import type { DB, IdempotencyKeyRow, UnderwritingRequestRow } from '../db/types.js';
 
 /** A key names one attempt for this long; after that it is as if it had never been used. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
@@ -11,7 +11,8 @@ export interface StoredAnswer {
   body: Record<string, unknown>;
 }
 
-export type Claim = { claimed: true } | { claimed: false; row: IdempotencyKeyRow | undefined };
+/** takenOver: the key existed (expired, or abandoned by an attempt that died) and is ours now. */
+export type Claim = { claimed: true; takenOver: boolean } | { claimed: false; row: IdempotencyKeyRow | undefined };
 
 /** SHA-256 of the body as canonical JSON (keys sorted at every depth), so key order never matters. */
 export function bodyHash(body: unknown): string {
@@ -40,34 +41,31 @@ export async function claimKey(
 ): Promise<Claim> {
   const { key, hash, now } = claim;
   const leaseCutoff = new Date(now.getTime() - claim.leaseMs);
+  const fresh = { body_hash: hash, created_at: now, expires_at: new Date(now.getTime() + IDEMPOTENCY_TTL_MS) };
+  // A new key, or one whose 24 h are over: a fresh start.
   const taken = await db
     .insertInto('idempotency_keys')
-    .values({ key, body_hash: hash, created_at: now, expires_at: new Date(now.getTime() + IDEMPOTENCY_TTL_MS) })
+    .values({ key, ...fresh })
     .onConflict((oc) =>
       oc
         .column('key')
-        .doUpdateSet((eb) => ({
-          body_hash: eb.ref('excluded.body_hash'),
-          request_id: null,
-          response_status: null,
-          response_body: null,
-          created_at: eb.ref('excluded.created_at'),
-          expires_at: eb.ref('excluded.expires_at'),
-        }))
-        .where((eb) =>
-          eb.or([
-            eb('idempotency_keys.expires_at', '<=', now),
-            eb.and([
-              eb('idempotency_keys.response_status', 'is', null),
-              eb('idempotency_keys.body_hash', '=', hash),
-              eb('idempotency_keys.created_at', '<=', leaseCutoff),
-            ]),
-          ]),
-        ),
+        .doUpdateSet({ ...fresh, request_id: null, response_status: null, response_body: null })
+        .where('idempotency_keys.expires_at', '<=', now),
     )
     .returning('key')
     .executeTakeFirst();
-  if (taken) return { claimed: true };
+  if (taken) return { claimed: true, takenOver: false };
+  // A pending key (same body) whose owner has been silent past the lease: it died mid-way.
+  const takenOver = await db
+    .updateTable('idempotency_keys')
+    .set({ created_at: now })
+    .where('key', '=', key)
+    .where('response_status', 'is', null)
+    .where('body_hash', '=', hash)
+    .where('created_at', '<=', leaseCutoff)
+    .returning('key')
+    .executeTakeFirst();
+  if (takenOver) return { claimed: true, takenOver: true };
   const row = await db.selectFrom('idempotency_keys').selectAll().where('key', '=', key).executeTakeFirst();
   return { claimed: false, row };
 }
@@ -96,4 +94,20 @@ export async function purgeExpiredKeys(db: Kysely<DB>, now: Date, batch = 500): 
 export function storedAnswer(row: IdempotencyKeyRow): StoredAnswer | undefined {
   if (row.response_status === null || row.response_body === null) return undefined;
   return { statusCode: row.response_status, body: row.response_body };
+}
+
+/** The request a key's earlier attempt stored within the key's lifetime, if any. */
+export async function requestOfKey(
+  db: Kysely<DB>,
+  key: string,
+  now: Date,
+): Promise<Pick<UnderwritingRequestRow, 'id' | 'customer_uuid' | 'status' | 'upstream_status' | 'upstream_error' | 'submitted_at'> | undefined> {
+  return db
+    .selectFrom('underwriting_requests')
+    .select(['id', 'customer_uuid', 'status', 'upstream_status', 'upstream_error', 'submitted_at'])
+    .where('idempotency_key', '=', key)
+    .where('submitted_at', '>', new Date(now.getTime() - IDEMPOTENCY_TTL_MS))
+    .orderBy('id', 'desc')
+    .limit(1)
+    .executeTakeFirst();
 }

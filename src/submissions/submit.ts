@@ -14,6 +14,7 @@ import {
   purgeExpiredKeys,
   recordAnswer,
   releaseKey,
+  requestOfKey,
   type StoredAnswer,
   storedAnswer,
 } from './idempotency.js';
@@ -54,9 +55,13 @@ export function submitter(deps: SubmitDeps) {
   async function withKey(body: UnderwritingRequest, key: string, log: FastifyBaseLogger): Promise<SubmitAnswer> {
     const hash = bodyHash(body);
     const deadline = Date.now() + waitMs;
+    let takenOver = false;
     for (let round = 0; ; round++) {
       const claim = await claimKey(deps.db, { key, hash, now: deps.clock(), leaseMs });
-      if (claim.claimed) break;
+      if (claim.claimed) {
+        takenOver = claim.takenOver;
+        break;
+      }
       const { row } = claim;
       if (row === undefined) continue; // released or purged in between: try to take it again
       if (row.body_hash !== hash) {
@@ -76,7 +81,10 @@ export function submitter(deps: SubmitDeps) {
     await purgeNowAndThen(log);
     let attempt: { answer: SubmitAnswer; requestId: number | null };
     try {
-      attempt = await once(body, key, log);
+      // An attempt that died after storing its request may have reached the provider: answer from
+      // what it stored rather than call the provider a second time for one key.
+      const earlier = takenOver ? await requestOfKey(deps.db, key, deps.clock()) : undefined;
+      attempt = earlier ? { answer: answerOf(earlier), requestId: earlier.id } : await once(body, key, log);
     } catch (err) {
       // No final answer (storage failed): free the key so that a retry runs the request.
       await releaseKey(deps.db, key).catch(() => {});
@@ -154,6 +162,26 @@ export function submitter(deps: SubmitDeps) {
 
   return (body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger): Promise<SubmitAnswer> =>
     key === undefined ? once(body, undefined, log).then((a) => a.answer) : withKey(body, key, log);
+}
+
+/** The answer an abandoned attempt would have given, rebuilt from the request it stored. */
+function answerOf(row: NonNullable<Awaited<ReturnType<typeof requestOfKey>>>): SubmitAnswer {
+  const status = row.upstream_status;
+  if (status !== null && status >= 200 && status < 300) {
+    const body = { customerUuid: row.customer_uuid, status: 'submitted', submittedAt: row.submitted_at.toISOString(), upstreamStatus: status };
+    return { statusCode: 202, body, outcome: 'idempotent_replay', replayed: true };
+  }
+  if (status !== null) {
+    const error = new AppError(502, 'upstream_rejected', `the provider refused the request (HTTP ${status})`, { upstreamStatus: status });
+    return { statusCode: 502, body: errorBody(error), outcome: 'idempotent_replay', replayed: true };
+  }
+  // Unknown at the provider (the attempt died mid-call) or unreachable: never risk a second call.
+  const error = new AppError(
+    504,
+    'upstream_unavailable',
+    'an earlier attempt with this Idempotency-Key stopped before the provider answered; its callback may still arrive',
+  );
+  return { statusCode: 504, body: errorBody(error), outcome: 'idempotent_replay', replayed: true };
 }
 
 interface Failure {

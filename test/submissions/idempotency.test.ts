@@ -139,6 +139,49 @@ t.test('a key left pending by an attempt that died is taken over after its lease
   t.match((await storedKeys(database))[0], { response_status: 202 });
 });
 
+t.test('taking over an abandoned key never calls the provider again for a request it already stored', async (t) => {
+  const { submit, provider, database } = await submitGateway(t);
+  const longAgo = new Date(Date.now() - 3600 * 1000);
+  const request = validRequest();
+  const abandon = async (key: string, customerUuid: string, status: 'submitted' | 'submitting', upstreamStatus: number | null) => {
+    await database.db
+      .insertInto('idempotency_keys')
+      .values({ key, body_hash: bodyHash({ ...request, customerUuid }), created_at: longAgo, expires_at: new Date(Date.now() + 3600_000) })
+      .execute();
+    await database.db
+      .insertInto('underwriting_requests')
+      .values({
+        customer_uuid: customerUuid,
+        cpf_hash: 'h',
+        cpf_masked: '***.456.789-**',
+        cost_saving_enabled: false,
+        status,
+        upstream_status: upstreamStatus,
+        idempotency_key: key,
+        submitted_at: longAgo,
+        updated_at: longAgo,
+      })
+      .execute();
+  };
+
+  // The first attempt was accepted, then died before recording its answer.
+  await abandon('accepted-then-died', 'cust-accepted', 'submitted', 202);
+  const accepted = await submit({ ...request, customerUuid: 'cust-accepted' }, { 'idempotency-key': 'accepted-then-died' });
+  t.equal(accepted.statusCode, 202);
+  t.match(accepted.json(), { customerUuid: 'cust-accepted', status: 'submitted', upstreamStatus: 202, submittedAt: longAgo.toISOString() });
+  t.equal(accepted.headers['idempotent-replayed'], 'true');
+
+  // The first attempt died during the provider call: its fate at the provider is unknown.
+  await abandon('died-mid-call', 'cust-unknown', 'submitting', null);
+  const unknown = await submit({ ...request, customerUuid: 'cust-unknown' }, { 'idempotency-key': 'died-mid-call' });
+  t.equal(unknown.statusCode, 504);
+  t.equal(unknown.json().error, 'upstream_unavailable');
+
+  t.equal(provider.received.length, 0, 'the provider was not called a second time');
+  const keys = await storedKeys(database);
+  t.same(keys.map((k) => k.response_status).sort(), [202, 504], 'the answers are recorded for later replays');
+});
+
 t.test('a key still pending past the wait answers 409 in_flight, recorded nowhere, nothing sent', async (t) => {
   const { submit, provider, database } = await submitGateway(t, { env: { UPSTREAM_TIMEOUT_MS: '100' } });
   // Another instance holds the key and has not answered (yet): within its lease.
