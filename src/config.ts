@@ -1,6 +1,9 @@
 import { createPrivateKey } from 'node:crypto';
-import { isIP } from 'node:net';
 import { z } from 'zod';
+import { ConfigError } from './config-error.js';
+import { addressList, commaList, httpUrl, integer, type LogLevel, logLevel, parseEnv } from './env.js';
+
+export { ConfigError };
 
 /** Used only outside production, and loudly: stored CPF hashes are only as secret as this key. */
 export const DEV_CPF_HASH_KEY = 'underwriting-gateway-development-only-cpf-hash-key';
@@ -14,46 +17,8 @@ const booleanFlag = z
   .refine((v) => ['true', 'false', '1', '0', 'yes', 'no'].includes(v), 'must be true or false')
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
-const integer = (min: number, max: number) =>
-  z
-    .string()
-    .trim()
-    .regex(/^\d+$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
-
-const httpUrl = z
-  .string()
-  .trim()
-  .refine((v) => {
-    try {
-      const u = new URL(v);
-      return (u.protocol === 'http:' || u.protocol === 'https:') && !u.username && !u.password;
-    } catch {
-      return false;
-    }
-  }, 'must be an http(s) URL without credentials in it')
-  .transform((v) => v.replace(/\/+$/, ''));
-
-function isAddressOrCidr(entry: string): boolean {
-  const [address, prefix, ...rest] = entry.split('/');
-  if (rest.length > 0 || !address) return false;
-  const family = isIP(address);
-  if (family === 0) return false;
-  if (prefix === undefined) return true;
-  if (!/^\d{1,3}$/.test(prefix)) return false;
-  return Number(prefix) <= (family === 4 ? 32 : 128);
-}
-
-const commaList = z
-  .string()
-  .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean));
-
-const addressList = commaList.superRefine((entries, ctx) => {
-  const bad = entries.filter((e) => !isAddressOrCidr(e));
-  // Addresses are not secrets, so naming the bad entry is the helpful thing to do.
-  if (bad.length > 0) ctx.addIssue({ code: 'custom', message: `not an IP address or CIDR: ${bad.join(', ')}` });
-});
+/** A base URL: its trailing slashes go, so paths append cleanly. */
+const baseUrl = httpUrl.transform((v) => v.replace(/\/+$/, ''));
 
 const secretString = (min: number) => z.string().min(min, `must be at least ${min} characters`);
 
@@ -82,7 +47,7 @@ const envSchema = z.object({
     .optional(),
   DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
   MIGRATE_ON_START: booleanFlag.default(true),
-  PROVIDER_BASE_URL: httpUrl.optional(),
+  PROVIDER_BASE_URL: baseUrl.optional(),
   PARTNER_TOKEN: z.string().regex(/^[A-Za-z0-9]{64}$/, 'must be exactly 64 letters or digits').optional(),
   UPSTREAM_TIMEOUT_MS: integer(100, 120_000).default(10_000),
   SUBMIT_ALLOWED_IPS: addressList.default(LOCALHOST),
@@ -95,12 +60,12 @@ const envSchema = z.object({
   TRUST_PROXY: addressList.optional(),
   CALLBACK_TIMEOUT_S: integer(1, 30 * 24 * 3600).default(3600),
   CPF_HASH_KEY: secretString(32).optional(),
-  AUTH_URL: httpUrl.optional(),
+  AUTH_URL: baseUrl.optional(),
   CLIENT_ID: z.string().min(1, 'must not be empty').optional(),
   CLIENT_SECRET: z.string().min(1, 'must not be empty').optional(),
   TOKEN_SCOPE: z.string().trim().min(1, 'must not be empty').default('sdk-kyc'),
   CLIENT_ASSERTION_KEY: pkcs8Pem.optional(),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_LEVEL: logLevel.default('info'),
 });
 
 /** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
@@ -136,16 +101,10 @@ export interface Config {
   cpfHashKey: string;
   cpfHashKeyIsDevelopmentDefault: boolean;
   tokenClient: TokenClientConfig | undefined;
-  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  logLevel: LogLevel;
   sandboxMode: boolean;
 }
 
-export class ConfigError extends Error {
-  constructor(readonly problems: string[]) {
-    super(`invalid configuration:\n${problems.join('\n')}`);
-    this.name = 'ConfigError';
-  }
-}
 
 const REQUIRED_IN_PRODUCTION = [
   'DATABASE_URL',
@@ -157,20 +116,7 @@ const REQUIRED_IN_PRODUCTION = [
 
 /** Parses the environment once; throws ConfigError with one line per bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
-  // An empty variable means "not set", as in most shells' `FOO= cmd`.
-  const present = Object.fromEntries(
-    Object.entries(env).filter(([key, v]) => key in envSchema.shape && v !== undefined && v !== ''),
-  );
-  const parsed = envSchema.safeParse(present);
-  if (!parsed.success) {
-    const lines = new Map<string, string>();
-    for (const issue of parsed.error.issues) {
-      const name = String(issue.path[0] ?? 'environment');
-      if (!lines.has(name)) lines.set(name, `${name}: ${issue.message}`);
-    }
-    throw new ConfigError([...lines.values()]);
-  }
-  const e = parsed.data;
+  const e = parseEnv(envSchema, env);
   const problems: string[] = [];
   const production = e.NODE_ENV === 'production';
 

@@ -1,7 +1,7 @@
 import { createPublicKey } from 'node:crypto';
-import { isIP } from 'node:net';
 import { z } from 'zod';
-import { ConfigError } from '../config.js';
+import { ConfigError } from '../config-error.js';
+import { addressList, httpUrl, integer, type LogLevel, logLevel, parseEnv } from '../env.js';
 
 // Fixed, documented defaults: the simulator is for local runs, docker-compose and CI, never production.
 export const SANDBOX_DEFAULT_PARTNER_TOKEN = 'sandboxPartnerTokenForLocalDevelopmentOnlyNeverUseInProduction01';
@@ -22,43 +22,6 @@ export const SANDBOX_DEFAULT_ALLOWED_IPS = [
   '192.168.0.0/16',
   'fc00::/7',
 ];
-
-const integer = (min: number, max: number) =>
-  z
-    .string()
-    .trim()
-    .regex(/^\d+$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
-
-const httpUrl = z
-  .string()
-  .trim()
-  .refine((v) => {
-    try {
-      const u = new URL(v);
-      return (u.protocol === 'http:' || u.protocol === 'https:') && !u.username && !u.password;
-    } catch {
-      return false;
-    }
-  }, 'must be an http(s) URL without credentials in it');
-
-function isAddressOrCidr(entry: string): boolean {
-  const [address, prefix, ...rest] = entry.split('/');
-  if (rest.length > 0 || !address) return false;
-  const family = isIP(address);
-  if (family === 0) return false;
-  if (prefix === undefined) return true;
-  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
-}
-
-const addressList = z
-  .string()
-  .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
-  .superRefine((entries, ctx) => {
-    const bad = entries.filter((e) => !isAddressOrCidr(e));
-    if (bad.length > 0) ctx.addIssue({ code: 'custom', message: `not an IP address or CIDR: ${bad.join(', ')}` });
-  });
 
 const publicKeyPem = z
   .string()
@@ -91,8 +54,11 @@ const envSchema = z.object({
   SANDBOX_CPF_STANDARD_REJECT: cpf.default(SANDBOX_DEFAULT_CPFS.standardReject),
   SANDBOX_CPF_APPROVE: cpf.default(SANDBOX_DEFAULT_CPFS.approve),
   SANDBOX_ALLOWED_IPS: addressList.default(SANDBOX_DEFAULT_ALLOWED_IPS),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_LEVEL: logLevel.default('info'),
 });
+
+/** Every variable the simulator reads. */
+export const SANDBOX_CONFIG_VARIABLES = Object.keys(envSchema.shape);
 
 export interface ScenarioCpfs {
   costSavingReject: string;
@@ -116,25 +82,12 @@ export interface SandboxConfig {
   tokenTtlS: number;
   scenarioCpfs: ScenarioCpfs;
   allowedIps: string[];
-  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  logLevel: LogLevel;
 }
 
 /** Parses the simulator's environment; throws ConfigError with one line per bad variable. */
 export function loadSandboxConfig(env: NodeJS.ProcessEnv = process.env): Readonly<SandboxConfig> {
-  // An empty variable means "not set", as in the gateway's configuration.
-  const present = Object.fromEntries(
-    Object.entries(env).filter(([key, v]) => key in envSchema.shape && v !== undefined && v !== ''),
-  );
-  const parsed = envSchema.safeParse(present);
-  if (!parsed.success) {
-    const lines = new Map<string, string>();
-    for (const issue of parsed.error.issues) {
-      const name = String(issue.path[0] ?? 'environment');
-      if (!lines.has(name)) lines.set(name, `${name}: ${issue.message}`);
-    }
-    throw new ConfigError([...lines.values()]);
-  }
-  const e = parsed.data;
+  const e = parseEnv(envSchema, env);
   const scenarioCpfs: ScenarioCpfs = {
     costSavingReject: e.SANDBOX_CPF_COST_SAVING_REJECT,
     standardReject: e.SANDBOX_CPF_STANDARD_REJECT,
