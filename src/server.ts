@@ -1,7 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { buildApp } from './app.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { configOrExit } from './config-error.js';
+import { loadConfig } from './config.js';
 import { openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrator.js';
 import { loggerOptions } from './logger.js';
@@ -10,20 +11,8 @@ import { type SandboxMode, startSandboxMode } from './sandbox/mode.js';
 /** In-flight requests get this long to finish after SIGTERM/SIGINT; then the process exits anyway. */
 const SHUTDOWN_GRACE_MS = 10_000;
 
-function readConfig(): Readonly<Config> {
-  try {
-    return loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.problems.join('\n')}\n`);
-      process.exit(1);
-    }
-    throw err;
-  }
-}
-
 async function main(): Promise<void> {
-  let config = readConfig();
+  let config = await configOrExit(() => loadConfig());
   const log = pino(loggerOptions(config.logLevel));
   if (config.cpfHashKeyIsDevelopmentDefault) {
     log.warn('CPF_HASH_KEY is not set: using the fixed development key; set a secret key before storing real CPFs');
@@ -42,12 +31,9 @@ async function main(): Promise<void> {
 
   let sandbox: SandboxMode | undefined;
   if (config.sandboxMode) {
-    sandbox = await startSandboxMode(log, config).catch((err: unknown) => {
-      // A bad SANDBOX_* variable is a configuration error like any other: one line each, exit 1.
-      if (!(err instanceof ConfigError)) throw err;
-      process.stderr.write(`${err.problems.join('\n')}\n`);
-      return process.exit(1);
-    });
+    // A bad SANDBOX_* variable is a configuration error like any other: one line each, exit 1.
+    const gatewayConfig = config;
+    sandbox = await configOrExit(() => startSandboxMode(log, gatewayConfig));
     config = Object.freeze({ ...config, providerBaseUrl: sandbox.providerBaseUrl, partnerToken: sandbox.partnerToken });
   }
 

@@ -1,21 +1,13 @@
 import { pino } from 'pino';
-import { ConfigError, loadConfig } from '../config.js';
+import { configOrExit } from '../config-error.js';
+import { loadConfig } from '../config.js';
 import { loggerOptions } from '../logger.js';
 import { openDatabase } from './database.js';
 import { migrateToLatest } from './migrator.js';
 
 // `npm run migrate`: apply pending migrations to DATABASE_URL (or the embedded database) and exit.
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.problems.join('\n')}\n`);
-      process.exit(1);
-    }
-    throw err;
-  }
+  const config = await configOrExit(() => loadConfig());
   const log = pino(loggerOptions(config.logLevel));
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   try {

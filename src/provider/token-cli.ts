@@ -1,20 +1,12 @@
 import { pino } from 'pino';
-import { ConfigError, loadConfig } from '../config.js';
+import { configOrExit } from '../config-error.js';
+import { loadConfig } from '../config.js';
 import { loggerOptions } from '../logger.js';
 import { TokenClient } from './token-client.js';
 
 // `npm run token`: checks the configured client credentials by fetching one token; never prints it.
 async function main(): Promise<number> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.problems.join('\n')}\n`);
-      return 1;
-    }
-    throw err;
-  }
+  const config = await configOrExit(() => loadConfig());
   if (!config.tokenClient) {
     process.stdout.write('no token client configured: set AUTH_URL, CLIENT_ID and CLIENT_SECRET (or CLIENT_ASSERTION_KEY)\n');
     return 2;

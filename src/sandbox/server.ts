@@ -1,25 +1,13 @@
 import { pino } from 'pino';
-import { ConfigError } from '../config.js';
+import { configOrExit } from '../config-error.js';
 import { loggerOptions, redactUrl } from '../logger.js';
 import { buildSandboxApp } from './app.js';
-import { describeSandboxConfig, loadSandboxConfig, type SandboxConfig } from './config.js';
+import { describeSandboxConfig, loadSandboxConfig } from './config.js';
 
 // `npm run sandbox`: the provider simulator alone, as its own server.
 
-function readConfig(): Readonly<SandboxConfig> {
-  try {
-    return loadSandboxConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`${err.problems.join('\n')}\n`);
-      process.exit(1);
-    }
-    throw err;
-  }
-}
-
 async function main(): Promise<void> {
-  const config = readConfig();
+  const config = await configOrExit(() => loadSandboxConfig());
   const log = pino(loggerOptions(config.logLevel));
   const app = await buildSandboxApp(config, { logger: log });
   log.info(describeSandboxConfig(config, redactUrl), 'sandbox provider settings');

@@ -1,11 +1,10 @@
 import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
-import { migrateToLatest } from '../../src/db/migrator.js';
 import { buildTestApp, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
 import { freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { startProcess } from '../helpers/process.js';
-import { startRelay, throughRelay } from '../helpers/relay.js';
+import { databaseBehindRelay } from '../helpers/relay.js';
 import { CALLBACK_URL, callbacksOf, customer, insertRequest, postCallback, requestById, resultBody } from './fixtures.js';
 
 // On PGlite the embedded engine itself stops (what a crashed or closed engine looks like to the route).
@@ -27,12 +26,7 @@ if (!SERVER_URL) {
 // These need a real PostgreSQL server: one to cut the connection to, one that outlives a killed process.
 if (SERVER_URL) {
   t.test('while the database is unreachable callbacks get 503, never 2xx; after it returns they are stored', async (t) => {
-    const url = await freshDatabaseUrl(t);
-    const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
-    t.teardown(() => relay.close());
-    const database = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
-    t.teardown(() => database.close());
-    await migrateToLatest(database);
+    const { database, relay } = await databaseBehindRelay(t);
     const { app } = await buildTestApp(t, { database });
     const cust = customer('outage');
     const requestId = await insertRequest(database.db, cust, 'submitted');

@@ -1,4 +1,8 @@
 import net from 'node:net';
+import type { Test } from 'tap';
+import { type Database, openDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import { freshDatabaseUrl } from './database.js';
 
 export interface TcpRelay {
   port: number;
@@ -57,4 +61,18 @@ export function throughRelay(databaseUrl: string, relay: TcpRelay): string {
   url.hostname = '127.0.0.1';
   url.port = String(relay.port);
   return url.toString();
+}
+
+/**
+ * A fresh, migrated PostgreSQL database reached through a relay the test can cut: the database
+ * "goes away" and comes back while the app keeps running. PostgreSQL only.
+ */
+export async function databaseBehindRelay(t: Test): Promise<{ database: Database; relay: TcpRelay; url: string }> {
+  const url = await freshDatabaseUrl(t);
+  const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
+  t.teardown(() => relay.close());
+  const database = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
+  t.teardown(() => database.close());
+  await migrateToLatest(database);
+  return { database, relay, url };
 }

@@ -1,9 +1,7 @@
 import t from 'tap';
-import { openDatabase } from '../../src/db/database.js';
-import { migrateToLatest } from '../../src/db/migrator.js';
 import { buildTestApp } from '../helpers/app.js';
-import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
-import { startRelay, throughRelay } from '../helpers/relay.js';
+import { SERVER_URL } from '../helpers/database.js';
+import { databaseBehindRelay } from '../helpers/relay.js';
 
 t.test('healthz and readyz answer when the database is up', async (t) => {
   const { app } = await buildTestApp(t);
@@ -55,12 +53,7 @@ t.test('security headers are set', async (t) => {
 
 if (SERVER_URL) {
   t.test('readiness flips to 503 while PostgreSQL is unreachable and recovers by itself', async (t) => {
-    const url = await freshDatabaseUrl(t);
-    const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
-    t.teardown(() => relay.close());
-    const database = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
-    t.teardown(() => database.close());
-    await migrateToLatest(database);
+    const { database, relay } = await databaseBehindRelay(t);
     const { app } = await buildTestApp(t, { database });
 
     t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);

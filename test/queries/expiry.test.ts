@@ -1,11 +1,10 @@
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
-import { type Database, openDatabase } from '../../src/db/database.js';
-import { migrateToLatest } from '../../src/db/migrator.js';
+import { type Database } from '../../src/db/database.js';
 import { expireOverdue, startExpirySweep, sweepIntervalMs } from '../../src/queries/expiry.js';
 import { buildTestApp } from '../helpers/app.js';
-import { anotherConnection, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
-import { startRelay, throughRelay } from '../helpers/relay.js';
+import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
+import { databaseBehindRelay } from '../helpers/relay.js';
 import { captureLogs } from '../helpers/logs.js';
 import { emptyTables, insertRequest, resultBody } from './fixtures.js';
 
@@ -112,12 +111,7 @@ async function unreachableDatabase(t: Test): Promise<Database> {
     await closed.pglite!.close();
     return closed;
   }
-  const url = await freshDatabaseUrl(t);
-  const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
-  t.teardown(() => relay.close());
-  const relayed = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
-  t.teardown(() => relayed.close());
-  await migrateToLatest(relayed);
+  const { database: relayed, relay, url } = await databaseBehindRelay(t);
   relay.cut();
   return relayed;
 }

@@ -5,13 +5,12 @@ import t from 'tap';
 import { RESULTS_CHANNEL } from '../../src/db/channels.js';
 import type { Database } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
-import { migrateToLatest } from '../../src/db/migrator.js';
 import { acquireListener, type ChannelListener } from '../../src/db/notifications.js';
 import { buildTestApp, listen } from '../helpers/app.js';
-import { anotherConnection, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { captureLogs } from '../helpers/logs.js';
-import { startRelay, throughRelay } from '../helpers/relay.js';
+import { databaseBehindRelay } from '../helpers/relay.js';
 import { insertRequest, resultBody, storeResult } from './fixtures.js';
 
 // One database for the file (every test has its own customers): a fresh PGlite costs seconds.
@@ -166,12 +165,7 @@ t.test('a result stored between two reads of a waiter is not missed', NO_FULL_WA
 
 if (SERVER_URL) {
   t.test('after a database outage the listener reconnects by itself and a notification still wakes a waiter', NO_FULL_WAIT, async (t) => {
-    const url = await freshDatabaseUrl(t);
-    const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
-    t.teardown(() => relay.close());
-    const relayed = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
-    t.teardown(() => relayed.close());
-    await migrateToLatest(relayed);
+    const { database: relayed, relay, url } = await databaseBehindRelay(t);
     const direct = await openDatabase({ databaseUrl: url, dataDir: 'unused' });
     t.teardown(() => direct.close());
 

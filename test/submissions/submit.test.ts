@@ -1,12 +1,10 @@
 import t from 'tap';
 import { hashCpf } from '../../src/cpf.js';
-import { openDatabase } from '../../src/db/database.js';
-import { migrateToLatest } from '../../src/db/migrator.js';
 import { TokenUnavailableError } from '../../src/provider/errors.js';
 import { listen, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
-import { anotherConnection, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
-import { startRelay, throughRelay } from '../helpers/relay.js';
+import { databaseBehindRelay } from '../helpers/relay.js';
 import { CPF, PROVIDER_PATH, storedKeys, storedRequests, submitGateway, validRequest } from './fixtures.js';
 import { accept } from './provider.js';
 
@@ -199,12 +197,7 @@ t.test('the OpenAPI document describes the submit route from the validating sche
 
 if (SERVER_URL) {
   t.test('with the database unreachable the submit answers 503 and the provider receives nothing', async (t) => {
-    const url = await freshDatabaseUrl(t);
-    const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
-    t.teardown(() => relay.close());
-    const database = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
-    t.teardown(() => database.close());
-    await migrateToLatest(database);
+    const { database, relay } = await databaseBehindRelay(t);
     const { submit, provider } = await submitGateway(t, { database });
 
     relay.cut();
@@ -223,12 +216,7 @@ if (SERVER_URL) {
   });
 
   t.test('a provider acceptance is still reported when the database fails during the call', async (t) => {
-    const url = await freshDatabaseUrl(t);
-    const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
-    t.teardown(() => relay.close());
-    const database = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
-    t.teardown(() => database.close());
-    await migrateToLatest(database);
+    const { database, relay } = await databaseBehindRelay(t);
     const { submit } = await submitGateway(t, {
       database,
       handler: (received, res) => {
