@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
-import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import { CompiledQuery, Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DB } from './types.js';
 
@@ -59,6 +59,7 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
   // and is answered 503, so the event must never become an uncaught exception.
   pool.on('connect', (client) => client.on('error', onError));
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  pools.set(db, pool);
   return {
     db,
     engine: 'postgres',
@@ -67,6 +68,24 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
     ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
     close: () => db.destroy(),
   };
+}
+
+/** A hot statement written once as SQL; its name must be unique in the process. */
+export interface Statement {
+  name: string;
+  text: string;
+}
+
+const pools = new WeakMap<Kysely<DB>, pg.Pool>();
+
+/**
+ * Runs a statement: on PostgreSQL as a named prepared statement (parsed and planned once per
+ * connection, not on every call; Kysely cannot name one), on PGlite as plain SQL.
+ */
+export async function runStatement<R>(db: Kysely<DB>, statement: Statement, parameters: readonly unknown[]): Promise<R[]> {
+  const pool = pools.get(db);
+  if (pool) return (await pool.query<R & pg.QueryResultRow>({ name: statement.name, text: statement.text, values: [...parameters] })).rows;
+  return (await db.executeQuery<R>(CompiledQuery.raw(statement.text, [...parameters]))).rows;
 }
 
 async function openPglite(dataDir: string): Promise<Database> {

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { runStatement, type Statement } from '../db/database.js';
 import type { Decision, DB, RequestStatus } from '../db/types.js';
 import type { Position } from './cursor.js';
 import type { CustomerView, RequestView, UnmatchedView } from './schemas.js';
@@ -101,8 +102,13 @@ export function customerQuery(customerUuid: string) {
       limit ${UNMATCHED_LIMIT})`;
 }
 
+/** customerQuery as a prepared statement: its UNION ALL took longer to plan (~0.33 ms) than to run. */
+let customerStatement: Statement | undefined;
+
 export async function readCustomer(db: Kysely<DB>, customerUuid: string): Promise<CustomerView | undefined> {
-  const { rows } = await customerQuery(customerUuid).execute(db);
+  customerStatement ??= { name: 'read_customer', text: customerQuery('').compile(db).sql };
+  // customerQuery's parameters, in its order.
+  const rows = await runStatement<CustomerRow>(db, customerStatement, [customerUuid, HISTORY_LIMIT + 1, customerUuid, UNMATCHED_LIMIT]);
   const byNewest = (a: CustomerRow, b: CustomerRow) => b.id - a.id;
   const requests = rows.filter((r) => r.kind === 'request').sort(byNewest);
   const [newest, ...older] = requests.map((r) => toRequestView(r as RequestRow));
