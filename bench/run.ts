@@ -34,7 +34,7 @@ const LONG_POLL_WAIT_S = 30;
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 const GATEWAY_ENTRY = here('../src/server.js');
 /** The gateway's V8 flags, as in `npm start` and the Dockerfile's CMD: keep the three in step. */
-const GATEWAY_NODE_ARGS = ['--max-semi-space-size=8'];
+const GATEWAY_NODE_ARGS = ['--max-semi-space-size=4'];
 const BASELINE_ENTRY = here('./baselines/server.js');
 const STUB_ENTRY = here('./stub.js');
 const RESULTS_DIR = here('../../bench/results/');
