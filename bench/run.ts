@@ -33,6 +33,8 @@ const LONG_POLL_WAIT_S = 30;
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 const GATEWAY_ENTRY = here('../src/server.js');
+/** The gateway's V8 flags, as in `npm start` and the Dockerfile's CMD: keep the three in step. */
+const GATEWAY_NODE_ARGS = ['--max-semi-space-size=4'];
 const BASELINE_ENTRY = here('./baselines/server.js');
 const STUB_ENTRY = here('./stub.js');
 const RESULTS_DIR = here('../../bench/results/');
@@ -67,7 +69,7 @@ async function startGateway(db: BenchDatabase, providerBaseUrl: string, label: s
   return startChild({
     name: 'gateway',
     script: GATEWAY_ENTRY,
-    nodeArgs: profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=gateway-${label}.cpuprofile`] : [],
+    nodeArgs: profile ? [...GATEWAY_NODE_ARGS, '--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=gateway-${label}.cpuprofile`] : GATEWAY_NODE_ARGS,
     readyPath: '/readyz',
     env: {
       NODE_ENV: 'production',

@@ -8,6 +8,9 @@ export function normalizeAddress(address: string): string {
   return mapped?.[1] ?? address;
 }
 
+/** Allowlist verdicts remembered per address, at most (then forgotten all at once). */
+const VERDICTS_KEPT = 4096;
+
 export type AddressMatcher = (address: string | undefined) => boolean;
 
 /** Builds a matcher over IPs and CIDRs (validated by the configuration), IPv4 and IPv6. */
@@ -24,11 +27,23 @@ export function addressMatcher(entries: readonly string[]): AddressMatcher {
       list.addSubnet(address, Math.max(0, bits), family);
     }
   }
-  return (candidate) => {
-    if (!candidate) return false;
+  const check = (candidate: string): boolean => {
     const address = normalizeAddress(candidate);
     const family = isIP(address);
     if (family === 0) return false;
     return list.check(address, family === 6 ? 'ipv6' : 'ipv4');
+  };
+  // Peers repeat, and BlockList.check builds a SocketAddress per call (1-2% of the CPU under load):
+  // verdicts are remembered, a bounded number of them (the list never changes while running).
+  const verdicts = new Map<string, boolean>();
+  return (candidate) => {
+    if (!candidate) return false;
+    let verdict = verdicts.get(candidate);
+    if (verdict === undefined) {
+      verdict = check(candidate);
+      if (verdicts.size >= VERDICTS_KEPT) verdicts.clear();
+      verdicts.set(candidate, verdict);
+    }
+    return verdict;
   };
 }

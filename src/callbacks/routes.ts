@@ -30,7 +30,7 @@ export const callbackRoutes =
   async (app) => {
     const metrics = callbackMetrics(deps.registry);
     const db = deps.database.db;
-    const announcer = resultAnnouncer(db, app.log);
+    const announcer = resultAnnouncer(deps.database.notifyDb, app.log);
     app.addHook('onClose', () => announcer.close());
 
     // Every body is read as bytes, whatever its content type (the provider's is not documented):

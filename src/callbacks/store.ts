@@ -1,4 +1,5 @@
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
+import { runStatement, type Statement } from '../db/database.js';
 import type { DB, Decision } from '../db/types.js';
 
 /** What is known about any callback the moment it arrives. */
@@ -37,12 +38,12 @@ interface RecordedRow {
  * inserted. Concurrent copies queue on the request's row lock or on the unique index; exactly one
  * inserts. (The NOTIFY is sent after the commit, by the announcer: see announcer.ts for why.)
  */
-export async function recordResult(db: Kysely<DB>, cb: ValidResult): Promise<Recorded> {
-  const at = cb.receivedAt.toISOString();
-  const { rows } = await sql<RecordedRow>`
+const RECORD_RESULT: Statement = {
+  name: 'record_result',
+  text: `
     with target as materialized (
       select id from underwriting_requests
-      where customer_uuid = ${cb.customerUuid} and result_callback_id is null
+      where customer_uuid = $1::text and result_callback_id is null
       order by id desc
       limit 1
       for update
@@ -51,25 +52,39 @@ export async function recordResult(db: Kysely<DB>, cb: ValidResult): Promise<Rec
       insert into callbacks
         (received_at, peer, raw_body, outcome, customer_uuid, started, finished, body, decision, request_id)
       values (
-        ${at}::timestamptz, ${cb.peer}::text, ${cb.rawBody}::bytea,
+        $2::timestamptz, $3::text, $4::bytea,
         case when exists (select 1 from target) then 'matched' else 'unmatched' end,
-        ${cb.customerUuid}::text, ${cb.started}::timestamptz, ${cb.finished}::timestamptz,
-        ${cb.body}::jsonb, ${cb.decision}::text, (select id from target)
+        $1::text, $5::timestamptz, $6::timestamptz,
+        $7::jsonb, $8::text, (select id from target)
       )
       on conflict (customer_uuid, started, finished) do nothing
       returning id, request_id
     ),
     completed as (
       update underwriting_requests r
-      set status = 'completed', completed_at = ${at}::timestamptz, updated_at = ${at}::timestamptz,
-          result_callback_id = inserted.id, decision = ${cb.decision}::text
+      set status = 'completed', completed_at = $2::timestamptz, updated_at = $2::timestamptz,
+          result_callback_id = inserted.id, decision = $8::text
       from inserted
       where r.id = inserted.request_id
       returning r.submitted_at
     )
     select inserted.id, inserted.request_id, completed.submitted_at
-    from inserted left join completed on true
-  `.execute(db);
+    from inserted left join completed on true`,
+};
+
+export async function recordResult(db: Kysely<DB>, cb: ValidResult): Promise<Recorded> {
+  const at = cb.receivedAt.toISOString();
+  // A prepared statement: planned once per connection instead of on every callback.
+  const rows = await runStatement<RecordedRow>(db, RECORD_RESULT, [
+    cb.customerUuid,
+    at,
+    cb.peer,
+    cb.rawBody,
+    cb.started,
+    cb.finished,
+    cb.body,
+    cb.decision,
+  ]);
   const row = rows[0];
   if (row === undefined) return { outcome: 'duplicate' };
   if (row.request_id === null || row.submitted_at === null) return { outcome: 'unmatched', callbackId: row.id };

@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
-import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import { CompiledQuery, Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DB } from './types.js';
 
@@ -8,6 +8,11 @@ export type Engine = 'postgres' | 'pglite';
 
 export interface Database {
   db: Kysely<DB>;
+  /**
+   * One connection of its own (PostgreSQL; the same as db on PGlite) for the after-commit NOTIFY,
+   * so that it never queues behind the main pool's writes.
+   */
+  notifyDb: Kysely<DB>;
   engine: Engine;
   /** Set on PostgreSQL: where a dedicated LISTEN connection connects. */
   connectionString: string | undefined;
@@ -41,9 +46,27 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
 }
 
 function openPostgres(connectionString: string, options: OpenDatabaseOptions): Database {
+  const pool = openPool(connectionString, options.poolSize ?? 10, options);
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  pools.set(db, pool);
+  const notifyDb = new Kysely<DB>({ dialect: new PostgresDialect({ pool: openPool(connectionString, 1, options) }) });
+  return {
+    db,
+    notifyDb,
+    engine: 'postgres',
+    connectionString,
+    pglite: undefined,
+    ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
+    close: async () => {
+      await Promise.all([db.destroy(), notifyDb.destroy()]);
+    },
+  };
+}
+
+function openPool(connectionString: string, max: number, options: OpenDatabaseOptions): pg.Pool {
   const pool = new pg.Pool({
     connectionString,
-    max: options.poolSize ?? 10,
+    max,
     connectionTimeoutMillis: 3000,
     idleTimeoutMillis: 30_000,
     keepAlive: true,
@@ -58,15 +81,25 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
   // A checked-out client whose connection drops emits 'error' too; the query itself fails
   // and is answered 503, so the event must never become an uncaught exception.
   pool.on('connect', (client) => client.on('error', onError));
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
-  return {
-    db,
-    engine: 'postgres',
-    connectionString,
-    pglite: undefined,
-    ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
-    close: () => db.destroy(),
-  };
+  return pool;
+}
+
+/** A hot statement written once as SQL; its name must be unique in the process. */
+export interface Statement {
+  name: string;
+  text: string;
+}
+
+const pools = new WeakMap<Kysely<DB>, pg.Pool>();
+
+/**
+ * Runs a statement: on PostgreSQL as a named prepared statement (parsed and planned once per
+ * connection, not on every call; Kysely cannot name one), on PGlite as plain SQL.
+ */
+export async function runStatement<R>(db: Kysely<DB>, statement: Statement, parameters: readonly unknown[]): Promise<R[]> {
+  const pool = pools.get(db);
+  if (pool) return (await pool.query<R & pg.QueryResultRow>({ name: statement.name, text: statement.text, values: [...parameters] })).rows;
+  return (await db.executeQuery<R>(CompiledQuery.raw(statement.text, [...parameters]))).rows;
 }
 
 async function openPglite(dataDir: string): Promise<Database> {
@@ -75,6 +108,7 @@ async function openPglite(dataDir: string): Promise<Database> {
   const db = new Kysely<DB>({ dialect: new PGliteDialect({ pglite }) });
   return {
     db,
+    notifyDb: db,
     engine: 'pglite',
     connectionString: undefined,
     pglite,

@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events';
-import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { FastifySerializerCompiler } from 'fastify';
+import { type FastifyPluginAsyncZod, serializerCompiler } from 'fastify-type-provider-zod';
 import { allowlistGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../app.js';
 import { hashCpf } from '../cpf.js';
@@ -23,6 +24,13 @@ import {
   pageView,
 } from './schemas.js';
 import { type ListFilter, readPage } from './sql.js';
+
+/**
+ * A 200 is built field by field from our own rows (sql.ts) and sent as it is: a zod parse of every
+ * reply cost ~9% of the gateway's CPU in GET one. Every other status goes through the zod schema.
+ */
+const builtViews: FastifySerializerCompiler<unknown> = (route) =>
+  route.httpStatus === '200' ? (data) => JSON.stringify(data) : serializerCompiler(route as Parameters<typeof serializerCompiler>[0]);
 
 const errors = { 400: errorView, 401: errorView, 403: errorView, 404: errorView, 503: errorView };
 
@@ -80,6 +88,7 @@ export const queryRoutes =
           querystring: customerQuery,
           response: { 200: customerView, ...errors },
         },
+        serializerCompiler: builtViews,
       },
       async (request) =>
         readCustomerWaiting(
@@ -104,6 +113,7 @@ export const queryRoutes =
           querystring: listQuery,
           response: { 200: pageView, ...errors },
         },
+        serializerCompiler: builtViews,
       },
       async (request) => {
         const { status, decision, since, until, limit, cursor } = request.query;
@@ -122,6 +132,7 @@ export const queryRoutes =
           body: lookupBody,
           response: { 200: pageView, ...errors },
         },
+        serializerCompiler: builtViews,
       },
       async (request) => {
         const { cpf, limit, cursor } = request.body;

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { runStatement, type Statement } from '../db/database.js';
 import type { Decision, DB, RequestStatus } from '../db/types.js';
 import type { Position } from './cursor.js';
 import type { CustomerView, RequestView, UnmatchedView } from './schemas.js';
@@ -23,6 +24,37 @@ interface RequestRow {
   result: unknown;
 }
 
+type Json = Record<string, unknown> | null | undefined;
+
+// Views are built field by field (and sent without a second check): a column or a field the
+// provider adds to a stored body never leaks into an answer.
+
+function srdView(srd: Json): RequestView['srd'] {
+  if (!srd) return null;
+  const a = srd.address as Json;
+  return {
+    grossIncome: srd.grossIncome,
+    housingSpends: srd.housingSpends,
+    cardSpends: srd.cardSpends,
+    loanSpends: srd.loanSpends,
+    address: a ? { street: a.street, number: a.number, complement: a.complement, city: a.city, state: a.state } : undefined,
+    occupation: srd.occupation,
+    desiredCreditLimit: srd.desiredCreditLimit,
+  } as RequestView['srd'];
+}
+
+function resultView(body: Json): RequestView['result'] {
+  if (!body) return null;
+  const r = body.response as Record<string, unknown>;
+  return {
+    customerUuid: body.customerUuid,
+    started: body.started,
+    finished: body.finished,
+    serviceType: body.serviceType,
+    response: { costSavingEnabled: r.costSavingEnabled, score: r.score, riskBand: r.riskBand, limit: r.limit },
+  } as RequestView['result'];
+}
+
 function toRequestView(row: RequestRow): RequestView {
   return {
     customerUuid: row.customer_uuid,
@@ -30,11 +62,11 @@ function toRequestView(row: RequestRow): RequestView {
     decision: row.decision,
     cpfMasked: row.cpf_masked,
     costSavingEnabled: row.cost_saving_enabled,
-    srd: (row.srd ?? null) as RequestView['srd'],
+    srd: srdView(row.srd as Json),
     submittedAt: row.submitted_at.toISOString(),
     completedAt: row.completed_at ? row.completed_at.toISOString() : null,
     upstreamStatus: row.upstream_status,
-    result: (row.result ?? null) as RequestView['result'],
+    result: resultView(row.result as Json),
   };
 }
 
@@ -70,8 +102,13 @@ export function customerQuery(customerUuid: string) {
       limit ${UNMATCHED_LIMIT})`;
 }
 
+/** customerQuery as a prepared statement: its UNION ALL took longer to plan (~0.33 ms) than to run. */
+let customerStatement: Statement | undefined;
+
 export async function readCustomer(db: Kysely<DB>, customerUuid: string): Promise<CustomerView | undefined> {
-  const { rows } = await customerQuery(customerUuid).execute(db);
+  customerStatement ??= { name: 'read_customer', text: customerQuery('').compile(db).sql };
+  // customerQuery's parameters, in its order.
+  const rows = await runStatement<CustomerRow>(db, customerStatement, [customerUuid, HISTORY_LIMIT + 1, customerUuid, UNMATCHED_LIMIT]);
   const byNewest = (a: CustomerRow, b: CustomerRow) => b.id - a.id;
   const requests = rows.filter((r) => r.kind === 'request').sort(byNewest);
   const [newest, ...older] = requests.map((r) => toRequestView(r as RequestRow));
@@ -81,7 +118,7 @@ export async function readCustomer(db: Kysely<DB>, customerUuid: string): Promis
     .sort(byNewest)
     .map((r) => ({
       receivedAt: (r.received_at as Date).toISOString(),
-      result: (r.result ?? null) as UnmatchedView['result'],
+      result: resultView(r.result as Json),
     }));
   return { ...newest, history: older, unmatched };
 }
