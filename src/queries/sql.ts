@@ -26,8 +26,8 @@ interface RequestRow {
 
 type Json = Record<string, unknown> | null | undefined;
 
-// Views are built field by field (and sent without a second check): a column or a field the
-// provider adds to a stored body never leaks into an answer.
+// Views are built field by field (and sent without a second check), so a new column never leaks
+// into an answer; only `result` is passed whole, being by contract the stored callback body.
 
 function srdView(srd: Json): RequestView['srd'] {
   if (!srd) return null;
@@ -43,16 +43,9 @@ function srdView(srd: Json): RequestView['srd'] {
   } as RequestView['srd'];
 }
 
+/** The contract's `result` is the callback body as stored (validated when it arrived), so it goes out whole. */
 function resultView(body: Json): RequestView['result'] {
-  if (!body) return null;
-  const r = body.response as Record<string, unknown>;
-  return {
-    customerUuid: body.customerUuid,
-    started: body.started,
-    finished: body.finished,
-    serviceType: body.serviceType,
-    response: { costSavingEnabled: r.costSavingEnabled, score: r.score, riskBand: r.riskBand, limit: r.limit },
-  } as RequestView['result'];
+  return body ? (body as RequestView['result']) : null;
 }
 
 function toRequestView(row: RequestRow): RequestView {
