@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
@@ -14,7 +15,6 @@ import { callbackRoutes } from './callbacks/routes.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { installErrorHandler } from './errors.js';
-import { installSecurityHeaders } from './http/security-headers.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { opsRoutes } from './ops/routes.js';
 import type { BearerTokenSource } from './provider/errors.js';
@@ -72,7 +72,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const registry = createRegistry();
   instrumentRequests(app, registry);
 
-  installSecurityHeaders(app);
+  await app.register(helmet);
   await app.register(swagger, {
     openapi: {
       info: {
