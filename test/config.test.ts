@@ -1,16 +1,9 @@
+import { configProblems } from './helpers/config.js';
 import t from 'tap';
-import { ConfigError, DEV_CPF_HASH_KEY, loadConfig } from '../src/config.js';
+import { DEV_CPF_HASH_KEY, loadConfig } from '../src/config.js';
 import { startProcess } from './helpers/process.js';
 
-const problems = (env: Record<string, string>): string[] => {
-  try {
-    loadConfig(env);
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  return [];
-};
+const problems = (env: Record<string, string>): string[] => configProblems(loadConfig, env);
 
 t.test('nothing configured gives the contract defaults and sandbox mode', async (t) => {
   const c = loadConfig({});

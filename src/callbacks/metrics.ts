@@ -1,6 +1,6 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
 
-export const CALLBACK_OUTCOMES = [
+export const CALLBACK_METRIC_OUTCOMES = [
   'matched',
   'duplicate',
   'unmatched',
@@ -14,7 +14,7 @@ export const CALLBACK_OUTCOMES = [
   /** Any other 5xx. */
   'failed',
 ] as const;
-export type CallbackMetricOutcome = (typeof CALLBACK_OUTCOMES)[number];
+export type CallbackMetricOutcome = (typeof CALLBACK_METRIC_OUTCOMES)[number];
 
 export interface CallbackMetrics {
   count(outcome: CallbackMetricOutcome): void;
@@ -30,7 +30,7 @@ export function callbackMetrics(registry: Registry): CallbackMetrics {
     registers: [registry],
   });
   // Every outcome is exported from the start, so an alert on a rate never starts from "no data".
-  for (const outcome of CALLBACK_OUTCOMES) callbacks.inc({ outcome }, 0);
+  for (const outcome of CALLBACK_METRIC_OUTCOMES) callbacks.inc({ outcome }, 0);
   const turnaround = new Histogram({
     name: 'underwriting_callback_turnaround_seconds',
     help: 'Time from the request being submitted to its result callback arriving',

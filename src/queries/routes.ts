@@ -13,7 +13,7 @@ import { readCustomerWaiting } from './longpoll.js';
 import { queryMetrics } from './metrics.js';
 import {
   customerParams,
-  customerQuery,
+  customerQuerystring,
   customerView,
   DEFAULT_PAGE,
   errorView,
@@ -85,7 +85,7 @@ export const queryRoutes =
           description:
             'With ?wait=N (0-30 s), a request without a result yet holds the reply until its callback is stored (on any instance) or N seconds pass.',
           params: customerParams,
-          querystring: customerQuery,
+          querystring: customerQuerystring,
           response: { 200: customerView, ...errors },
         },
         serializerCompiler: builtViews,

@@ -29,7 +29,7 @@ const cursorParam = z.string().min(1).max(512).describe('nextCursor of the previ
 
 export const customerParams = z.strictObject({ customerUuid: customerUuidSchema });
 
-export const customerQuery = z.strictObject({
+export const customerQuerystring = z.strictObject({
   wait: wholeNumber(0, MAX_WAIT_S)
     .optional()
     .describe('Seconds (0-30) to hold the reply while the newest request has no result'),

@@ -1,5 +1,5 @@
+import { configProblems } from '../helpers/config.js';
 import t from 'tap';
-import { ConfigError } from '../../src/config.js';
 import {
   loadSandboxConfig,
   SANDBOX_DEFAULT_ALLOWED_IPS,
@@ -10,15 +10,7 @@ import {
 } from '../../src/sandbox/config.js';
 import { startProcess } from '../helpers/process.js';
 
-const problems = (env: Record<string, string>): string[] => {
-  try {
-    loadSandboxConfig(env);
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
-    throw err;
-  }
-  return [];
-};
+const problems = (env: Record<string, string>): string[] => configProblems(loadSandboxConfig, env);
 
 /** Mod-11 check digits, as every CPF validator computes them. */
 function hasValidCheckDigits(cpf: string): boolean {
