@@ -20,6 +20,8 @@ export interface CallbackMetrics {
   count(outcome: CallbackMetricOutcome): void;
   /** Seconds from our submit to the provider's answer, for a matched callback. */
   turnaround(seconds: number): void;
+  /** Valid results written by one statement and commit. */
+  batch(size: number): void;
 }
 
 export function callbackMetrics(registry: Registry): CallbackMetrics {
@@ -37,8 +39,15 @@ export function callbackMetrics(registry: Registry): CallbackMetrics {
     buckets: [1, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400],
     registers: [registry],
   });
+  const batches = new Histogram({
+    name: 'underwriting_callback_batch_size',
+    help: 'Valid callbacks stored per statement and commit (callbacks arriving during a write share the next one)',
+    buckets: [1, 2, 4, 8, 16, 32, 64],
+    registers: [registry],
+  });
   return {
     count: (outcome) => callbacks.inc({ outcome }),
     turnaround: (seconds) => turnaround.observe(Math.max(0, seconds)),
+    batch: (size) => batches.observe(size),
   };
 }

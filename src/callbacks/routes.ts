@@ -11,7 +11,8 @@ import { decide, toUtcInstant, underwritingResultSchema } from '../provider/sche
 import { type Intake, readCallback } from './intake.js';
 import { resultAnnouncer } from './announcer.js';
 import { type CallbackMetrics, callbackMetrics } from './metrics.js';
-import { type Arrival, type Recorded, recordInvalid, recordResult } from './store.js';
+import { type Arrival, type Recorded, recordInvalid } from './store.js';
+import { type ResultWriter, resultWriter } from './writer.js';
 
 const received = z.object({ received: z.literal(true) });
 const errorSchema = z.object({ error: z.string(), message: z.string() });
@@ -30,8 +31,12 @@ export const callbackRoutes =
   async (app) => {
     const metrics = callbackMetrics(deps.registry);
     const db = deps.database.db;
+    const writer = resultWriter(db, { onBatch: (size) => metrics.batch(size) });
     const announcer = resultAnnouncer(deps.database.notifyDb, app.log);
-    app.addHook('onClose', () => announcer.close());
+    app.addHook('onClose', async () => {
+      await writer.close();
+      await announcer.close();
+    });
 
     // Every body is read as bytes, whatever its content type (the provider's is not documented):
     // the exact bytes are stored, and parsing is ours to do after that.
@@ -68,7 +73,7 @@ export const callbackRoutes =
         };
         const intake = readCallback(arrival.rawBody);
         if (!intake.valid) return refuseInvalid(db, arrival, intake, request.log, metrics);
-        const recorded = await storeResult(db, arrival, intake, request.log, metrics);
+        const recorded = await storeResult(db, writer, arrival, intake, request.log, metrics);
         metrics.count(recorded.outcome);
         if (recorded.outcome !== 'duplicate') announcer.announce(intake.result.customerUuid);
         if (recorded.outcome === 'matched') {
@@ -118,6 +123,7 @@ function countUnhandled(metrics: CallbackMetrics) {
 /** Stores a valid result; one PostgreSQL still refuses (a date out of its range) is kept as invalid. */
 async function storeResult(
   db: Kysely<DB>,
+  writer: ResultWriter,
   arrival: Arrival,
   intake: Extract<Intake, { valid: true }>,
   log: FastifyBaseLogger,
@@ -125,7 +131,7 @@ async function storeResult(
 ): Promise<Recorded> {
   const { result } = intake;
   try {
-    return await recordResult(db, {
+    return await writer.record({
       ...arrival,
       customerUuid: result.customerUuid,
       started: toUtcInstant(result.started),

@@ -263,6 +263,8 @@ t.test('every result of a concurrent burst is announced, once per customer', asy
   const heard: string[] = [];
   while (heard.length < customers.length) heard.push(await notifications.next());
   t.same(heard.sort(), [...customers].sort(), 'matched and unmatched alike');
+  const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  t.match(metrics, /underwriting_callback_batch_size_sum 25\n/, 'every result went through a batch');
 });
 
 /** LISTENs on the results channel the way a long-poll on another instance would. */

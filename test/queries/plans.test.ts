@@ -1,5 +1,6 @@
 import { CompiledQuery, type Kysely, sql } from 'kysely';
 import t from 'tap';
+import { batchJson, RECORD_RESULTS } from '../../src/callbacks/store.js';
 import { hashCpf } from '../../src/cpf.js';
 import type { DB } from '../../src/db/types.js';
 import { expireBatchQuery } from '../../src/queries/expiry.js';
@@ -69,4 +70,31 @@ t.test('every read uses its index on a table of 20k requests, never a sequential
   t.match(await plan(db, customerQuery('cust-42').compile(db)), /underwriting_requests_customer/);
   t.match(await plan(db, customerQuery('cust-42').compile(db)), /callbacks_unmatched/);
   t.match(await plan(db, expireBatchQuery(db, new Date('2026-02-01T00:00:00Z'), 3600).compile()), /underwriting_requests_waiting/, 'the sweep reads only what is waiting');
+
+});
+
+t.test('the callback write finds and completes requests by index, whatever it guesses of the batch', async (t) => {
+  // Narrow rows make a scan look cheap; json_to_recordset's fixed guess of 100 rows per batch
+  // would then tip a plain join into scanning the whole table on every write.
+  const database = await freshDatabase(t);
+  const db = database.db;
+  await sql`
+    insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status)
+    select 'cust-' || g, 'h', 'm', false, case when g % 3 = 0 then 'submitted' else 'expired' end
+      from generate_series(1, 20000) as g`.execute(db);
+  await sql`analyze underwriting_requests`.execute(db);
+  const results = ['cust-3', 'cust-1991', 'cust-nobody'].map((customerUuid) => ({
+    receivedAt: new Date('2026-02-01T00:00:00Z'),
+    peer: '127.0.0.1',
+    rawBody: Buffer.from('{}'),
+    customerUuid,
+    started: '2026-02-01T00:00:00Z',
+    finished: '2026-02-01T00:00:01Z',
+    body: '{}',
+    decision: 'approved' as const,
+  }));
+  const write = await plan(db, CompiledQuery.raw(RECORD_RESULTS.text, [batchJson(results)]));
+  t.notMatch(write, /Seq Scan on (underwriting_requests|callbacks)/, `no sequential scan\n${write}`);
+  t.match(write, /Index Scan using underwriting_requests_customer/, 'the waiting request is found by customer');
+  t.match(write, /Index Scan using underwriting_requests_pkey/, 'the completed request is updated by primary key');
 });

@@ -1,0 +1,118 @@
+import type { Kysely } from 'kysely';
+import { isStorageUnavailable } from '../db/database.js';
+import type { DB } from '../db/types.js';
+import { type Recorded, recordResults, type ValidResult } from './store.js';
+
+export interface ResultWriter {
+  /** Resolves once the result is committed (or found a duplicate); rejects when it was not stored. */
+  record(result: ValidResult): Promise<Recorded>;
+  /** Resolves when everything queued has been written. */
+  close(): Promise<void>;
+}
+
+export interface ResultWriterLimits {
+  /** Batches being written at once; the rest of the pool stays free for other routes. */
+  inFlight: number;
+  /** Results per batch, at most. */
+  batchSize: number;
+  /** Raw bytes per batch, at most (a single larger result still goes, alone). */
+  batchBytes: number;
+}
+
+export const RESULT_WRITER_LIMITS: ResultWriterLimits = { inFlight: 2, batchSize: 64, batchBytes: 1024 * 1024 };
+
+export interface ResultWriterOptions {
+  limits?: ResultWriterLimits;
+  /** Told the size of every batch written. */
+  onBatch?: (size: number) => void;
+}
+
+interface Pending {
+  result: ValidResult;
+  resolve(recorded: Recorded): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Group commit for callbacks: results that arrive while a batch is being written wait for the next
+ * one, so under load one statement and one commit (one WAL flush) store many of them, and a few
+ * database backends do the work of one per connection. Nothing waits on a timer: an idle writer
+ * starts a batch in the same turn of the event loop. Each caller still hears only once its own
+ * result is committed.
+ */
+export function resultWriter(db: Kysely<DB>, options: ResultWriterOptions = {}): ResultWriter {
+  const limits = options.limits ?? RESULT_WRITER_LIMITS;
+  const queue: Pending[] = [];
+  let writing = 0;
+  let idle: (() => void) | undefined;
+
+  /** The next batch: the oldest results, one per customer (a customer's next waits its turn). */
+  function take(): Pending[] {
+    const batch: Pending[] = [];
+    const customers = new Set<string>();
+    let bytes = 0;
+    for (let i = 0; i < queue.length && batch.length < limits.batchSize; ) {
+      const pending = queue[i]!;
+      const size = pending.result.rawBody.length;
+      if (customers.has(pending.result.customerUuid) || (batch.length > 0 && bytes + size > limits.batchBytes)) {
+        i++;
+        continue;
+      }
+      queue.splice(i, 1);
+      batch.push(pending);
+      customers.add(pending.result.customerUuid);
+      bytes += size;
+    }
+    return batch;
+  }
+
+  function pump(): void {
+    while (writing < limits.inFlight && queue.length > 0) {
+      writing++;
+      void write(take()).finally(() => {
+        writing--;
+        pump();
+        if (writing === 0 && queue.length === 0) idle?.();
+      });
+    }
+  }
+
+  async function write(batch: Pending[]): Promise<void> {
+    options.onBatch?.(batch.length);
+    try {
+      const recorded = await recordResults(db, batch.map((p) => p.result));
+      batch.forEach((p, i) => p.resolve(recorded[i]!));
+    } catch (err) {
+      if (batch.length === 1 || isStorageUnavailable(err)) {
+        for (const p of batch) p.reject(err);
+        return;
+      }
+      // One result the database refuses (or a deadlock with another instance) fails the whole
+      // statement and stores nothing: write each alone, so only what is really refused fails.
+      await Promise.all(
+        batch.map(async (p) => {
+          try {
+            p.resolve((await recordResults(db, [p.result]))[0]!);
+          } catch (alone) {
+            p.reject(alone);
+          }
+        }),
+      );
+    }
+  }
+
+  return {
+    record(result) {
+      return new Promise<Recorded>((resolve, reject) => {
+        queue.push({ result, resolve, reject });
+        pump();
+      });
+    },
+    close() {
+      if (writing === 0 && queue.length === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        idle = resolve;
+      });
+    },
+  };
+}
