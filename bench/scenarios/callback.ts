@@ -24,8 +24,8 @@ export function callbackScenario(pool: pg.Pool, options: { minRows: number }): A
     name: 'callback',
     connections: 32,
     prepare: async ({ runId, durationS, rateHint }) => {
-      // Enough rows for 1.5x the fastest rate seen so far (the first run guesses generously).
-      const rows = Math.max(options.minRows, Math.ceil((rateHint ?? 4000) * durationS * 1.5) + 1000);
+      // Enough rows for 3x the fastest rate seen so far (the first run guesses generously).
+      const rows = Math.max(options.minRows, Math.ceil((rateHint ?? 4000) * durationS * 3) + 1000);
       await seedSubmitted(pool, runId, rows);
       return {
         limit: rows,
