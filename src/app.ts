@@ -65,14 +65,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandler(app);
-  app.addHook('onSend', async (request, reply) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
+    done(null, payload);
   });
 
   const registry = createRegistry();
   instrumentRequests(app, registry);
 
-  await app.register(helmet);
+  // Every answer is JSON, so the policy an API wants: load nothing, be framed by no one (/docs
+  // sets its own, looser one for Swagger UI). Also the cheapest: helmet builds it per request.
+  await app.register(helmet, {
+    contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
+  });
   await app.register(swagger, {
     openapi: {
       info: {

@@ -48,7 +48,11 @@ t.test('security headers are set', async (t) => {
   const { app } = await buildTestApp(t);
   const res = await app.inject({ method: 'GET', url: '/healthz' });
   t.equal(res.headers['x-content-type-options'], 'nosniff');
-  t.ok(res.headers['content-security-policy']);
+  t.equal(res.headers['content-security-policy'], "default-src 'none';frame-ancestors 'none'", 'an API answers JSON: it loads nothing and is framed by no one');
+  t.match(res.headers['strict-transport-security'], /max-age=\d+/);
+  const docs = await app.inject({ method: 'GET', url: '/docs/' });
+  t.equal(docs.statusCode, 200);
+  t.match(docs.headers['content-security-policy'], /script-src 'self'/, 'Swagger UI has the policy it needs to run');
 });
 
 if (SERVER_URL) {
