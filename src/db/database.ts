@@ -1,5 +1,5 @@
 import { mkdir } from 'node:fs/promises';
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import { CompiledQuery, Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DB } from './types.js';
@@ -104,6 +104,8 @@ export async function runStatement<R>(db: Kysely<DB>, statement: Statement, para
 
 async function openPglite(dataDir: string): Promise<Database> {
   if (!dataDir.includes('://')) await mkdir(dataDir, { recursive: true });
+  // Loaded only when used: a gateway on PostgreSQL never carries the embedded engine's code.
+  const { PGlite } = await import('@electric-sql/pglite');
   const pglite = await PGlite.create(dataDir);
   const db = new Kysely<DB>({ dialect: new PGliteDialect({ pglite }) });
   return {
