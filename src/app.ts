@@ -15,6 +15,7 @@ import { callbackRoutes } from './callbacks/routes.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { installErrorHandler } from './errors.js';
+import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { opsRoutes } from './ops/routes.js';
 import type { BearerTokenSource } from './provider/errors.js';
@@ -50,7 +51,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config } = deps;
   const trusted = addressMatcher(config.trustProxy);
   const app = Fastify({
-    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    ...(deps.logger ? { loggerInstance: deps.logger, childLoggerFactory: requestLoggerFactory } : { logger: false }),
     // Only a peer in TRUST_PROXY may say who the client is; everyone else's X-Forwarded-For is ignored.
     trustProxy: config.trustProxy.length > 0 ? (address: string) => trusted(address) : false,
     bodyLimit: BODY_LIMIT_BYTES,

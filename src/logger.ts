@@ -1,3 +1,4 @@
+import type { FastifyBaseLogger } from 'fastify';
 import type { LoggerOptions } from 'pino';
 
 export const REDACTED = '[redacted]';
@@ -43,10 +44,35 @@ interface SerializableRequest {
   socket?: { remoteAddress?: string; remotePort?: number };
 }
 
+/** Where a request's logger keeps its request id (inherited by its own children). */
+const REQUEST_ID = Symbol('requestId');
+type WithRequestId = { [REQUEST_ID]?: unknown };
+
+/**
+ * Fastify's per-request logger, without per-request bindings: pino runs every binding through the
+ * wildcard redaction paths as the child is made, which was a tenth of what a request allocated
+ * even when nothing was logged. The id is added to the lines actually written, by the mixin below
+ * (and redacted with them).
+ */
+export function requestLoggerFactory(
+  logger: FastifyBaseLogger,
+  bindings: Parameters<FastifyBaseLogger['child']>[0],
+  options: Parameters<FastifyBaseLogger['child']>[1],
+): FastifyBaseLogger {
+  const { reqId, ...others } = bindings;
+  const child = logger.child(others, options);
+  (child as WithRequestId)[REQUEST_ID] = reqId;
+  return child;
+}
+
 /** pino options shared by the gateway, the sandbox and the CLIs. */
 export function loggerOptions(level: string): LoggerOptions {
   return {
     level,
+    mixin: (_object, _level, logger) => {
+      const reqId = (logger as WithRequestId)[REQUEST_ID];
+      return reqId === undefined ? {} : { reqId };
+    },
     redact: { paths: [...secretPaths, ...cpfPaths], censor: REDACTED },
     serializers: {
       req: (req: SerializableRequest) => ({

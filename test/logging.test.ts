@@ -38,3 +38,19 @@ t.test('request logs carry ids but no header secrets or query tokens', async (t)
   const completed = logs.entries().find((e) => e.msg === 'request completed');
   t.match(completed, { reqId: 'req-abc-1' }, 'a sane caller request id is kept');
 });
+
+t.test("every line a request's logger writes carries its id, and no other line does", async (t) => {
+  const { app, logs } = await buildTestApp(t);
+  app.get('/log-probe', async (request) => {
+    request.log.child({ step: 'inner' }).warn('from a child of the request logger');
+    return { ok: true };
+  });
+  await app.inject({ method: 'GET', url: '/log-probe', headers: { 'x-request-id': 'req-probe-1' } });
+  app.log.warn('from the application logger');
+  const entries = logs.entries();
+  t.match(entries.find((e) => e.msg === 'incoming request'), { reqId: 'req-probe-1' });
+  t.match(entries.find((e) => e.msg === 'from a child of the request logger'), { reqId: 'req-probe-1', step: 'inner' });
+  t.match(entries.find((e) => e.msg === 'request completed'), { reqId: 'req-probe-1' });
+  t.notOk('reqId' in entries.find((e) => e.msg === 'from the application logger')!, 'the application logger has no request');
+  t.equal(entries.filter((e) => e.reqId === 'req-probe-1').length, 3);
+});
