@@ -27,6 +27,9 @@ export interface ResultWriterOptions {
   onBatch?: (size: number) => void;
 }
 
+/** Queued results looked at per batch, at most. */
+const SCAN_LIMIT = 1000;
+
 interface Pending {
   result: ValidResult;
   resolve(recorded: Recorded): void;
@@ -44,14 +47,15 @@ export function resultWriter(db: Kysely<DB>, options: ResultWriterOptions = {}):
   const limits = options.limits ?? RESULT_WRITER_LIMITS;
   const queue: Pending[] = [];
   let writing = 0;
-  let idle: (() => void) | undefined;
+  const idle: Array<() => void> = [];
 
   /** The next batch: the oldest results, one per customer (a customer's next waits its turn). */
   function take(): Pending[] {
     const batch: Pending[] = [];
     const customers = new Set<string>();
     let bytes = 0;
-    for (let i = 0; i < queue.length && batch.length < limits.batchSize; ) {
+    // Bounded, so that a flood of one customer's copies never makes each batch scan them all.
+    for (let i = 0, seen = 0; i < queue.length && seen < SCAN_LIMIT && batch.length < limits.batchSize; seen++) {
       const pending = queue[i]!;
       const size = pending.result.rawBody.length;
       if (customers.has(pending.result.customerUuid) || (batch.length > 0 && bytes + size > limits.batchBytes)) {
@@ -72,14 +76,14 @@ export function resultWriter(db: Kysely<DB>, options: ResultWriterOptions = {}):
       void write(take()).finally(() => {
         writing--;
         pump();
-        if (writing === 0 && queue.length === 0) idle?.();
+        if (writing === 0 && queue.length === 0) for (const resolve of idle.splice(0)) resolve();
       });
     }
   }
 
   async function write(batch: Pending[]): Promise<void> {
-    options.onBatch?.(batch.length);
     try {
+      options.onBatch?.(batch.length);
       const recorded = await recordResults(db, batch.map((p) => p.result));
       batch.forEach((p, i) => p.resolve(recorded[i]!));
     } catch (err) {
@@ -110,9 +114,7 @@ export function resultWriter(db: Kysely<DB>, options: ResultWriterOptions = {}):
     },
     close() {
       if (writing === 0 && queue.length === 0) return Promise.resolve();
-      return new Promise<void>((resolve) => {
-        idle = resolve;
-      });
+      return new Promise<void>((resolve) => idle.push(resolve));
     },
   };
 }

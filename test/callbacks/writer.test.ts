@@ -120,3 +120,32 @@ t.test('close resolves once everything queued is written', async (t) => {
   await writer.close();
   t.pass('closing an idle writer resolves at once');
 });
+
+t.test('every close waits, however many ask', async (t) => {
+  const { writer } = writerSeeingBatches();
+  const c = customer('closers');
+  const pending = writer.record(valid(c));
+  const closed: number[] = [];
+  await Promise.all([writer.close().then(() => closed.push(1)), writer.close().then(() => closed.push(2))]);
+  t.same(closed.sort(), [1, 2]);
+  t.match(await pending, { outcome: 'unmatched' });
+});
+
+t.test('a flood of one customer is written one per batch, in arrival order, and nothing is lost', async (t) => {
+  const { writer, batches } = writerSeeingBatches();
+  const flooded = customer('flood');
+  const others = Array.from({ length: 3 }, () => customer('beside'));
+  const results = [
+    ...Array.from({ length: 5 }, (_, i) => valid(flooded, { started: `2026-11-22T03:00:0${i}.000Z` })),
+    ...others.map((c) => valid(c)),
+  ];
+  const outcomes = await Promise.all(results.map((r) => writer.record(r)));
+  t.same(batches, [1, 4, 1, 1, 1], "the others ride with the flooded customer's second result");
+  t.equal(outcomes.filter((o) => o.outcome === 'unmatched').length, 8);
+  const stored = await callbacksOf(db, flooded);
+  t.same(
+    stored.map((c) => c.started!.toISOString()),
+    results.slice(0, 5).map((r) => r.started),
+    'in the order they arrived',
+  );
+});
