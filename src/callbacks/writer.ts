@@ -49,31 +49,44 @@ export function resultWriter(db: Kysely<DB>, options: ResultWriterOptions = {}):
   let writing = 0;
   const idle: Array<() => void> = [];
 
-  /** The next batch: the oldest results, one per customer (a customer's next waits its turn). */
+  /** Customers with a result being written now: their next one waits for that write to end. */
+  const busy = new Set<string>();
+
+  /**
+   * The next batch: the oldest results, one per customer, none of a customer being written; once
+   * a customer's result is passed over, its later ones are too, so each customer's results are
+   * written in the order they arrived.
+   */
   function take(): Pending[] {
     const batch: Pending[] = [];
-    const customers = new Set<string>();
+    const passed = new Set<string>(busy);
     let bytes = 0;
     // Bounded, so that a flood of one customer's copies never makes each batch scan them all.
     for (let i = 0, seen = 0; i < queue.length && seen < SCAN_LIMIT && batch.length < limits.batchSize; seen++) {
       const pending = queue[i]!;
+      const customer = pending.result.customerUuid;
       const size = pending.result.rawBody.length;
-      if (customers.has(pending.result.customerUuid) || (batch.length > 0 && bytes + size > limits.batchBytes)) {
+      if (passed.has(customer) || (batch.length > 0 && bytes + size > limits.batchBytes)) {
+        passed.add(customer);
         i++;
         continue;
       }
       queue.splice(i, 1);
       batch.push(pending);
-      customers.add(pending.result.customerUuid);
+      passed.add(customer);
       bytes += size;
     }
     return batch;
   }
 
   function pump(): void {
-    while (writing < limits.inFlight && queue.length > 0) {
+    while (writing < limits.inFlight) {
+      const batch = take();
+      if (batch.length === 0) return;
       writing++;
-      void write(take()).finally(() => {
+      for (const p of batch) busy.add(p.result.customerUuid);
+      void write(batch).finally(() => {
+        for (const p of batch) busy.delete(p.result.customerUuid);
         writing--;
         pump();
         if (writing === 0 && queue.length === 0) for (const resolve of idle.splice(0)) resolve();
@@ -93,15 +106,14 @@ export function resultWriter(db: Kysely<DB>, options: ResultWriterOptions = {}):
       }
       // One result the database refuses (or a deadlock with another instance) fails the whole
       // statement and stores nothing: write each alone, so only what is really refused fails.
-      await Promise.all(
-        batch.map(async (p) => {
-          try {
-            p.resolve((await recordResults(db, [p.result]))[0]!);
-          } catch (alone) {
-            p.reject(alone);
-          }
-        }),
-      );
+      // One after another, within this write's slot, so that the pool stays free for the rest.
+      for (const p of batch) {
+        try {
+          p.resolve((await recordResults(db, [p.result]))[0]!);
+        } catch (alone) {
+          p.reject(alone);
+        }
+      }
     }
   }
 

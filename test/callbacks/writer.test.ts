@@ -149,3 +149,28 @@ t.test('a flood of one customer is written one per batch, in arrival order, and 
     'in the order they arrived',
   );
 });
+
+t.test("a customer's results are written in arrival order, even past the byte limit or with two writes in flight", async (t) => {
+  const size = valid(customer('size')).rawBody.length;
+  const { writer, batches } = writerSeeingBatches({ inFlight: 1, batchSize: 64, batchBytes: 3 * size });
+  const [first, other, x] = [customer('first'), customer('other'), customer('bigsmall')];
+  const big = { ...valid(x, { started: '2026-11-22T03:00:01.000Z' }), rawBody: Buffer.alloc(4 * size, 'x') };
+  const small = valid(x, { started: '2026-11-22T03:00:02.000Z' });
+  await Promise.all([writer.record(valid(first)), writer.record(valid(other)), writer.record(big), writer.record(small)]);
+  t.same(batches, [1, 1, 1, 1], 'the small result waits for the big one passed over for size');
+  t.same(
+    (await callbacksOf(db, x)).map((c) => c.started!.toISOString()),
+    [big.started, small.started],
+  );
+
+  const two = writerSeeingBatches({ inFlight: 2, batchSize: 64, batchBytes: 1024 * 1024 });
+  const waiting = customer('inflight');
+  const requestId = await insertRequest(db, waiting, 'submitted');
+  const [earlier, later] = await Promise.all([
+    two.writer.record(valid(waiting, { started: '2026-11-22T03:00:01.000Z' })),
+    two.writer.record(valid(waiting, { started: '2026-11-22T03:00:02.000Z' })),
+  ]);
+  t.same(two.batches, [1, 1], 'not two writes at once for one customer');
+  t.match(earlier, { outcome: 'matched', requestId }, 'the result that arrived first completes the request');
+  t.match(later, { outcome: 'unmatched' });
+});
