@@ -59,13 +59,21 @@ const envSchema = z.object({
   CALLBACK_SECRET: secretString(16).optional(),
   TRUST_PROXY: addressList.optional(),
   CALLBACK_TIMEOUT_S: integer(1, 30 * 24 * 3600).default(3600),
-  CPF_HASH_KEY: secretString(32).optional(),
+  CPF_HASH_KEY: commaList
+    .refine((keys) => keys.length > 0, 'must hold at least one key')
+    .refine((keys) => keys.every((k) => k.length >= 32), 'every key must be at least 32 characters')
+    .refine((keys) => new Set(keys).size === keys.length, 'must not repeat a key')
+    .optional(),
   AUTH_URL: baseUrl.optional(),
   CLIENT_ID: z.string().min(1, 'must not be empty').optional(),
   CLIENT_SECRET: z.string().min(1, 'must not be empty').optional(),
   TOKEN_SCOPE: z.string().trim().min(1, 'must not be empty').default('sdk-kyc'),
   CLIENT_ASSERTION_KEY: pkcs8Pem.optional(),
   LOG_LEVEL: logLevel.default('info'),
+  ADMIN_API_KEYS: commaList
+    .refine((keys) => keys.length > 0, 'must hold at least one key')
+    .refine((keys) => keys.every((k) => k.length >= 16), 'every key must be at least 16 characters')
+    .optional(),
 });
 
 /** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
@@ -98,8 +106,13 @@ export interface Config {
   callbackSecret: string | undefined;
   trustProxy: string[];
   callbackTimeoutS: number;
+  /** The first of cpfHashKeys: it hashes new requests. */
   cpfHashKey: string;
+  /** Every configured CPF hash key, newest first; lookup, export and erasure match under each. */
+  cpfHashKeys: string[];
   cpfHashKeyIsDevelopmentDefault: boolean;
+  /** Keys of the personal-data and audit routes; empty: those routes refuse with 403. */
+  adminApiKeys: string[];
   tokenClient: TokenClientConfig | undefined;
   logLevel: LogLevel;
   sandboxMode: boolean;
@@ -139,8 +152,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
       problems.push('CLIENT_SECRET: required when AUTH_URL is set, unless CLIENT_ASSERTION_KEY is');
     }
   }
+  // An admin key must never double as a query key: whoever reads outcomes could then erase them.
+  if (e.ADMIN_API_KEYS?.some((k) => e.QUERY_API_KEYS?.includes(k))) {
+    problems.push('ADMIN_API_KEYS: must not repeat a key of QUERY_API_KEYS');
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
+  const cpfHashKeys = e.CPF_HASH_KEY ?? [DEV_CPF_HASH_KEY];
   const sandboxMode = e.PROVIDER_BASE_URL === undefined && !production;
   const config: Config = {
     nodeEnv: e.NODE_ENV,
@@ -159,8 +177,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     callbackSecret: e.CALLBACK_SECRET,
     trustProxy: e.TRUST_PROXY ?? [],
     callbackTimeoutS: e.CALLBACK_TIMEOUT_S,
-    cpfHashKey: e.CPF_HASH_KEY ?? DEV_CPF_HASH_KEY,
+    cpfHashKey: cpfHashKeys[0]!,
+    cpfHashKeys,
     cpfHashKeyIsDevelopmentDefault: e.CPF_HASH_KEY === undefined,
+    adminApiKeys: e.ADMIN_API_KEYS ?? [],
     tokenClient:
       e.AUTH_URL !== undefined && e.CLIENT_ID !== undefined
         ? {

@@ -1,9 +1,11 @@
 import { setMaxListeners } from 'node:events';
-import type { FastifySerializerCompiler } from 'fastify';
+import type { FastifyRequest, FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler } from 'fastify-type-provider-zod';
 import { allowlistGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../app.js';
-import { hashCpf } from '../cpf.js';
+import { presentedBearer } from '../access/admin.js';
+import { type Actor, keyFingerprint, recordAudit, subjectHasher } from '../audit/trail.js';
+import { hashCpfUnderEvery } from '../cpf.js';
 import { RESULTS_CHANNEL } from '../db/channels.js';
 import { acquireListener, type ListenerLease } from '../db/notifications.js';
 import { apiKeyGuard } from './access.js';
@@ -40,6 +42,10 @@ export const queryRoutes =
     const { db } = deps.database;
     const metrics = queryMetrics(deps.registry, db);
     const cursors = cursorCodec(deps.config.cpfHashKey);
+    const subjectOf = subjectHasher(deps.config.cpfHashKey);
+    // Who looked: the API key by its fingerprint, or the peer when the query routes have no keys.
+    const actorOf = (request: FastifyRequest): Actor =>
+      deps.config.queryApiKeys.length > 0 ? keyFingerprint(presentedBearer(request) ?? '') : `peer:${request.ip}`;
     const closing = new AbortController();
     // Every waiting long-poll listens on this one signal; thousands of them are expected, not a leak.
     setMaxListeners(0, closing.signal);
@@ -127,7 +133,8 @@ export const queryRoutes =
         schema: {
           tags: ['underwritings'],
           summary: 'Requests for one CPF (sent in the body, never in a URL), paged like the list',
-          description: 'limit and cursor may be given in the body or the query string; the body wins.',
+          description:
+            'limit and cursor may be given in the body or the query string; the body wins. Matches under every CPF_HASH_KEY. Every lookup is audited.',
           querystring: lookupQuery,
           body: lookupBody,
           response: { 200: pageView, ...errors },
@@ -136,8 +143,17 @@ export const queryRoutes =
       },
       async (request) => {
         const { cpf, limit, cursor } = request.body;
-        const cpfHash = hashCpf(cpf, deps.config.cpfHashKey);
-        return page({ cpfHash }, limit ?? request.query.limit, cursor ?? request.query.cursor);
+        const cpfHashes = hashCpfUnderEvery(cpf, deps.config.cpfHashKeys);
+        const found = await page({ cpfHashes }, limit ?? request.query.limit, cursor ?? request.query.cursor);
+        // No answer leaves without its audit entry: if it cannot be written, the lookup fails.
+        await recordAudit(db, {
+          at: deps.clock(),
+          action: 'lookup',
+          actor: actorOf(request),
+          subject: subjectOf({ cpf }),
+          counts: { requests: found.items.length },
+        });
+        return found;
       },
     );
   };
