@@ -2,6 +2,7 @@ import t from 'tap';
 import { formatCpf, hashCpf, maskCpf } from '../../src/cpf.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { ENGINE, freshDatabase } from '../helpers/database.js';
+import { postCallback, resultBody as callbackBody } from '../callbacks/fixtures.js';
 import { insertRequest, resultBody, storeResult } from '../queries/fixtures.js';
 import { adminApp, dumpDatabase, dumpForms, insertInvalid, post, rowCounts, seedSubject } from './fixtures.js';
 
@@ -103,4 +104,23 @@ t.test('erasure counts in the metrics', async (t) => {
   const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
   t.match(metrics, /underwriting_personal_data_erasures_total\{outcome="erased"\} 1/);
   t.match(metrics, /underwriting_personal_data_erased_rows_total\{table="underwriting_requests"\} 2/);
+});
+
+t.test('an erasure racing a late callback of an expired request: both succeed, and what stays is the new callback only', async (t) => {
+  const { app } = await adminApp(t, { database, env });
+  for (let round = 0; round < 5; round++) {
+    const customerUuid = `erase-race-${round}`;
+    await insertRequest(database.db, { customerUuid, cpf: '39053344705', status: 'expired', submittedAt: new Date(Date.now() - 60_000) });
+    const [erased, callback] = await Promise.all([
+      post(app, '/v1/personal-data/erase', { customerUuid }),
+      postCallback(app, callbackBody(customerUuid, { started: new Date(Date.now() - 30_000).toISOString() })),
+    ]);
+    t.equal(erased.statusCode, 200, `round ${round}: the erasure succeeds`);
+    t.equal(callback.statusCode, 200, `round ${round}: the callback is stored`);
+    const requests = await database.db.selectFrom('underwriting_requests').select('id').where('customer_uuid', '=', customerUuid).execute();
+    t.same(requests, [], 'the request is gone either way');
+    const callbacks = await database.db.selectFrom('callbacks').select(['outcome', 'request_id']).where('customer_uuid', '=', customerUuid).execute();
+    // Callback first: it completed the request and went with it. Erasure first: it arrived as new, unmatched data.
+    t.ok(callbacks.length === 0 || (callbacks.length === 1 && callbacks[0]!.outcome === 'unmatched'), JSON.stringify(callbacks));
+  }
 });

@@ -8,7 +8,7 @@ import { adminApp, insertInvalid, post, rowCounts, seedSubject } from './fixture
 const database = await freshDatabase(t);
 
 t.test('export by CPF returns every request with srd and result, unmatched and invalid callbacks, never the CPF', async (t) => {
-  const { app } = await adminApp(t, { database });
+  const { app, logs } = await adminApp(t, { database });
   const cpf = '39053344705';
   await seedSubject(database.db, 'export-cpf-1', cpf);
   await insertRequest(database.db, { customerUuid: 'export-cpf-1', cpf, status: 'submit_failed', submittedAt: '2026-01-03T10:00:00Z' });
@@ -24,6 +24,7 @@ t.test('export by CPF returns every request with srd and result, unmatched and i
   t.equal(res.statusCode, 200);
   for (const form of [cpf, formatCpf(cpf)]) t.notOk(res.body.includes(form), `the export never carries the CPF as ${form}`);
   t.notOk(res.body.includes('export-other-1'), "nobody else's data");
+  t.notOk(logs.text().includes(cpf), 'the CPF is never logged');
   const body = res.json();
   t.same(body.customerUuids, ['export-cpf-1']);
   t.same(
