@@ -5,10 +5,10 @@ import { anonymousInvalidNaming, inList, type Subject } from './subject.js';
 
 /**
  * Tables that hold a subject's rows besides requests, callbacks and idempotency keys, each found by
- * its customer_uuid column (rows referencing them go by ON DELETE CASCADE). Erasure deletes from
- * each; a new table of personal data joins erasure with one line here.
+ * its customer_uuid column (rows referencing them go by ON DELETE CASCADE), and the count their
+ * deleted rows add to. Erasure deletes from each; a new table of personal data joins with one line.
  */
-export const CUSTOMER_TABLES: readonly string[] = [];
+export const CUSTOMER_TABLES: ReadonlyArray<{ table: string; counts: 'events' }> = [];
 
 export interface StoredRequest {
   id: number;
@@ -108,10 +108,10 @@ export async function eraseStored(tx: Kysely<DB>, subject: Subject): Promise<Era
   const ids = requests.map((r) => r.id);
   const keys = requests.flatMap((r) => (r.idempotency_key === null ? [] : [r.idempotency_key]));
 
-  let events = 0;
-  for (const table of CUSTOMER_TABLES) {
+  const beyond = { events: 0 };
+  for (const { table, counts } of CUSTOMER_TABLES) {
     const { numAffectedRows } = await sql`delete from ${sql.table(table)} where ${inList('customer_uuid', subject.customerUuids)}`.execute(tx);
-    if (table === 'events') events = Number(numAffectedRows ?? 0);
+    beyond[counts] += Number(numAffectedRows ?? 0);
   }
 
   // A key's row goes with its request; a key the subject used that got no request of its own
@@ -140,7 +140,7 @@ export async function eraseStored(tx: Kysely<DB>, subject: Subject): Promise<Era
   return {
     requests: Number(counts.requests),
     callbacks: Number(counts.callbacks),
-    events,
+    events: beyond.events,
     idempotencyKeys: Number(deletedKeys.numDeletedRows),
   };
 }
