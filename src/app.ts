@@ -9,11 +9,11 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
-import type { Registry } from 'prom-client';
 import { addressMatcher } from './access/addresses.js';
 import { callbackRoutes } from './callbacks/routes.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
+import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { installErrorHandler } from './errors.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
@@ -23,7 +23,7 @@ import { TokenClient } from './provider/token-client.js';
 import { queryRoutes } from './queries/routes.js';
 import { submissionRoutes } from './submissions/routes.js';
 
-export type Clock = () => Date;
+export type { Clock } from './deps.js';
 
 export interface AppDeps {
   config: Readonly<Config>;
@@ -34,15 +34,6 @@ export interface AppDeps {
   /** Set when AUTH_URL/CLIENT_ID are configured: upstream calls then carry a bearer token too. */
   tokenSource?: BearerTokenSource;
 }
-
-/** What every capability plugin receives: the app's dependencies, resolved. */
-export interface CapabilityDeps extends Required<Omit<AppDeps, 'logger' | 'tokenSource'>> {
-  tokenSource: BearerTokenSource | undefined;
-  registry: Registry;
-}
-
-/** Bodies above this are refused (413) before they are parsed. */
-export const BODY_LIMIT_BYTES = 64 * 1024;
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Kysely } from 'kysely';
 import { z } from 'zod';
 import { allowlistGuard, secretMatches } from '../access/guards.js';
-import type { CapabilityDeps } from '../app.js';
+import type { CapabilityDeps } from '../deps.js';
 import { isStorageUnavailable } from '../db/database.js';
 import type { DB } from '../db/types.js';
 import { errorBody, unauthorized, validationFailed } from '../errors.js';

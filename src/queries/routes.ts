@@ -2,7 +2,7 @@ import { setMaxListeners } from 'node:events';
 import type { FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler } from 'fastify-type-provider-zod';
 import { allowlistGuard } from '../access/guards.js';
-import type { CapabilityDeps } from '../app.js';
+import type { CapabilityDeps } from '../deps.js';
 import { hashCpf } from '../cpf.js';
 import { RESULTS_CHANNEL } from '../db/channels.js';
 import { acquireListener, type ListenerLease } from '../db/notifications.js';

@@ -1,7 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import type { Clock } from '../app.js';
+import type { Clock } from '../deps.js';
 import { hashCpf, maskCpf } from '../cpf.js';
 import type { DB } from '../db/types.js';
 import { AppError, errorBody } from '../errors.js';

@@ -1,0 +1,21 @@
+import type { Registry } from 'prom-client';
+import type { Config } from './config.js';
+import type { Database } from './db/database.js';
+import type { BearerTokenSource } from './provider/errors.js';
+
+// What app.ts hands to every capability; it lives below both so that arrows only run downwards.
+
+export type Clock = () => Date;
+
+/** What every capability plugin receives: the app's dependencies, resolved. */
+export interface CapabilityDeps {
+  config: Readonly<Config>;
+  database: Database;
+  clock: Clock;
+  /** Set when AUTH_URL/CLIENT_ID are configured: upstream calls then carry a bearer token too. */
+  tokenSource: BearerTokenSource | undefined;
+  registry: Registry;
+}
+
+/** Bodies above this are refused (413) before they are parsed. */
+export const BODY_LIMIT_BYTES = 64 * 1024;
