@@ -21,6 +21,7 @@ import { opsRoutes } from './ops/routes.js';
 import type { BearerTokenSource } from './provider/errors.js';
 import { TokenClient } from './provider/token-client.js';
 import { queryRoutes } from './queries/routes.js';
+import { requestLifecycle } from './requests/lifecycle.js';
 import { submissionRoutes } from './submissions/routes.js';
 
 export type { Clock } from './deps.js';
@@ -101,6 +102,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     registry,
   };
   await app.register(opsRoutes({ database: deps.database, registry }));
+  await app.register(requestLifecycle(capabilityDeps));
   await app.register(submissionRoutes(capabilityDeps));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));

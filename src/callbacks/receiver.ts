@@ -6,7 +6,8 @@ import { validationFailed } from '../errors.js';
 import { decide, toUtcInstant } from '../provider/schemas.js';
 import { type Intake, readCallback } from './intake.js';
 import type { CallbackMetrics } from './metrics.js';
-import { type Arrival, type Recorded, recordInvalid } from './store.js';
+import type { Arrival, Recorded } from '../requests/complete.js';
+import { recordInvalid } from './store.js';
 import { resultWriter } from './writer.js';
 
 type Invalid = Extract<Intake, { valid: false }>;

@@ -8,7 +8,6 @@ import { RESULTS_CHANNEL } from '../db/channels.js';
 import { acquireListener, type ListenerLease } from '../db/notifications.js';
 import { apiKeyGuard } from './access.js';
 import { cursorCodec } from './cursor.js';
-import { startExpirySweep, type Sweep } from './expiry.js';
 import { readCustomerWaiting } from './longpoll.js';
 import { queryMetrics } from './metrics.js';
 import {
@@ -38,13 +37,12 @@ export const queryRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const { db } = deps.database;
-    const metrics = queryMetrics(deps.registry, db);
+    const metrics = queryMetrics(deps.registry);
     const cursors = cursorCodec(deps.config.cpfHashKey);
     const closing = new AbortController();
     // Every waiting long-poll listens on this one signal; thousands of them are expected, not a leak.
     setMaxListeners(0, closing.signal);
     let lease: ListenerLease | undefined;
-    let sweep: Sweep | undefined;
 
     app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
     app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
@@ -52,21 +50,11 @@ export const queryRoutes =
     app.addHook('onReady', async () => {
       // One LISTEN connection per process, shared by every waiter; it connects in the background.
       lease = acquireListener(deps.database, RESULTS_CHANNEL, app.log);
-      sweep = startExpirySweep({
-        db,
-        clock: deps.clock,
-        timeoutS: deps.config.callbackTimeoutS,
-        // Past the longest a live submit can take (the idempotency lease: two upstream timeouts and 30 s).
-        stuckAfterS: (2 * deps.config.upstreamTimeoutMs) / 1000 + 30,
-        log: app.log,
-        onExpired: (n) => metrics.expired.inc(n),
-      });
     });
     // Long-polls answer with what is stored now instead of holding the shutdown up.
     app.addHook('preClose', async () => closing.abort());
     app.addHook('onClose', async () => {
       closing.abort();
-      await sweep?.stop();
       await lease?.release();
     });
 

@@ -182,13 +182,3 @@ export async function readPage(
     next: rows.length > limit && last ? { t: last.position_t, id: last.id } : undefined,
   };
 }
-
-/** Requests awaiting their callback or the provider's answer to the submit. */
-export async function countPending(db: Kysely<DB>): Promise<number> {
-  const row = await db
-    .selectFrom('underwriting_requests')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('status', 'in', ['submitting', 'submitted'])
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
-}

@@ -17,9 +17,9 @@ import {
   requestOfKey,
   type StoredAnswer,
   storedAnswer,
-} from './idempotency.js';
+} from '../requests/idempotency.js';
 import type { SubmitOutcome } from './metrics.js';
-import { insertSubmitting, isInFlightConflict, markSubmitFailed, markSubmitted, type StoredState } from './store.js';
+import { abandonedAfterMs, insertSubmitting, isInFlightConflict, markSubmitFailed, markSubmitted, type StoredState } from '../requests/store.js';
 
 export interface SubmitDeps {
   db: Kysely<DB>;
@@ -50,7 +50,7 @@ export function submitter(deps: SubmitDeps) {
   /** Later requests with a key wait this long for the first one's answer (it may be on another instance). */
   const waitMs = deps.upstreamTimeoutMs + 5_000;
   /** A pending key older than this belongs to an attempt that died; a retry may take it over. */
-  const leaseMs = 2 * deps.upstreamTimeoutMs + 30_000;
+  const leaseMs = abandonedAfterMs(deps.upstreamTimeoutMs);
 
   async function withKey(body: UnderwritingRequest, key: string, log: FastifyBaseLogger): Promise<SubmitAnswer> {
     const hash = bodyHash(body);
