@@ -11,6 +11,8 @@ import {
 } from 'fastify-type-provider-zod';
 import { addressMatcher } from './access/addresses.js';
 import { callbackRoutes } from './callbacks/routes.js';
+import { notificationChannel } from './channels/channel.js';
+import { RESULTS_CHANNEL } from './channels/names.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
@@ -100,9 +102,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clock: deps.clock ?? (() => new Date()),
     tokenSource,
     registry,
+    results: notificationChannel(deps.database, RESULTS_CHANNEL, app.log),
   };
   await app.register(opsRoutes({ database: deps.database, registry }));
   await app.register(requestLifecycle(capabilityDeps));
+  // Before the capabilities: plugins close in reverse order, so the last announcements still go out.
+  await app.register(capabilityDeps.results.plugin);
   await app.register(submissionRoutes(capabilityDeps));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));

@@ -1,4 +1,5 @@
 import type { Registry } from 'prom-client';
+import type { NotificationChannel } from './channels/channel.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import type { BearerTokenSource } from './provider/errors.js';
@@ -15,6 +16,8 @@ export interface CapabilityDeps {
   /** Set when AUTH_URL/CLIENT_ID are configured: upstream calls then carry a bearer token too. */
   tokenSource: BearerTokenSource | undefined;
   registry: Registry;
+  /** Committed callback results, announced by customerUuid; long-polls wait on it. */
+  results: NotificationChannel;
 }
 
 /** Bodies above this are refused (413) before they are parsed. */

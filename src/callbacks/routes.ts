@@ -5,7 +5,6 @@ import { allowlistGuard, secretMatches } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { errorBody, unauthorized } from '../errors.js';
 import { underwritingResultSchema } from '../provider/schemas.js';
-import { resultAnnouncer } from './announcer.js';
 import { type CallbackMetrics, callbackMetrics } from './metrics.js';
 import { callbackReceiver } from './receiver.js';
 
@@ -25,12 +24,8 @@ export const callbackRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const metrics = callbackMetrics(deps.registry);
-    const announcer = resultAnnouncer(deps.database.notifyDb, app.log);
-    const receiver = callbackReceiver({ db: deps.database.db, metrics, announce: (customerUuid) => announcer.announce(customerUuid) });
-    app.addHook('onClose', async () => {
-      await receiver.close();
-      await announcer.close();
-    });
+    const receiver = callbackReceiver({ db: deps.database.db, metrics, announce: (customerUuid) => deps.results.announce(customerUuid) });
+    app.addHook('onClose', async () => receiver.close());
 
     // Every body is read as bytes, whatever its content type (the provider's is not documented):
     // the exact bytes are stored, and parsing is ours to do after that.

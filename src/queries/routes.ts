@@ -1,14 +1,11 @@
-import { setMaxListeners } from 'node:events';
 import type { FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler } from 'fastify-type-provider-zod';
 import { allowlistGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { hashCpf } from '../cpf.js';
-import { RESULTS_CHANNEL } from '../db/channels.js';
-import { acquireListener, type ListenerLease } from '../db/notifications.js';
+import { notFound } from '../errors.js';
 import { apiKeyGuard } from './access.js';
 import { cursorCodec } from './cursor.js';
-import { readCustomerWaiting } from './longpoll.js';
 import { queryMetrics } from './metrics.js';
 import {
   customerParams,
@@ -22,7 +19,7 @@ import {
   type PageView,
   pageView,
 } from './schemas.js';
-import { type ListFilter, readPage } from './sql.js';
+import { type ListFilter, readCustomer, readPage } from './sql.js';
 
 /**
  * A 200 is built field by field from our own rows (sql.ts) and sent as it is: a zod parse of every
@@ -39,24 +36,10 @@ export const queryRoutes =
     const { db } = deps.database;
     const metrics = queryMetrics(deps.registry);
     const cursors = cursorCodec(deps.config.cpfHashKey);
-    const closing = new AbortController();
-    // Every waiting long-poll listens on this one signal; thousands of them are expected, not a leak.
-    setMaxListeners(0, closing.signal);
-    let lease: ListenerLease | undefined;
 
     app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
     app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
 
-    app.addHook('onReady', async () => {
-      // One LISTEN connection per process, shared by every waiter; it connects in the background.
-      lease = acquireListener(deps.database, RESULTS_CHANNEL, app.log);
-    });
-    // Long-polls answer with what is stored now instead of holding the shutdown up.
-    app.addHook('preClose', async () => closing.abort());
-    app.addHook('onClose', async () => {
-      closing.abort();
-      await lease?.release();
-    });
 
     const page = async (filter: ListFilter, limit: number | undefined, cursor: string | undefined): Promise<PageView> => {
       const after = cursor === undefined ? undefined : cursors.decode(cursor);
@@ -78,17 +61,19 @@ export const queryRoutes =
         },
         serializerCompiler: builtViews,
       },
-      async (request) =>
-        readCustomerWaiting(
-          {
-            db,
-            listener: lease?.listener,
-            closing: closing.signal,
-            onWaiting: (delta) => metrics.waiters.inc(delta),
+      async (request) => {
+        const { customerUuid } = request.params;
+        return deps.results.wait(customerUuid, request.query.wait ?? 0, {
+          read: async () => {
+            const view = await readCustomer(db, customerUuid);
+            if (!view) throw notFound(`no underwriting request for customer ${customerUuid}`);
+            return view;
           },
-          request.params.customerUuid,
-          request.query.wait ?? 0,
-        ),
+          // Held until the newest request has a result (stored by any instance).
+          ready: (view) => view.result !== null,
+          onWaiting: (delta) => metrics.waiters.inc(delta),
+        });
+      },
     );
 
     app.get(

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { PGlite } from '@electric-sql/pglite';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
-import type { Database } from './database.js';
+import type { Database } from '../db/database.js';
 
 type Log = Pick<FastifyBaseLogger, 'info' | 'warn' | 'debug'>;
 
