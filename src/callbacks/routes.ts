@@ -1,18 +1,14 @@
-import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { allowlistGuard, secretMatches } from '../access/guards.js';
+import { allowlistGuard, callbackTokenGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
-import { errorBody, unauthorized } from '../errors.js';
+import { errorSchema, validationErrorSchema } from '../errors.js';
 import { underwritingResultSchema } from '../provider/schemas.js';
 import { type CallbackMetrics, callbackMetrics } from './metrics.js';
 import { callbackReceiver } from './receiver.js';
 
 const received = z.object({ received: z.literal(true) });
-const errorSchema = z.object({ error: z.string(), message: z.string() });
-const validationErrorSchema = errorSchema.extend({
-  issues: z.array(z.object({ path: z.string(), message: z.string() })),
-});
 const querySchema = z.object({
   token: z.string().optional().describe('The callback secret, required when CALLBACK_SECRET is set'),
 });
@@ -35,7 +31,7 @@ export const callbackRoutes =
     app.post(
       '/v1/callbacks/underwriting',
       {
-        onRequest: [allowlistGuard('callback', deps.config.callbackAllowedIps), tokenGuard(deps.config.callbackSecret)],
+        onRequest: [allowlistGuard('callback', deps.config.callbackAllowedIps), callbackTokenGuard(deps.config.callbackSecret)],
         preParsing: ignoreContentType,
         onResponse: countUnhandled(metrics),
         validatorCompiler: documentedOnly,
@@ -61,18 +57,6 @@ export const callbackRoutes =
       },
     );
   };
-
-/** When CALLBACK_SECRET is set, ?token= must carry it; checked before the body is read. */
-function tokenGuard(secret: string | undefined): onRequestHookHandler {
-  return function checkToken(request: FastifyRequest, reply: FastifyReply, done: () => void) {
-    if (secret === undefined) return done();
-    const token = (request.query as Record<string, unknown>).token;
-    if (secretMatches(typeof token === 'string' ? token : undefined, [secret])) return done();
-    // Never the token itself: the logged URL is redacted by the logger, and nothing else names it.
-    request.log.warn({ group: 'callback', client: request.ip, presented: token !== undefined }, 'refused: wrong or missing callback token');
-    void reply.code(401).send(errorBody(unauthorized('missing or wrong callback token')));
-  };
-}
 
 /**
  * The content type is ignored: without it Fastify never refuses a malformed one (415), and the

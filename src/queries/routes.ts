@@ -1,10 +1,9 @@
 import type { FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler } from 'fastify-type-provider-zod';
-import { allowlistGuard } from '../access/guards.js';
+import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { hashCpf } from '../cpf.js';
-import { notFound } from '../errors.js';
-import { apiKeyGuard } from './access.js';
+import { errorSchema, notFound, validationErrorSchema } from '../errors.js';
 import { cursorCodec } from './cursor.js';
 import { queryMetrics } from './metrics.js';
 import {
@@ -12,7 +11,6 @@ import {
   customerQuerystring,
   customerView,
   DEFAULT_PAGE,
-  errorView,
   listQuery,
   lookupBody,
   lookupQuery,
@@ -28,7 +26,7 @@ import { type ListFilter, readCustomer, readPage } from './sql.js';
 const builtViews: FastifySerializerCompiler<unknown> = (route) =>
   route.httpStatus === '200' ? (data) => JSON.stringify(data) : serializerCompiler(route as Parameters<typeof serializerCompiler>[0]);
 
-const errors = { 400: errorView, 401: errorView, 403: errorView, 404: errorView, 503: errorView };
+const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 404: errorSchema, 503: errorSchema };
 
 export const queryRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>

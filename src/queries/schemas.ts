@@ -112,5 +112,3 @@ export const pageView = z.object({
   nextCursor: z.string().nullable(),
 });
 export type PageView = z.infer<typeof pageView>;
-
-export const errorView = z.looseObject({ error: z.string(), message: z.string() });
