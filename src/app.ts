@@ -20,7 +20,7 @@ import { installErrorHandler } from './errors.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { opsRoutes } from './ops/routes.js';
-import type { BearerTokenSource } from './provider/errors.js';
+import type { BearerTokenSource } from './provider/token-source.js';
 import { TokenClient } from './provider/token-client.js';
 import { queryRoutes } from './queries/routes.js';
 import { requestLifecycle } from './requests/lifecycle.js';

@@ -4,7 +4,6 @@ import { ConfigError } from './config-error.js';
 import { addressList, commaList, httpUrl, integer, type LogLevel, logLevel, parseEnv } from './env.js';
 import { partnerTokenSchema } from './provider/schemas.js';
 
-export { ConfigError };
 
 /** Used only outside production, and loudly: stored CPF hashes are only as secret as this key. */
 export const DEV_CPF_HASH_KEY = 'underwriting-gateway-development-only-cpf-hash-key';

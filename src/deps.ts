@@ -2,7 +2,7 @@ import type { Registry } from 'prom-client';
 import type { NotificationChannel } from './channels/channel.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
-import type { BearerTokenSource } from './provider/errors.js';
+import type { BearerTokenSource } from './provider/token-source.js';
 
 // What app.ts hands to every capability; it lives below both so that arrows only run downwards.
 

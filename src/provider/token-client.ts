@@ -5,7 +5,8 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import { request } from 'undici';
 import type { TokenClientConfig } from '../config.js';
 import { readBounded } from './body.js';
-import { type BearerTokenSource, TokenUnavailableError } from './errors.js';
+import { TokenUnavailableError } from './errors.js';
+import type { BearerTokenSource } from './token-source.js';
 
 /** The provider's rule: renew 600 s before the token's own `exp`. */
 export const RENEWAL_LEAD_MS = 600_000;

@@ -1,11 +1,11 @@
 import { Pool } from 'undici';
 import {
-  type BearerTokenSource,
   TokenUnavailableError,
   UpstreamRejectedError,
   UpstreamUnavailableError,
 } from './errors.js';
 import { readBounded } from './body.js';
+import type { BearerTokenSource } from './token-source.js';
 import { type UnderwritingRequest, UNDERWRITINGS_PATH } from './schemas.js';
 
 
