@@ -13,6 +13,7 @@ import type { Registry } from 'prom-client';
 import { addressMatcher } from './access/addresses.js';
 import { callbackRoutes } from './callbacks/routes.js';
 import type { Config } from './config.js';
+import { consoleRoutes } from './console/routes.js';
 import type { Database } from './db/database.js';
 import { installErrorHandler } from './errors.js';
 import { requestLoggerFactory } from './logger.js';
@@ -113,5 +114,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(submissionRoutes(capabilityDeps));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));
+  await app.register(consoleRoutes({ config }));
   return app;
 }
