@@ -258,6 +258,9 @@ export const getReady = () => call<{ status: string }>('GET', 'readyz');
 export const getCustomer = (customerUuid: string) =>
   call<CustomerView>('GET', `v1/underwritings/${encodeURIComponent(customerUuid)}`);
 
+/** The newest requests; also how the page learns, on a 401, that it needs a key. */
+export const listRecent = (limit: number) => call<Page<RequestView>>('GET', `v1/underwritings${query({ limit })}`);
+
 /** The CPF travels in the body, never in a URL. */
 export const lookupCpf = (cpf: string, cursor?: string) =>
   call<Page<RequestView>>('POST', 'v1/underwritings/lookup', cursor ? { cpf, cursor } : { cpf });

@@ -1,14 +1,16 @@
 import { useEffect, useState } from 'preact/hooks';
-import { getReady, getStats, onAnswer, type Outcome, type Range, type Stats, storedKey, storeKey } from './api.js';
+import { getReady, getStats, listRecent, onAnswer, type Outcome, type Page, type Range, type RequestView, type Stats, storedKey, storeKey } from './api.js';
 import { Charts } from './charts.js';
 import { CustomerPanel } from './customer.js';
 import { when } from './format.js';
 import { Lists } from './lists.js';
+import { Failure, RequestHead, RequestRow } from './parts.js';
 import { Search } from './search.js';
 import { Tiles } from './tiles.js';
 
 /** How often the page reads the gateway again while it is visible. */
 export const REFRESH_MS = 15_000;
+const RECENT = 10;
 
 type Health = 'unknown' | 'ok' | 'database' | 'gateway';
 
@@ -38,6 +40,7 @@ export function App() {
   const [stats, setStats] = useState<Outcome<Stats> | null>(null);
   const [refreshedAt, setRefreshedAt] = useState<string | null>(null);
   const [customer, setCustomer] = useState<string | null>(null);
+  const [recent, setRecent] = useState<Outcome<Page<RequestView>> | null>(null);
 
   const refresh = () => setTick((n) => n + 1);
 
@@ -60,10 +63,11 @@ export function App() {
   useEffect(() => {
     let current = true;
     void (async () => {
-      const [ready, figures] = await Promise.all([getReady(), getStats(rangeOf(range))]);
+      const [ready, figures, latest] = await Promise.all([getReady(), getStats(rangeOf(range)), listRecent(RECENT)]);
       if (!current) return;
       setHealth(ready.ok ? 'ok' : ready.kind === 'network' ? 'gateway' : 'database');
       setStats(figures);
+      setRecent(latest);
       setRefreshedAt(new Date().toISOString());
     })();
     return () => {
@@ -128,6 +132,23 @@ export function App() {
 
       <Search onOpen={setCustomer} />
       {customer && <CustomerPanel customerUuid={customer} tick={tick} onClose={() => setCustomer(null)} />}
+      <section class="panel">
+        <h2>Latest requests</h2>
+        {recent && !recent.ok && <Failure outcome={recent} what="requests" />}
+        {recent?.ok &&
+          (recent.data.items.length === 0 ? (
+            <p class="muted">None yet.</p>
+          ) : (
+            <table data-testid="recent">
+              <RequestHead />
+              <tbody>
+                {recent.data.items.map((r) => (
+                  <RequestRow request={r} onOpen={setCustomer} />
+                ))}
+              </tbody>
+            </table>
+          ))}
+      </section>
       <Lists tick={tick} onOpen={setCustomer} />
     </div>
   );
