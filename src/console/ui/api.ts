@@ -271,6 +271,8 @@ export const listEvents = (params: { customerUuid?: string; after?: string; limi
 export const listCallbacks = (kind: 'unmatched' | 'invalid', cursor?: string) =>
   call<Page<CallbackView>>('GET', `v1/callbacks${query({ kind, limit: 50, cursor })}`);
 
+export const getEvent = (id: string) => call<EventView>('GET', `v1/events/${encodeURIComponent(id)}`);
+
 export const redeliver = (id: string) => call<unknown>('POST', `v1/events/${encodeURIComponent(id)}/redeliver`, {});
 
 export const redeliverDead = () => call<{ queued?: number }>('POST', 'v1/events/redeliver', { status: 'dead' });

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { type CallbackView, type EventView, listCallbacks, listDeadEvents, type Outcome, redeliver, redeliverDead } from './api.js';
+import { type CallbackView, type EventView, getEvent, listCallbacks, listDeadEvents, type Outcome, redeliver, redeliverDead } from './api.js';
 import { DASH, when } from './format.js';
 import { EventRow, Failure, Raw } from './parts.js';
 
@@ -98,24 +98,43 @@ function Callbacks({ kind, tick, onOpen }: { kind: 'unmatched' | 'invalid'; tick
   );
 }
 
-/** Events with a dead delivery, each with a redeliver button, and one button for all of them. */
+/** While a redelivered event still has a pending delivery, it is read this often. */
+const FOLLOW_MS = 2_000;
+
+/**
+ * Events with a dead delivery, each with a redeliver button, and one button for all of them.
+ * A redelivered event leaves the dead list; it stays in view, read again, until its deliveries settle.
+ */
 function DeadEvents({ tick }: { tick: number }) {
   const [dead, setDead] = useState<Outcome<EventView[]> | null>(null);
   const [said, setSaid] = useState<string | null>(null);
   const [confirming, setConfirming] = useState(false);
   const [again, setAgain] = useState(0);
+  const [followed, setFollowed] = useState<string[]>([]);
+  const [redelivered, setRedelivered] = useState<EventView[]>([]);
 
   useEffect(() => {
     let current = true;
     void listDeadEvents().then((out) => current && setDead(out));
+    void Promise.all(followed.map(getEvent)).then((outs) => {
+      if (current) setRedelivered(outs.flatMap((o) => (o.ok ? [o.data] : [])));
+    });
     return () => {
       current = false;
     };
-  }, [tick, again]);
+  }, [tick, again, followed]);
+
+  const unsettled = redelivered.some((e) => (e.deliveries ?? []).some((d) => d.status === 'pending'));
+  useEffect(() => {
+    if (!unsettled) return;
+    const timer = setTimeout(() => setAgain((n) => n + 1), FOLLOW_MS);
+    return () => clearTimeout(timer);
+  }, [unsettled, redelivered]);
 
   const one = async (id: string) => {
     const out = await redeliver(id);
     setSaid(out.ok ? `Event ${id} queued for delivery again.` : `Event ${id}: ${out.message}`);
+    if (out.ok) setFollowed((ids) => [id, ...ids.filter((x) => x !== id)].slice(0, 20));
     setAgain((n) => n + 1);
   };
   const all = async () => {
@@ -175,6 +194,18 @@ function DeadEvents({ tick }: { tick: number }) {
                     </button>
                   }
                 />
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
+      {redelivered.length > 0 && (
+        <>
+          <h3>Redelivered</h3>
+          <table data-testid="redelivered">
+            <tbody>
+              {redelivered.map((e) => (
+                <EventRow event={e} />
               ))}
             </tbody>
           </table>
