@@ -3,7 +3,7 @@ import { CPF, insertRequest, OTHER_CPF, resultBody } from '../queries/fixtures.j
 import { buildTestApp, listen } from '../helpers/app.js';
 import { SERVER_URL } from '../helpers/database.js';
 import { databaseBehindRelay } from '../helpers/relay.js';
-import { ensureConsoleBuilt, launchBrowser, routesNotYetBuilt, watchedPage } from './browser.js';
+import { ensureConsoleBuilt, launchBrowser, routesNotYetBuilt, watchedPage } from '../helpers/browser.js';
 
 // The console in a real headless Chromium, against a real gateway on a real database.
 

@@ -7,7 +7,7 @@ import t from 'tap';
 import { CONSOLE_CSP, consoleRoutes } from '../../src/console/routes.js';
 import { installErrorHandler } from '../../src/errors.js';
 import { buildTestApp } from '../helpers/app.js';
-import { ensureConsoleBuilt } from './browser.js';
+import { ensureConsoleBuilt } from '../helpers/browser.js';
 
 await ensureConsoleBuilt();
 
