@@ -1,11 +1,10 @@
 import { createHmac } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { adminKeyGuard, presentedBearer } from '../access/admin.js';
-import { allowlistGuard } from '../access/guards.js';
-import type { CapabilityDeps } from '../app.js';
+import { adminKeyGuard, allowlistGuard, presentedBearer } from '../access/guards.js';
 import { type Actor, keyFingerprint, readAuditPage, type SubjectRef } from '../audit/trail.js';
-import { AppError } from '../errors.js';
+import type { CapabilityDeps } from '../deps.js';
+import { AppError, errorSchema, validationErrorSchema } from '../errors.js';
 import { cursorCodec } from '../queries/cursor.js';
 import { personalDataMetrics } from './metrics.js';
 import {
@@ -13,14 +12,13 @@ import {
   auditQuery,
   DEFAULT_AUDIT_PAGE,
   erasedView,
-  errorView,
   exportView,
   type SubjectBody,
   subjectBody,
 } from './schemas.js';
 import { personalDataService } from './service.js';
 
-const errors = { 400: errorView, 401: errorView, 403: errorView, 404: errorView, 503: errorView };
+const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 404: errorSchema, 503: errorSchema };
 
 const subjectRef = (body: SubjectBody): SubjectRef =>
   body.cpf !== undefined ? { cpf: body.cpf } : { customerUuid: body.customerUuid! };
@@ -74,7 +72,7 @@ export const personalDataRoutes =
           description:
             'One transaction; 409 in_flight, nothing erased, while one of its requests awaits a callback. The audit entry stays (a keyed hash, no personal data).',
           body: subjectBody,
-          response: { 200: erasedView, 409: errorView, ...errors },
+          response: { 200: erasedView, 409: errorSchema, ...errors },
         },
       },
       async (request) => {

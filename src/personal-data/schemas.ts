@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AUDIT_ACTIONS } from '../db/types.js';
 import { cpfSchema, customerUuidSchema } from '../provider/schemas.js';
-import { requestView, resultView } from '../queries/schemas.js';
+import { cursorParam, instant, requestView, resultView, wholeNumber } from '../queries/schemas.js';
 
 export const MAX_AUDIT_PAGE = 500;
 export const DEFAULT_AUDIT_PAGE = 50;
@@ -58,27 +58,14 @@ export const erasedView = z.object({
   }),
 });
 
-/** A date-time with a zone, or a bare date (midnight UTC); kept as text so microseconds survive. */
-const instant = z
-  .union([
-    z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone, or a date' }),
-    z.iso.date().transform((d) => `${d}T00:00:00Z`),
-  ])
-  .refine((v) => !v.startsWith('0000'), 'year 0000 is not a valid date here')
-  .describe('ISO 8601 date-time with a zone, or a date (midnight UTC)');
-
 export const auditQuery = z.strictObject({
   since: instant.optional().describe('entries at or after this instant'),
   until: instant.optional().describe('entries before this instant'),
   action: z.enum(AUDIT_ACTIONS).optional(),
-  limit: z
-    .string()
-    .regex(/^\d{1,6}$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().int().min(1, 'must be at least 1').max(MAX_AUDIT_PAGE, `must be at most ${MAX_AUDIT_PAGE}`))
+  limit: wholeNumber(1, MAX_AUDIT_PAGE)
     .optional()
     .describe(`Page size, 1-${MAX_AUDIT_PAGE} (default ${DEFAULT_AUDIT_PAGE})`),
-  cursor: z.string().min(1).max(512).optional().describe('nextCursor of the previous page, as given'),
+  cursor: cursorParam.optional(),
 });
 
 export const auditEntryView = z.object({
@@ -93,5 +80,3 @@ export const auditPageView = z.object({
   items: z.array(auditEntryView),
   nextCursor: z.string().nullable(),
 });
-
-export const errorView = z.looseObject({ error: z.string(), message: z.string() });

@@ -7,7 +7,7 @@ export const MAX_WAIT_S = 30;
 export const MAX_PAGE = 500;
 export const DEFAULT_PAGE = 50;
 
-const wholeNumber = (min: number, max: number) =>
+export const wholeNumber = (min: number, max: number) =>
   z
     .string()
     .regex(/^\d{1,6}$/, 'must be a whole number')
@@ -15,7 +15,7 @@ const wholeNumber = (min: number, max: number) =>
     .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 
 /** A date-time with a zone, or a bare date (midnight UTC); kept as text so microseconds survive. */
-const instant = z
+export const instant = z
   .union([
     z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone, or a date' }),
     z.iso.date().transform((d) => `${d}T00:00:00Z`),
@@ -25,7 +25,7 @@ const instant = z
   .describe('ISO 8601 date-time with a zone, or a date (midnight UTC)');
 
 // A cursor is opaque; its shape is checked (and its signature verified) in cursor.ts.
-const cursorParam = z.string().min(1).max(512).describe('nextCursor of the previous page, as given');
+export const cursorParam = z.string().min(1).max(512).describe('nextCursor of the previous page, as given');
 
 export const customerParams = z.strictObject({ customerUuid: customerUuidSchema });
 
@@ -43,7 +43,6 @@ export const listQuery = z.strictObject({
   limit: wholeNumber(1, MAX_PAGE).optional().describe(`Page size, 1-${MAX_PAGE} (default ${DEFAULT_PAGE})`),
   cursor: cursorParam.optional(),
 });
-export type ListQuery = z.infer<typeof listQuery>;
 
 /** limit and cursor of a lookup may come in the body (preferred) or the query string. */
 export const lookupQuery = listQuery.pick({ limit: true, cursor: true });
@@ -112,5 +111,3 @@ export const pageView = z.object({
   nextCursor: z.string().nullable(),
 });
 export type PageView = z.infer<typeof pageView>;
-
-export const errorView = z.looseObject({ error: z.string(), message: z.string() });
