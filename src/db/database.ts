@@ -1,7 +1,8 @@
 import { mkdir } from 'node:fs/promises';
 import type { PGlite } from '@electric-sql/pglite';
-import { CompiledQuery, Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
+import { PGliteDialect } from './pglite-dialect.js';
 import type { DB } from './types.js';
 
 export type Engine = 'postgres' | 'pglite';
