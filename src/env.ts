@@ -8,11 +8,12 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export const logLevel = z.enum(LOG_LEVELS);
 
+/** A whole number in [min, max]; the message for anything else (-5, 1.5, "ten") says what is wanted. */
 export const integer = (min: number, max: number) =>
   z
     .string()
     .trim()
-    .regex(/^\d+$/, 'must be a whole number')
+    .regex(/^\d+$/, min > 0 ? `must be a positive whole number (${min} to ${max})` : `must be a whole number from ${min} to ${max}`)
     .transform(Number)
     .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 
