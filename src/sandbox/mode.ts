@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
+import { listenError } from '../config-error.js';
 import { redactUrl } from '../logger.js';
 import { buildSandboxApp } from './app.js';
 import { describeSandboxConfig, loadSandboxConfig } from './config.js';
@@ -34,11 +35,15 @@ export async function startSandboxMode(
   const sandboxLog = log.child({ component: 'sandbox' });
   let callbackUrl: string | undefined;
   const app = await buildSandboxApp(config, { logger: sandboxLog, callbackUrl: () => callbackUrl });
-  await app.listen({
-    host: config.host,
-    port: config.port,
-    listenTextResolver: (address) => `sandbox provider listening at ${address}`,
-  });
+  await app
+    .listen({
+      host: config.host,
+      port: config.port,
+      listenTextResolver: (address) => `sandbox provider listening at ${address}`,
+    })
+    .catch((err: unknown) => {
+      throw listenError(err, { host: 'SANDBOX_HOST', port: 'SANDBOX_PORT' }, config);
+    });
   const { port } = app.server.address() as AddressInfo;
   const providerBaseUrl = `http://${config.host}:${port}`;
   log.warn({ providerBaseUrl }, SANDBOX_MODE_WARNING);

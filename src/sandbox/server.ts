@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import { configOrExit } from '../config-error.js';
+import { configOrExit, listenError } from '../config-error.js';
 import { loggerOptions, redactUrl } from '../logger.js';
 import { buildSandboxApp } from './app.js';
 import { describeSandboxConfig, loadSandboxConfig } from './config.js';
@@ -14,11 +14,17 @@ async function main(): Promise<void> {
   if (config.callbackUrl === undefined) {
     log.warn('SANDBOX_CALLBACK_URL is not set: underwritings are accepted but no callback is ever delivered');
   }
-  await app.listen({
-    host: config.host,
-    port: config.port,
-    listenTextResolver: (address) => `sandbox provider listening at ${address}`,
-  });
+  await configOrExit(() =>
+    app
+      .listen({
+        host: config.host,
+        port: config.port,
+        listenTextResolver: (address) => `sandbox provider listening at ${address}`,
+      })
+      .catch((err: unknown) => {
+        throw listenError(err, { host: 'SANDBOX_HOST', port: 'SANDBOX_PORT' }, config);
+      }),
+  );
 
   const stop = async (signal: string): Promise<void> => {
     log.info({ signal }, 'sandbox provider shutting down');
