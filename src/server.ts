@@ -53,7 +53,7 @@ async function main(): Promise<void> {
     const { port } = app.server.address() as AddressInfo;
     const host = ['0.0.0.0', '::'].includes(config.host) ? '127.0.0.1' : config.host;
     const callbackHost = host.includes(':') ? `[${host}]` : host;
-    sandbox.setCallbackUrl(`http://${callbackHost}:${port}/v1/callbacks/underwriting`);
+    await sandbox.setCallbackUrl(`http://${callbackHost}:${port}/v1/callbacks/underwriting`);
   }
 
   let stopping = false;

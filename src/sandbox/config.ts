@@ -1,4 +1,5 @@
 import { createPublicKey } from 'node:crypto';
+import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../config-error.js';
 import { addressList, httpUrl, integer, type LogLevel, logLevel, parseEnv } from '../env.js';
@@ -42,6 +43,7 @@ const envSchema = z.object({
   SANDBOX_PORT: integer(0, 65535).default(4010),
   SANDBOX_CALLBACK_URL: httpUrl.optional(),
   SANDBOX_DELAY_MS: integer(0, 3_600_000).default(10_000),
+  SANDBOX_DATA_DIR: z.string().trim().min(1, 'must not be empty').optional(),
   SANDBOX_PARTNER_TOKEN: z
     .string()
     .regex(/^[A-Za-z0-9]{64}$/, 'must be exactly 64 letters or digits')
@@ -72,6 +74,8 @@ export interface SandboxConfig {
   /** Unset: results are computed but never delivered. */
   callbackUrl: string | undefined;
   delayMs: number;
+  /** Where deliveries not yet made are kept across restarts; unset: ./data, or DATA_DIR in sandbox mode. */
+  dataDir: string | undefined;
   partnerToken: string;
   partnerTokenIsDefault: boolean;
   clientId: string;
@@ -103,6 +107,7 @@ export function loadSandboxConfig(env: NodeJS.ProcessEnv = process.env): Readonl
     port: e.SANDBOX_PORT,
     callbackUrl: e.SANDBOX_CALLBACK_URL,
     delayMs: e.SANDBOX_DELAY_MS,
+    dataDir: e.SANDBOX_DATA_DIR,
     partnerToken: e.SANDBOX_PARTNER_TOKEN,
     partnerTokenIsDefault: e.SANDBOX_PARTNER_TOKEN === SANDBOX_DEFAULT_PARTNER_TOKEN,
     clientId: e.SANDBOX_CLIENT_ID,
@@ -114,6 +119,11 @@ export function loadSandboxConfig(env: NodeJS.ProcessEnv = process.env): Readonl
     allowedIps: e.SANDBOX_ALLOWED_IPS,
     logLevel: e.LOG_LEVEL,
   });
+}
+
+/** The file where the simulator keeps the deliveries it still owes (survives a restart). */
+export function pendingDeliveriesFile(dataDir: string): string {
+  return path.join(dataDir, 'sandbox-deliveries.json');
 }
 
 /** What the startup log may say about the settings: never a secret's value, never a CPF. */

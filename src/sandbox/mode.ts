@@ -4,14 +4,16 @@ import type { Config } from '../config.js';
 import { listenError } from '../config-error.js';
 import { redactUrl } from '../logger.js';
 import { buildSandboxApp } from './app.js';
-import { describeSandboxConfig, loadSandboxConfig } from './config.js';
+import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
+import type { CallbackDelivery } from './delivery.js';
 
 /** The built-in simulator, started in the gateway's process when no PROVIDER_BASE_URL is set. */
 export interface SandboxMode {
   providerBaseUrl: string;
   partnerToken: string;
   /** Where the simulator delivers callbacks: the gateway's own route, known once it listens. */
-  setCallbackUrl(url: string): void;
+  /** Then delivers what a previous run left pending. */
+  setCallbackUrl(url: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -28,13 +30,21 @@ export const SANDBOX_MODE_WARNING =
  */
 export async function startSandboxMode(
   log: FastifyBaseLogger,
-  gateway: Pick<Config, 'callbackSecret'>,
+  gateway: Pick<Config, 'callbackSecret' | 'dataDir'>,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<SandboxMode> {
   const config = Object.freeze({ ...loadSandboxConfig(env), host: SANDBOX_MODE_HOST });
   const sandboxLog = log.child({ component: 'sandbox' });
   let callbackUrl: string | undefined;
-  const app = await buildSandboxApp(config, { logger: sandboxLog, callbackUrl: () => callbackUrl });
+  let delivery: CallbackDelivery | undefined;
+  const dataDir = config.dataDir ?? gateway.dataDir;
+  const app = await buildSandboxApp(config, {
+    logger: sandboxLog,
+    callbackUrl: () => callbackUrl,
+    // Deliveries owed when the process stopped are made after a restart, as a real provider would.
+    ...(dataDir.includes('://') ? {} : { pendingFile: pendingDeliveriesFile(dataDir) }),
+    onDeliveries: (d) => (delivery = d),
+  });
   await app
     .listen({
       host: config.host,
@@ -55,12 +65,13 @@ export async function startSandboxMode(
   return {
     providerBaseUrl,
     partnerToken: config.partnerToken,
-    setCallbackUrl(url) {
+    async setCallbackUrl(url) {
       // With CALLBACK_SECRET set the gateway wants ?token=, as a registered callback URL would carry.
       const target = new URL(url);
       if (gateway.callbackSecret !== undefined) target.searchParams.set('token', gateway.callbackSecret);
       callbackUrl = target.toString();
       sandboxLog.info({ callbackUrl: redactUrl(callbackUrl) }, 'sandbox provider delivers callbacks to the gateway');
+      await delivery?.resume();
     },
     close: () => app.close(),
   };
