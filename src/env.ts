@@ -7,6 +7,10 @@ import { ConfigError } from './config-error.js';
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export const logLevel = z.enum(LOG_LEVELS);
+export const LOG_FORMATS = ['json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+/** Unset: decided at start by defaultLogFormat (logger.ts). */
+export const logFormat = z.enum(LOG_FORMATS, { error: 'must be json or pretty' }).optional();
 
 /** A whole number in [min, max]; the message for anything else (-5, 1.5, "ten") says what is wanted. */
 export const integer = (min: number, max: number) =>

@@ -1,11 +1,10 @@
 import type { AddressInfo } from 'node:net';
-import { pino } from 'pino';
 import { buildApp } from './app.js';
 import { configOrExit, listenError } from './config-error.js';
 import { loadConfig } from './config.js';
 import { openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrator.js';
-import { loggerOptions } from './logger.js';
+import { createLogger, defaultLogFormat } from './logger.js';
 import { type SandboxMode, startSandboxMode } from './sandbox/mode.js';
 
 /** In-flight requests get this long to finish after SIGTERM/SIGINT; then the process exits anyway. */
@@ -15,7 +14,7 @@ const STARTUP_PING_MS = 10_000;
 
 async function main(): Promise<void> {
   let config = await configOrExit(() => loadConfig());
-  const log = pino(loggerOptions(config.logLevel));
+  const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(config.nodeEnv, process.stdout.isTTY === true));
   if (config.cpfHashKeyIsDevelopmentDefault) {
     log.warn('CPF_HASH_KEY is not set: using the fixed development key; set a secret key before storing real CPFs');
   }

@@ -2,7 +2,7 @@ import { createPublicKey } from 'node:crypto';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../config-error.js';
-import { addressList, httpUrl, integer, type LogLevel, logLevel, parseEnv } from '../env.js';
+import { addressList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnv } from '../env.js';
 
 // Fixed, documented defaults: the simulator is for local runs, docker-compose and CI, never production.
 export const SANDBOX_DEFAULT_PARTNER_TOKEN = 'sandboxPartnerTokenForLocalDevelopmentOnlyNeverUseInProduction01';
@@ -57,6 +57,7 @@ const envSchema = z.object({
   SANDBOX_CPF_APPROVE: cpf.default(SANDBOX_DEFAULT_CPFS.approve),
   SANDBOX_ALLOWED_IPS: addressList.default(SANDBOX_DEFAULT_ALLOWED_IPS),
   LOG_LEVEL: logLevel.default('info'),
+  LOG_FORMAT: logFormat,
 });
 
 /** Every variable the simulator reads. */
@@ -87,6 +88,8 @@ export interface SandboxConfig {
   scenarioCpfs: ScenarioCpfs;
   allowedIps: string[];
   logLevel: LogLevel;
+  /** Unset: pretty in development on a terminal, JSON otherwise (see defaultLogFormat). */
+  logFormat: LogFormat | undefined;
 }
 
 /** Parses the simulator's environment; throws ConfigError with one line per bad variable. */
@@ -118,6 +121,7 @@ export function loadSandboxConfig(env: NodeJS.ProcessEnv = process.env): Readonl
     scenarioCpfs: Object.freeze(scenarioCpfs),
     allowedIps: e.SANDBOX_ALLOWED_IPS,
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
   });
 }
 

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
 import { listenError } from '../config-error.js';
-import { redactUrl } from '../logger.js';
+import { BANNER_FIELD, redactUrl } from '../logger.js';
 import { buildSandboxApp } from './app.js';
 import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
 import type { CallbackDelivery } from './delivery.js';
@@ -23,6 +23,9 @@ const SANDBOX_MODE_HOST = '127.0.0.1';
 export const SANDBOX_MODE_WARNING =
   'SANDBOX MODE: PROVIDER_BASE_URL is not set, so the built-in sandbox provider answers every underwriting ' +
   'and nothing reaches the real provider. To leave sandbox mode set PROVIDER_BASE_URL and PARTNER_TOKEN.';
+
+/** Above the warning in the pretty (development) form, so that nobody misses it. */
+export const SANDBOX_MODE_BANNER = `${'!'.repeat(24)} SANDBOX MODE: nothing reaches the real provider ${'!'.repeat(24)}`;
 
 /**
  * Starts the simulator (SANDBOX_* variables, host forced to loopback) for the gateway to use.
@@ -56,7 +59,7 @@ export async function startSandboxMode(
     });
   const { port } = app.server.address() as AddressInfo;
   const providerBaseUrl = `http://${config.host}:${port}`;
-  log.warn({ providerBaseUrl }, SANDBOX_MODE_WARNING);
+  log.warn({ providerBaseUrl, [BANNER_FIELD]: SANDBOX_MODE_BANNER }, SANDBOX_MODE_WARNING);
   sandboxLog.info(
     { ...describeSandboxConfig({ ...config, port }, redactUrl), callbackUrl: "the gateway's own callback route" },
     'sandbox provider settings',

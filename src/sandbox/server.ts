@@ -1,6 +1,5 @@
-import { pino } from 'pino';
 import { configOrExit, listenError } from '../config-error.js';
-import { loggerOptions, redactUrl } from '../logger.js';
+import { createLogger, defaultLogFormat, redactUrl } from '../logger.js';
 import { buildSandboxApp } from './app.js';
 import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
 import type { CallbackDelivery } from './delivery.js';
@@ -9,7 +8,7 @@ import type { CallbackDelivery } from './delivery.js';
 
 async function main(): Promise<void> {
   const config = await configOrExit(() => loadSandboxConfig());
-  const log = pino(loggerOptions(config.logLevel));
+  const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(process.env.NODE_ENV, process.stdout.isTTY === true));
   let delivery: CallbackDelivery | undefined;
   const app = await buildSandboxApp(config, {
     logger: log,
