@@ -11,8 +11,10 @@ import type { CallbackDelivery } from './delivery.js';
 export interface SandboxMode {
   providerBaseUrl: string;
   partnerToken: string;
-  /** Where the simulator delivers callbacks: the gateway's own route, known once it listens. */
-  /** Then delivers what a previous run left pending. */
+  /**
+   * Where the simulator delivers callbacks: the gateway's own route, known once it listens. Then
+   * it delivers what a previous run left pending.
+   */
   setCallbackUrl(url: string): Promise<void>;
   close(): Promise<void>;
 }
