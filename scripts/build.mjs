@@ -3,6 +3,7 @@
 //   node scripts/build.mjs --if-stale   compile only when an input is newer than the last build
 //                                       (npm start and the other scripts: a second start is instant)
 //   node scripts/build.mjs --install    as --if-stale, run by npm install; a failure is reported, not fatal
+//   node scripts/build.mjs --check      compile nothing; exit 0 when dist/ is up to date, 1 when not
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -40,9 +41,10 @@ function builtAt() {
   }
 }
 
-if (mode === '--if-stale' || mode === '--install') {
+if (mode === '--if-stale' || mode === '--install' || mode === '--check') {
   const changed = Math.max(...inputs.map((i) => newest(path.join(root, i))));
   if (builtAt() >= changed) process.exit(0);
+  if (mode === '--check') process.exit(1);
 }
 
 let tsc;
