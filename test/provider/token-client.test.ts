@@ -4,14 +4,8 @@ import { Registry } from 'prom-client';
 import t, { type Test } from 'tap';
 import type { TokenClientConfig } from '../../src/config.js';
 import { TokenUnavailableError } from '../../src/provider/errors.js';
-import {
-  MAX_TIMER_MS,
-  MISSING_TOKEN_MESSAGE,
-  RENEWAL_LEAD_MS,
-  TokenClient,
-  type TokenClientOptions,
-  TokenEndpointError,
-} from '../../src/provider/token-client.js';
+import { MAX_TIMER_MS, RENEWAL_LEAD_MS, TokenClient, type TokenClientOptions } from '../../src/provider/token-client.js';
+import { MISSING_TOKEN_MESSAGE, TokenEndpointError } from '../../src/provider/token-exchange.js';
 import { captureLogs } from '../helpers/logs.js';
 import { FakeTime, startTokenServer, type TokenServer } from './token-server.js';
 
