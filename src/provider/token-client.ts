@@ -141,17 +141,6 @@ export class TokenClient implements BearerTokenSource {
     }
   }
 
-  /**
-   * Concurrent callers share one failure; its hint (what the operator should check) goes to the
-   * first caller of a failure streak only, so that the logs say it once until a token is obtained.
-   */
-  private forCaller(err: unknown): unknown {
-    if (!(err instanceof TokenEndpointError) || err.hint === undefined) return err;
-    if (this.hintGiven) return err.withoutHint();
-    this.hintGiven = true;
-    return err;
-  }
-
   /** The current token's timing, or undefined before the first token. Never the token itself. */
   status(): TokenStatus | undefined {
     const held = this.held;
@@ -164,7 +153,7 @@ export class TokenClient implements BearerTokenSource {
     };
   }
 
-  /** Resolves once no token request is in flight (whatever its outcome). */
+  /** Resolves once no token request is in flight, whether it succeeded or failed. */
   async idle(): Promise<void> {
     while (this.inflight) await this.inflight.catch(() => undefined);
   }
@@ -173,6 +162,17 @@ export class TokenClient implements BearerTokenSource {
   close(): void {
     this.closing.abort(new TokenUnavailableError('the token client is closed'));
     this.clearTimer();
+  }
+
+  /**
+   * Concurrent callers share one failure; its hint (what the operator should check) goes to the
+   * first caller of a failure streak only, so that the logs say it once until a token is obtained.
+   */
+  private forCaller(err: unknown): unknown {
+    if (!(err instanceof TokenEndpointError) || err.hint === undefined) return err;
+    if (this.hintGiven) return err.withoutHint();
+    this.hintGiven = true;
+    return err;
   }
 
   private refresh(): Promise<HeldToken> {
