@@ -27,6 +27,8 @@ const warm = Number(arg('warm', '0'));
 const generator = arg('gen', 'autocannon') as 'autocannon' | 'wrk';
 const variantNames = arg('variants', 'gateway,gateway-npm-start,baseline,baseline-legacy').split(',');
 const ownPostgres = args.includes('--own-postgres');
+/** Analyse the tables after seeding (the shared server runs without autovacuum: nothing else would). */
+const analyze = args.includes('--analyze');
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 const say = (line: string) => process.stdout.write(`${line}\n`);
@@ -104,7 +106,7 @@ async function main() {
     if (r.ok !== count) throw new Error(`seeding through the API: ${r.ok}/${count} accepted ${JSON.stringify(r.statusCodes)}`);
   };
 
-  say(`cross-check: ${amount} callbacks per run, ${reps} reps, seeded by ${seedHow}, warm-up ${warm}, ${generator}, ${own ? 'own PostgreSQL' : 'shared PostgreSQL'}`);
+  say(`cross-check: ${amount} callbacks per run, ${reps} reps, seeded by ${seedHow}${analyze ? ' then analysed' : ', not analysed'}, warm-up ${warm}, ${generator}, ${own ? 'own PostgreSQL' : 'shared PostgreSQL'}`);
   say('variant             ok     own req/s  autocannon req/s (s)  p50  p99  cpu ms/cb  db cpu ms/cb  WAL B/cb');
   const lsn = async () => (await admin.query<{ l: string }>('select pg_current_wal_lsn()::text as l')).rows[0]!.l;
   const lsnBytes = async (a: string, b: string) => Number((await admin.query<{ d: string }>('select pg_wal_lsn_diff($2, $1)::bigint as d', [a, b])).rows[0]!.d);
@@ -122,6 +124,7 @@ async function main() {
       const child = started.get(v.name)!;
       const prefix = `x${++prefixCounter}-`;
       await seed(prefix, generator === 'wrk' ? amount * 3 : amount);
+      if (analyze) await db.pool.query('analyze underwriting_requests; analyze callbacks');
       await db.pool.query('checkpoint').catch(() => undefined);
       const app = v.kind === 'gateway' ? 'underwriting-gateway' : 'bench-baseline';
       const [cpu0, dbCpu0, lsn0] = [cpuTimeMs(child.pid), await backendCpuSnapshot(db, app), await lsn()];
@@ -143,6 +146,17 @@ async function main() {
     }
   }
   await admin.end();
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    void (async () => {
+      await stopAll();
+      await database?.drop().catch(() => undefined);
+      await own?.stop();
+      process.exit(130);
+    })();
+  });
 }
 
 try {
