@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { type AbScenario, compareAb } from './lib/compare.js';
 import { type BenchDatabase, backendCpuSnapshot, createBenchDatabase } from './lib/database.js';
 import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
@@ -152,6 +153,38 @@ async function longPollScenario(db: BenchDatabase, stubUrl: string): Promise<Lon
   }
 }
 
+interface StatementStats {
+  query: string;
+  calls: number;
+  meanExecMs: number;
+  totalExecS: number;
+  rowsPerCall: number;
+  walBytesPerCall: number;
+  walFpiPerCall: number;
+}
+
+/** What pg_stat_statements saw on the private cluster during the A/B scenarios (--own-postgres). */
+async function topStatements(url: string): Promise<StatementStats[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<StatementStats>(
+      `select left(regexp_replace(query, '\\s+', ' ', 'g'), 90) as query, calls::int,
+              round(mean_exec_time::numeric, 3)::float as "meanExecMs", round((total_exec_time / 1000)::numeric, 2)::float as "totalExecS",
+              round(rows::numeric / calls, 2)::float as "rowsPerCall", round(wal_bytes / calls, 0)::float as "walBytesPerCall",
+              round(wal_fpi::numeric / calls, 3)::float as "walFpiPerCall"
+       from pg_stat_statements where calls > 100 order by total_exec_time desc limit 12`,
+    );
+    say('\npg_stat_statements (own PostgreSQL), by total execution time:');
+    for (const r of rows) {
+      say(`  ${String(r.calls).padStart(7)} calls  ${String(r.meanExecMs).padStart(7)} ms  ${String(r.rowsPerCall).padStart(6)} rows  ${String(r.walBytesPerCall).padStart(7)} WAL B  ${r.query}`);
+    }
+    return rows;
+  } finally {
+    await client.end();
+  }
+}
+
 /** /proc/pressure/cpu "some avg60": the share of time something waited for a CPU, %. */
 function cpuPressure(): number | null {
   try {
@@ -170,7 +203,7 @@ async function measureColdStart(db: BenchDatabase, stubUrl: string, tries: numbe
   const result: ColdStart = { postgres: [], pgliteFresh: [], pgliteExisting: [] };
   const base = { LOG_LEVEL: 'warn', PROVIDER_BASE_URL: stubUrl, ...secrets, CALLBACK_ALLOWED_IPS: '127.0.0.1/32' };
   const once = async (env: Record<string, string>) => {
-    const child = await startChild({ name: 'gateway (cold start)', script: GATEWAY_ENTRY, nodeArgs: GATEWAY_NODE_ARGS, readyPath: '/readyz', readyPollMs: 5, env });
+    const child = await startChild({ name: 'gateway (cold start)', script: GATEWAY_ENTRY, nodeArgs: GATEWAY_NODE_ARGS, readyPath: '/readyz', readyPollMs: 5, readyTimeoutMs: 120_000, env });
     await child.stop();
     return child.readyMs;
   };
@@ -227,6 +260,8 @@ async function main(): Promise<void> {
     await seedGetOne(database.pool, { rows: settings.getOneRows, customers: settings.getOneCustomers });
     ab.push(await abScenario(database, stub.baseUrl, getOneScenario({ customers: settings.getOneCustomers })));
   }
+  let statements: StatementStats[] | undefined;
+  if (own) statements = await topStatements(own.url);
   const longPoll = wanted('long-poll') ? await longPollScenario(database, stub.baseUrl) : undefined;
   let coldStart: ColdStart | undefined;
   if (wanted('cold-start')) {
@@ -252,6 +287,7 @@ async function main(): Promise<void> {
     scenarios: ab,
     longPoll: longPoll ?? null,
     coldStart: coldStart ?? null,
+    statements: statements ?? null,
     noise,
     missed: [...ab, ...(longPoll ? [longPoll] : [])].flatMap((r) => r.goals.filter((g) => !g.met).map((g) => `${r.scenario}: ${g.goal} (${g.measured})`)),
   };

@@ -100,7 +100,7 @@ export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefine
         target === 'gateway' ? `${r.medianRatio}x (${r.roundRatios.join(', ')})` : '1x',
         `${f.cpuMsPerOk ?? '-'}${target === 'gateway' && r.cpuRatio !== null ? ` (${r.cpuRatio}x)` : ''}`,
         String(f.dbCpuMsPerOk ?? '-'),
-        String(f.walBytesPerOk ?? '-'),
+        f.walBytesPerOk === null ? '-' : String(Math.round(f.walBytesPerOk)),
         String((target === 'gateway' ? r.gatewayPeakRssMb : r.baselinePeakRssMb) ?? '-'),
       ]);
     }
