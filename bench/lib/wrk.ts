@@ -26,7 +26,7 @@ export function wrkAvailable(): Promise<boolean> {
 export async function runWrk(baseUrl: string, connections: number, durationS: number, spec: WrkSpec): Promise<RunFigures> {
   const { stdout } = await execFileP(
     'wrk',
-    [`-t${WRK_THREADS}`, `-c${connections}`, `-d${durationS}s`, '--timeout', '30s', '-s', spec.script, `${baseUrl}${spec.path}`],
+    [`-t${WRK_THREADS}`, `-c${connections}`, `-d${Math.max(1, Math.round(durationS))}s`, '--timeout', '30s', '-s', spec.script, `${baseUrl}${spec.path}`],
     { env: { ...process.env, ...spec.env, WRK_THREADS: String(WRK_THREADS) }, maxBuffer: 1 << 20 },
   );
   const line = stdout.split('\n').find((l) => l.startsWith('WRK_JSON '));
