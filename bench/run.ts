@@ -39,7 +39,8 @@ const settings = quick
 const LONG_POLL_WAIT_S = 30;
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
-const GATEWAY_ENTRY = here('../src/server.js');
+/** BENCH_GATEWAY_ENTRY: another build's dist/src/server.js, to compare two builds against the same baselines. */
+const GATEWAY_ENTRY = process.env.BENCH_GATEWAY_ENTRY ?? here('../src/server.js');
 /** The gateway's V8 flags, as in `npm start` and the Dockerfile's CMD: keep the three in step. */
 const GATEWAY_NODE_ARGS = ['--max-semi-space-size=4'];
 const BASELINE_ENTRY = here('./baselines/server.js');
@@ -264,7 +265,9 @@ async function main(): Promise<void> {
   if (own) statements = await topStatements(own.url);
   const longPoll = wanted('long-poll') ? await longPollScenario(database, stub.baseUrl) : undefined;
   let coldStart: ColdStart | undefined;
-  if (wanted('cold-start')) {
+  // Cold start runs by default in full runs; in --quick only when asked for (PGlite's first start
+  // alone takes 10-60 s on this machine).
+  if (quick ? only?.has('cold-start') === true : wanted('cold-start')) {
     say('\ncold start to ready, PostgreSQL and PGlite');
     coldStart = await measureColdStart(database, stub.baseUrl, quick ? 1 : 3);
   }
