@@ -4,8 +4,8 @@ import { createRequire } from 'node:module';
 
 // Security headers computed ONCE, at start, by helmet itself from @fastify/helmet's options, and
 // set on every answer by one plain hook. @fastify/helmet applied globally builds a new helmet
-// middleware (every header's options parsed, the CSP included) on every request: measured at
-// 0.80-0.85x the submit baseline with it against 1.09-1.13x without it (bench/README.md).
+// middleware (every header's options parsed, the CSP included) on every request: 25 µs of CPU per
+// request in a bare Fastify app, against 14 µs for these headers (bench/helmet-cost.ts, bench/README.md).
 
 /** The options of @fastify/helmet's registration: the one source of the headers. */
 export type SecurityHeaderOptions = FastifyHelmetOptions;
@@ -16,8 +16,9 @@ const helmetOfThePlugin = createRequire(createRequire(import.meta.url).resolve('
 ) => (req: unknown, res: unknown, next: (err?: unknown) => void) => void;
 
 /**
- * The headers helmet sets with these options, as [lowercase name, value], in helmet's order.
- * (Header removals, X-Powered-By, are nothing Fastify ever sets.)
+ * The headers helmet sets with these options, by lowercase name, in helmet's order. (Header
+ * removals, X-Powered-By, are nothing Fastify ever sets.) Options that depend on the request (CSP
+ * nonces, a directive computed by a function) cannot be computed once and are refused.
  */
 export function securityHeaders(options: SecurityHeaderOptions): Record<string, string> {
   const headers: Record<string, string> = {};
@@ -31,6 +32,11 @@ export function securityHeaders(options: SecurityHeaderOptions): Record<string, 
   // @fastify/helmet's own options; helmet would refuse them.
   const { global: _global, enableCSPNonces, ...helmetOptions } = options;
   if (enableCSPNonces) throw new Error('per-request CSP nonces cannot be computed once: use @fastify/helmet on that route');
+  const csp = helmetOptions.contentSecurityPolicy;
+  const directives = typeof csp === 'object' && csp !== null ? Object.values(csp.directives ?? {}) : [];
+  if (directives.flat().some((v) => typeof v === 'function')) {
+    throw new Error('a CSP directive computed per request cannot be computed once: use @fastify/helmet on that route');
+  }
   let failed: unknown;
   helmetOfThePlugin(helmetOptions)({ method: 'GET', url: '/', headers: {} }, res, (err) => (failed = err));
   if (failed) throw failed instanceof Error ? failed : new Error(String(failed));

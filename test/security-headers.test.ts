@@ -2,6 +2,7 @@ import helmet from '@fastify/helmet';
 import Fastify from 'fastify';
 import t from 'tap';
 import { SECURITY_HEADER_OPTIONS } from '../src/app.js';
+import { securityHeaders } from '../src/security-headers.js';
 import { buildTestApp } from './helpers/app.js';
 
 // The gateway computes its security headers once, at start, instead of letting @fastify/helmet
@@ -44,4 +45,13 @@ t.test("every answer carries every header @fastify/helmet would set, with helmet
   for (const [name, value] of Object.entries(expected)) {
     if (name !== 'content-security-policy') t.equal(docs.headers[name], value, `/docs: ${name}`);
   }
+});
+
+t.test('options that depend on the request are refused, not computed once with a wrong value', async (t) => {
+  t.throws(() => securityHeaders({ enableCSPNonces: true }), /nonces/);
+  t.throws(
+    () => securityHeaders({ contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'self'", () => "'nonce-x'"] } } }),
+    /computed per request/,
+  );
+  t.equal(securityHeaders(SECURITY_HEADER_OPTIONS)['content-security-policy'], "default-src 'none';frame-ancestors 'none'");
 });
