@@ -9,8 +9,9 @@ import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
 import { type Child, cpuTimeMs, startChild, stopAll } from './lib/processes.js';
 import { callbackBody } from './scenarios/callback.js';
 
-// `node dist/bench/cross-check.js [--own-postgres] [--amount=24000] [--reps=2] [--seed=api|sql]
+// `node dist/bench/cross-check.js [--own-postgres] [--amount=24000] [--reps=2] [--seed=api|sql] [--analyze]
 //   [--warm=N] [--gen=autocannon|wrk] [--variants=gateway,gateway-npm-start,baseline,baseline-legacy]`
+// (also gateway-dev-warn: NODE_ENV unset, LOG_LEVEL=warn)
 //
 // Issue 16's independent harness, reproduced to find why it and `npm run bench` disagreed: the
 // callback targets one after another, A B A B, each run `amount` distinct callbacks for requests
