@@ -1,8 +1,9 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sql } from 'kysely';
 import { FileMigrationProvider, Migrator } from 'kysely/migration';
-import type { Database } from './database.js';
+import { type Database, MIGRATION_LOCK_ID } from './database.js';
 
 // src/db/ -> migrations/, both in the source tree and in dist/.
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations', import.meta.url));
@@ -15,21 +16,27 @@ export class MigrationError extends Error {
 }
 
 /**
- * Applies every pending migration and returns the names applied. Kysely's migrator takes a
- * PostgreSQL advisory lock, so instances starting together wait for each other instead of racing.
+ * Applies every pending migration and returns the names applied, all in one transaction that first
+ * takes a transaction-scoped advisory lock: instances starting together wait for each other instead
+ * of racing, and nothing outlives the transaction (no session lock, so it works behind a
+ * transaction-pooling PgBouncer too). A failed migration rolls every one of them back.
  */
 export async function migrateToLatest(database: Pick<Database, 'db'>): Promise<string[]> {
-  const migrator = new Migrator({
-    db: database.db,
-    provider: new FileMigrationProvider({ fs, path, migrationFolder: MIGRATIONS_DIR }),
-  });
-  const { error, results } = await migrator.migrateToLatest();
-  const failed = results?.find((r) => r.status === 'Error');
-  if (error !== undefined) {
-    const where = failed ? ` in ${failed.migrationName}` : '';
-    throw new MigrationError(`migration failed${where}: ${error instanceof Error ? error.message : String(error)}`, {
-      cause: error,
+  return database.db.transaction().execute(async (trx) => {
+    // Before the migrator creates its own tables: two instances on a fresh database would race there.
+    await sql`select pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK_ID)})`.execute(trx);
+    const migrator = new Migrator({
+      db: trx,
+      provider: new FileMigrationProvider({ fs, path, migrationFolder: MIGRATIONS_DIR }),
     });
-  }
-  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+    const { error, results } = await migrator.migrateToLatest();
+    const failed = results?.find((r) => r.status === 'Error');
+    if (error !== undefined) {
+      const where = failed ? ` in ${failed.migrationName}` : '';
+      throw new MigrationError(`migration failed${where}: ${error instanceof Error ? error.message : String(error)}`, {
+        cause: error,
+      });
+    }
+    return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+  });
 }
