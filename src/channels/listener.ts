@@ -69,11 +69,13 @@ interface SourceHandlers {
 interface Source {
   /** Checks the connection now (e.g. when another connection to the database was found half-open). */
   check(): void;
+  /** The database answers again: reconnect now if waiting to retry. */
+  retryNow(): void;
   stop(): Promise<void>;
 }
 
 /** What a listener needs of the database. */
-export type ListenTarget = Pick<Database, 'engine' | 'listenConnectionString' | 'pglite' | 'queryTimeoutMs' | 'onConnectionTimeout'>;
+export type ListenTarget = Pick<Database, 'engine' | 'listenConnectionString' | 'pglite' | 'queryTimeoutMs' | 'onHealth'>;
 
 /**
  * Listens on one NOTIFY channel over a single connection and wakes the waiters registered under the
@@ -153,7 +155,7 @@ export class ChannelListener extends EventEmitter {
       this.#source = source;
       // A query on another connection timed out: this one may be half-open too, silently missing
       // every notification; find out now rather than at the next heartbeat.
-      this.#unsubscribe = database.onConnectionTimeout(() => source.check());
+      this.#unsubscribe = database.onHealth((event) => (event === 'timeout' ? source.check() : source.retryNow()));
     } else throw new Error('a database has either a PGlite instance or a connection string');
   }
 
@@ -262,6 +264,11 @@ function postgresSource(
   void connect();
   return {
     check: beat,
+    retryNow() {
+      if (retry === undefined || stopped) return;
+      clearTimeout(retry);
+      void connect();
+    },
     async stop() {
       stopped = true;
       clearTimeout(retry);
@@ -290,6 +297,7 @@ function pgliteSource(pglite: PGlite, channel: string, log: Log, handlers: Sourc
   );
   return {
     check: () => {},
+    retryNow: () => {},
     async stop() {
       const u = await unlisten;
       if (u && !pglite.closed) await u().catch(() => {});

@@ -15,6 +15,8 @@ export type Engine = 'postgres' | 'pglite';
  */
 export type PoolMode = 'session' | 'transaction';
 
+export type HealthEvent = 'timeout' | 'recovered';
+
 /** A query that has not answered in this long fails, and its connection is destroyed. */
 export const DEFAULT_QUERY_TIMEOUT_MS = 15_000;
 
@@ -35,11 +37,11 @@ export interface Database {
   /** How long a query may go unanswered before it fails and its connection is destroyed. */
   queryTimeoutMs: number;
   /**
-   * Calls fn whenever a pooled connection is destroyed because a query on it timed out (a
-   * half-open connection, most likely): other long-lived connections (LISTEN) should check theirs.
-   * Returns a function that removes it.
+   * Calls fn with `timeout` whenever a query timed out (a half-open connection, most likely: other
+   * long-lived connections such as LISTEN should check theirs), and with `recovered` when a query
+   * succeeds after queries failed for want of the database. Returns a function that removes it.
    */
-  onConnectionTimeout(fn: () => void): () => void;
+  onHealth(fn: (event: HealthEvent) => void): () => void;
   /** Set on PGlite: its own listen() API stands in for LISTEN. */
   pglite: PGlite | undefined;
   /** Resolves when the database answers within timeoutMs, rejects otherwise. */
@@ -78,15 +80,16 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
 function openPostgres(connectionString: string, options: OpenDatabaseOptions): Database {
   const poolMode = options.poolMode ?? 'session';
   const queryTimeoutMs = options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS;
-  const timeoutListeners = new Set<() => void>();
+  const healthListeners = new Set<(event: HealthEvent) => void>();
   const sockets = new Set<net.Socket>();
   const settings: PoolSettings = {
     sockets,
+    epoch: 0,
     poolMode,
     queryTimeoutMs,
     onIdleError: options.onIdleError,
-    onTimeout: () => {
-      for (const fn of timeoutListeners) fn();
+    emit: (event) => {
+      for (const fn of healthListeners) fn(event);
     },
   };
   const main = new GuardedPool(openPool(connectionString, options.poolSize ?? 10, settings), settings);
@@ -104,9 +107,11 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
     listenConnectionString: options.listenUrl ?? connectionString,
     poolMode,
     queryTimeoutMs,
-    onConnectionTimeout: (fn) => {
-      timeoutListeners.add(fn);
-      return () => timeoutListeners.delete(fn);
+    onHealth: (fn) => {
+      healthListeners.add(fn);
+      return () => {
+        healthListeners.delete(fn);
+      };
     },
     ping: async (timeoutMs) => {
       await withTimeout(main.pool.query('select 1'), timeoutMs);
@@ -163,9 +168,14 @@ interface PoolSettings {
   sockets: Set<net.Socket>;
   poolMode: PoolMode;
   queryTimeoutMs: number;
+  /**
+   * Bumped by every query timeout: a connection that was open before it may be half-open as well
+   * (a network path that went silent takes all of them), so it is closed at its next checkout
+   * instead of failing a query of its own a timeout later. Shared by the database's pools.
+   */
+  epoch: number;
   onIdleError: ((err: Error) => void) | undefined;
-  /** A query timed out and its connection was destroyed. */
-  onTimeout: () => void;
+  emit: (event: HealthEvent) => void;
 }
 
 function openPool(connectionString: string, max: number, settings: PoolSettings): pg.Pool {
@@ -244,21 +254,29 @@ class GuardedPool {
   }
 
   async connect(): Promise<GuardedClient> {
-    try {
-      const client = await this.pool.connect();
+    for (;;) {
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (err) {
+        this.outcome(err);
+        throw err;
+      }
       // One wrapper per connection, as Kysely keeps its own state per client object.
       let guarded = this.#clients.get(client);
       if (!guarded) this.#clients.set(client, (guarded = new GuardedClient(client, this.settings, this)));
-      return guarded;
-    } catch (err) {
-      this.outcome(err);
-      throw err;
+      if (guarded.epoch === this.settings.epoch) return guarded;
+      // Opened before a query timed out somewhere: maybe just as half-open. Close it, open another.
+      destroy(client, new Error('opened before a query timed out'));
     }
   }
 
   outcome(err: unknown): void {
-    if (err === undefined) this.failingSince = undefined;
-    else if (isStorageUnavailable(err) || isPoolerMisuse(err)) this.failingSince ??= Date.now();
+    if (err === undefined) {
+      if (this.failingSince === undefined) return;
+      this.failingSince = undefined;
+      this.settings.emit('recovered');
+    } else if (isStorageUnavailable(err) || isPoolerMisuse(err)) this.failingSince ??= Date.now();
   }
 
   end(): Promise<void> {
@@ -266,14 +284,25 @@ class GuardedPool {
   }
 }
 
+/** Gives a pooled client back for good: pg-pool drops it, and its socket closes now, half-open or not. */
+function destroy(client: pg.PoolClient, reason: Error): void {
+  client.release(reason);
+  // Ending waits for the server to close a connection with no query active on it, and a
+  // half-open one never does; pg-pool only pulses its waiting queue once it has.
+  (client as unknown as { connection?: { stream?: net.Socket } }).connection?.stream?.destroy();
+}
+
 class GuardedClient {
   #failure: Error | undefined;
+  readonly epoch: number;
 
   constructor(
     readonly client: pg.PoolClient,
     private readonly settings: PoolSettings,
     private readonly owner: GuardedPool,
-  ) {}
+  ) {
+    this.epoch = settings.epoch;
+  }
 
   // Kysely's PostgresPoolClient: query(text, values); also query(config) for runStatement.
   query(...args: unknown[]): any {
@@ -306,10 +335,15 @@ class GuardedClient {
   release(discard?: boolean): void {
     const failure = this.#failure ?? (discard ? new Error('discarded') : undefined);
     this.#failure = undefined;
-    // With an error, pg-pool removes the client and ends it, which closes the socket at once when
-    // a query is still active on it.
-    this.client.release(failure ?? undefined);
-    if (failure && QUERY_TIMEOUT.test(failure.message)) this.settings.onTimeout();
+    if (!failure) {
+      this.client.release();
+      return;
+    }
+    destroy(this.client, failure);
+    if (QUERY_TIMEOUT.test(failure.message)) {
+      this.settings.epoch += 1;
+      this.settings.emit('timeout');
+    }
   }
 }
 
@@ -354,7 +388,7 @@ async function openPglite(dataDir: string): Promise<Database> {
     listenConnectionString: undefined,
     poolMode: 'session',
     queryTimeoutMs: DEFAULT_QUERY_TIMEOUT_MS,
-    onConnectionTimeout: () => () => {},
+    onHealth: () => () => {},
     pglite,
     ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
     close: async () => {
