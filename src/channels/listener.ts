@@ -265,7 +265,11 @@ function postgresSource(
   return {
     check: beat,
     retryNow() {
-      if (retry === undefined || stopped) return;
+      if (stopped) return;
+      // A heartbeat still unanswered while the database answers on new connections: this one is
+      // half-open. Replace it now rather than at the heartbeat's timeout.
+      if (checking && client) loseCurrent?.(new Error('heartbeat unanswered while the database answers again'));
+      if (retry === undefined) return;
       clearTimeout(retry);
       void connect();
     },

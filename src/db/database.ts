@@ -81,7 +81,7 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
   const poolMode = options.poolMode ?? 'session';
   const queryTimeoutMs = options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS;
   const healthListeners = new Set<(event: HealthEvent) => void>();
-  const sockets = new Set<net.Socket>();
+  const sockets = new Map<net.Socket, number>();
   const settings: PoolSettings = {
     sockets,
     epoch: 0,
@@ -122,9 +122,11 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
       }
     },
     close: async () => {
-      // Ending a connection waits for the server to close it; a half-open one never does.
+      // Ending a connection waits for the server to close it; a half-open one never does. Those
+      // opened before a query timed out are suspect: closed at once. The others get a grace.
+      for (const [socket, epoch] of sockets) if (epoch !== settings.epoch) socket.destroy();
       const timer = setTimeout(() => {
-        for (const socket of sockets) socket.destroy();
+        for (const socket of sockets.keys()) socket.destroy();
       }, CLOSE_GRACE_MS);
       try {
         await Promise.all([db.destroy(), notifyDb.destroy()]);
@@ -164,8 +166,8 @@ class GatewayPostgresDialect extends PostgresDialect {
 }
 
 interface PoolSettings {
-  /** Every open socket of the database's pools, so that close() can destroy half-open ones. */
-  sockets: Set<net.Socket>;
+  /** Every open socket of the database's pools and the epoch it was opened in, so that close() can destroy half-open ones. */
+  sockets: Map<net.Socket, number>;
   poolMode: PoolMode;
   queryTimeoutMs: number;
   /**
@@ -193,7 +195,7 @@ function openPool(connectionString: string, max: number, settings: PoolSettings)
     types: pgTypes,
     stream: () => {
       const socket = new net.Socket();
-      settings.sockets.add(socket);
+      settings.sockets.set(socket, settings.epoch);
       socket.once('close', () => settings.sockets.delete(socket));
       return socket;
     },

@@ -33,7 +33,9 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
   let paused = false;
   let accepted = 0;
   const relay = (client: net.Socket) => {
-    const upstream = net.connect({ host, port });
+    // Half-open both ways: a FIN is passed on only while the connection is not silenced, as a
+    // network path that went dark would not deliver it either.
+    const upstream = net.connect({ host, port, allowHalfOpen: true });
     open.add(client);
     open.add(upstream);
     const state = { silenced: false };
@@ -53,9 +55,15 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
     upstream.on('data', (chunk) => {
       if (!state.silenced) client.write(chunk);
     });
+    client.on('end', () => {
+      if (!state.silenced) upstream.end();
+    });
+    upstream.on('end', () => {
+      if (!state.silenced) client.end();
+    });
     client.resume();
   };
-  const server = net.createServer((client) => {
+  const server = net.createServer({ allowHalfOpen: true }, (client) => {
     accepted += 1;
     if (cut) {
       client.destroy();
