@@ -1,9 +1,10 @@
 import { performance } from 'node:perf_hooks';
+import { sql } from 'kysely';
 import t from 'tap';
 import { loadConfig } from '../../src/config.js';
-import { TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
+import { buildTestApp, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
 import { configProblems } from '../helpers/config.js';
-import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+import { freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { startPgBouncer } from '../helpers/pgbouncer.js';
 import { startProcess } from '../helpers/process.js';
@@ -37,6 +38,23 @@ async function until(check: () => Promise<boolean>, what: string, ms = 10_000): 
 
 const server = SERVER_URL;
 if (server) {
+  t.test('/readyz answers 503 while the gateway\'s queries keep failing, though a bare select answers', async (t) => {
+    const database = await freshDatabase(t);
+    const { app } = await buildTestApp(t, { database });
+    // What a transaction pooler answers a named statement prepared on another server connection.
+    const misuse = () => t.rejects(sql`deallocate no_such_statement`.execute(database.db), { code: '26000' });
+    await misuse();
+    t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200, 'one failure is no outage');
+    // Failing for a while: time itself is the condition here.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    await misuse();
+    const res = await app.inject({ method: 'GET', url: '/readyz' });
+    t.equal(res.statusCode, 503, 'every query failing for a second: not ready');
+    t.equal(res.json().error, 'storage_unavailable');
+    await sql`select 1`.execute(database.db);
+    t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200, 'ready again after a query succeeds');
+  });
+
   for (const mode of ['session', 'transaction'] as const) {
     t.test(`behind PgBouncer in ${mode} mode the gateway starts, migrates and answers under concurrency`, { timeout: 90_000 }, async (t) => {
       const direct = await freshDatabaseUrl(t);
