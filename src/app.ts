@@ -14,6 +14,7 @@ import { callbackRoutes } from './callbacks/routes.js';
 import { notificationChannel } from './channels/channel.js';
 import { RESULTS_CHANNEL } from './channels/names.js';
 import type { Config } from './config.js';
+import { consoleRoutes } from './console/routes.js';
 import type { Database } from './db/database.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { installErrorHandler } from './errors.js';
@@ -60,6 +61,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandler(app);
+  // Bodies are JSON: JSON sent as text/plain is refused 415, not read as a string that then fails validation.
+  app.removeContentTypeParser('text/plain');
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
     done(null, payload);
@@ -111,5 +114,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(submissionRoutes(capabilityDeps));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));
+  await app.register(consoleRoutes({ config }));
   return app;
 }

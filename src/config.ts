@@ -1,7 +1,7 @@
 import { createPrivateKey } from 'node:crypto';
 import { z } from 'zod';
 import { ConfigError } from './config-error.js';
-import { addressList, commaList, httpUrl, integer, type LogLevel, logLevel, parseEnv } from './env.js';
+import { addressList, commaList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnv } from './env.js';
 import { partnerTokenSchema } from './provider/schemas.js';
 
 
@@ -72,6 +72,7 @@ const envSchema = z.object({
   TOKEN_SCOPE: z.string().trim().min(1, 'must not be empty').default('sdk-kyc'),
   CLIENT_ASSERTION_KEY: pkcs8Pem.optional(),
   LOG_LEVEL: logLevel.default('info'),
+  LOG_FORMAT: logFormat,
 });
 
 /** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
@@ -112,6 +113,8 @@ export interface Config {
   cpfHashKeyIsDevelopmentDefault: boolean;
   tokenClient: TokenClientConfig | undefined;
   logLevel: LogLevel;
+  /** Unset: pretty in development on a terminal, JSON otherwise (see defaultLogFormat). */
+  logFormat: LogFormat | undefined;
   sandboxMode: boolean;
 }
 
@@ -189,6 +192,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
           }
         : undefined,
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
     sandboxMode,
   };
   return Object.freeze(config);

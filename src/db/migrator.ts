@@ -1,8 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sql } from 'kysely';
-import { FileMigrationProvider, Migrator } from 'kysely/migration';
+import { FileMigrationProvider, Migrator, sql } from 'kysely';
 import { type Database, MIGRATION_LOCK_ID } from './database.js';
 
 // src/db/ -> migrations/, both in the source tree and in dist/.
