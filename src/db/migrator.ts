@@ -21,21 +21,30 @@ export class MigrationError extends Error {
  * transaction-pooling PgBouncer too). A failed migration rolls every one of them back.
  */
 export async function migrateToLatest(database: Pick<Database, 'db'>): Promise<string[]> {
-  return database.db.transaction().execute(async (trx) => {
-    // Before the migrator creates its own tables: two instances on a fresh database would race there.
-    await sql`select pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK_ID)})`.execute(trx);
-    const migrator = new Migrator({
-      db: trx,
-      provider: new FileMigrationProvider({ fs, path, migrationFolder: MIGRATIONS_DIR }),
-    });
-    const { error, results } = await migrator.migrateToLatest();
-    const failed = results?.find((r) => r.status === 'Error');
-    if (error !== undefined) {
-      const where = failed ? ` in ${failed.migrationName}` : '';
-      throw new MigrationError(`migration failed${where}: ${error instanceof Error ? error.message : String(error)}`, {
-        cause: error,
+  // One connection, one transaction of our own (the migrator's own would start after its lock).
+  return database.db.connection().execute(async (conn) => {
+    await sql`begin`.execute(conn);
+    try {
+      // Before the migrator creates its own tables: two instances on a fresh database would race there.
+      await sql`select pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK_ID)})`.execute(conn);
+      const migrator = new Migrator({
+        db: conn,
+        provider: new FileMigrationProvider({ fs, path, migrationFolder: MIGRATIONS_DIR }),
+        disableTransactions: true,
       });
+      const { error, results } = await migrator.migrateToLatest();
+      const failed = results?.find((r) => r.status === 'Error');
+      if (error !== undefined) {
+        const where = failed ? ` in ${failed.migrationName}` : '';
+        throw new MigrationError(`migration failed${where}: ${error instanceof Error ? error.message : String(error)}`, {
+          cause: error,
+        });
+      }
+      await sql`commit`.execute(conn);
+      return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+    } catch (err) {
+      await sql`rollback`.execute(conn).catch(() => {});
+      throw err;
     }
-    return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
   });
 }
