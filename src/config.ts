@@ -45,6 +45,12 @@ const envSchema = z.object({
     .trim()
     .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// or postgresql:// URL')
     .optional(),
+  DATABASE_POOL_MODE: z.enum(['session', 'transaction']).default('session'),
+  DATABASE_LISTEN_URL: z
+    .string()
+    .trim()
+    .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// or postgresql:// URL')
+    .optional(),
   DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
   MIGRATE_ON_START: booleanFlag.default(true),
   PROVIDER_BASE_URL: baseUrl.optional(),
@@ -94,6 +100,10 @@ export interface Config {
   port: number;
   /** Unset: embedded PGlite under dataDir. */
   databaseUrl: string | undefined;
+  /** `transaction` behind a transaction-pooling PgBouncer: no named prepared statements, no session state. */
+  databasePoolMode: 'session' | 'transaction';
+  /** Where LISTEN connects (a direct or session-pooled connection); unset: databaseUrl. */
+  databaseListenUrl: string | undefined;
   dataDir: string;
   migrateOnStart: boolean;
   /** Unset: sandbox mode, the built-in simulator serves the provider's API. */
@@ -145,6 +155,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     problems.push('PARTNER_TOKEN: required when PROVIDER_BASE_URL is set');
   }
 
+  if (e.DATABASE_URL === undefined) {
+    if (e.DATABASE_LISTEN_URL !== undefined) problems.push('DATABASE_LISTEN_URL: needs DATABASE_URL (the embedded database has no pooler)');
+    if (e.DATABASE_POOL_MODE === 'transaction') problems.push('DATABASE_POOL_MODE: transaction needs DATABASE_URL (the embedded database has no pooler)');
+  }
+
   const tokenVars = { AUTH_URL: e.AUTH_URL, CLIENT_ID: e.CLIENT_ID };
   const anyToken = e.AUTH_URL ?? e.CLIENT_ID ?? e.CLIENT_SECRET ?? e.CLIENT_ASSERTION_KEY;
   if (anyToken !== undefined) {
@@ -168,6 +183,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     host: e.HOST,
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
+    databasePoolMode: e.DATABASE_POOL_MODE,
+    databaseListenUrl: e.DATABASE_LISTEN_URL ?? e.DATABASE_URL,
     dataDir: e.DATA_DIR,
     migrateOnStart: e.MIGRATE_ON_START,
     providerBaseUrl: e.PROVIDER_BASE_URL,
