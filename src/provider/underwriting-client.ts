@@ -97,7 +97,8 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
           observe(seconds(), 'accepted');
           return { status };
         }
-        const excerpt = await readBounded(response.body, EXCERPT_MAX_BYTES, 'truncate').then((text) => text.slice(0, EXCERPT_MAX_CHARS)).catch(() => '');
+        // Cut to EXCERPT_MAX_CHARS only once scrubbed, so that no secret or CPF is cut in half and kept.
+        const excerpt = await readBounded(response.body, EXCERPT_MAX_BYTES, 'truncate').catch(() => '');
         observe(seconds(), 'rejected');
         throw new UpstreamRejectedError(status, excerpt);
       } finally {

@@ -7,7 +7,8 @@ import type { DB } from '../db/types.js';
 import { AppError, errorBody } from '../errors.js';
 import { TokenUnavailableError, UpstreamRejectedError, UpstreamUnavailableError } from '../provider/errors.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
-import type { UnderwritingClient } from '../provider/underwriting-client.js';
+import { EXCERPT_MAX_CHARS, type UnderwritingClient } from '../provider/underwriting-client.js';
+import { scrubText } from '../scrub.js';
 import {
   bodyHash,
   claimKey,
@@ -215,12 +216,7 @@ function describeFailure(err: unknown, secrets: Array<string | undefined>): Fail
   };
 }
 
-/** A CPF in any format, as the provider might echo it back. */
-const CPF_LIKE = /\d{3}\.?\d{3}\.?\d{3}-?\d{2}/g;
-
-/** Keeps CPFs and our own secrets out of what we store from the provider's words. */
+/** Keeps CPFs (in any separator form or escape) and our own secrets out of what we store from the provider's words. */
 function redact(text: string, secrets: Array<string | undefined>): string {
-  let clean = text;
-  for (const secret of secrets) if (secret) clean = clean.split(secret).join('[redacted]');
-  return clean.replace(CPF_LIKE, '[redacted]').slice(0, 500);
+  return scrubText(text, secrets, EXCERPT_MAX_CHARS);
 }
