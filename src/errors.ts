@@ -53,7 +53,7 @@ export function errorBody(err: AppError): Record<string, unknown> {
 }
 
 /** One place that turns any thrown error into the contract's error shape. Never shows a 5xx's detail. */
-export function installErrorHandler(app: FastifyInstance): void {
+export function installErrorHandler(app: FastifyInstance, onStorageFailure: () => void = () => {}): void {
   app.setNotFoundHandler((request, reply) => {
     void reply.code(404).send({ error: 'not_found', message: `no route ${request.method} ${request.url.split('?')[0]}` });
   });
@@ -84,6 +84,7 @@ export function installErrorHandler(app: FastifyInstance): void {
       return reply.code(400).send(errorBody(validationFailed(issues, message)));
     }
     if (isStorageUnavailable(error)) {
+      onStorageFailure();
       request.log.error({ err: error }, 'database unavailable');
       return reply.code(503).send(errorBody(storageUnavailable()));
     }
