@@ -8,6 +8,12 @@ export interface TcpRelay {
   port: number;
   /** Drops every open connection and refuses new ones: the database "goes away". */
   cut(): void;
+  /**
+   * Swallows whatever the server sends from now on (or, given `after`, from when client bytes
+   * containing it pass, e.g. a prepared statement's name), while the client's bytes still reach
+   * it: a statement sent then runs (and commits) but its answer never arrives. Until cut() or restore().
+   */
+  blackhole(after?: string): void;
   /** Lets connections through again. */
   restore(): void;
   close(): Promise<void>;
@@ -17,6 +23,8 @@ export interface TcpRelay {
 export async function startRelay(host: string, port: number): Promise<TcpRelay> {
   const open = new Set<net.Socket>();
   let cut = false;
+  let blackholed = false;
+  let blackholeAfter: string | undefined;
   const server = net.createServer((client) => {
     if (cut) {
       client.destroy();
@@ -33,8 +41,13 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
     };
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
+    client.on('data', (chunk: Buffer) => {
+      if (blackholeAfter !== undefined && chunk.includes(blackholeAfter)) blackholed = true;
+    });
     client.pipe(upstream);
-    upstream.pipe(client);
+    upstream.on('data', (chunk: Buffer) => {
+      if (!blackholed) client.write(chunk);
+    });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
@@ -44,8 +57,14 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
       for (const socket of open) socket.destroy();
       open.clear();
     },
+    blackhole(after) {
+      if (after === undefined) blackholed = true;
+      else blackholeAfter = after;
+    },
     restore() {
       cut = false;
+      blackholed = false;
+      blackholeAfter = undefined;
     },
     close: () =>
       new Promise<void>((resolve) => {
