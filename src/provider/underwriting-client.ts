@@ -29,13 +29,18 @@ export interface UnderwritingClientOptions {
   observe?: (seconds: number, outcome: UpstreamMetricOutcome) => void;
 }
 
+export interface SendOptions {
+  /** performance.now() past which nothing is sent (the bearer token came too late): TokenUnavailableError. */
+  sendBy?: number;
+}
+
 export interface UnderwritingClient {
   /**
    * Sends the request as is. Resolves with the provider's 2xx status; rejects with
    * TokenUnavailableError (nothing sent), UpstreamRejectedError (non-2xx, redirects included) or
    * UpstreamUnavailableError (unreachable, reset, timed out).
    */
-  submitUnderwriting(body: UnderwritingRequest): Promise<{ status: number }>;
+  submitUnderwriting(body: UnderwritingRequest, options?: SendOptions): Promise<{ status: number }>;
   close(): Promise<void>;
 }
 
@@ -73,8 +78,11 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
   }
 
   return {
-    async submitUnderwriting(body) {
+    async submitUnderwriting(body, sendOptions = {}) {
       const headers = await headersFor();
+      if (sendOptions.sendBy !== undefined && performance.now() > sendOptions.sendBy) {
+        throw new TokenUnavailableError('the bearer token came too late to send the request in time');
+      }
       if (pool === undefined) throw new UpstreamUnavailableError('no provider base URL is configured');
       const started = performance.now();
       const seconds = () => (performance.now() - started) / 1000;
@@ -98,7 +106,8 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
           observe(seconds(), 'accepted');
           return { status };
         }
-        const excerpt = await readBounded(response.body, EXCERPT_MAX_BYTES, 'truncate').then((text) => text.slice(0, EXCERPT_MAX_CHARS)).catch(() => '');
+        // Cut to EXCERPT_MAX_CHARS only once scrubbed, so that no secret or CPF is cut in half and kept.
+        const excerpt = await readBounded(response.body, EXCERPT_MAX_BYTES, 'truncate').catch(() => '');
         observe(seconds(), 'rejected');
         throw new UpstreamRejectedError(status, excerpt);
       } finally {
