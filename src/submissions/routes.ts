@@ -8,6 +8,9 @@ import { outcomeOfStatus, type SubmitOutcome, submitMetrics } from './metrics.js
 import { acceptedSchema, idempotencyKeySchema, submitHeadersSchema, submitResponses } from './schemas.js';
 import { submitter } from './submit.js';
 
+const OUTCOME = Symbol('submitOutcome');
+type WithOutcome = FastifyRequest & { [OUTCOME]: SubmitOutcome | null };
+
 /** The 202's fields in the schema's order: a replay read back from jsonb has its keys reordered. */
 const ACCEPTED_FIELDS = Object.keys(acceptedSchema.shape);
 
@@ -57,14 +60,15 @@ export const submissionRoutes =
       upstreamTimeoutMs: config.upstreamTimeoutMs,
     });
     // Answers the handler produced carry their outcome; the rest (400, 403, 413, 503) are named by status.
-    const outcomes = new WeakMap<FastifyRequest, SubmitOutcome>();
+    // A decorated field, not a WeakMap: a weak entry per submit is extra work for the garbage collector.
+    app.decorateRequest(OUTCOME, null);
 
     app.post(
       '/v1/underwritings',
       {
         onRequest: allowlistGuard('submit', config.submitAllowedIps),
         onResponse: (request, reply, done) => {
-          metrics.outcome(outcomes.get(request) ?? outcomeOfStatus(reply.statusCode));
+          metrics.outcome((request as WithOutcome)[OUTCOME] ?? outcomeOfStatus(reply.statusCode));
           done();
         },
         schema: {
@@ -81,7 +85,7 @@ export const submissionRoutes =
       },
       async (request, reply) => {
         const answer = await submit(request.body, request.headers['idempotency-key'], request.log);
-        outcomes.set(request, answer.outcome);
+        (request as WithOutcome)[OUTCOME] = answer.outcome;
         if (answer.replayed) void reply.header('idempotent-replayed', 'true');
         // Stored answers are replayed verbatim; their shape is the route's response schema for that status.
         return reply.code(answer.statusCode as 202).send(answer.body as never);
