@@ -15,6 +15,7 @@ import { callbackRoutes } from './callbacks/routes.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
 import { installErrorHandler } from './errors.js';
+import { eventRoutes } from './events/routes.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { opsRoutes } from './ops/routes.js';
@@ -89,6 +90,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       tags: [
         { name: 'underwritings', description: 'Submit requests and read outcomes' },
         { name: 'callbacks', description: "The provider's result callbacks" },
+        { name: 'events', description: 'Outcome events: the feed, and redelivery of pushed events' },
         { name: 'operations', description: 'Health, readiness, metrics' },
       ],
     },
@@ -113,5 +115,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(submissionRoutes(capabilityDeps));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));
+  await app.register(eventRoutes(capabilityDeps));
   return app;
 }

@@ -8,6 +8,7 @@ import { isStorageUnavailable } from '../db/database.js';
 import type { DB } from '../db/types.js';
 import { errorBody, unauthorized, validationFailed } from '../errors.js';
 import { decide, toUtcInstant, underwritingResultSchema } from '../provider/schemas.js';
+import { webhookTargets } from '../events/targets.js';
 import { type Intake, readCallback } from './intake.js';
 import { resultAnnouncer } from './announcer.js';
 import { type CallbackMetrics, callbackMetrics } from './metrics.js';
@@ -31,7 +32,10 @@ export const callbackRoutes =
   async (app) => {
     const metrics = callbackMetrics(deps.registry);
     const db = deps.database.db;
-    const writer = resultWriter(db, { onBatch: (size) => metrics.batch(size) });
+    const writer = resultWriter(db, {
+      onBatch: (size) => metrics.batch(size),
+      recording: { skewS: deps.config.correlationSkewS, targets: webhookTargets(deps.config) },
+    });
     const announcer = resultAnnouncer(deps.database.notifyDb, app.log);
     app.addHook('onClose', async () => {
       await writer.close();

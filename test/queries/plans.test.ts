@@ -1,6 +1,6 @@
 import { CompiledQuery, type Kysely, sql } from 'kysely';
 import t from 'tap';
-import { batchJson, RECORD_RESULTS } from '../../src/callbacks/store.js';
+import { RECORD_RESULTS, recordResultsParameters } from '../../src/callbacks/store.js';
 import { hashCpf } from '../../src/cpf.js';
 import type { DB } from '../../src/db/types.js';
 import { expireBatchQuery } from '../../src/queries/expiry.js';
@@ -93,7 +93,7 @@ t.test('the callback write finds and completes requests by index, whatever it gu
     body: '{}',
     decision: 'approved' as const,
   }));
-  const write = await plan(db, CompiledQuery.raw(RECORD_RESULTS.text, [batchJson(results)]));
+  const write = await plan(db, CompiledQuery.raw(RECORD_RESULTS.text, recordResultsParameters(results, { skewS: 300, targets: [{ key: 'k', shown: 'http://127.0.0.1/' }] })));
   t.notMatch(write, /Seq Scan on (underwriting_requests|callbacks)/, `no sequential scan\n${write}`);
   t.match(write, /Index Scan using underwriting_requests_customer/, 'the waiting request is found by customer');
   t.match(write, /Index Scan using underwriting_requests_pkey/, 'the completed request is updated by primary key');
