@@ -76,6 +76,7 @@ export interface FeedDeps {
   db: Kysely<DB>;
   wakeups: FeedWakeups | undefined;
   closing: AbortSignal;
+  onWaiting?: (delta: 1 | -1) => void;
 }
 
 export interface FeedRequest extends FeedFilter {
@@ -103,6 +104,11 @@ export async function readFeedPage(deps: FeedDeps, q: FeedRequest): Promise<{ it
       return { items: rows.map(eventView), nextCursor: last ? encodeFeedCursor({ tx: last.tx_id, id: last.id }) : (q.after ?? null) };
     }
     const held = await feedHeldBack(deps.db, filter, after);
-    await wakeups.next(seen, held ? Math.min(remaining, HELD_BACK_RECHECK_MS) : remaining, deps.closing);
+    deps.onWaiting?.(1);
+    try {
+      await wakeups.next(seen, held ? Math.min(remaining, HELD_BACK_RECHECK_MS) : remaining, deps.closing);
+    } finally {
+      deps.onWaiting?.(-1);
+    }
   }
 }

@@ -8,6 +8,8 @@ const SUMMARY_TIMEOUT_MS = 1000;
 
 export interface EventMetrics {
   result(result: 'delivered' | 'failed' | 'dead', lagS?: number): void;
+  /** One more (+1) or one fewer (-1) feed long-poll waiting. */
+  waiting(delta: 1 | -1): void;
 }
 
 export function eventMetrics(registry: Registry, db: Kysely<DB>, clock: () => Date): EventMetrics {
@@ -55,11 +57,19 @@ export function eventMetrics(registry: Registry, db: Kysely<DB>, clock: () => Da
       await summary;
     },
   });
+  const waiters = new Gauge({
+    name: 'underwriting_event_feed_waiters',
+    help: 'Feed long-polls (GET /v1/events?wait=N) this instance is holding open right now',
+    registers: [registry],
+  });
   for (const result of ['delivered', 'failed', 'dead'] as const) deliveries.inc({ result }, 0);
   return {
     result(result, lagS) {
       deliveries.inc({ result });
       if (lagS !== undefined) lag.observe(Math.max(0, lagS));
+    },
+    waiting(delta) {
+      waiters.inc(delta);
     },
   };
 }

@@ -95,7 +95,7 @@ export const eventRoutes =
       async (request) => {
         const q = request.query;
         return readFeedPage(
-          { db, wakeups, closing: closing.signal },
+          { db, wakeups, closing: closing.signal, onWaiting: (delta) => metrics.waiting(delta) },
           { after: q.after, limit: q.limit ?? DEFAULT_FEED_PAGE, type: q.type, customerUuid: q.customerUuid, waitS: q.wait ?? 0 },
         );
       },

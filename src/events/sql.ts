@@ -42,16 +42,41 @@ const DELIVERIES = sql<DeliveryRow[]>`(
   from event_deliveries d where d.event_id = e.id)`;
 
 /**
- * One page of the feed, oldest first by (tx_id, id), strictly after `after`. Only events whose
- * transaction is older than every transaction still running are read: an event committed late
- * by a transaction that started early still sorts before everything read after it, so paging
- * never skips it (no gaps) and never reads anything twice (no duplicates).
+ * The feed's horizon: an xid8 below which no event can still be committed. It is the oldest
+ * transaction id among the transactions writing events right now (found by their lock on the
+ * events table), or, when none is, the next id to be assigned. Transactions elsewhere in the
+ * cluster (another database, a long report) do not hold it back. Events are only ever written by
+ * single statements, which lock the table before they are given a transaction id, so a writer
+ * not seen here gets an id above the horizon. Read in its own statement, BEFORE the page's
+ * snapshot: a writer that commits in between is then visible to the page.
+ */
+const HORIZON = sql<{ horizon: string }>`
+  with s as (select pg_snapshot_xmax(pg_current_snapshot())::text::bigint as xmax)
+  select least(s.xmax, min(s.xmax - (((s.xmax & 4294967295) - x.transactionid::text::bigint + 4294967296) % 4294967296)))::text as horizon
+  from s
+  left join (pg_locks r join pg_locks x
+             on x.virtualtransaction = r.virtualtransaction and x.locktype = 'transactionid'
+            and x.mode = 'ExclusiveLock' and x.granted)
+    on r.locktype = 'relation' and r.relation = 'events'::regclass and r.mode = 'RowExclusiveLock'
+   and r.database = (select oid from pg_database where datname = current_database())
+  group by s.xmax`;
+
+export async function feedHorizon(db: Kysely<DB>): Promise<string> {
+  const { rows } = await HORIZON.execute(db);
+  return rows[0]!.horizon;
+}
+
+/**
+ * One page of the feed, oldest first by (tx_id, id), strictly after `after`, below the horizon:
+ * an event committed late by a transaction that began early still sorts before everything read
+ * after it, so paging never skips it (no gaps) and never reads anything twice (no duplicates).
  */
 export async function readFeed(db: Kysely<DB>, filter: FeedFilter, after: FeedPosition | undefined, limit: number): Promise<EventRow[]> {
+  const horizon = await feedHorizon(db);
   const rows = await db
     .selectFrom('events as e')
     .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', DELIVERIES.as('deliveries')])
-    .where(sql<boolean>`e.tx_id < pg_snapshot_xmin(pg_current_snapshot())`)
+    .where(sql<boolean>`e.tx_id < ${horizon}::xid8`)
     .$if(after !== undefined, (q) => q.where(sql<boolean>`(e.tx_id, e.id) > (${after!.tx}::xid8, ${after!.id}::bigint)`))
     .$if(filter.type !== undefined, (q) => q.where('e.type', '=', filter.type!))
     .$if(filter.customerUuid !== undefined, (q) => q.where('e.customer_uuid', '=', filter.customerUuid!))
@@ -63,15 +88,16 @@ export async function readFeed(db: Kysely<DB>, filter: FeedFilter, after: FeedPo
 }
 
 /**
- * True when events after `after` are committed but not yet readable, because an older
- * transaction is still running: a long-poll then looks again shortly instead of waiting for a
- * notification that the blocking transaction may never send.
+ * True when events after `after` are committed but not yet readable, because an older writer is
+ * still running: a long-poll then looks again shortly instead of waiting for a notification that
+ * the blocking transaction may never send.
  */
 export async function feedHeldBack(db: Kysely<DB>, filter: FeedFilter, after: FeedPosition | undefined): Promise<boolean> {
+  const horizon = await feedHorizon(db);
   const row = await db
     .selectFrom('events as e')
     .select('e.id')
-    .where(sql<boolean>`e.tx_id >= pg_snapshot_xmin(pg_current_snapshot())`)
+    .where(sql<boolean>`e.tx_id >= ${horizon}::xid8`)
     .$if(after !== undefined, (q) => q.where(sql<boolean>`(e.tx_id, e.id) > (${after!.tx}::xid8, ${after!.id}::bigint)`))
     .$if(filter.type !== undefined, (q) => q.where('e.type', '=', filter.type!))
     .$if(filter.customerUuid !== undefined, (q) => q.where('e.customer_uuid', '=', filter.customerUuid!))
