@@ -93,6 +93,8 @@ t.test('paging while callbacks commit concurrently sees every event exactly once
     seen.push(...ids);
     cursor = next;
     if (finished && ids.length === 0) break;
+    // A reader that never pauses would keep PGlite's single connection from the writers.
+    await new Promise((resolve) => setTimeout(resolve, 5));
   }
   await writing;
   const ours = await shared.db.selectFrom('events').select('public_id').where('customer_uuid', 'in', customers).execute();

@@ -45,7 +45,10 @@ t.test('a completed request is pushed once, signed so that the standardwebhooks 
   t.same(verified.data, request);
 
   // The event, with its delivery, is in the feed and under its id.
-  const stored = await getJson(app, `/v1/events/${verified.id}`);
+  const stored = await until(async () => {
+    const got = await getJson(app, `/v1/events/${verified.id}`);
+    return got.body.deliveries?.[0]?.status === 'delivered' ? got : undefined;
+  });
   t.equal(stored.status, 200);
   t.match(stored.body, { id: verified.id, type: 'underwriting.completed', timestamp: verified.timestamp, data: request });
   t.match(stored.body.deliveries, [{ url: `${receiver.url}/hooks`, status: 'delivered', attempts: 1, lastStatus: 200, lastError: null }]);
@@ -90,7 +93,10 @@ t.test('a failed attempt is retried within seconds with the same webhook-id, and
   t.ok(freeAt < all.indexOf(ofHeld[1]!), 'the other customer was delivered while the failing one waited');
   for (const r of all) new Webhook(secret).verify(r.body, r.headers as Record<string, string>);
 
-  const event = await getJson(app, `/v1/events/${ofHeld[0]!.json.id}`);
+  const event = await until(async () => {
+    const got = await getJson(app, `/v1/events/${ofHeld[0]!.json.id}`);
+    return got.body.deliveries[0].status === 'delivered' ? got : undefined;
+  });
   t.match(event.body.deliveries, [{ status: 'delivered', attempts: 2, lastStatus: 200, lastError: null }]);
 });
 
@@ -106,7 +112,11 @@ t.test('a delivery with no 2xx within EVENT_RETRY_HORIZON_S is dead, with its at
   t.ok(completed.length >= 2, `${completed.length} attempts before it died`);
   t.equal(all.at(-1)!.json.type, 'callback.unmatched', 'the later event went once the earlier was dead');
 
-  const event = await getJson(app, `/v1/events/${completed[0]!.json.id}`);
+  const event = await until(async () => {
+    const got = await getJson(app, `/v1/events/${completed[0]!.json.id}`);
+    return got.body.deliveries[0].status === 'dead' ? got : undefined;
+  });
+  await until(async () => (/underwriting_event_deliveries_total\{result="delivered"\} 1/.test((await app.inject({ method: 'GET', url: '/metrics' })).body) ? true : undefined));
   t.match(event.body.deliveries, [{ status: 'dead', attempts: completed.length, lastStatus: 500, lastError: /500/ }]);
   const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
   t.match(metrics, /underwriting_event_deliveries_total\{result="dead"\} 1/);
@@ -163,8 +173,11 @@ t.test("a URL's userinfo and query secrets appear in no log and no answer; useri
 t.test('two instances sharing the database deliver each event once', async (t) => {
   const receiver = await startReceiver(t);
   const secret = webhookSecret();
-  const one = await pushingGateway(t, [receiver.url], secret);
-  const other = await buildTestApp(t, { database: await anotherConnection(t, shared), env: pushEnv([receiver.url], secret) });
+  // A generous timeout: on PGlite the engine shares the test's only thread, and an answer read
+  // late would be a (legitimate) retry.
+  const extra = { EVENT_WEBHOOK_TIMEOUT_MS: '10000' };
+  const one = await pushingGateway(t, [receiver.url], secret, extra);
+  const other = await buildTestApp(t, { database: await anotherConnection(t, shared), env: pushEnv([receiver.url], secret, extra) });
   await other.app.ready();
   const customers = Array.from({ length: 60 }, () => customer('pair'));
   await Promise.all(customers.map((c) => insertRequest(shared.db, c, 'submitted')));
