@@ -7,11 +7,12 @@ import { type BenchDatabase, backendCpuMs, createBenchDatabase } from './lib/dat
 import { type Child, RssSampler, startChild, stopAll } from './lib/processes.js';
 import { type AbReport, type LongPollReport, abGoals, longPollGoals, renderReport } from './lib/report.js';
 import { callbackScenario } from './scenarios/callback.js';
+import { type DeliveryReport, deliveryScenario, renderDelivery } from './scenarios/delivery.js';
 import { getOneScenario, seedGetOne } from './scenarios/get-one.js';
 import { runLongPolls } from './scenarios/long-poll.js';
 import { submitScenario } from './scenarios/submit.js';
 
-// `npm run bench [-- --quick] [--only=callback,submit,get-one,long-poll] [--profile] [--long-poll-callbacks=32]`:
+// `npm run bench [-- --quick] [--only=callback,submit,get-one,long-poll,delivery] [--profile] [--long-poll-callbacks=32] [--delivery-rate=500]`:
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
@@ -65,7 +66,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-async function startGateway(db: BenchDatabase, providerBaseUrl: string, label: string): Promise<Child> {
+async function startGateway(db: BenchDatabase, providerBaseUrl: string, label: string, extraEnv: Record<string, string> = {}): Promise<Child> {
   return startChild({
     name: 'gateway',
     script: GATEWAY_ENTRY,
@@ -78,6 +79,7 @@ async function startGateway(db: BenchDatabase, providerBaseUrl: string, label: s
       PROVIDER_BASE_URL: providerBaseUrl,
       ...secrets,
       CALLBACK_ALLOWED_IPS: '127.0.0.1/32',
+      ...extraEnv,
     },
   });
 }
@@ -169,8 +171,19 @@ async function main(): Promise<void> {
     ab.push(await abScenario(database, stub.baseUrl, getOneScenario({ customers: settings.getOneCustomers })));
   }
   const longPoll = wanted('long-poll') ? await longPollScenario(database, stub.baseUrl) : undefined;
+  const db = database;
+  const delivery: DeliveryReport | undefined = wanted('delivery')
+    ? await deliveryScenario(db, (env, label) => startGateway(db, stub.baseUrl, label, env), {
+        rate: numberArg('delivery-rate', 500),
+        durationS: settings.durationS,
+        warmupS: settings.warmupS,
+        settleMs: settings.settleMs,
+        ab: settings,
+        minCallbackRows: settings.minCallbackRows,
+      }, say)
+    : undefined;
 
-  const text = renderReport(ab, longPoll);
+  const text = renderReport(ab, longPoll) + (delivery ? `\n${renderDelivery(delivery)}\n` : '');
   say(`\n${text}`);
   const finishedAt = new Date();
   const json = {
@@ -181,7 +194,8 @@ async function main(): Promise<void> {
     settings: { ...settings, longPollWaitS: LONG_POLL_WAIT_S, gatewayPoolSize: 10, baselinePoolSize: 10 },
     scenarios: ab,
     longPoll: longPoll ?? null,
-    missed: [...ab, ...(longPoll ? [longPoll] : [])].flatMap((r) => r.goals.filter((g) => !g.met).map((g) => `${r.scenario}: ${g.goal} (${g.measured})`)),
+    delivery: delivery ?? null,
+    missed: [...ab, ...(longPoll ? [longPoll] : []), ...(delivery ? [delivery] : [])].flatMap((r) => r.goals.filter((g) => !g.met).map((g) => `${r.scenario}: ${g.goal} (${g.measured})`)),
   };
   await mkdir(RESULTS_DIR, { recursive: true });
   await writeFile(`${RESULTS_DIR}latest.json`, `${JSON.stringify(json, null, 2)}\n`);

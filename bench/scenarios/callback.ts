@@ -5,7 +5,9 @@ import { seedSubmitted } from '../lib/database.js';
 // Callback ingest: every request is a distinct provider result for a request seeded as
 // 'submitted', so each one is stored, matched and completes its request.
 
-const EPOCH = Date.UTC(2026, 0, 1);
+// Results "start" after their requests were seeded: a callback matches only a request submitted
+// no later than its `started` plus CORRELATION_SKEW_S.
+const EPOCH = Date.now();
 
 export function callbackBody(customerUuid: string, n: number): string {
   const started = new Date(EPOCH + n * 1000).toISOString();
