@@ -53,6 +53,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const agent = new Agent({ connections: concurrency, keepAliveTimeout: 10_000, connect: { timeout: deps.timeoutMs } });
 
   let stopped = false;
+  // Attempts in flight are cut short at shutdown: their deliveries are released for the next claim.
+  const stopping = new AbortController();
   let inFlight = 0;
   let claiming: Promise<void> | undefined;
   let again = false;
@@ -125,7 +127,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         headers,
         body,
         dispatcher: agent,
-        signal: AbortSignal.timeout(deps.timeoutMs),
+        signal: AbortSignal.any([AbortSignal.timeout(deps.timeoutMs), stopping.signal]),
         headersTimeout: deps.timeoutMs,
         bodyTimeout: deps.timeoutMs,
       });
@@ -137,7 +139,9 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     }
     const done = deps.clock();
     let outcome: AttemptOutcome;
-    if (error === null) {
+    if (stopping.signal.aborted && error !== null) {
+      outcome = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error: 'interrupted: the instance was stopping', nextAt: done };
+    } else if (error === null) {
       outcome = { id: delivery.id, token: lease, status: 'delivered', at: done, httpStatus, error: null, nextAt: null };
       deps.onResult?.('delivered', (done.getTime() - new Date(delivery.created_at).getTime()) / 1000);
     } else {
@@ -195,6 +199,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     async stop() {
       stopped = true;
       clearInterval(timer);
+      stopping.abort();
       await claiming;
       await Promise.all([...sends]);
       await flushing;

@@ -197,3 +197,21 @@ t.test('two instances sharing the database deliver each event once', async (t) =
   t.equal(receiver.received.length, 60, 'no event sent twice');
   t.equal(new Set(all.map((r) => r.json.id)).size, 60);
 });
+
+t.test('stopping an instance cuts its attempts short and leaves the deliveries pending for the next claim', async (t) => {
+  const receiver = await startReceiver(t, () => 'hang');
+  const { app } = await pushingGateway(t, [receiver.url], webhookSecret(), { EVENT_WEBHOOK_TIMEOUT_MS: '30000' });
+  const cust = customer('stop');
+  await postCallback(app, resultBody(cust));
+  const [got] = await receiver.count(1);
+  const began = Date.now();
+  await app.close();
+  t.ok(Date.now() - began < 5000, `closed in ${Date.now() - began} ms, not after the 30 s timeout`);
+  const [row] = await shared.db
+    .selectFrom('event_deliveries as d')
+    .innerJoin('events as e', 'e.id', 'd.event_id')
+    .select(['d.status', 'd.lease_token', 'd.last_error', 'e.public_id'])
+    .where('e.customer_uuid', '=', cust)
+    .execute();
+  t.match(row, { public_id: got!.json.id, status: 'pending', lease_token: null, last_error: /interrupted/ });
+});
