@@ -1,6 +1,5 @@
 import { performance } from 'node:perf_hooks';
 import type { Kysely } from 'kysely';
-import type { ChannelListener } from '../db/notifications.js';
 import type { DB } from '../db/types.js';
 import { AppError } from '../errors.js';
 import { decodeFeedCursor, encodeFeedCursor } from './cursor.js';
@@ -30,16 +29,11 @@ export function eventView(row: EventRow): EventView {
 
 /**
  * Wakes feed long-polls on any notification of the results channel (a committed change on any
- * instance) and whenever the listener (re)connects, when notifications may have been missed.
+ * instance) and whenever its listener (re)connects, when notifications may have been missed.
  */
 export class FeedWakeups {
   #generation = 0;
   #waiting = new Set<() => void>();
-
-  constructor(listener: ChannelListener) {
-    listener.on('notification', this.bump);
-    listener.on('listening', this.bump);
-  }
 
   readonly bump = (): void => {
     this.#generation++;

@@ -1,17 +1,13 @@
 import { setMaxListeners } from 'node:events';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { allowlistGuard } from '../access/guards.js';
-import type { CapabilityDeps } from '../app.js';
-import { RESULTS_CHANNEL } from '../db/channels.js';
-import { acquireListener, type ListenerLease } from '../db/notifications.js';
-import { notFound } from '../errors.js';
-import { apiKeyGuard } from '../queries/access.js';
+import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
+import type { CapabilityDeps } from '../deps.js';
+import { errorSchema, notFound, validationErrorSchema } from '../errors.js';
 import { FeedWakeups, eventView, readFeedPage } from './feed.js';
 import { eventMetrics } from './metrics.js';
 import {
   bulkRedeliverBody,
   DEFAULT_FEED_PAGE,
-  errorView,
   eventParams,
   eventView as eventSchema,
   feedQuery,
@@ -23,7 +19,7 @@ import { readEvent, redeliverDead, redeliverEvent } from './sql.js';
 import { webhookTargets } from './targets.js';
 import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
 
-const errors = { 400: errorView, 401: errorView, 403: errorView, 404: errorView, 503: errorView };
+const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 404: errorSchema, 503: errorSchema };
 
 /**
  * Outcome events: the feed and redelivery routes (query allowlist and keys), and, when
@@ -38,16 +34,14 @@ export const eventRoutes =
     const metrics = eventMetrics(deps.registry, db, deps.clock);
     const closing = new AbortController();
     setMaxListeners(0, closing.signal);
-    let lease: ListenerLease | undefined;
-    let wakeups: FeedWakeups | undefined;
+    const wakeups = new FeedWakeups();
+    const unsubscribe = [deps.results.onAny(wakeups.bump)];
     let worker: DeliveryWorker | undefined;
 
     app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
     app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
 
     app.addHook('onReady', async () => {
-      lease = acquireListener(deps.database, RESULTS_CHANNEL, app.log);
-      wakeups = new FeedWakeups(lease.listener);
       if (webhooks === undefined) return;
       const started = startDeliveryWorker({
         db,
@@ -61,23 +55,14 @@ export const eventRoutes =
       });
       worker = started;
       // A change committed on any instance: its event may be due here.
-      lease.listener.on('notification', started.wake);
-      lease.listener.on('listening', started.wake);
+      unsubscribe.push(deps.results.onAny(started.wake));
       app.log.info({ urls: targets.map((t) => t.shown) }, 'pushing outcome events');
     });
     app.addHook('preClose', async () => closing.abort());
     app.addHook('onClose', async () => {
       closing.abort();
-      if (worker) {
-        lease?.listener.off('notification', worker.wake);
-        lease?.listener.off('listening', worker.wake);
-        await worker.stop();
-      }
-      if (wakeups) {
-        lease?.listener.off('notification', wakeups.bump);
-        lease?.listener.off('listening', wakeups.bump);
-      }
-      await lease?.release();
+      for (const stop of unsubscribe) stop();
+      await worker?.stop();
     });
 
     app.get(

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DELIVERY_STATUSES, EVENT_TYPES } from '../db/types.js';
 import { customerUuidSchema } from '../provider/schemas.js';
-import { errorView, requestView, resultView } from '../queries/schemas.js';
+import { requestView, resultView } from '../queries/schemas.js';
 
 export const MAX_FEED_PAGE = 500;
 export const DEFAULT_FEED_PAGE = 100;
@@ -70,4 +70,3 @@ export const feedView = z.object({
 
 export const queuedView = z.object({ queued: z.number().int() });
 
-export { errorView };

@@ -1,0 +1,5 @@
+/** Anything that can hand out a currently valid bearer token for the provider's product APIs. */
+export interface BearerTokenSource {
+  /** Resolves with a valid access token, or rejects with TokenUnavailableError. */
+  getToken(): Promise<string>;
+}
