@@ -1,6 +1,8 @@
 import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { DB, RequestStatus } from '../db/types.js';
+import { EVENT_TYPE, recordEventsSql, requestDataSql, targetParameters } from '../events/record.js';
+import type { WebhookTarget } from '../events/targets.js';
 
 /**
  * A request still `submitting` this long after its submit began was abandoned by a process that
@@ -77,19 +79,46 @@ export async function markSubmitted(db: Kysely<DB>, id: number, upstreamStatus: 
   return { status: row.status, submittedAt: row.submitted_at };
 }
 
-/** Records a failed submit, unless a callback has already completed the row (then it is left alone). */
+/** The request columns an event's data is built from (see events/record.ts). */
+export const REQUEST_DATA_COLUMNS = `id, customer_uuid, status, decision, cpf_masked, cost_saving_enabled, srd,
+  submitted_at, completed_at, upstream_status, updated_at`;
+
+/**
+ * Marks a request submit_failed and records its underwriting.submit_failed event (with a pending
+ * delivery per webhook target) in the same statement; a row a callback has already completed is
+ * left alone, and has no such event.
+ */
+const MARK_SUBMIT_FAILED: Statement = {
+  name: 'mark_submit_failed',
+  text: `
+    with failed as (
+      update underwriting_requests
+      set status = 'submit_failed', upstream_status = $1, upstream_error = $2, updated_at = $3
+      where id = $4 and status = 'submitting'
+      returning ${REQUEST_DATA_COLUMNS}
+    ),
+    event_source as (
+      select '${EVENT_TYPE.submitFailed}' as type, f.customer_uuid, f.updated_at as created_at,
+             f.id as request_id, null::bigint as callback_id, ${requestDataSql('f', 'null::jsonb')} as data
+      from failed f
+    ),
+    ${recordEventsSql('event_source', '$5', '$6')}
+    select customer_uuid from failed`,
+};
+
+/**
+ * Records a failed submit, unless a callback has already completed the row (then it is left alone);
+ * true when it was recorded (and its event with it).
+ */
 export async function markSubmitFailed(
   db: Kysely<DB>,
   id: number,
   failure: { upstreamStatus: number | null; error: string },
   now: Date,
-): Promise<void> {
-  await db
-    .updateTable('underwriting_requests')
-    .set({ status: 'submit_failed', upstream_status: failure.upstreamStatus, upstream_error: failure.error, updated_at: now })
-    .where('id', '=', id)
-    .where('status', '=', 'submitting')
-    .execute();
+  targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[] = [],
+): Promise<boolean> {
+  const rows = await runStatement(db, MARK_SUBMIT_FAILED, [failure.upstreamStatus, failure.error, now, id, ...targetParameters(targets)]);
+  return rows.length > 0;
 }
 
 /** Requests awaiting their callback or the provider's answer to the submit. */

@@ -7,6 +7,7 @@ import { createUnderwritingClient } from '../provider/underwriting-client.js';
 import { outcomeOfStatus, type SubmitOutcome, submitMetrics } from './metrics.js';
 import { submitHeadersSchema, submitResponses } from './schemas.js';
 import { submitter } from './submit.js';
+import { webhookTargets } from '../events/targets.js';
 
 export const submissionRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
@@ -28,6 +29,8 @@ export const submissionRoutes =
       cpfHashKey: config.cpfHashKey,
       partnerToken: config.partnerToken,
       upstreamTimeoutMs: config.upstreamTimeoutMs,
+      eventTargets: webhookTargets(config),
+      announce: (customerUuid) => deps.results.announce(customerUuid),
     });
     // Answers the handler produced carry their outcome; the rest (400, 403, 413, 503) are named by status.
     const outcomes = new WeakMap<FastifyRequest, SubmitOutcome>();

@@ -20,6 +20,7 @@ import {
 } from '../requests/idempotency.js';
 import type { SubmitOutcome } from './metrics.js';
 import { abandonedAfterMs, insertSubmitting, isInFlightConflict, markSubmitFailed, markSubmitted, type StoredState } from '../requests/store.js';
+import type { WebhookTarget } from '../events/targets.js';
 
 export interface SubmitDeps {
   db: Kysely<DB>;
@@ -29,6 +30,10 @@ export interface SubmitDeps {
   /** Scrubbed from anything the provider says before it is stored. */
   partnerToken: string | undefined;
   upstreamTimeoutMs: number;
+  /** Where a failed submit's event is pushed. */
+  eventTargets?: readonly Pick<WebhookTarget, 'key' | 'shown'>[];
+  /** Told the customer of a failed submit once it (and its event) is committed. */
+  announce?: (customerUuid: string) => void;
 }
 
 export interface SubmitAnswer extends StoredAnswer {
@@ -134,8 +139,11 @@ export function submitter(deps: SubmitDeps) {
     } catch (err) {
       const failure = describeFailure(err, [body.cpf, deps.partnerToken]);
       log.warn({ customerUuid: body.customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code }, 'submit failed upstream');
-      await markSubmitFailed(deps.db, stored.id, failure.stored, deps.clock()).catch((dbErr: Error) =>
-        log.error({ err: { message: dbErr.message } }, 'could not record a failed submit'),
+      await markSubmitFailed(deps.db, stored.id, failure.stored, deps.clock(), deps.eventTargets).then(
+        (marked) => {
+          if (marked) deps.announce?.(body.customerUuid);
+        },
+        (dbErr: Error) => log.error({ err: { message: dbErr.message } }, 'could not record a failed submit'),
       );
       const answer = { statusCode: failure.error.statusCode, body: errorBody(failure.error), outcome: failure.outcome, replayed: false };
       return { answer, requestId: stored.id };

@@ -3,7 +3,7 @@ import t from 'tap';
 import { RECORD_RESULTS, recordResultsParameters } from '../../src/requests/complete.js';
 import { hashCpf } from '../../src/cpf.js';
 import type { DB } from '../../src/db/types.js';
-import { expireBatchQuery } from '../../src/requests/expiry.js';
+import { EXPIRE_BATCH, expireBatchParameters } from '../../src/requests/expiry.js';
 import { customerQuery, pageQuery } from '../../src/queries/sql.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
@@ -69,7 +69,7 @@ t.test('every read uses its index on a table of 20k requests, never a sequential
   t.match(await plan(db, pageQuery(db, { cpfHash }, undefined, 50).compile()), /underwriting_requests_cpf_list/);
   t.match(await plan(db, customerQuery('cust-42').compile(db)), /underwriting_requests_customer/);
   t.match(await plan(db, customerQuery('cust-42').compile(db)), /callbacks_unmatched/);
-  t.match(await plan(db, expireBatchQuery(db, new Date('2026-02-01T00:00:00Z'), 3600).compile()), /underwriting_requests_waiting/, 'the sweep reads only what is waiting');
+  t.match(await plan(db, CompiledQuery.raw(EXPIRE_BATCH.submitted.text, expireBatchParameters(new Date('2026-02-01T00:00:00Z'), 3600, []))), /underwriting_requests_waiting/, 'the sweep reads only what is waiting');
 
 });
 
