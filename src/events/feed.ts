@@ -9,6 +9,12 @@ import { type EventRow, type FeedFilter, feedHeldBack, readFeed } from './sql.js
 /** Committed events not yet readable (an older transaction still runs) are looked for this often. */
 const HELD_BACK_RECHECK_MS = 25;
 const MAX_WAITERS = 2000;
+/**
+ * A waiting feed re-reads at most this often: every committed change on any instance wakes every
+ * feed waiter (a notification says which customer, not which event), and a busy gateway commits
+ * hundreds a second.
+ */
+const MIN_REREAD_MS = 50;
 
 export function eventView(row: EventRow): EventView {
   return {
@@ -88,7 +94,13 @@ export async function readFeedPage(deps: FeedDeps, q: FeedRequest): Promise<{ it
   if (q.waitS > 0 && wakeups && wakeups.size >= MAX_WAITERS) {
     throw new AppError(503, 'too_many_waiters', 'too many long-polls are waiting on this instance; retry shortly or poll without wait');
   }
+  let lastRead = 0;
   for (;;) {
+    const sinceRead = performance.now() - lastRead;
+    if (sinceRead < MIN_REREAD_MS && !deps.closing.aborted) {
+      await new Promise((resolve) => setTimeout(resolve, Math.min(MIN_REREAD_MS - sinceRead, Math.max(0, deadline - performance.now()))));
+    }
+    lastRead = performance.now();
     // Noted before reading: a change committed during the read still wakes the wait below.
     const seen = wakeups?.generation ?? 0;
     const rows = await readFeed(deps.db, filter, after, q.limit);
