@@ -42,24 +42,34 @@ const DELIVERIES = sql<DeliveryRow[]>`(
   from event_deliveries d where d.event_id = e.id)`;
 
 /**
- * The feed's horizon: an xid8 below which no event can still be committed. It is the oldest
- * transaction id among the transactions writing events right now (found by their lock on the
- * events table), or, when none is, the next id to be assigned. Transactions elsewhere in the
- * cluster (another database, a long report) do not hold it back. Events are only ever written by
- * single statements, which lock the table before they are given a transaction id, so a writer
- * not seen here gets an id above the horizon. Read in its own statement, BEFORE the page's
- * snapshot: a writer that commits in between is then visible to the page.
+ * The feed's horizon: an xid8 below which no event can still be committed. It is the oldest of
+ * the transactions still running (this statement's snapshot) that write events (found by their
+ * lock on the events table) or whose lock cannot be seen yet (a transaction id is in the snapshot
+ * an instant before its lock is in pg_locks); with none, the next id to be assigned. Transactions
+ * elsewhere in the cluster (another database, a long report) do not hold it back. Events are only
+ * ever written by single statements, which lock the table before they are given a transaction
+ * id, so a writer not running yet gets an id above the horizon. Read in its own statement, BEFORE
+ * the page's snapshot: a writer that commits in between is then visible to the page.
  */
 const HORIZON = sql<{ horizon: string }>`
-  with s as (select pg_snapshot_xmax(pg_current_snapshot())::text::bigint as xmax)
-  select least(s.xmax, min(s.xmax - (((s.xmax & 4294967295) - x.transactionid::text::bigint + 4294967296) % 4294967296)))::text as horizon
-  from s
-  left join (pg_locks r join pg_locks x
-             on x.virtualtransaction = r.virtualtransaction and x.locktype = 'transactionid'
-            and x.mode = 'ExclusiveLock' and x.granted)
-    on r.locktype = 'relation' and r.relation = 'events'::regclass and r.mode = 'RowExclusiveLock'
-   and r.database = (select oid from pg_database where datname = current_database())
-  group by s.xmax`;
+  with s as materialized (select pg_current_snapshot() as snap),
+  running as (
+    select x.transactionid::text::bigint as xid32, bool_or(r.pid is not null) as writes_events
+    from pg_locks x
+    left join pg_locks r
+      on r.virtualtransaction = x.virtualtransaction and r.locktype = 'relation'
+     and r.relation = 'events'::regclass and r.mode = 'RowExclusiveLock'
+     and r.database = (select oid from pg_database where datname = current_database())
+    where x.locktype = 'transactionid' and x.mode = 'ExclusiveLock' and x.granted
+    group by 1
+  )
+  select least(
+    pg_snapshot_xmax(s.snap)::text::bigint,
+    (select min(p::text::bigint) from pg_snapshot_xip(s.snap) as p
+       left join running l on l.xid32 = (p::text::bigint & 4294967295)
+      where l.xid32 is null or l.writes_events)
+  )::text as horizon
+  from s`;
 
 export async function feedHorizon(db: Kysely<DB>): Promise<string> {
   const { rows } = await HORIZON.execute(db);

@@ -1,4 +1,7 @@
+import { sql } from 'kysely';
 import pg from 'pg';
+import { type FeedPosition, readFeed } from '../../src/events/sql.js';
+import { recordResults } from '../../src/requests/complete.js';
 import t, { type Test } from 'tap';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
@@ -98,6 +101,36 @@ t.test('paging while callbacks commit concurrently sees every event exactly once
 });
 
 if (SERVER_URL) {
+  t.test('a reader paging as fast as it can while eight writers commit 2,000 events sees each exactly once', async (t) => {
+    const writers = await anotherConnection(t, shared);
+    const tag = customer('race').slice(-8);
+    const { rows } = await sql<{ tx: string; id: number }>`select coalesce(max(tx_id)::text, '0') as tx, coalesce(max(id), 0)::int as id from events`.execute(shared.db);
+    let after: FeedPosition | undefined = { tx: rows[0]!.tx, id: rows[0]!.id };
+    const n = 2000;
+    let done = false;
+    const writing = Promise.all(
+      Array.from({ length: 8 }, async (_, w) => {
+        for (let i = w; i < n; i += 8) {
+          const body = resultBody(`race-${tag}-${i}`);
+          const json = JSON.stringify(body);
+          await recordResults(writers.db, [{ receivedAt: new Date(), peer: null, rawBody: Buffer.from(json), customerUuid: body.customerUuid, started: body.started, finished: body.finished, body: json, decision: 'approved' }], { skewS: 300, targets: [] });
+        }
+      }),
+    ).then(() => (done = true));
+    const seen = new Map<number, number>();
+    for (;;) {
+      const finished = done;
+      const page = await readFeed(shared.db, {}, after, 7);
+      for (const e of page) seen.set(e.id, (seen.get(e.id) ?? 0) + 1);
+      if (page.length > 0) after = { tx: page.at(-1)!.tx_id, id: page.at(-1)!.id };
+      if (finished && page.length === 0) break;
+    }
+    await writing;
+    const ours = await shared.db.selectFrom('events').select('id').where('customer_uuid', 'like', `race-${tag}-%`).execute();
+    t.equal(ours.length, n);
+    t.same(ours.filter((e) => seen.get(e.id) !== 1), [], 'every event read once: no gap, no duplicate');
+  });
+
   t.test('an event committed late by a transaction that began early is not skipped by a reader already past it', async (t) => {
     const { app } = await gateway(t);
     const tail = await readAll(app, '');
