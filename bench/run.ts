@@ -13,11 +13,12 @@ import { wrkAvailable } from './lib/wrk.js';
 import { type Child, RssSampler, startChild, stopAll } from './lib/processes.js';
 import { type AbReport, type ColdStart, type LongPollReport, type Noise, abGoals, longPollGoals, renderReport } from './lib/report.js';
 import { callbackScenario } from './scenarios/callback.js';
+import { type DeliveryReport, deliveryScenario, renderDelivery } from './scenarios/delivery.js';
 import { getOneScenario, seedGetOne } from './scenarios/get-one.js';
 import { runLongPolls } from './scenarios/long-poll.js';
 import { submitScenario } from './scenarios/submit.js';
 
-// `npm run bench [-- --quick] [--only=callback,submit,get-one,long-poll,cold-start] [--profile] [--own-postgres] [--long-poll-callbacks=32]`:
+// `npm run bench [-- --quick] [--only=callback,submit,get-one,long-poll,delivery,cold-start] [--profile] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500]`:
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
@@ -75,7 +76,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-async function startGateway(db: BenchDatabase, providerBaseUrl: string, label: string): Promise<Child> {
+async function startGateway(db: BenchDatabase, providerBaseUrl: string, label: string, extraEnv: Record<string, string> = {}): Promise<Child> {
   return startChild({
     name: 'gateway',
     script: GATEWAY_ENTRY,
@@ -88,6 +89,7 @@ async function startGateway(db: BenchDatabase, providerBaseUrl: string, label: s
       PROVIDER_BASE_URL: providerBaseUrl,
       ...secrets,
       CALLBACK_ALLOWED_IPS: '127.0.0.1/32',
+      ...extraEnv,
     },
   });
 }
@@ -264,6 +266,18 @@ async function main(): Promise<void> {
   let statements: StatementStats[] | undefined;
   if (own) statements = await topStatements(own.url);
   const longPoll = wanted('long-poll') ? await longPollScenario(database, stub.baseUrl) : undefined;
+  const db = database;
+  const delivery: DeliveryReport | undefined = wanted('delivery')
+    ? await deliveryScenario(db, (env, label) => startGateway(db, stub.baseUrl, label, env), {
+        rate: numberArg('delivery-rate', 500),
+        durationS: settings.durationS,
+        warmupS: settings.warmupS,
+        settleMs: settings.settleMs,
+        ab: settings,
+        minCallbackRows: settings.minCallbackRows,
+      }, say)
+    : undefined;
+
   let coldStart: ColdStart | undefined;
   // Cold start runs by default in full runs; in --quick only when asked for (PGlite's first start
   // alone takes 10-60 s on this machine).
@@ -278,7 +292,7 @@ async function main(): Promise<void> {
     cpuPressureAtEnd: cpuPressure(),
   };
 
-  const text = renderReport(ab, longPoll, coldStart, noise);
+  const text = renderReport(ab, longPoll, coldStart, noise) + (delivery ? `\n${renderDelivery(delivery)}\n` : '');
   say(`\n${text}`);
   const finishedAt = new Date();
   const json = {
@@ -292,7 +306,8 @@ async function main(): Promise<void> {
     coldStart: coldStart ?? null,
     statements: statements ?? null,
     noise,
-    missed: [...ab, ...(longPoll ? [longPoll] : [])].flatMap((r) => r.goals.filter((g) => !g.met).map((g) => `${r.scenario}: ${g.goal} (${g.measured})`)),
+    delivery: delivery ?? null,
+    missed: [...ab, ...(longPoll ? [longPoll] : []), ...(delivery ? [delivery] : [])].flatMap((r) => r.goals.filter((g) => !g.met).map((g) => `${r.scenario}: ${g.goal} (${g.measured})`)),
   };
   await mkdir(RESULTS_DIR, { recursive: true });
   await writeFile(`${RESULTS_DIR}latest.json`, `${JSON.stringify(json, null, 2)}\n`);

@@ -18,6 +18,7 @@ import { consoleRoutes } from './console/routes.js';
 import type { Database } from './db/database.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { answerClientError, frameworkErrorReply, installErrorHandler } from './errors.js';
+import { eventRoutes } from './events/routes.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { opsRoutes, storageSuspicion } from './ops/routes.js';
@@ -128,6 +129,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       tags: [
         { name: 'underwritings', description: 'Submit requests and read outcomes' },
         { name: 'callbacks', description: "The provider's result callbacks" },
+        { name: 'events', description: 'Outcome events: the feed, and redelivery of pushed events' },
         { name: 'operations', description: 'Health, readiness, metrics' },
         { name: 'personal data', description: 'LGPD: export, erasure and the audit trail (admin keys)' },
       ],
@@ -159,5 +161,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(queryRoutes(capabilityDeps));
   await app.register(personalDataRoutes(capabilityDeps));
   await app.register(consoleRoutes({ config }));
+  await app.register(eventRoutes(capabilityDeps));
   return app;
 }

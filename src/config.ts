@@ -36,6 +36,32 @@ const pkcs8Pem = z
     }
   }, 'must be a PKCS#8 PEM private key (-----BEGIN PRIVATE KEY-----), RSA or EC P-256');
 
+/**
+ * Where outcome events are pushed. Unlike the provider's URL, userinfo and query strings are
+ * allowed (receivers often authenticate that way); they are never logged or shown.
+ */
+const webhookUrls = commaList.superRefine((entries, ctx) => {
+  if (entries.length === 0) ctx.addIssue({ code: 'custom', message: 'must list at least one http(s) URL' });
+  const bad = entries.filter((e) => {
+    try {
+      const u = new URL(e);
+      return u.protocol !== 'http:' && u.protocol !== 'https:';
+    } catch {
+      return true;
+    }
+  });
+  // Never the entry itself: it may carry a secret.
+  if (bad.length > 0) ctx.addIssue({ code: 'custom', message: `${bad.length} entry(ies) not an http(s) URL` });
+});
+
+/** Standard Webhooks: "whsec_" and the base64 of 24-64 random bytes. */
+const webhookSecret = z.string().refine((v) => {
+  const m = /^whsec_([A-Za-z0-9+/]+={0,2})$/.exec(v.trim());
+  if (!m) return false;
+  const bytes = Buffer.from(m[1]!, 'base64');
+  return bytes.length >= 24 && bytes.length <= 64 && bytes.toString('base64').replace(/=+$/, '') === m[1]!.replace(/=+$/, '');
+}, 'must be whsec_ followed by the base64 of 24-64 random bytes');
+
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   HOST: z.string().trim().min(1, 'must not be empty').default('0.0.0.0'),
@@ -81,6 +107,11 @@ const envSchema = z.object({
     .refine((keys) => keys.length > 0, 'must hold at least one key')
     .refine((keys) => keys.every((k) => k.length >= 16), 'every key must be at least 16 characters')
     .optional(),
+  CORRELATION_SKEW_S: integer(0, 24 * 3600).default(300),
+  EVENT_WEBHOOK_URLS: webhookUrls.optional(),
+  EVENT_WEBHOOK_SECRET: webhookSecret.optional(),
+  EVENT_WEBHOOK_TIMEOUT_MS: integer(100, 120_000).default(10_000),
+  EVENT_RETRY_HORIZON_S: integer(1, 30 * 24 * 3600).default(259_200),
 });
 
 /** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
@@ -129,6 +160,19 @@ export interface Config {
   /** Unset: pretty in development on a terminal, JSON otherwise (see defaultLogFormat). */
   logFormat: LogFormat | undefined;
   sandboxMode: boolean;
+  /** How far the provider's `started` may run behind our clock when a callback is matched. */
+  correlationSkewS: number;
+  /** Set when EVENT_WEBHOOK_URLS is: where and how outcome events are pushed. */
+  eventWebhooks: EventWebhookConfig | undefined;
+  eventRetryHorizonS: number;
+}
+
+export interface EventWebhookConfig {
+  /** As configured, secrets included: used only to send, never logged or shown. */
+  urls: string[];
+  /** whsec_...; never logged. */
+  secret: string;
+  timeoutMs: number;
 }
 
 
@@ -174,6 +218,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   if (e.ADMIN_API_KEYS?.some((k) => e.QUERY_API_KEYS?.includes(k))) {
     problems.push('ADMIN_API_KEYS: must not repeat a key of QUERY_API_KEYS');
   }
+  if (e.EVENT_WEBHOOK_URLS !== undefined && e.EVENT_WEBHOOK_SECRET === undefined) {
+    problems.push('EVENT_WEBHOOK_SECRET: required when EVENT_WEBHOOK_URLS is set');
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   const cpfHashKeys = e.CPF_HASH_KEY ?? [DEV_CPF_HASH_KEY];
@@ -214,6 +261,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
     sandboxMode,
+    correlationSkewS: e.CORRELATION_SKEW_S,
+    eventWebhooks:
+      e.EVENT_WEBHOOK_URLS !== undefined && e.EVENT_WEBHOOK_SECRET !== undefined
+        ? { urls: e.EVENT_WEBHOOK_URLS, secret: e.EVENT_WEBHOOK_SECRET.trim(), timeoutMs: e.EVENT_WEBHOOK_TIMEOUT_MS }
+        : undefined,
+    eventRetryHorizonS: e.EVENT_RETRY_HORIZON_S,
   };
   return Object.freeze(config);
 }

@@ -145,3 +145,43 @@ t.test('ADMIN_API_KEYS: a comma list of 16+ character keys, none of them a query
     'ADMIN_API_KEYS: must not repeat a key of QUERY_API_KEYS',
   ]);
 });
+
+t.test('outcome event and correlation settings: defaults, and the webhook secret required with the URLs', async (t) => {
+  const c = loadConfig({});
+  t.equal(c.correlationSkewS, 300);
+  t.equal(c.eventWebhooks, undefined);
+  t.equal(c.eventRetryHorizonS, 259200);
+
+  const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+  const configured = loadConfig({
+    EVENT_WEBHOOK_URLS: 'https://user:pw@los.internal/hooks?token=abc, http://127.0.0.1:9000/in',
+    EVENT_WEBHOOK_SECRET: secret,
+    EVENT_WEBHOOK_TIMEOUT_MS: '2500',
+    EVENT_RETRY_HORIZON_S: '60',
+    CORRELATION_SKEW_S: '0',
+  });
+  t.same(configured.eventWebhooks, {
+    urls: ['https://user:pw@los.internal/hooks?token=abc', 'http://127.0.0.1:9000/in'],
+    secret,
+    timeoutMs: 2500,
+  });
+  t.equal(configured.eventRetryHorizonS, 60);
+  t.equal(configured.correlationSkewS, 0);
+
+  t.same(problems({ EVENT_WEBHOOK_URLS: 'http://127.0.0.1:9000/in' }), ['EVENT_WEBHOOK_SECRET: required when EVENT_WEBHOOK_URLS is set']);
+  const bad = [
+    'whsec_',
+    'not-a-secret',
+    `whsec_${Buffer.alloc(16, 1).toString('base64')}`, // too short
+    `whsec_${Buffer.alloc(65, 1).toString('base64')}`, // too long
+    `whsec_${Buffer.alloc(32, 1).toString('base64')}!`,
+  ];
+  for (const value of bad) {
+    const lines = problems({ EVENT_WEBHOOK_URLS: 'http://127.0.0.1:9000/in', EVENT_WEBHOOK_SECRET: value });
+    t.same(lines.map((l) => l.split(':')[0]), ['EVENT_WEBHOOK_SECRET'], `refused: ${value.length} characters`);
+    if (value.length > 'whsec_'.length) t.notOk(lines.join('\n').includes(value), 'the value is not echoed');
+  }
+  const urls = problems({ EVENT_WEBHOOK_URLS: 'ftp://user:hunter2hunter2@x/, http://ok/', EVENT_WEBHOOK_SECRET: secret });
+  t.same(urls.map((l) => l.split(':')[0]), ['EVENT_WEBHOOK_URLS']);
+  t.notMatch(urls.join('\n'), 'hunter2', 'a refused URL is not echoed: it may carry a secret');
+});

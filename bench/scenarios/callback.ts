@@ -6,7 +6,9 @@ import { seedSubmitted } from '../lib/database.js';
 // Callback ingest: every request is a distinct provider result for a request seeded as
 // 'submitted', so each one is stored, matched and completes its request.
 
-const EPOCH = Date.UTC(2026, 0, 1);
+// Results "start" after their requests were seeded, however long the run: a callback matches only a
+// request submitted no later than its `started` plus CORRELATION_SKEW_S. (Whole seconds, as wrk's script.)
+const EPOCH = Math.floor(Date.now() / 1000 + 86_400) * 1000;
 /** The same bodies for wrk (bench/wrk/callback.lua builds them exactly as callbackBody does). */
 const WRK_SCRIPT = fileURLToPath(new URL('../../../bench/wrk/callback.lua', import.meta.url));
 export const CALLBACK_PATH = '/v1/callbacks/underwriting';
@@ -35,7 +37,7 @@ export function callbackScenario(pool: pg.Pool, options: { minRows: number }): A
       return {
         limit: rows,
         build: (n) => ({ method: 'POST', path: CALLBACK_PATH, body: callbackBody(`${runId}${n}`, n) }),
-        wrk: { script: WRK_SCRIPT, path: CALLBACK_PATH, env: { CALLBACK_PREFIX: runId } },
+        wrk: { script: WRK_SCRIPT, path: CALLBACK_PATH, env: { CALLBACK_PREFIX: runId, CALLBACK_EPOCH_S: String(EPOCH / 1000) } },
       };
     },
   };

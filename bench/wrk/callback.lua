@@ -5,7 +5,9 @@
 -- would make wrk parse every response in Lua.)
 local prefix = os.getenv("CALLBACK_PREFIX") or "wrk-"
 local step = tonumber(os.getenv("WRK_THREADS") or "2")
-local EPOCH = 1767225600 -- 2026-01-01T00:00:00Z, as bench/scenarios/callback.ts
+-- Seconds since the epoch that results "start" from, as bench/scenarios/callback.ts gives it: after
+-- the requests were seeded, since a callback matches only a request submitted by its started + skew.
+local EPOCH = tonumber(os.getenv("CALLBACK_EPOCH_S") or "1767225600")
 local counter = 0
 
 function setup(thread)

@@ -38,9 +38,18 @@ export function readCallback(raw: Buffer): Intake {
     const issues = checked.error.issues.map((i) => ({ path: issuePath(i.path), message: i.message }));
     return invalid(issues, storableJson(parsed, text), recognisableCustomer(parsed));
   }
-  const json = storableJson(checked.data, text);
+  // Only the provider's documented fields go into `result`: anything else it sends (a CPF, say)
+  // stays in raw_body, the evidence, and is never served back.
+  const json = storableJson(documentedResult(checked.data), text);
   if (json === null) return invalid([{ path: '', message: 'the body cannot be stored as JSON' }], null, checked.data.customerUuid);
   return { valid: true, result: checked.data, json };
+}
+
+/** The documented fields of a result, nothing else (the schema lets unknown fields through). */
+export function documentedResult(result: UnderwritingResult): UnderwritingResult {
+  const { customerUuid, started, finished, serviceType, response } = result;
+  const { costSavingEnabled, score, riskBand, limit } = response;
+  return { customerUuid, started, finished, serviceType, response: { costSavingEnabled, score, riskBand, limit } };
 }
 
 function invalid(issues: ValidationIssue[], json: string | null, customerUuid: string | null): Intake {

@@ -6,7 +6,7 @@ import { validationFailed } from '../errors.js';
 import { decide, toUtcInstant } from '../provider/schemas.js';
 import { type Intake, readCallback } from './intake.js';
 import type { CallbackMetrics } from './metrics.js';
-import type { Arrival, Recorded } from '../requests/complete.js';
+import type { Arrival, RecordOptions, Recorded } from '../requests/complete.js';
 import { recordInvalid } from './store.js';
 import { resultWriter } from './writer.js';
 
@@ -18,6 +18,8 @@ export interface ReceiverDeps {
   metrics: CallbackMetrics;
   /** Told the customer of every newly stored result (not of a duplicate), after its commit. */
   announce(customerUuid: string): void;
+  /** Correlation skew and where the results' events are pushed. */
+  recording: RecordOptions;
 }
 
 export interface CallbackReceiver {
@@ -30,7 +32,7 @@ export interface CallbackReceiver {
 /** Receives callbacks: a valid result through the group-commit writer, anything else kept as invalid. */
 export function callbackReceiver(deps: ReceiverDeps): CallbackReceiver {
   const { db, metrics } = deps;
-  const writer = resultWriter(db, { onBatch: (size) => metrics.batch(size) });
+  const writer = resultWriter(db, { onBatch: (size) => metrics.batch(size), recording: deps.recording });
 
   /** A result PostgreSQL still refuses (a date out of its range) comes back as an invalid intake. */
   async function storeValid(arrival: Arrival, intake: Valid): Promise<Recorded | Invalid> {

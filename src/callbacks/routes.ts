@@ -6,6 +6,7 @@ import type { CapabilityDeps } from '../deps.js';
 import { errorSchema, validationErrorSchema } from '../errors.js';
 import { underwritingResultSchema } from '../provider/schemas.js';
 import { type CallbackMetrics, callbackMetrics } from './metrics.js';
+import { webhookTargets } from '../events/targets.js';
 import { callbackReceiver } from './receiver.js';
 
 const received = z.object({ received: z.literal(true) });
@@ -20,7 +21,12 @@ export const callbackRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const metrics = callbackMetrics(deps.registry);
-    const receiver = callbackReceiver({ db: deps.database.db, metrics, announce: (customerUuid) => deps.results.announce(customerUuid) });
+    const receiver = callbackReceiver({
+      db: deps.database.db,
+      metrics,
+      announce: (customerUuid) => deps.results.announce(customerUuid),
+      recording: { skewS: deps.config.correlationSkewS, targets: webhookTargets(deps.config) },
+    });
     app.addHook('onClose', async () => receiver.close());
 
     // Every body is read as bytes, whatever its content type (the provider's is not documented):

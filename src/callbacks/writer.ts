@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { isStorageUnavailable } from '../db/database.js';
 import type { DB } from '../db/types.js';
-import { type Recorded, recordResults, type ValidResult } from '../requests/complete.js';
+import { type RecordOptions, type Recorded, recordResults, type ValidResult } from '../requests/complete.js';
 
 export interface ResultWriter {
   /** Resolves once the result is committed (or found a duplicate); rejects when it was not stored. */
@@ -25,7 +25,11 @@ export interface ResultWriterOptions {
   limits?: ResultWriterLimits;
   /** Told the size of every batch written. */
   onBatch?: (size: number) => void;
+  /** Correlation skew and webhook targets; default: the contract's 300 s and no push. */
+  recording?: RecordOptions;
 }
+
+const DEFAULT_RECORDING: RecordOptions = { skewS: 300, targets: [] };
 
 /** Queued results looked at per batch, at most. */
 const SCAN_LIMIT = 1000;
@@ -45,6 +49,7 @@ interface Pending {
  */
 export function resultWriter(db: Kysely<DB>, options: ResultWriterOptions = {}): ResultWriter {
   const limits = options.limits ?? RESULT_WRITER_LIMITS;
+  const recording = options.recording ?? DEFAULT_RECORDING;
   const queue: Pending[] = [];
   let writing = 0;
   const idle: Array<() => void> = [];
@@ -97,7 +102,7 @@ export function resultWriter(db: Kysely<DB>, options: ResultWriterOptions = {}):
   async function write(batch: Pending[]): Promise<void> {
     try {
       options.onBatch?.(batch.length);
-      const recorded = await recordResults(db, batch.map((p) => p.result));
+      const recorded = await recordResults(db, batch.map((p) => p.result), recording);
       batch.forEach((p, i) => p.resolve(recorded[i]!));
     } catch (err) {
       if (batch.length === 1 || isStorageUnavailable(err)) {
@@ -109,7 +114,7 @@ export function resultWriter(db: Kysely<DB>, options: ResultWriterOptions = {}):
       // One after another, within this write's slot, so that the pool stays free for the rest.
       for (const p of batch) {
         try {
-          p.resolve((await recordResults(db, [p.result]))[0]!);
+          p.resolve((await recordResults(db, [p.result], recording))[0]!);
         } catch (alone) {
           p.reject(alone);
         }

@@ -80,7 +80,7 @@ export type ListenTarget = Pick<Database, 'engine' | 'listenConnectionString' | 
 /**
  * Listens on one NOTIFY channel over a single connection and wakes the waiters registered under the
  * payload. Events: 'listening' (after every successful LISTEN), 'lost' (connection gone), 'waiting' (a
- * waiter blocked until its next wake).
+ * waiter blocked until its next wake), 'notification' (any payload, for readers of anything new).
  */
 export class ChannelListener extends EventEmitter {
   maxWaiters = DEFAULT_MAX_WAITERS;
@@ -136,6 +136,7 @@ export class ChannelListener extends EventEmitter {
   start(database: ListenTarget): void {
     const handlers: SourceHandlers = {
       onNotify: (payload) => {
+        this.emit('notification', payload);
         const set = this.#byKey.get(payload);
         if (set) for (const w of set) w.wake();
       },

@@ -77,11 +77,53 @@ export interface AuditLogTable {
   counts: Json<Record<string, number>>;
 }
 
+export const EVENT_TYPES = ['underwriting.completed', 'underwriting.submit_failed', 'underwriting.expired', 'callback.unmatched'] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'dead'] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+export interface EventsTable {
+  id: Generated<number>;
+  /** evt_ and 32 hex digits: the id the API and the webhook-id header show. */
+  public_id: string;
+  type: EventType;
+  customer_uuid: string;
+  created_at: Timestamp;
+  /** xid8 of the writing transaction, as text; the feed's position with id. */
+  tx_id: Generated<string>;
+  request_id: number | null;
+  callback_id: number | null;
+  data: Json<Record<string, unknown>>;
+}
+
+export interface EventDeliveriesTable {
+  id: Generated<number>;
+  event_id: number;
+  customer_uuid: string;
+  /** Fingerprint of the URL as configured (secrets included); never reversible. */
+  url_key: string;
+  /** The URL without userinfo and query values. */
+  url: string;
+  status: ColumnType<DeliveryStatus, DeliveryStatus | undefined, DeliveryStatus>;
+  attempts: ColumnType<number, number | undefined, number>;
+  queued_at: Timestamp;
+  next_attempt_at: Timestamp;
+  lease_until: Timestamp | null;
+  lease_token: string | null;
+  last_attempt_at: Timestamp | null;
+  last_status: number | null;
+  last_error: string | null;
+  delivered_at: Timestamp | null;
+}
+
 export interface DB {
   underwriting_requests: UnderwritingRequestsTable;
   callbacks: CallbacksTable;
   idempotency_keys: IdempotencyKeysTable;
   audit_log: AuditLogTable;
+  events: EventsTable;
+  event_deliveries: EventDeliveriesTable;
 }
 
 export type UnderwritingRequestRow = Selectable<UnderwritingRequestsTable>;

@@ -67,13 +67,13 @@ const srdView = z.object({
   desiredCreditLimit: z.number().optional(),
 });
 
-/** The callback body exactly as stored: the provider's fields, and any it added that we kept. */
-export const resultView = z.looseObject({
+/** The callback body as stored: the provider's documented fields only. */
+export const resultView = z.object({
   customerUuid: z.string(),
   started: z.string(),
   finished: z.string(),
   serviceType: z.string(),
-  response: z.looseObject({
+  response: z.object({
     costSavingEnabled: z.boolean(),
     score: z.number(),
     riskBand: z.number(),

@@ -19,7 +19,7 @@ export interface RequestRow {
 export type Json = Record<string, unknown> | null | undefined;
 
 // Views are built field by field (and sent without a second check), so a new column never leaks
-// into an answer; only `result` is passed whole, being by contract the stored callback body.
+// into an answer.
 
 function buildSrd(srd: Json): RequestView['srd'] {
   if (!srd) return null;
@@ -35,9 +35,20 @@ function buildSrd(srd: Json): RequestView['srd'] {
   } as RequestView['srd'];
 }
 
-/** The contract's `result` is the callback body as stored (validated when it arrived), so it goes out whole. */
+/**
+ * The callback body as stored, limited to the provider's documented fields: rows stored before
+ * the callback kept only those may hold more (a CPF, say), which never leaves the service.
+ */
 export function buildResult(body: Json): RequestView['result'] {
-  return body ? (body as RequestView['result']) : null;
+  if (!body) return null;
+  const response = (body.response ?? {}) as Record<string, unknown>;
+  return {
+    customerUuid: body.customerUuid,
+    started: body.started,
+    finished: body.finished,
+    serviceType: body.serviceType,
+    response: { costSavingEnabled: response.costSavingEnabled, score: response.score, riskBand: response.riskBand, limit: response.limit },
+  } as RequestView['result'];
 }
 
 export function buildRequestView(row: RequestRow): RequestView {

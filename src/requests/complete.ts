@@ -1,6 +1,8 @@
 import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { DB, Decision } from '../db/types.js';
+import { EVENT_TYPE, recordEventsSql, requestDataSql, targetParameters, unmatchedDataSql } from '../events/record.js';
+import type { WebhookTarget } from '../events/targets.js';
 
 /** What is known about any callback the moment it arrives. */
 export interface Arrival {
@@ -32,13 +34,23 @@ interface RecordedRow {
   submitted_at: Date | string | null;
 }
 
+/** What the callback statement needs besides the batch. */
+export interface RecordOptions {
+  /** CORRELATION_SKEW_S: a request qualifies when submitted no later than `started` plus this. */
+  skewS: number;
+  /** Where the batch's events are to be pushed (none: events are recorded for the feed only). */
+  targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[];
+}
+
 /**
  * Stores valid results, deduplicates and correlates them in ONE statement (one round trip and one
  * commit for the whole batch, atomic): for each result, lock the newest request of its customer
- * still without a result, insert the callback unless the same (customerUuid, started, finished) is
- * already stored, and complete the request from what was inserted. Concurrent copies queue on the
- * request's row lock or on the unique index; exactly one inserts. A batch holds at most one result
- * per customer, sorted by customer, so two batches lock rows in the same order.
+ * still without a result and submitted no later than its `started` plus the skew, insert the
+ * callback unless the same (customerUuid, started, finished) is already stored, complete the
+ * request from what was inserted, and record the outcome event (completed or unmatched) with its
+ * pending deliveries. Concurrent copies queue on the request's row lock or on the unique index;
+ * exactly one inserts. A batch holds at most one result per customer, sorted by customer, so two
+ * batches lock rows in the same order.
  * (The NOTIFY is sent after the commit, by the announcer: see channels/announcer.ts for why.)
  */
 export const RECORD_RESULTS: Statement = {
@@ -55,6 +67,8 @@ export const RECORD_RESULTS: Statement = {
       cross join lateral (
         select r.id from underwriting_requests r
         where r.customer_uuid = i.customer_uuid and r.result_callback_id is null
+          -- A late result of an older request never completes one submitted after its pipeline started.
+          and r.submitted_at <= i.started + make_interval(secs => $2::double precision)
         order by r.id desc
         limit 1
         for update
@@ -69,7 +83,7 @@ export const RECORD_RESULTS: Statement = {
       from input i left join target t on t.n = i.n
       order by i.n
       on conflict (customer_uuid, started, finished) do nothing
-      returning id, customer_uuid, request_id, received_at, decision
+      returning id, customer_uuid, request_id, received_at, decision, body
     ),
     completed as (
       update underwriting_requests r
@@ -80,24 +94,39 @@ export const RECORD_RESULTS: Statement = {
       -- (with json_to_recordset's guess of 100 rows) scan a table of tens of thousands.
       where r.id = any (array(select request_id from inserted where request_id is not null))
         and r.id = x.request_id
-      returning r.id, r.submitted_at
-    )
+      returning r.id, r.submitted_at, r.customer_uuid, r.status, r.decision, r.cpf_masked,
+                r.cost_saving_enabled, r.srd, r.completed_at, r.upstream_status, x.id as callback_id, x.body
+    ),
+    event_source as (
+      select '${EVENT_TYPE.completed}' as type, c.customer_uuid, c.completed_at as created_at,
+             c.id as request_id, c.callback_id, ${requestDataSql('c', 'c.body')} as data
+      from completed c
+      union all
+      select '${EVENT_TYPE.unmatched}', x.customer_uuid, x.received_at, null::bigint, x.id, ${unmatchedDataSql('x')}
+      from inserted x where x.request_id is null
+    ),
+    ${recordEventsSql('event_source', '$3', '$4')}
     select i.n, x.id, x.request_id, c.submitted_at
     from inserted x
     join input i on i.customer_uuid = x.customer_uuid
     left join completed c on c.id = x.request_id`,
 };
 
+/** The parameters of RECORD_RESULTS for one batch (already in the order it is written). */
+export function recordResultsParameters(batch: readonly ValidResult[], options: RecordOptions): unknown[] {
+  return [batchJson(batch), options.skewS, ...targetParameters(options.targets)];
+}
+
 /**
  * Records a batch of valid results, at most one per customer; answers in the batch's order.
  * Any failure fails the whole batch: nothing of it is stored.
  */
-export async function recordResults(db: Kysely<DB>, batch: readonly ValidResult[]): Promise<Recorded[]> {
+export async function recordResults(db: Kysely<DB>, batch: readonly ValidResult[], options: RecordOptions): Promise<Recorded[]> {
   const ordered = batch.map((cb, index) => ({ cb, index })).sort((a, b) => (a.cb.customerUuid < b.cb.customerUuid ? -1 : 1));
   const customers = new Set(batch.map((cb) => cb.customerUuid));
   if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');
   // A prepared statement: planned once per connection instead of on every batch.
-  const rows = await runStatement<RecordedRow>(db, RECORD_RESULTS, [batchJson(ordered.map((o) => o.cb))]);
+  const rows = await runStatement<RecordedRow>(db, RECORD_RESULTS, recordResultsParameters(ordered.map((o) => o.cb), options));
   const recorded: Recorded[] = batch.map(() => ({ outcome: 'duplicate' }));
   for (const row of rows) {
     const { cb, index } = ordered[row.n]!;

@@ -1,54 +1,89 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
-import { isStorageUnavailable } from '../db/database.js';
+import { isStorageUnavailable, runStatement, type Statement } from '../db/database.js';
 import type { DB } from '../db/types.js';
-import { releaseAbandoned } from './store.js';
+import { EVENT_TYPE, recordEventsSql, requestDataSql, targetParameters } from '../events/record.js';
+import type { WebhookTarget } from '../events/targets.js';
+import { releaseAbandoned, REQUEST_DATA_COLUMNS } from './store.js';
 
 /** Rows expired per statement: a long backlog (after an outage) never becomes one huge transaction. */
 const BATCH = 1000;
 
+/** A request the sweep expired. */
+export interface ExpiredRequest {
+  id: number;
+  customer_uuid: string;
+}
+
 /**
- * Marks every request still `submitted` longer than timeoutS before `now` as `expired`, and returns
- * their ids. Safe with any number of instances at once: rows another sweep (or a callback) holds are
- * skipped, and the status re-check means a row is expired exactly once.
+ * Marks every request still `submitted` longer than timeoutS before `now` as `expired`, with its
+ * underwriting.expired event (and a pending delivery per webhook target) in the same statement,
+ * and returns their ids. Safe with any number of instances at once: rows another sweep (or a
+ * callback) holds are skipped, and the status re-check means a row is expired exactly once.
  *
  * (A request still `submitting` is not waiting for a callback but for its submit: past the
  * abandoned bound the sweep ends it as submit_failed, see releaseAbandoned in store.ts.)
  */
-export async function expireOverdue(db: Kysely<DB>, now: Date, timeoutS: number): Promise<number[]> {
-  const expired: number[] = [];
+export async function expireOverdue(
+  db: Kysely<DB>,
+  now: Date,
+  timeoutS: number,
+  targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[] = [],
+): Promise<number[]> {
+  return (await expireOverdueRequests(db, now, timeoutS, targets)).map((r) => r.id);
+}
+
+export async function expireOverdueRequests(
+  db: Kysely<DB>,
+  now: Date,
+  timeoutS: number,
+  targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[],
+): Promise<ExpiredRequest[]> {
+  const expired: ExpiredRequest[] = [];
   for (;;) {
-    const rows = await expireBatchQuery(db, now, timeoutS).execute();
-    expired.push(...rows.map((r) => r.id));
+    const rows = await runStatement<ExpiredRequest>(db, EXPIRE_BATCH.submitted, expireBatchParameters(now, timeoutS, targets));
+    expired.push(...rows);
     if (rows.length < BATCH) break;
   }
   return expired;
 }
 
-/** One batch of the sweep; for `submitted` it reads through the partial index underwriting_requests_waiting. */
-export function expireBatchQuery(
-  db: Kysely<DB>,
-  now: Date,
-  timeoutS: number,
-  status: 'submitted' | 'submitting' = 'submitted',
-) {
-  const cutoff = new Date(now.getTime() - timeoutS * 1000);
-  return db
-    .updateTable('underwriting_requests')
-    .set({ status: 'expired', updated_at: now })
-    .where('status', '=', status)
-    .where('id', 'in', (eb) =>
-      eb
-        .selectFrom('underwriting_requests')
-        .select('id')
-        .where('status', '=', status)
-        .where('submitted_at', '<', cutoff)
-        .limit(BATCH)
-        .forUpdate()
-        .skipLocked(),
-    )
-    .returning('id');
+/**
+ * One batch of the sweep, per status (a literal, so that the `submitted` one reads through the
+ * partial index underwriting_requests_waiting even as a generic prepared plan).
+ */
+function expireBatchStatement(status: 'submitted' | 'submitting'): Statement {
+  return {
+    name: `expire_${status}`,
+    text: `
+      with due as (
+        select id from underwriting_requests
+        where status = '${status}' and submitted_at < $1
+        limit ${BATCH}
+        for update skip locked
+      ),
+      expired as (
+        update underwriting_requests r
+        set status = 'expired', updated_at = $2
+        from due
+        where r.id = due.id and r.status = '${status}'
+        returning ${REQUEST_DATA_COLUMNS.replace(/(\w+)/g, 'r.$1')}
+      ),
+      event_source as (
+        select '${EVENT_TYPE.expired}' as type, e.customer_uuid, e.updated_at as created_at,
+               e.id as request_id, null::bigint as callback_id, ${requestDataSql('e', 'null::jsonb')} as data
+        from expired e
+      ),
+      ${recordEventsSql('event_source', '$3', '$4')}
+      select id, customer_uuid from expired`,
+  };
+}
+
+export const EXPIRE_BATCH = { submitted: expireBatchStatement('submitted') };
+
+export function expireBatchParameters(now: Date, timeoutS: number, targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[]): unknown[] {
+  return [new Date(now.getTime() - timeoutS * 1000), now, ...targetParameters(targets)];
 }
 
 /** How often the sweep runs: often enough to be timely for short timeouts, at most every 30 s. */
@@ -64,6 +99,10 @@ export interface SweepDeps {
   stuckAfterS: number;
   log: FastifyBaseLogger;
   onExpired(count: number): void;
+  /** Where the expired requests' events are pushed. */
+  targets?: readonly Pick<WebhookTarget, 'key' | 'shown'>[];
+  /** Told each expired request's customer once the batch (and its events) is committed. */
+  announce?: (customerUuid: string) => void;
 }
 
 export interface Sweep {
@@ -79,11 +118,15 @@ export function startExpirySweep(deps: SweepDeps): Sweep {
     running ??= (async () => {
       try {
         const now = deps.clock();
-        const released = await releaseAbandoned(deps.db, { now, afterMs: deps.stuckAfterS * 1000 });
+        const targets = deps.targets ?? [];
+        const released = await releaseAbandoned(deps.db, { now, afterMs: deps.stuckAfterS * 1000, targets });
         if (released.length > 0) {
+          for (const r of released) deps.announce?.(r.customerUuid);
           deps.log.warn({ count: released.length, afterS: deps.stuckAfterS }, 'released abandoned submits: stored as submit_failed');
         }
-        const ids = await expireOverdue(deps.db, now, deps.timeoutS);
+        const expired = await expireOverdueRequests(deps.db, now, deps.timeoutS, targets);
+        for (const r of expired) deps.announce?.(r.customer_uuid);
+        const ids = expired.map((r) => r.id);
         if (ids.length > 0) {
           deps.onExpired(ids.length);
           deps.log.info({ count: ids.length, timeoutS: deps.timeoutS }, 'expired requests whose callback never came');

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { CapabilityDeps } from '../deps.js';
+import { webhookTargets } from '../events/targets.js';
 import { startExpirySweep, type Sweep } from './expiry.js';
 import { lifecycleMetrics } from './metrics.js';
 import { abandonedAfterMs } from './store.js';
@@ -9,7 +10,7 @@ import { abandonedAfterMs } from './store.js';
  * sweep that ends requests whose callback never came (or whose submit was abandoned).
  */
 export const requestLifecycle =
-  (deps: Pick<CapabilityDeps, 'config' | 'database' | 'clock' | 'registry'>): FastifyPluginAsync =>
+  (deps: Pick<CapabilityDeps, 'config' | 'database' | 'clock' | 'registry' | 'results'>): FastifyPluginAsync =>
   async (app) => {
     const { db } = deps.database;
     const metrics = lifecycleMetrics(deps.registry, db);
@@ -22,6 +23,8 @@ export const requestLifecycle =
         stuckAfterS: abandonedAfterMs(deps.config.upstreamTimeoutMs) / 1000,
         log: app.log,
         onExpired: (n) => metrics.expired.inc(n),
+        targets: webhookTargets(deps.config),
+        announce: (customerUuid) => deps.results.announce(customerUuid),
       });
     });
     app.addHook('onClose', async () => {

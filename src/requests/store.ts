@@ -1,6 +1,8 @@
 import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { DB, RequestStatus } from '../db/types.js';
+import { EVENT_TYPE, recordEventsSql, requestDataSql, targetParameters } from '../events/record.js';
+import type { WebhookTarget } from '../events/targets.js';
 
 /**
  * A submit calls the provider only within this long of starting to store its request; later (a
@@ -89,46 +91,75 @@ export async function markSubmitted(db: Kysely<DB>, id: number, upstreamStatus: 
   return { status: row.status, submittedAt: row.submitted_at };
 }
 
-/** Records a failed submit, unless a callback has already completed the row (then it is left alone); true when recorded. */
+/** The request columns an event's data is built from (see events/record.ts). */
+export const REQUEST_DATA_COLUMNS = `id, customer_uuid, status, decision, cpf_masked, cost_saving_enabled, srd,
+  submitted_at, completed_at, upstream_status, updated_at`;
+
+/**
+ * Marks a request submit_failed and records its underwriting.submit_failed event (with a pending
+ * delivery per webhook target) in the same statement; a row a callback has already completed is
+ * left alone, and has no such event.
+ */
+const MARK_SUBMIT_FAILED: Statement = {
+  name: 'mark_submit_failed',
+  text: `
+    with failed as (
+      update underwriting_requests
+      set status = 'submit_failed', upstream_status = $1, upstream_error = $2, updated_at = $3
+      where id = $4 and status = 'submitting'
+      returning ${REQUEST_DATA_COLUMNS}
+    ),
+    event_source as (
+      select '${EVENT_TYPE.submitFailed}' as type, f.customer_uuid, f.updated_at as created_at,
+             f.id as request_id, null::bigint as callback_id, ${requestDataSql('f', 'null::jsonb')} as data
+      from failed f
+    ),
+    ${recordEventsSql('event_source', '$5', '$6')}
+    select customer_uuid from failed`,
+};
+
+/**
+ * Records a failed submit, unless a callback has already completed the row (then it is left alone);
+ * true when it was recorded (and its event with it).
+ */
 export async function markSubmitFailed(
   db: Kysely<DB>,
   id: number,
   failure: { upstreamStatus: number | null; error: string },
   now: Date,
+  targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[] = [],
 ): Promise<boolean> {
-  const result = await db
-    .updateTable('underwriting_requests')
-    .set({ status: 'submit_failed', upstream_status: failure.upstreamStatus, upstream_error: failure.error, updated_at: now })
-    .where('id', '=', id)
-    .where('status', '=', 'submitting')
-    .executeTakeFirst();
-  return result.numUpdatedRows > 0n;
+  const rows = await runStatement(db, MARK_SUBMIT_FAILED, [failure.upstreamStatus, failure.error, now, id, ...targetParameters(targets)]);
+  return rows.length > 0;
 }
 
+/** A request a release ended as submit_failed (its event recorded with it). */
+export interface Released {
+  id: number;
+  customerUuid: string;
+}
+
+type Targets = readonly Pick<WebhookTarget, 'key' | 'shown'>[];
+
 /**
- * Ends abandoned requests (see abandonedAfterMs) as `submit_failed`, so that they hold their
- * customer no longer; of one customer when given (a new submit met one), else up to `limit` of
- * any (the sweep). A late callback still completes them. Returns the ids it ended.
+ * Ends abandoned requests (see abandonedAfterMs) as `submit_failed`, each with its event, so that
+ * they hold their customer no longer; of one customer when given (a new submit met one), else up
+ * to `limit` of any (the sweep). A late callback still completes them. Returns what it ended.
  */
 export async function releaseAbandoned(
   db: Kysely<DB>,
-  options: { now: Date; afterMs: number; customerUuid?: string; limit?: number },
-): Promise<number[]> {
+  options: { now: Date; afterMs: number; customerUuid?: string; limit?: number; targets?: Targets },
+): Promise<Released[]> {
   const cutoff = new Date(options.now.getTime() - options.afterMs);
   const rows = await db
     .selectFrom('underwriting_requests')
-    .select('id')
+    .select(['id', 'customer_uuid'])
     .where('status', '=', 'submitting')
     .where('submitted_at', '<', cutoff)
     .$if(options.customerUuid !== undefined, (qb) => qb.where('customer_uuid', '=', options.customerUuid!))
     .limit(options.limit ?? 1000)
     .execute();
-  const released: number[] = [];
-  for (const { id } of rows) {
-    // markSubmitFailed re-checks `submitting` under the row lock: two releasers end a row once.
-    if (await markSubmitFailed(db, id, { upstreamStatus: null, error: ABANDONED_ERROR }, options.now)) released.push(id);
-  }
-  return released;
+  return endEach(db, rows, ABANDONED_ERROR, options);
 }
 
 /** What a request that was stored but never sent says in upstream_error. */
@@ -138,19 +169,34 @@ const NOT_SENT_RETRIED = 'not sent: the submit failed on storage after storing i
 /**
  * Ends as `submit_failed` the customer's request still `submitting` under this Idempotency-Key: a
  * retry of the key meets it only when the attempt that stored it answered 503 and freed the key,
- * so it was never sent. Returns the ids it ended.
+ * so it was never sent. Returns what it ended.
  */
-export async function releaseUnsentOfKey(db: Kysely<DB>, options: { customerUuid: string; key: string; now: Date }): Promise<number[]> {
+export async function releaseUnsentOfKey(
+  db: Kysely<DB>,
+  options: { customerUuid: string; key: string; now: Date; targets?: Targets },
+): Promise<Released[]> {
   const rows = await db
     .selectFrom('underwriting_requests')
-    .select('id')
+    .select(['id', 'customer_uuid'])
     .where('customer_uuid', '=', options.customerUuid)
     .where('status', '=', 'submitting')
     .where('idempotency_key', '=', options.key)
     .execute();
-  const released: number[] = [];
-  for (const { id } of rows) {
-    if (await markSubmitFailed(db, id, { upstreamStatus: null, error: NOT_SENT_RETRIED }, options.now)) released.push(id);
+  return endEach(db, rows, NOT_SENT_RETRIED, options);
+}
+
+async function endEach(
+  db: Kysely<DB>,
+  rows: readonly { id: number; customer_uuid: string }[],
+  error: string,
+  options: { now: Date; targets?: Targets },
+): Promise<Released[]> {
+  const released: Released[] = [];
+  for (const { id, customer_uuid } of rows) {
+    // markSubmitFailed re-checks `submitting` under the row lock: two releasers end a row once.
+    if (await markSubmitFailed(db, id, { upstreamStatus: null, error }, options.now, options.targets)) {
+      released.push({ id, customerUuid: customer_uuid });
+    }
   }
   return released;
 }

@@ -7,6 +7,7 @@ import { createUnderwritingClient } from '../provider/underwriting-client.js';
 import { outcomeOfStatus, type SubmitOutcome, submitMetrics } from './metrics.js';
 import { acceptedSchema, idempotencyKeySchema, submitHeadersSchema, submitResponses } from './schemas.js';
 import { submitter } from './submit.js';
+import { webhookTargets } from '../events/targets.js';
 
 const OUTCOME = Symbol('submitOutcome');
 type WithOutcome = FastifyRequest & { [OUTCOME]: SubmitOutcome | null };
@@ -58,6 +59,8 @@ export const submissionRoutes =
       cpfHashKey: config.cpfHashKey,
       partnerToken: config.partnerToken,
       upstreamTimeoutMs: config.upstreamTimeoutMs,
+      eventTargets: webhookTargets(config),
+      announce: (customerUuid) => deps.results.announce(customerUuid),
     });
     // Answers the handler produced carry their outcome; the rest (400, 403, 413, 503) are named by status.
     // A decorated field, not a WeakMap: a weak entry per submit is extra work for the garbage collector.

@@ -34,6 +34,7 @@ import {
   SEND_WINDOW_MS,
   type StoredState,
 } from '../requests/store.js';
+import type { WebhookTarget } from '../events/targets.js';
 
 export interface SubmitDeps {
   db: Kysely<DB>;
@@ -43,6 +44,10 @@ export interface SubmitDeps {
   /** Scrubbed from anything the provider says before it is stored. */
   partnerToken: string | undefined;
   upstreamTimeoutMs: number;
+  /** Where a failed submit's event is pushed. */
+  eventTargets?: readonly Pick<WebhookTarget, 'key' | 'shown'>[];
+  /** Told the customer of a failed submit once it (and its event) is committed. */
+  announce?: (customerUuid: string) => void;
 }
 
 export interface SubmitAnswer extends StoredAnswer {
@@ -168,8 +173,11 @@ export function submitter(deps: SubmitDeps) {
       // The hint (what the operator should check) comes once per token failure streak, never a secret.
       const hint = err instanceof TokenUnavailableError ? err.hint : undefined;
       log.warn({ customerUuid: body.customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code, hint }, 'submit failed upstream');
-      await markSubmitFailed(deps.db, stored.id, failure.stored, deps.clock()).catch((dbErr: Error) =>
-        log.error({ err: { message: dbErr.message } }, 'could not record a failed submit'),
+      await markSubmitFailed(deps.db, stored.id, failure.stored, deps.clock(), deps.eventTargets).then(
+        (marked) => {
+          if (marked) deps.announce?.(body.customerUuid);
+        },
+        (dbErr: Error) => log.error({ err: { message: dbErr.message } }, 'could not record a failed submit'),
       );
       const answer = { statusCode: failure.error.statusCode, body: errorBody(failure.error), outcome: failure.outcome, replayed: false };
       return { answer, requestId: stored.id };
@@ -203,9 +211,13 @@ export function submitter(deps: SubmitDeps) {
   async function releaseBlocking(customerUuid: string, key: string | undefined, log: FastifyBaseLogger): Promise<boolean> {
     const now = deps.clock();
     const ended: number[] = [];
-    if (key !== undefined) ended.push(...(await releaseUnsentOfKey(deps.db, { customerUuid, key, now })));
-    if (ended.length === 0) ended.push(...(await releaseAbandoned(deps.db, { now, afterMs: leaseMs, customerUuid })));
-    if (ended.length > 0) log.warn({ customerUuid, released: ended }, 'released a request no submit will finish: stored as submit_failed');
+    const targets = deps.eventTargets;
+    if (key !== undefined) ended.push(...(await releaseUnsentOfKey(deps.db, { customerUuid, key, now, targets })).map((r) => r.id));
+    if (ended.length === 0) ended.push(...(await releaseAbandoned(deps.db, { now, afterMs: leaseMs, customerUuid, targets })).map((r) => r.id));
+    if (ended.length > 0) {
+      deps.announce?.(customerUuid);
+      log.warn({ customerUuid, released: ended }, 'released a request no submit will finish: stored as submit_failed');
+    }
     return ended.length > 0;
   }
 

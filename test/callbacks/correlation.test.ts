@@ -128,7 +128,8 @@ t.test('a duplicate callback answers 200 and stores nothing new', async (t) => {
   const before = await requestById(db, requestId);
 
   // The same result again, even with its instant written in another zone.
-  const again = await postCallback(app, { ...body, started: '2026-11-22T00:00:00.000-03:00' });
+  const inBrasilia = new Date(Date.parse(body.started) - 3 * 3600_000).toISOString().replace(/Z$/, '-03:00');
+  const again = await postCallback(app, { ...body, started: inBrasilia });
   t.equal(again.statusCode, 200);
   t.same(again.json(), { received: true });
   // Without a zone (UTC, as the spec says) and with a +HHMM offset, it is still the same instant.
@@ -291,3 +292,70 @@ async function listenForResults(t: Test, database: Database) {
     next: () => new Promise<string>((resolve) => (payloads.length > 0 ? resolve(payloads.shift()!) : waiting.push(resolve))),
   };
 }
+
+t.test('a late result of an expired request completes that request, never a newer one submitted after its pipeline started', async (t) => {
+  const { app, database } = await gateway(t);
+  const db = database.db;
+  const cust = customer('late');
+  const t0 = Date.parse('2026-11-22T03:00:00.000Z');
+  const older = await insertRequest(db, cust, 'expired', { submittedAt: new Date(t0) });
+  const newer = await insertRequest(db, cust, 'submitted', { submittedAt: new Date(t0 + 3600_000) });
+  const started = new Date(t0 + 10_000).toISOString();
+
+  const res = await postCallback(app, resultBody(cust, { started, finished: new Date(t0 + 20_000).toISOString() }));
+  t.equal(res.statusCode, 200);
+  t.match(await requestById(db, older), { status: 'completed' }, 'the request the result belongs to');
+  t.match(await requestById(db, newer), { status: 'submitted', result_callback_id: null }, 'the newer request still waits for its own');
+});
+
+t.test('a request submitted up to CORRELATION_SKEW_S after `started` still qualifies; later, the result is unmatched', async (t) => {
+  const { app, database } = await buildTestApp(t, { database: shared, env: { CORRELATION_SKEW_S: '60' } });
+  const db = database.db;
+  const t0 = Date.parse('2026-11-22T05:00:00.000Z');
+  const [within, beyond] = [customer('skew-in'), customer('skew-out')];
+  const inside = await insertRequest(db, within, 'submitted', { submittedAt: new Date(t0 + 60_000) });
+  const outside = await insertRequest(db, beyond, 'submitted', { submittedAt: new Date(t0 + 61_000) });
+  const started = new Date(t0).toISOString();
+  const finished = new Date(t0 + 5_000).toISOString();
+
+  t.equal((await postCallback(app, resultBody(within, { started, finished }))).statusCode, 200);
+  t.equal((await postCallback(app, resultBody(beyond, { started, finished }))).statusCode, 200);
+  t.match(await requestById(db, inside), { status: 'completed' });
+  t.match(await requestById(db, outside), { status: 'submitted', result_callback_id: null });
+  t.match(await callbacksOf(db, beyond), [{ outcome: 'unmatched', request_id: null }]);
+});
+
+t.test('fields the provider does not document are kept only in the raw body, never in result', async (t) => {
+  const { app, database } = await gateway(t);
+  const db = database.db;
+  const cust = customer('extra');
+  await insertRequest(db, cust, 'submitted');
+  const documented = resultBody(cust);
+  const sent = { ...documented, cpf: '11144477735', response: { ...documented.response, document: '111.444.777-35' } };
+
+  t.equal((await postCallback(app, sent)).statusCode, 200);
+  const [row] = await callbacksOf(db, cust);
+  t.same(row!.body, documented, 'result holds the documented fields only');
+  t.equal(Buffer.from(row!.raw_body).toString('utf8'), JSON.stringify(sent), 'the raw body is the evidence, whole');
+
+  const answer = await app.inject({ method: 'GET', url: `/v1/underwritings/${cust}` });
+  t.equal(answer.statusCode, 200);
+  t.same(answer.json().result, documented);
+  t.notMatch(answer.body, /11144477735|111\.444\.777-35/, 'no CPF served back');
+});
+
+t.test('a result stored whole before, extra fields and all, is served with its documented fields only', async (t) => {
+  const { app, database } = await gateway(t);
+  const db = database.db;
+  const cust = customer('legacy');
+  const requestId = await insertRequest(db, cust, 'submitted');
+  const documented = resultBody(cust);
+  await postCallback(app, documented);
+  const [row] = await callbacksOf(db, cust);
+  await db.updateTable('callbacks').set({ body: JSON.stringify({ ...documented, cpf: '11144477735' }) }).where('id', '=', row!.id).execute();
+
+  const answer = await app.inject({ method: 'GET', url: `/v1/underwritings/${cust}` });
+  t.same(answer.json().result, documented);
+  t.notMatch(answer.body, /11144477735/);
+  t.ok(requestId);
+});

@@ -39,12 +39,23 @@ export interface ResultOverrides {
   limit?: number;
 }
 
+/**
+ * When the provider's pipeline "started" for a default result: a little after this module loaded,
+ * so that a request a test inserts now qualifies (submitted no later than started + the skew),
+ * and the same for every call in a run, so that repeated bodies stay duplicates.
+ */
+const STARTED = new Date(Math.ceil(Date.now() / 1000) * 1000 + 60_000);
+export const DEFAULT_STARTED = STARTED.toISOString();
+/** DEFAULT_STARTED plus some seconds: another result of the same customer. */
+export const startedPlus = (seconds: number) => new Date(STARTED.getTime() + seconds * 1000).toISOString();
+const DEFAULT_FINISHED = new Date(STARTED.getTime() + 10_000).toISOString();
+
 /** A valid callback body, as the provider sends it. */
 export function resultBody(customerUuid: string, o: ResultOverrides = {}) {
   return {
     customerUuid,
-    started: o.started ?? '2026-11-22T03:00:00.000Z',
-    finished: o.finished ?? '2026-11-22T03:00:10.000Z',
+    started: o.started ?? DEFAULT_STARTED,
+    finished: o.finished ?? DEFAULT_FINISHED,
     serviceType: 'CREDIT_SCORE',
     response: {
       costSavingEnabled: o.costSavingEnabled ?? false,

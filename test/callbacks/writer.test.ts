@@ -2,7 +2,7 @@ import t from 'tap';
 import type { Recorded, ValidResult } from '../../src/requests/complete.js';
 import { resultWriter, type ResultWriterLimits } from '../../src/callbacks/writer.js';
 import { freshDatabase } from '../helpers/database.js';
-import { callbacksOf, customer, insertRequest, requestById, resultBody } from './fixtures.js';
+import { callbacksOf, customer, insertRequest, requestById, resultBody, startedPlus } from './fixtures.js';
 
 // The group commit behind the callback route, driven directly so that batches can be arranged:
 // with one batch in flight, the first result is written alone and everything recorded meanwhile
@@ -58,7 +58,7 @@ t.test('one customer is never twice in a batch: a redelivery is a duplicate, a d
   const outcomes = await Promise.all([
     writer.record(valid(first)),
     writer.record(valid(first)),
-    writer.record(valid(first, { started: '2026-11-22T03:00:05.000Z' })),
+    writer.record(valid(first, { started: startedPlus(5) })),
     writer.record(valid(other)),
   ]);
   t.same(batches, [1, 2, 1], 'the second copy waits for the next batch, the third result for the one after');
@@ -136,7 +136,7 @@ t.test('a flood of one customer is written one per batch, in arrival order, and 
   const flooded = customer('flood');
   const others = Array.from({ length: 3 }, () => customer('beside'));
   const results = [
-    ...Array.from({ length: 5 }, (_, i) => valid(flooded, { started: `2026-11-22T03:00:0${i}.000Z` })),
+    ...Array.from({ length: 5 }, (_, i) => valid(flooded, { started: startedPlus(i) })),
     ...others.map((c) => valid(c)),
   ];
   const outcomes = await Promise.all(results.map((r) => writer.record(r)));
@@ -154,8 +154,8 @@ t.test("a customer's results are written in arrival order, even past the byte li
   const size = valid(customer('size')).rawBody.length;
   const { writer, batches } = writerSeeingBatches({ inFlight: 1, batchSize: 64, batchBytes: 3 * size });
   const [first, other, x] = [customer('first'), customer('other'), customer('bigsmall')];
-  const big = { ...valid(x, { started: '2026-11-22T03:00:01.000Z' }), rawBody: Buffer.alloc(4 * size, 'x') };
-  const small = valid(x, { started: '2026-11-22T03:00:02.000Z' });
+  const big = { ...valid(x, { started: startedPlus(1) }), rawBody: Buffer.alloc(4 * size, 'x') };
+  const small = valid(x, { started: startedPlus(2) });
   await Promise.all([writer.record(valid(first)), writer.record(valid(other)), writer.record(big), writer.record(small)]);
   t.same(batches, [1, 1, 1, 1], 'the small result waits for the big one passed over for size');
   t.same(
@@ -167,8 +167,8 @@ t.test("a customer's results are written in arrival order, even past the byte li
   const waiting = customer('inflight');
   const requestId = await insertRequest(db, waiting, 'submitted');
   const [earlier, later] = await Promise.all([
-    two.writer.record(valid(waiting, { started: '2026-11-22T03:00:01.000Z' })),
-    two.writer.record(valid(waiting, { started: '2026-11-22T03:00:02.000Z' })),
+    two.writer.record(valid(waiting, { started: startedPlus(1) })),
+    two.writer.record(valid(waiting, { started: startedPlus(2) })),
   ]);
   t.same(two.batches, [1, 1], 'not two writes at once for one customer');
   t.match(earlier, { outcome: 'matched', requestId }, 'the result that arrived first completes the request');

@@ -11,10 +11,12 @@ export const CPF = '52998224725';
 export const OTHER_CPF = '11144477735';
 
 let sequence = 0;
+/** Results "start" after the requests the tests insert now: a result matches a request submitted by its started + CORRELATION_SKEW_S. */
+const STARTED_FROM = Math.ceil(Date.now() / 1000) * 1000 + 60_000;
 
 export function resultBody(customerUuid: string, response: Partial<UnderwritingResult['response']> = {}): UnderwritingResult {
   sequence += 1;
-  const started = new Date(Date.UTC(2026, 0, 1, 0, 0, sequence)).toISOString();
+  const started = new Date(STARTED_FROM + sequence * 1000).toISOString();
   return {
     customerUuid,
     started,

@@ -1,9 +1,9 @@
 import { CompiledQuery, type Kysely, sql } from 'kysely';
 import t from 'tap';
-import { batchJson, RECORD_RESULTS } from '../../src/requests/complete.js';
+import { RECORD_RESULTS, recordResultsParameters } from '../../src/requests/complete.js';
 import { hashCpf } from '../../src/cpf.js';
 import type { DB } from '../../src/db/types.js';
-import { expireBatchQuery } from '../../src/requests/expiry.js';
+import { EXPIRE_BATCH, expireBatchParameters } from '../../src/requests/expiry.js';
 import { customerQuery, pageQuery } from '../../src/queries/sql.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
@@ -71,7 +71,7 @@ t.test('every read uses its index on a table of 20k requests, never a sequential
   t.match(await plan(db, pageQuery(db, { cpfHashes: [cpfHash, 'f'.repeat(64)] }, undefined, 50).compile()), /underwriting_requests_cpf_list/);
   t.match(await plan(db, customerQuery('cust-42').compile(db)), /underwriting_requests_customer/);
   t.match(await plan(db, customerQuery('cust-42').compile(db)), /callbacks_unmatched/);
-  t.match(await plan(db, expireBatchQuery(db, new Date('2026-02-01T00:00:00Z'), 3600).compile()), /underwriting_requests_waiting/, 'the sweep reads only what is waiting');
+  t.match(await plan(db, CompiledQuery.raw(EXPIRE_BATCH.submitted.text, expireBatchParameters(new Date('2026-02-01T00:00:00Z'), 3600, []))), /underwriting_requests_waiting/, 'the sweep reads only what is waiting');
 
 });
 
@@ -95,7 +95,7 @@ t.test('the callback write finds and completes requests by index, whatever it gu
     body: '{}',
     decision: 'approved' as const,
   }));
-  const write = await plan(db, CompiledQuery.raw(RECORD_RESULTS.text, [batchJson(results)]));
+  const write = await plan(db, CompiledQuery.raw(RECORD_RESULTS.text, recordResultsParameters(results, { skewS: 300, targets: [{ key: 'k', shown: 'http://127.0.0.1/' }] })));
   t.notMatch(write, /Seq Scan on (underwriting_requests|callbacks)/, `no sequential scan\n${write}`);
   t.match(write, /Index Scan using underwriting_requests_customer/, 'the waiting request is found by customer');
   t.match(write, /Index Scan using underwriting_requests_pkey/, 'the completed request is updated by primary key');

@@ -1,0 +1,218 @@
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Pool } from 'undici';
+import { type AbResult, type AbSettings, compareAb } from '../lib/compare.js';
+import { type BenchDatabase, backendCpuSnapshot, seedSubmitted } from '../lib/database.js';
+import type { Child } from '../lib/processes.js';
+import type { Goal } from '../lib/report.js';
+import { callbackBody, callbackScenario } from './callback.js';
+
+// Outcome events pushed to one healthy receiver while callbacks arrive at a steady rate: how long
+// from a callback's 2xx to the receiver holding its event, and what pushing costs callback ingest
+// (the callback scenario, A B A B, against a gateway with push on and one with push off).
+
+export interface DeliverySettings {
+  rate: number;
+  durationS: number;
+  warmupS: number;
+  /** At most this long after the last callback for the last deliveries to arrive. */
+  settleMs: number;
+  ab: AbSettings;
+  minCallbackRows: number;
+}
+
+export interface DeliveryReport {
+  scenario: 'delivery';
+  rate: number;
+  callbacksOk: number;
+  callbacksFailed: number;
+  /** Callback answer latency at the steady rate, ms. */
+  callbackP99Ms: number;
+  delivered: number;
+  missing: number;
+  duplicates: number;
+  /** Deliveries per second over the measured window. */
+  deliveriesPerS: number;
+  /** Receiver got it minus the callback's 2xx, ms. */
+  lagMs: { p50: number; p99: number; max: number };
+  /** Callback ingest, push on / push off, A B A B. */
+  ingest: AbResult;
+  goals: Goal[];
+}
+
+export const LAG_GOAL_P99_MS = 250;
+export const INGEST_COST_GOAL = 0.9;
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+}
+const round1 = (v: number) => Math.round(v * 10) / 10;
+
+/** A healthy receiver in this process: 204 at once, arrival time per customer. */
+async function startReceiver(): Promise<{ url: string; arrivals: Map<string, number[]>; close(): Promise<void> }> {
+  const arrivals = new Map<string, number[]>();
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const at = performance.now();
+      try {
+        const customer = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { data: { customerUuid: string } }).data.customerUuid;
+        const list = arrivals.get(customer);
+        if (list) list.push(at);
+        else arrivals.set(customer, [at]);
+      } catch {
+        /* not an event: ignored */
+      }
+      res.statusCode = 204;
+      res.end();
+    });
+  });
+  server.keepAliveTimeout = 30_000;
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/events`,
+    arrivals,
+    close: async () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
+
+/** Callbacks at `rate` per second for durationS, each customer once; resolves with their 2xx times. */
+async function steadyCallbacks(baseUrl: string, prefix: string, rate: number, durationS: number) {
+  const pool = new Pool(baseUrl, { connections: 64, pipelining: 1 });
+  const answered = new Map<string, number>();
+  const latencies: number[] = [];
+  let failed = 0;
+  const total = Math.round(rate * durationS);
+  const started = performance.now();
+  const inFlight: Promise<void>[] = [];
+  for (let n = 0; n < total; n++) {
+    // Open loop: the n-th callback leaves at n / rate seconds, whatever the answers do.
+    const due = started + (n * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await sleep(wait);
+    const customer = `${prefix}${n}`;
+    const sent = performance.now();
+    inFlight.push(
+      pool
+        .request({ method: 'POST', path: '/v1/callbacks/underwriting', headers: { 'content-type': 'application/json' }, body: callbackBody(customer, n) })
+        .then(async (res) => {
+          await res.body.dump();
+          const at = performance.now();
+          if (res.statusCode === 200) {
+            answered.set(customer, at);
+            latencies.push(at - sent);
+          } else failed++;
+        })
+        .catch(() => {
+          failed++;
+        }),
+    );
+  }
+  await Promise.all(inFlight);
+  const elapsedS = (performance.now() - started) / 1000;
+  await pool.close();
+  return { answered, failed, latencies: latencies.sort((a, b) => a - b), elapsedS };
+}
+
+export async function deliveryScenario(
+  db: BenchDatabase,
+  startGateway: (extraEnv: Record<string, string>, label: string) => Promise<Child>,
+  settings: DeliverySettings,
+  say: (line: string) => void,
+): Promise<DeliveryReport> {
+  say(`\ndelivery: callbacks at ${settings.rate}/s for ${settings.durationS} s, events pushed to one healthy receiver`);
+  const receiver = await startReceiver();
+  const push = {
+    EVENT_WEBHOOK_URLS: receiver.url,
+    EVENT_WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`,
+    EVENT_WEBHOOK_TIMEOUT_MS: '5000',
+  };
+  const on = await startGateway(push, 'delivery-on');
+  let off: Child | undefined;
+  try {
+    const warm = 'dlw-';
+    await seedSubmitted(db.pool, warm, Math.round(settings.rate * settings.warmupS));
+    await steadyCallbacks(on.baseUrl, warm, settings.rate, settings.warmupS);
+
+    const prefix = 'dl-';
+    await seedSubmitted(db.pool, prefix, Math.round(settings.rate * settings.durationS));
+    const run = await steadyCallbacks(on.baseUrl, prefix, settings.rate, settings.durationS);
+    const deadline = performance.now() + settings.settleMs;
+    const ours = () => [...run.answered.keys()].filter((c) => receiver.arrivals.has(c)).length;
+    while (ours() < run.answered.size && performance.now() < deadline) await sleep(50);
+
+    const lags: number[] = [];
+    let duplicates = 0;
+    let first = Number.POSITIVE_INFINITY;
+    let last = 0;
+    for (const [customer, answeredAt] of run.answered) {
+      const got = receiver.arrivals.get(customer);
+      if (!got) continue;
+      duplicates += got.length - 1;
+      lags.push(got[0]! - answeredAt);
+      first = Math.min(first, got[0]!);
+      last = Math.max(last, got[0]!);
+    }
+    lags.sort((a, b) => a - b);
+    const delivered = lags.length;
+    const lagMs = { p50: round1(percentile(lags, 50)), p99: round1(percentile(lags, 99)), max: round1(lags.at(-1) ?? Number.NaN) };
+    const deliveriesPerS = last > first ? round1(delivered / ((last - first) / 1000)) : 0;
+    say(
+      `  ${run.answered.size} callbacks 2xx (${run.failed} failed) in ${round1(run.elapsedS)} s, callback p99 ${round1(percentile(run.latencies, 99))} ms; ` +
+        `${delivered} delivered (${run.answered.size - delivered} missing, ${duplicates} twice), ${deliveriesPerS}/s; lag p50 ${lagMs.p50} ms p99 ${lagMs.p99} ms max ${lagMs.max} ms`,
+    );
+
+    say('  callback ingest, push on (as "gateway") against push off (as "baseline"):');
+    off = await startGateway({}, 'delivery-off');
+    const targets = {
+      gateway: { ...on, dbCpu: () => backendCpuSnapshot(db, 'underwriting-gateway') },
+      baseline: { ...off, dbCpu: async () => null },
+    };
+    const walBytes = async () => {
+      const { rows } = await db.pool.query<{ b: string }>(`select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint as b`);
+      return Number(rows[0]?.b ?? 0);
+    };
+    const ingest = await compareAb(callbackScenario(db.pool, { minRows: settings.minCallbackRows }), targets, walBytes, { ...settings.ab, wrkRounds: 0 }, say);
+    const goals: Goal[] = [
+      { goal: `delivery lag p99 <= ${LAG_GOAL_P99_MS} ms at ${settings.rate} callbacks/s`, measured: `${lagMs.p99} ms`, met: lagMs.p99 <= LAG_GOAL_P99_MS && delivered === run.answered.size },
+      { goal: `push on costs callback ingest <= ${Math.round((1 - INGEST_COST_GOAL) * 100)}%`, measured: `${ingest.ratio}x (rounds ${ingest.roundRatios.join(', ')})`, met: ingest.ratio >= INGEST_COST_GOAL },
+    ];
+    return {
+      scenario: 'delivery',
+      rate: settings.rate,
+      callbacksOk: run.answered.size,
+      callbacksFailed: run.failed,
+      callbackP99Ms: round1(percentile(run.latencies, 99)),
+      delivered,
+      missing: run.answered.size - delivered,
+      duplicates,
+      deliveriesPerS,
+      lagMs,
+      ingest,
+      goals,
+    };
+  } finally {
+    await Promise.all([on.stop(), off?.stop()]);
+    await receiver.close();
+  }
+}
+
+export function renderDelivery(r: DeliveryReport): string {
+  const g = r.ingest.gateway;
+  const b = r.ingest.baseline;
+  return (
+    `delivery: ${r.callbacksOk} callbacks at ${r.rate}/s (p99 ${r.callbackP99Ms} ms, ${r.callbacksFailed} failed); ${r.delivered} events delivered ` +
+    `(${r.missing} missing, ${r.duplicates} twice) at ${r.deliveriesPerS}/s; lag callback 2xx -> receiver p50 ${r.lagMs.p50} ms p99 ${r.lagMs.p99} ms max ${r.lagMs.max} ms\n` +
+    `callback ingest push on ${g.rps} req/s (p99 ${g.p99} ms) vs push off ${b.rps} req/s (p99 ${b.p99} ms): ${r.ingest.ratio}x (rounds ${r.ingest.roundRatios.join(', ')})\n` +
+    r.goals.map((goal) => `  ${goal.goal}: ${goal.measured} ${goal.met ? 'met' : 'MISSED'}`).join('\n')
+  );
+}

@@ -1,0 +1,60 @@
+import type { EventType } from '../db/types.js';
+import type { WebhookTarget } from './targets.js';
+
+// SQL pieces that record events inside the statement that makes the change (the callback's group
+// commit, the expiry sweep, a failed submit), so a change is never committed without its event.
+
+/** A timestamptz as the API writes it (Date.toISOString: UTC, milliseconds). */
+export const isoSql = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/**
+ * A request as GET /v1/underwritings/:customerUuid returns it (without history and unmatched),
+ * from an underwriting_requests row aliased `r` and its result body.
+ */
+export function requestDataSql(r: string, result: string): string {
+  return `jsonb_build_object(
+    'customerUuid', ${r}.customer_uuid, 'status', ${r}.status, 'decision', ${r}.decision,
+    'cpfMasked', ${r}.cpf_masked, 'costSavingEnabled', ${r}.cost_saving_enabled, 'srd', ${r}.srd,
+    'submittedAt', ${isoSql(`${r}.submitted_at`)}, 'completedAt', ${isoSql(`${r}.completed_at`)},
+    'upstreamStatus', ${r}.upstream_status, 'result', ${result})`;
+}
+
+/** callback.unmatched's data, from a callbacks row aliased `c`. */
+export function unmatchedDataSql(c: string): string {
+  return `jsonb_build_object('customerUuid', ${c}.customer_uuid, 'receivedAt', ${isoSql(`${c}.received_at`)}, 'result', ${c}.body)`;
+}
+
+/**
+ * CTEs that insert one event per row of `source` (columns: type, customer_uuid, created_at,
+ * request_id, callback_id, data) and one pending delivery per event and webhook target, the
+ * targets coming as two text[] parameters (keys, shown URLs). Append after the statement's own
+ * CTEs, with a leading comma.
+ */
+export function recordEventsSql(source: string, keysParam: string, shownParam: string): string {
+  return `
+    new_events as (
+      insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data)
+      select 'evt_' || replace(gen_random_uuid()::text, '-', ''), s.type, s.customer_uuid, s.created_at,
+             s.request_id, s.callback_id, s.data
+      from ${source} s
+      order by s.customer_uuid
+      returning id, customer_uuid, created_at
+    ),
+    new_deliveries as (
+      insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at)
+      select e.id, e.customer_uuid, t.key, t.shown, e.created_at, e.created_at
+      from new_events e cross join unnest(${keysParam}::text[], ${shownParam}::text[]) as t(key, shown)
+    )`;
+}
+
+/** The two parameters recordEventsSql reads. */
+export function targetParameters(targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[]): [string[], string[]] {
+  return [targets.map((t) => t.key), targets.map((t) => t.shown)];
+}
+
+export const EVENT_TYPE: Record<'completed' | 'submitFailed' | 'expired' | 'unmatched', EventType> = {
+  completed: 'underwriting.completed',
+  submitFailed: 'underwriting.submit_failed',
+  expired: 'underwriting.expired',
+  unmatched: 'callback.unmatched',
+};

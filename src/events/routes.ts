@@ -1,0 +1,142 @@
+import { setMaxListeners } from 'node:events';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
+import type { CapabilityDeps } from '../deps.js';
+import { errorSchema, notFound, validationErrorSchema } from '../errors.js';
+import { FeedWakeups, eventView, readFeedPage } from './feed.js';
+import { eventMetrics } from './metrics.js';
+import {
+  bulkRedeliverBody,
+  DEFAULT_FEED_PAGE,
+  eventParams,
+  eventView as eventSchema,
+  feedQuery,
+  feedView,
+  queuedView,
+} from './schemas.js';
+import { webhookSigner } from './signature.js';
+import { readEvent, redeliverDead, redeliverEvent } from './sql.js';
+import { webhookTargets } from './targets.js';
+import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
+
+const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 404: errorSchema, 503: errorSchema };
+
+/**
+ * Outcome events: the feed and redelivery routes (query allowlist and keys), and, when
+ * EVENT_WEBHOOK_URLS is set, this instance's share of the push deliveries.
+ */
+export const eventRoutes =
+  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { db } = deps.database;
+    const webhooks = deps.config.eventWebhooks;
+    const targets = webhookTargets(deps.config);
+    const metrics = eventMetrics(deps.registry, db, deps.clock);
+    const closing = new AbortController();
+    setMaxListeners(0, closing.signal);
+    const wakeups = new FeedWakeups();
+    const unsubscribe = [deps.results.onAny(wakeups.bump)];
+    let worker: DeliveryWorker | undefined;
+
+    app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
+    app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
+
+    app.addHook('onReady', async () => {
+      if (webhooks === undefined) return;
+      const started = startDeliveryWorker({
+        db,
+        targets,
+        signer: webhookSigner(webhooks.secret),
+        clock: deps.clock,
+        timeoutMs: webhooks.timeoutMs,
+        horizonS: deps.config.eventRetryHorizonS,
+        log: app.log,
+        onResult: (result, lagS) => metrics.result(result, lagS),
+      });
+      worker = started;
+      // A change committed on any instance: its event may be due here.
+      unsubscribe.push(deps.results.onAny(started.wake));
+      app.log.info({ urls: targets.map((t) => t.shown) }, 'pushing outcome events');
+    });
+    app.addHook('preClose', async () => closing.abort());
+    app.addHook('onClose', async () => {
+      closing.abort();
+      for (const stop of unsubscribe) stop();
+      await worker?.stop();
+    });
+
+    app.get(
+      '/v1/events',
+      {
+        schema: {
+          tags: ['events'],
+          summary: 'Outcome events, oldest first, paged by an opaque cursor',
+          description:
+            'With ?wait=N (0-30 s), holds the reply while nothing is newer than after, until an event is committed (on any instance) or N seconds pass.',
+          querystring: feedQuery,
+          response: { 200: feedView, ...errors },
+        },
+      },
+      async (request) => {
+        const q = request.query;
+        return readFeedPage(
+          { db, wakeups, closing: closing.signal, onWaiting: (delta) => metrics.waiting(delta) },
+          { after: q.after, limit: q.limit ?? DEFAULT_FEED_PAGE, type: q.type, customerUuid: q.customerUuid, waitS: q.wait ?? 0 },
+        );
+      },
+    );
+
+    app.get(
+      '/v1/events/:id',
+      {
+        schema: {
+          tags: ['events'],
+          summary: 'One event with its deliveries',
+          params: eventParams,
+          response: { 200: eventSchema, ...errors },
+        },
+      },
+      async (request) => {
+        const row = await readEvent(db, request.params.id);
+        if (!row) throw notFound(`no event ${request.params.id}`);
+        return eventView(row);
+      },
+    );
+
+    app.post(
+      '/v1/events/:id/redeliver',
+      {
+        schema: {
+          tags: ['events'],
+          summary: 'Queue one event again for every configured URL, even where it was delivered',
+          params: eventParams,
+          response: { 202: queuedView, ...errors },
+        },
+      },
+      async (request, reply) => {
+        const queued = await redeliverEvent(db, request.params.id, targets, deps.clock());
+        if (queued === undefined) throw notFound(`no event ${request.params.id}`);
+        worker?.wake();
+        return reply.code(202).send({ queued });
+      },
+    );
+
+    app.post(
+      '/v1/events/redeliver',
+      {
+        schema: {
+          tags: ['events'],
+          summary: 'Queue again every dead delivery (to a configured URL) of events created in [since, until)',
+          body: bulkRedeliverBody,
+          response: { 202: queuedView, ...errors },
+        },
+      },
+      async (request, reply) => {
+        const { since, until } = request.body;
+        const queued = await redeliverDead(db, { since, until }, targets, deps.clock());
+        request.log.info({ queued, since, until }, 'dead event deliveries queued again');
+        worker?.wake();
+        return reply.code(202).send({ queued });
+      },
+    );
+  };

@@ -1,0 +1,72 @@
+import { z } from 'zod';
+import { DELIVERY_STATUSES, EVENT_TYPES } from '../db/types.js';
+import { customerUuidSchema } from '../provider/schemas.js';
+import { requestView, resultView } from '../queries/schemas.js';
+
+export const MAX_FEED_PAGE = 500;
+export const DEFAULT_FEED_PAGE = 100;
+export const MAX_FEED_WAIT_S = 30;
+
+const wholeNumber = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d{1,6}$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
+
+const instant = z.iso
+  .datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone' })
+  // ISO 8601 allows offsets PostgreSQL refuses (beyond +-15:59) and year 0000: a 400, never a 500.
+  .refine((v) => !v.startsWith('0000') && !/[+-](1[6-9]|[2-9]\d):?\d\d$/.test(v), 'not a date-time this service can store')
+  .describe('ISO 8601 date-time with a zone');
+
+export const feedQuery = z.strictObject({
+  after: z.string().min(1).max(64).optional().describe('nextCursor of the previous page, as given (exclusive)'),
+  limit: wholeNumber(1, MAX_FEED_PAGE).optional().describe(`Page size, 1-${MAX_FEED_PAGE} (default ${DEFAULT_FEED_PAGE})`),
+  type: z.enum(EVENT_TYPES).optional(),
+  customerUuid: customerUuidSchema.optional(),
+  wait: wholeNumber(0, MAX_FEED_WAIT_S).optional().describe('Seconds (0-30) to hold the reply while nothing is newer than after'),
+});
+export type FeedQuery = z.infer<typeof feedQuery>;
+
+export const eventParams = z.strictObject({
+  id: z.string().regex(/^evt_[0-9a-f]{32}$/, 'must be an event id (evt_ and 32 hex digits)'),
+});
+
+export const bulkRedeliverBody = z.strictObject({
+  status: z.literal('dead'),
+  since: instant.optional().describe('events created at or after this instant'),
+  until: instant.optional().describe('events created before this instant'),
+});
+
+export const deliveryView = z.object({
+  url: z.string().describe('The receiver URL without userinfo or query values'),
+  status: z.enum(DELIVERY_STATUSES),
+  attempts: z.number().int(),
+  lastAttemptAt: z.iso.datetime().nullable(),
+  lastStatus: z.number().int().nullable(),
+  lastError: z.string().nullable(),
+});
+
+const unmatchedData = z.object({
+  customerUuid: z.string(),
+  receivedAt: z.iso.datetime(),
+  result: resultView.nullable(),
+});
+
+export const eventView = z.object({
+  id: z.string(),
+  type: z.enum(EVENT_TYPES),
+  timestamp: z.iso.datetime(),
+  data: z.union([requestView, unmatchedData]),
+  deliveries: z.array(deliveryView),
+});
+export type EventView = z.infer<typeof eventView>;
+
+export const feedView = z.object({
+  items: z.array(eventView),
+  nextCursor: z.string().nullable().describe('Where the next page starts; after the last item, or the given after when there is none'),
+});
+
+export const queuedView = z.object({ queued: z.number().int() });
+

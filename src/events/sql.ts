@@ -1,0 +1,269 @@
+import { type Kysely, sql } from 'kysely';
+import { runStatement, type Statement } from '../db/database.js';
+import type { DB, DeliveryStatus, EventType } from '../db/types.js';
+import { targetParameters } from './record.js';
+import type { WebhookTarget } from './targets.js';
+
+/** Where a feed page ended: the writing transaction's xid8 (as text) and the event's id. */
+export interface FeedPosition {
+  tx: string;
+  id: number;
+}
+
+export interface FeedFilter {
+  type?: EventType | undefined;
+  customerUuid?: string | undefined;
+}
+
+export interface DeliveryRow {
+  url: string;
+  status: DeliveryStatus;
+  attempts: number;
+  last_attempt_at: Date | null;
+  last_status: number | null;
+  last_error: string | null;
+}
+
+export interface EventRow {
+  id: number;
+  public_id: string;
+  type: EventType;
+  created_at: Date;
+  tx_id: string;
+  data: Record<string, unknown>;
+  deliveries: DeliveryRow[] | null;
+}
+
+const DELIVERIES = sql<DeliveryRow[]>`(
+  select jsonb_agg(jsonb_build_object(
+           'url', d.url, 'status', d.status, 'attempts', d.attempts,
+           'last_attempt_at', d.last_attempt_at, 'last_status', d.last_status, 'last_error', d.last_error)
+         order by d.id)
+  from event_deliveries d where d.event_id = e.id)`;
+
+/**
+ * The feed's horizon: an xid8 below which no event can still be committed. It is the oldest of
+ * the transactions still running (this statement's snapshot) that write events (found by their
+ * lock on the events table) or whose lock cannot be seen yet (a transaction id is in the snapshot
+ * an instant before its lock is in pg_locks); with none, the next id to be assigned. Transactions
+ * elsewhere in the cluster (another database, a long report) do not hold it back. Events are only
+ * ever written by single statements, which lock the table before they are given a transaction
+ * id, so a writer not running yet gets an id above the horizon. Read in its own statement, BEFORE
+ * the page's snapshot: a writer that commits in between is then visible to the page.
+ */
+const HORIZON = sql<{ horizon: string }>`
+  with s as materialized (select pg_current_snapshot() as snap),
+  running as (
+    select x.transactionid::text::bigint as xid32, bool_or(r.pid is not null) as writes_events
+    from pg_locks x
+    left join pg_locks r
+      on r.virtualtransaction = x.virtualtransaction and r.locktype = 'relation'
+     and r.relation = 'events'::regclass and r.mode = 'RowExclusiveLock'
+     and r.database = (select oid from pg_database where datname = current_database())
+    where x.locktype = 'transactionid' and x.mode = 'ExclusiveLock' and x.granted
+    group by 1
+  )
+  select least(
+    pg_snapshot_xmax(s.snap)::text::bigint,
+    (select min(p::text::bigint) from pg_snapshot_xip(s.snap) as p
+       left join running l on l.xid32 = (p::text::bigint & 4294967295)
+      where l.xid32 is null or l.writes_events)
+  )::text as horizon
+  from s`;
+
+export async function feedHorizon(db: Kysely<DB>): Promise<string> {
+  const { rows } = await HORIZON.execute(db);
+  return rows[0]!.horizon;
+}
+
+/**
+ * One page of the feed, oldest first by (tx_id, id), strictly after `after`, below the horizon:
+ * an event committed late by a transaction that began early still sorts before everything read
+ * after it, so paging never skips it (no gaps) and never reads anything twice (no duplicates).
+ */
+export async function readFeed(db: Kysely<DB>, filter: FeedFilter, after: FeedPosition | undefined, limit: number): Promise<EventRow[]> {
+  const horizon = await feedHorizon(db);
+  const rows = await db
+    .selectFrom('events as e')
+    .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', DELIVERIES.as('deliveries')])
+    .where(sql<boolean>`e.tx_id < ${horizon}::xid8`)
+    .$if(after !== undefined, (q) => q.where(sql<boolean>`(e.tx_id, e.id) > (${after!.tx}::xid8, ${after!.id}::bigint)`))
+    .$if(filter.type !== undefined, (q) => q.where('e.type', '=', filter.type!))
+    .$if(filter.customerUuid !== undefined, (q) => q.where('e.customer_uuid', '=', filter.customerUuid!))
+    .orderBy(sql`e.tx_id`)
+    .orderBy('e.id')
+    .limit(limit)
+    .execute();
+  return rows as EventRow[];
+}
+
+/**
+ * True when events after `after` are committed but not yet readable, because an older writer is
+ * still running: a long-poll then looks again shortly instead of waiting for a notification that
+ * the blocking transaction may never send.
+ */
+export async function feedHeldBack(db: Kysely<DB>, filter: FeedFilter, after: FeedPosition | undefined): Promise<boolean> {
+  const horizon = await feedHorizon(db);
+  const row = await db
+    .selectFrom('events as e')
+    .select('e.id')
+    .where(sql<boolean>`e.tx_id >= ${horizon}::xid8`)
+    .$if(after !== undefined, (q) => q.where(sql<boolean>`(e.tx_id, e.id) > (${after!.tx}::xid8, ${after!.id}::bigint)`))
+    .$if(filter.type !== undefined, (q) => q.where('e.type', '=', filter.type!))
+    .$if(filter.customerUuid !== undefined, (q) => q.where('e.customer_uuid', '=', filter.customerUuid!))
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export async function readEvent(db: Kysely<DB>, publicId: string): Promise<EventRow | undefined> {
+  const row = await db
+    .selectFrom('events as e')
+    .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', DELIVERIES.as('deliveries')])
+    .where('e.public_id', '=', publicId)
+    .executeTakeFirst();
+  return row as EventRow | undefined;
+}
+
+const REQUEUE = `status = 'pending', attempts = 0, queued_at = excluded.queued_at,
+  next_attempt_at = excluded.next_attempt_at, lease_until = null, lease_token = null, delivered_at = null`;
+
+/** Queues one event again for every target (delivered or not); undefined when there is no such event. */
+export async function redeliverEvent(
+  db: Kysely<DB>,
+  publicId: string,
+  targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[],
+  now: Date,
+): Promise<number | undefined> {
+  const [keys, shown] = targetParameters(targets);
+  const { rows } = await sql<{ found: number; queued: number }>`
+    with e as (select id, customer_uuid from events where public_id = ${publicId}),
+    queued as (
+      insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at)
+      select e.id, e.customer_uuid, t.key, t.shown, ${now}, ${now}
+      from e cross join unnest(${keys}::text[], ${shown}::text[]) as t(key, shown)
+      on conflict (event_id, url_key) do update set url = excluded.url, ${sql.raw(REQUEUE)}
+      returning 1
+    )
+    select (select count(*) from e)::int as found, (select count(*) from queued)::int as queued`.execute(db);
+  const row = rows[0]!;
+  return Number(row.found) === 0 ? undefined : Number(row.queued);
+}
+
+/** Queues again every dead delivery to a configured target of events created in [since, until). */
+export async function redeliverDead(
+  db: Kysely<DB>,
+  range: { since?: string | undefined; until?: string | undefined },
+  targets: readonly Pick<WebhookTarget, 'key'>[],
+  now: Date,
+): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    with queued as (
+      update event_deliveries d
+      set status = 'pending', attempts = 0, queued_at = ${now}, next_attempt_at = ${now}, lease_until = null, lease_token = null
+      from events e
+      where e.id = d.event_id and d.status = 'dead' and d.url_key = any(${targets.map((t) => t.key)}::text[])
+        ${range.since === undefined ? sql`` : sql`and e.created_at >= ${range.since}::timestamptz`}
+        ${range.until === undefined ? sql`` : sql`and e.created_at < ${range.until}::timestamptz`}
+      returning 1
+    )
+    select count(*)::int as n from queued`.execute(db);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** A delivery leased to this worker, with what it sends. */
+export interface ClaimedDelivery {
+  id: number;
+  url_key: string;
+  customer_uuid: string;
+  attempts: number;
+  queued_at: Date;
+  public_id: string;
+  type: EventType;
+  created_at: Date;
+  data: Record<string, unknown>;
+}
+
+/**
+ * Leases due deliveries: pending, due, not leased (or the lease ran out: its holder died), to a
+ * configured target, and with no earlier pending delivery of the same customer to the same URL
+ * (a later event waits until the earlier one is delivered or dead). SKIP LOCKED lets any number
+ * of instances claim at once without waiting for, or taking, each other's rows.
+ */
+export const CLAIM_DELIVERIES: Statement = {
+  name: 'claim_event_deliveries',
+  text: `
+    with due as (
+      select d.id from event_deliveries d
+      where d.status = 'pending' and d.next_attempt_at <= $1::timestamptz
+        and (d.lease_until is null or d.lease_until <= $1::timestamptz)
+        and d.url_key = any($2::text[])
+        and not exists (
+          select 1 from event_deliveries p
+          where p.status = 'pending' and p.url_key = d.url_key and p.customer_uuid = d.customer_uuid
+            and p.event_id < d.event_id)
+      order by d.next_attempt_at, d.id
+      limit $3
+      for update skip locked
+    )
+    update event_deliveries d
+    set lease_until = $1::timestamptz + make_interval(secs => $4::double precision), lease_token = $5
+    from due, events e
+    where d.id = due.id and e.id = d.event_id
+    returning d.id, d.url_key, d.customer_uuid, d.attempts, d.queued_at, e.public_id, e.type, e.created_at, e.data`,
+};
+
+export async function claimDeliveries(
+  db: Kysely<DB>,
+  claim: { now: Date; keys: readonly string[]; limit: number; leaseS: number; token: string },
+): Promise<ClaimedDelivery[]> {
+  return runStatement<ClaimedDelivery>(db, CLAIM_DELIVERIES, [claim.now, claim.keys, claim.limit, claim.leaseS, claim.token]);
+}
+
+/** What one attempt came to. */
+export interface AttemptOutcome {
+  id: number;
+  token: string;
+  status: DeliveryStatus;
+  at: Date;
+  httpStatus: number | null;
+  error: string | null;
+  /** When to try again (pending only). */
+  nextAt: Date | null;
+}
+
+const RECORD_OUTCOMES: Statement = {
+  name: 'record_event_delivery_outcomes',
+  text: `
+    update event_deliveries d
+    set status = o.status, attempts = d.attempts + 1, last_attempt_at = o.at, last_status = o.http_status,
+        last_error = o.error, next_attempt_at = coalesce(o.next_at, d.next_attempt_at),
+        delivered_at = case when o.status = 'delivered' then o.at end, lease_until = null, lease_token = null
+    from json_to_recordset($1::json) as o(id bigint, token text, status text, at timestamptz, http_status int, error text, next_at timestamptz)
+    where d.id = o.id and d.lease_token = o.token`,
+};
+
+/** Writes attempts' outcomes in one statement; one whose lease was taken over (or requeued) is ignored. */
+export async function recordOutcomes(db: Kysely<DB>, outcomes: readonly AttemptOutcome[]): Promise<void> {
+  const json = JSON.stringify(
+    outcomes.map((o) => ({
+      id: o.id,
+      token: o.token,
+      status: o.status,
+      at: o.at.toISOString(),
+      http_status: o.httpStatus,
+      error: o.error,
+      next_at: o.nextAt?.toISOString() ?? null,
+    })),
+  );
+  await runStatement(db, RECORD_OUTCOMES, [json]);
+}
+
+export async function pendingSummary(db: Kysely<DB>): Promise<{ pending: number; oldest: Date | null }> {
+  const row = await db
+    .selectFrom('event_deliveries')
+    .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.min('queued_at').as('oldest')])
+    .where('status', '=', 'pending')
+    .executeTakeFirstOrThrow();
+  return { pending: Number(row.n), oldest: row.oldest ? new Date(row.oldest) : null };
+}

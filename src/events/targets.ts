@@ -1,0 +1,61 @@
+import { createHash } from 'node:crypto';
+
+/** One configured receiver of outcome events. */
+export interface WebhookTarget {
+  /** Fingerprint of the URL as configured: what a delivery row names it by. */
+  key: string;
+  /** The URL as stored and shown: no userinfo, query values replaced. */
+  shown: string;
+  /** Where to POST: the URL without its userinfo (undici refuses credentials in a URL). */
+  url: string;
+  /** Basic credentials from the URL's userinfo, when it had some. */
+  authorization: string | undefined;
+  /** Every secret part of the URL, to scrub from error messages. */
+  secrets: string[];
+}
+
+/** A URL safe to log and to show: userinfo dropped, every query value (and the fragment) hidden. */
+export function redactUrl(raw: string): string {
+  const u = new URL(raw);
+  u.username = '';
+  u.password = '';
+  u.hash = '';
+  const names = [...new Set([...u.searchParams.keys()])];
+  if (names.length === 0) return u.toString();
+  u.search = '';
+  return `${u.toString()}?${names.map((n) => `${encodeURIComponent(n)}=redacted`).join('&')}`;
+}
+
+export function webhookTarget(raw: string): WebhookTarget {
+  const u = new URL(raw);
+  const secrets = [decodeURIComponent(u.username), decodeURIComponent(u.password), u.username, u.password, u.search.slice(1)]
+    .concat([...u.searchParams.values()])
+    .filter((s) => s.length >= 3);
+  const authorization =
+    u.username || u.password
+      ? `Basic ${Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString('base64')}`
+      : undefined;
+  if (authorization) secrets.push(authorization.slice('Basic '.length));
+  u.username = '';
+  u.password = '';
+  u.hash = '';
+  return {
+    key: createHash('sha256').update(raw).digest('hex').slice(0, 32),
+    shown: redactUrl(raw),
+    url: u.toString(),
+    authorization,
+    secrets: [...new Set(secrets)].sort((a, b) => b.length - a.length),
+  };
+}
+
+/** The text with every secret of the target replaced. */
+export function scrubTarget(text: string, target: Pick<WebhookTarget, 'secrets' | 'url' | 'shown'>): string {
+  let clean = text.split(target.url).join(target.shown);
+  for (const secret of target.secrets) clean = clean.split(secret).join('[redacted]');
+  return clean;
+}
+
+/** The configured receivers, or none. */
+export function webhookTargets(config: { eventWebhooks: { urls: readonly string[] } | undefined }): WebhookTarget[] {
+  return (config.eventWebhooks?.urls ?? []).map(webhookTarget);
+}

@@ -1,0 +1,217 @@
+import { sql } from 'kysely';
+import pg from 'pg';
+import { type FeedPosition, readFeed } from '../../src/events/sql.js';
+import { recordResults } from '../../src/requests/complete.js';
+import t, { type Test } from 'tap';
+import { buildTestApp, listen } from '../helpers/app.js';
+import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
+import { httpRequest } from '../helpers/http.js';
+import { customer, insertRequest, postCallback, resultBody, startedPlus } from '../callbacks/fixtures.js';
+import { getJson, pushEnv, until, webhookSecret } from './fixtures.js';
+import { startReceiver } from './receiver.js';
+
+const shared = await freshDatabase(t);
+
+async function gateway(t: Test, env: Record<string, string> = {}) {
+  const built = await buildTestApp(t, { database: shared, env });
+  await built.app.ready();
+  return built;
+}
+
+/** Every event of the feed from `after` on, page by page. */
+async function readAll(app: Awaited<ReturnType<typeof gateway>>['app'], query: string, after?: string) {
+  const ids: string[] = [];
+  let cursor = after;
+  for (;;) {
+    const page = await getJson(app, `/v1/events?limit=7&${query}${cursor ? `&after=${cursor}` : ''}`);
+    if (page.status !== 200) throw new Error(page.text);
+    ids.push(...page.body.items.map((e: { id: string }) => e.id));
+    if (page.body.items.length === 0) return { ids, cursor };
+    cursor = page.body.nextCursor;
+  }
+}
+
+t.test('the feed pages oldest first with filters, and a cursor continues where the page ended', async (t) => {
+  const { app } = await gateway(t);
+  const [a, b] = [customer('feed-a'), customer('feed-b')];
+  await insertRequest(shared.db, a, 'submitted');
+  for (const [i, c] of [a, b, a, b].entries()) await postCallback(app, resultBody(c, { started: startedPlus(i) }));
+
+  const ofA = await getJson(app, `/v1/events?customerUuid=${a}`);
+  t.equal(ofA.status, 200);
+  t.same(ofA.body.items.map((e: any) => e.type), ['underwriting.completed', 'callback.unmatched']);
+  t.same(ofA.body.items[0].deliveries, [], 'no URL configured: no deliveries');
+  const first = await getJson(app, `/v1/events?customerUuid=${b}&limit=1`);
+  t.same(first.body.items.map((e: any) => e.type), ['callback.unmatched']);
+  const rest = await getJson(app, `/v1/events?customerUuid=${b}&after=${first.body.nextCursor}`);
+  t.equal(rest.body.items.length, 1);
+  t.not(rest.body.items[0].id, first.body.items[0].id);
+  const end = await getJson(app, `/v1/events?customerUuid=${b}&after=${rest.body.nextCursor}`);
+  t.same(end.body, { items: [], nextCursor: rest.body.nextCursor }, 'past the end: nothing, and the same cursor');
+  const typed = await getJson(app, `/v1/events?customerUuid=${a}&type=callback.unmatched`);
+  t.same(typed.body.items.map((e: any) => e.type), ['callback.unmatched']);
+
+  t.equal((await getJson(app, '/v1/events?after=garbage!')).status, 400);
+  t.equal((await getJson(app, `/v1/events?after=${Buffer.from('1.x').toString('base64url')}`)).status, 400);
+  t.equal((await getJson(app, '/v1/events?type=nope')).status, 400);
+  t.equal((await getJson(app, '/v1/events?limit=501')).status, 400);
+  t.equal((await getJson(app, '/v1/events?wait=31')).status, 400);
+  t.equal((await getJson(app, '/v1/events?other=1')).status, 400, 'unknown parameters are refused');
+  t.equal((await getJson(app, '/v1/events/evt_00000000000000000000000000000000')).status, 404);
+  t.match((await getJson(app, '/v1/events/nope')).body, { error: 'validation_failed' });
+});
+
+t.test('the event routes have the query routes\' allowlist and keys', async (t) => {
+  const key = 'k'.repeat(20);
+  const { app } = await gateway(t, { QUERY_API_KEYS: key });
+  t.equal((await getJson(app, '/v1/events')).status, 401);
+  t.equal((await getJson(app, '/v1/events', { authorization: `Bearer ${key}` })).status, 200);
+  const closed = await gateway(t, { QUERY_ALLOWED_IPS: '10.0.0.1/32' });
+  t.equal((await getJson(closed.app, '/v1/events')).status, 403);
+  t.equal((await closed.app.inject({ method: 'POST', url: '/v1/events/redeliver', payload: { status: 'dead' } })).statusCode, 403);
+});
+
+t.test('paging while callbacks commit concurrently sees every event exactly once', async (t) => {
+  const { app } = await gateway(t);
+  const other = await buildTestApp(t, { database: await anotherConnection(t, shared) });
+  const tag = customer('burst').slice(-8);
+  const customers = Array.from({ length: 150 }, (_, i) => `burst-${tag}-${i}`);
+  // Start after everything earlier tests wrote, before the burst begins.
+  let { cursor } = await readAll(app, '');
+  const seen: string[] = [];
+  let done = false;
+  const writing = (async () => {
+    await Promise.all(customers.map((c, i) => postCallback(i % 2 ? app : other.app, resultBody(c))));
+    done = true;
+  })();
+  for (;;) {
+    const finished = done;
+    const { ids, cursor: next } = await readAll(app, '', cursor);
+    seen.push(...ids);
+    cursor = next;
+    if (finished && ids.length === 0) break;
+    // A reader that never pauses would keep PGlite's single connection from the writers.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  await writing;
+  const ours = await shared.db.selectFrom('events').select('public_id').where('customer_uuid', 'in', customers).execute();
+  t.equal(ours.length, 150);
+  t.equal(new Set(seen).size, seen.length, 'no duplicates');
+  t.same(new Set(seen), new Set(ours.map((e) => e.public_id)), 'no gaps');
+});
+
+if (SERVER_URL) {
+  t.test('a reader paging as fast as it can while eight writers commit 2,000 events sees each exactly once', async (t) => {
+    const writers = await anotherConnection(t, shared);
+    const tag = customer('race').slice(-8);
+    const { rows } = await sql<{ tx: string; id: number }>`select coalesce(max(tx_id)::text, '0') as tx, coalesce(max(id), 0)::int as id from events`.execute(shared.db);
+    let after: FeedPosition | undefined = { tx: rows[0]!.tx, id: rows[0]!.id };
+    const n = 2000;
+    let done = false;
+    const writing = Promise.all(
+      Array.from({ length: 8 }, async (_, w) => {
+        for (let i = w; i < n; i += 8) {
+          const body = resultBody(`race-${tag}-${i}`);
+          const json = JSON.stringify(body);
+          await recordResults(writers.db, [{ receivedAt: new Date(), peer: null, rawBody: Buffer.from(json), customerUuid: body.customerUuid, started: body.started, finished: body.finished, body: json, decision: 'approved' }], { skewS: 300, targets: [] });
+        }
+      }),
+    ).then(() => (done = true));
+    const seen = new Map<number, number>();
+    for (;;) {
+      const finished = done;
+      const page = await readFeed(shared.db, {}, after, 7);
+      for (const e of page) seen.set(e.id, (seen.get(e.id) ?? 0) + 1);
+      if (page.length > 0) after = { tx: page.at(-1)!.tx_id, id: page.at(-1)!.id };
+      if (finished && page.length === 0) break;
+    }
+    await writing;
+    const ours = await shared.db.selectFrom('events').select('id').where('customer_uuid', 'like', `race-${tag}-%`).execute();
+    t.equal(ours.length, n);
+    t.same(ours.filter((e) => seen.get(e.id) !== 1), [], 'every event read once: no gap, no duplicate');
+  });
+
+  t.test('an event committed late by a transaction that began early is not skipped by a reader already past it', async (t) => {
+    const { app } = await gateway(t);
+    const tail = await readAll(app, '');
+    const connect = async () => {
+      const client = new pg.Client({ connectionString: (shared as { url?: string }).url });
+      await client.connect();
+      t.teardown(() => client.end());
+      return client;
+    };
+    const [early, late] = [await connect(), await connect()];
+    const insert = (client: pg.Client, c: string) =>
+      client.query(
+        `insert into events (public_id, type, customer_uuid, created_at, data)
+         values ('evt_' || replace(gen_random_uuid()::text, '-', ''), 'callback.unmatched', $1, now(),
+                 jsonb_build_object('customerUuid', $1::text, 'receivedAt', '2026-11-22T03:00:00.000Z', 'result', null))
+         returning public_id`,
+        [c],
+      );
+    await early.query('begin');
+    const first = await insert(early, customer('early')); // its transaction id is the older one
+    await late.query('begin');
+    const second = await insert(late, customer('late'));
+    await late.query('commit');
+
+    const before = await readAll(app, '', tail.cursor);
+    t.same(before.ids, [], 'the later commit waits while an older transaction may still add events before it');
+    await early.query('commit');
+    const after = await readAll(app, '', before.cursor ?? tail.cursor);
+    t.same(after.ids, [first.rows[0].public_id, second.rows[0].public_id], 'both, in transaction order');
+  });
+
+  t.test('a long-poll on one instance is answered when a callback is stored on another', async (t) => {
+    const { app } = await gateway(t);
+    const base = await listen(app);
+    const other = await buildTestApp(t, { database: await anotherConnection(t, shared) });
+    const cust = customer('wake');
+    const { cursor } = await readAll(app, `customerUuid=${cust}`);
+    const asked = Date.now();
+    const polling = httpRequest(`${base}/v1/events?customerUuid=${cust}&wait=20${cursor ? `&after=${cursor}` : ''}`, { method: 'GET' });
+    // The change comes only once the poll is waiting, so that only a wake can answer it early.
+    await until(async () => (/underwriting_event_feed_waiters 1/.test((await app.inject({ method: 'GET', url: '/metrics' })).body) ? true : undefined));
+    t.equal((await postCallback(other.app, resultBody(cust))).statusCode, 200);
+    const res = await polling;
+    t.equal(res.status, 200);
+    const body = res.json;
+    t.same(body.items.map((e: any) => e.type), ['callback.unmatched']);
+    t.ok(Date.now() - asked < 10_000, `answered after ${Date.now() - asked} ms, well before the deadline`);
+  });
+}
+
+t.test('redelivery: one event again to every URL, and every dead delivery in bulk', async (t) => {
+  let failing = true;
+  const receiver = await startReceiver(t, () => (failing ? 500 : 200));
+  const { app } = await gateway(t, pushEnv([receiver.url], webhookSecret(), { EVENT_RETRY_HORIZON_S: '1' }));
+  const [a, b] = [customer('redo-a'), customer('redo-b')];
+  await postCallback(app, resultBody(a));
+  await postCallback(app, resultBody(b));
+  const events = await until(async () => {
+    const page = await getJson(app, `/v1/events?customerUuid=${a}`);
+    const pageB = await getJson(app, `/v1/events?customerUuid=${b}`);
+    const all = [...page.body.items, ...pageB.body.items];
+    return all.length === 2 && all.every((e: any) => e.deliveries[0]?.status === 'dead') ? all : undefined;
+  });
+  failing = false;
+  const before = receiver.received.length;
+  const since = new Date(Date.parse(events[0].timestamp) - 1000).toISOString();
+  const bulk = await app.inject({ method: 'POST', url: '/v1/events/redeliver', payload: { status: 'dead', since } });
+  t.equal(bulk.statusCode, 202);
+  t.same(bulk.json(), { queued: 2 });
+  const redelivered = await receiver.count(before + 2);
+  t.same(new Set(redelivered.slice(before).map((r) => r.json.id)), new Set(events.map((e: any) => e.id)));
+  const none = await app.inject({ method: 'POST', url: '/v1/events/redeliver', payload: { status: 'dead', since } });
+  t.same(none.json(), { queued: 0 }, 'nothing is dead any more');
+  t.equal((await app.inject({ method: 'POST', url: '/v1/events/redeliver', payload: { status: 'pending' } })).statusCode, 400);
+
+  const id = events[0].id as string;
+  await until(async () => ((await getJson(app, `/v1/events/${id}`)).body.deliveries[0].status === 'delivered' ? true : undefined));
+  const one = await app.inject({ method: 'POST', url: `/v1/events/${id}/redeliver` });
+  t.equal(one.statusCode, 202);
+  t.same(one.json(), { queued: 1 });
+  const again = await receiver.count(before + 3);
+  t.equal(again.at(-1)!.json.id, id, 'a delivered event is sent again, under the same webhook-id');
+  t.equal((await app.inject({ method: 'POST', url: '/v1/events/evt_00000000000000000000000000000000/redeliver' })).statusCode, 404);
+});

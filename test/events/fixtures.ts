@@ -1,0 +1,25 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+
+export const webhookSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
+
+/** Environment for an instance pushing events to these URLs. */
+export function pushEnv(urls: string[], secret: string, extra: Record<string, string> = {}): Record<string, string> {
+  return { EVENT_WEBHOOK_URLS: urls.join(','), EVENT_WEBHOOK_SECRET: secret, EVENT_WEBHOOK_TIMEOUT_MS: '1000', ...extra };
+}
+
+export async function getJson(app: FastifyInstance, url: string, headers: Record<string, string> = {}) {
+  const res = await app.inject({ method: 'GET', url, headers });
+  return { status: res.statusCode, body: res.json() as any, text: res.body };
+}
+
+/** Resolves with the first defined value of check(), looking again every 20 ms (a state, not an event, is awaited). */
+export async function until<T>(check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error('the awaited state never came');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
