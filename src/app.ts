@@ -21,6 +21,8 @@ import { opsRoutes } from './ops/routes.js';
 import type { BearerTokenSource } from './provider/errors.js';
 import { TokenClient } from './provider/token-client.js';
 import { queryRoutes } from './queries/routes.js';
+import { retention } from './retention/plugin.js';
+import { statsRoutes } from './stats/routes.js';
 import { submissionRoutes } from './submissions/routes.js';
 
 export type Clock = () => Date;
@@ -113,5 +115,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(submissionRoutes(capabilityDeps));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));
+  await app.register(statsRoutes(capabilityDeps));
+  await app.register(retention(capabilityDeps));
   return app;
 }

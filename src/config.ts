@@ -66,6 +66,7 @@ const envSchema = z.object({
   TOKEN_SCOPE: z.string().trim().min(1, 'must not be empty').default('sdk-kyc'),
   CLIENT_ASSERTION_KEY: pkcs8Pem.optional(),
   LOG_LEVEL: logLevel.default('info'),
+  RETENTION_DAYS: integer(1, 36_500).optional(),
 });
 
 /** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
@@ -103,6 +104,8 @@ export interface Config {
   tokenClient: TokenClientConfig | undefined;
   logLevel: LogLevel;
   sandboxMode: boolean;
+  /** Unset: keep everything forever. Else requests, callbacks and events older than this are purged. */
+  retentionDays: number | undefined;
 }
 
 
@@ -173,6 +176,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
         : undefined,
     logLevel: e.LOG_LEVEL,
     sandboxMode,
+    retentionDays: e.RETENTION_DAYS,
   };
   return Object.freeze(config);
 }

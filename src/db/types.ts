@@ -63,10 +63,34 @@ export interface IdempotencyKeysTable {
   expires_at: Timestamp;
 }
 
+/** Purged rows, folded per UTC hour: requests by the hour they were submitted, callbacks by arrival. */
+export interface StatisticsHourlyTable {
+  hour: Timestamp;
+  submitted: ColumnType<number, number | undefined, number>;
+  completed: ColumnType<number, number | undefined, number>;
+  expired: ColumnType<number, number | undefined, number>;
+  submit_failed: ColumnType<number, number | undefined, number>;
+  approved: ColumnType<number, number | undefined, number>;
+  declined: ColumnType<number, number | undefined, number>;
+  no_score: ColumnType<number, number | undefined, number>;
+  filtered: ColumnType<number, number | undefined, number>;
+  unmatched: ColumnType<number, number | undefined, number>;
+  invalid: ColumnType<number, number | undefined, number>;
+}
+
+/** Turnaround of purged completed requests: a log-scale histogram per UTC hour (see stats/turnaround.ts). */
+export interface TurnaroundHourlyTable {
+  hour: Timestamp;
+  bin: number;
+  requests: number;
+}
+
 export interface DB {
   underwriting_requests: UnderwritingRequestsTable;
   callbacks: CallbacksTable;
   idempotency_keys: IdempotencyKeysTable;
+  statistics_hourly: StatisticsHourlyTable;
+  turnaround_hourly: TurnaroundHourlyTable;
 }
 
 export type UnderwritingRequestRow = Selectable<UnderwritingRequestsTable>;

@@ -30,4 +30,6 @@ export class TokenUnavailableError extends Error {
 export interface BearerTokenSource {
   /** Resolves with a valid access token, or rejects with TokenUnavailableError. */
   getToken(): Promise<string>;
+  /** The current token's timing (never the token), undefined before the first one; for statistics. */
+  status?(): { expiresAt: Date; renewAt: Date } | undefined;
 }

@@ -15,7 +15,7 @@ const wholeNumber = (min: number, max: number) =>
     .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 
 /** A date-time with a zone, or a bare date (midnight UTC); kept as text so microseconds survive. */
-const instant = z
+export const instant = z
   .union([
     z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone, or a date' }),
     z.iso.date().transform((d) => `${d}T00:00:00Z`),
