@@ -31,6 +31,26 @@ export function retentionCutoff(now: Date, retentionDays: number): Date {
   return new Date(now.getTime() - retentionDays * 24 * 3600 * 1000);
 }
 
+/** Locks the oldest batch of requests past the cutoff, through the submitted_at index; rows others hold are skipped. */
+export function requestBatchQuery(cutoff: Date, batch: number) {
+  return sql<{ id: number }>`
+    select r.id from underwriting_requests r
+     where r.submitted_at < ${cutoff} and r.updated_at < ${cutoff}
+       and r.status not in ('submitting', 'submitted')
+     order by r.submitted_at
+     limit ${batch}
+     for update skip locked`;
+}
+
+/** Locks a batch of unmatched and invalid callbacks that arrived before the cutoff, through callbacks_stray. */
+export function strayBatchQuery(cutoff: Date, batch: number) {
+  return sql<{ id: number }>`
+    select c.id from callbacks c
+     where c.outcome in ('unmatched', 'invalid') and c.received_at < ${cutoff}
+     limit ${batch}
+     for update skip locked`;
+}
+
 /**
  * One batch of requests whose last change is before the cutoff, with their callbacks and
  * idempotency keys: locked (rows another sweep holds are skipped), folded into the hourly
@@ -40,13 +60,7 @@ export function retentionCutoff(now: Date, retentionDays: number): Date {
  */
 export async function purgeRequestBatch(db: Kysely<DB>, cutoff: Date, batch: number): Promise<Purged> {
   return db.transaction().execute(async (trx) => {
-    const { rows } = await sql<{ id: number }>`
-      select r.id from underwriting_requests r
-       where r.submitted_at < ${cutoff} and r.updated_at < ${cutoff}
-         and r.status not in ('submitting', 'submitted')
-       order by r.submitted_at
-       limit ${batch}
-       for update skip locked`.execute(trx);
+    const { rows } = await requestBatchQuery(cutoff, batch).execute(trx);
     if (rows.length === 0) return none();
     const ids = idArray(rows.map((r) => r.id));
     await foldRequests(trx, ids);
@@ -66,11 +80,7 @@ export async function purgeRequestBatch(db: Kysely<DB>, cutoff: Date, batch: num
 /** One batch of unmatched and invalid callbacks that arrived before the cutoff: locked, folded, deleted. */
 export async function purgeStrayCallbackBatch(db: Kysely<DB>, cutoff: Date, batch: number): Promise<Purged> {
   return db.transaction().execute(async (trx) => {
-    const { rows } = await sql<{ id: number }>`
-      select c.id from callbacks c
-       where c.outcome in ('unmatched', 'invalid') and c.received_at < ${cutoff}
-       limit ${batch}
-       for update skip locked`.execute(trx);
+    const { rows } = await strayBatchQuery(cutoff, batch).execute(trx);
     if (rows.length === 0) return none();
     const ids = idArray(rows.map((r) => r.id));
     await foldStrayCallbacks(trx, ids);

@@ -15,7 +15,7 @@ export const ORIGIN = sql`timestamptz '2000-01-01 00:00:00+00'`;
 
 /** The bin of a completed request's turnaround, as SQL over a request alias's columns. */
 export function turnaroundBin(alias: string): RawBuilder<number> {
-  const ms = sql`(extract(epoch from (${sql.ref(`${alias}.completed_at`)} - ${sql.ref(`${alias}.submitted_at`)})) * 1000)::float8`;
+  const ms = sql`(date_part('epoch', ${sql.ref(`${alias}.completed_at`)} - ${sql.ref(`${alias}.submitted_at`)}) * 1000)`;
   return sql<number>`least(${MAX_BIN}, floor(${BINS_PER_DOUBLING} * ln(greatest(${ms}, 1)) / ln(2)))::smallint`;
 }
 
