@@ -6,10 +6,11 @@ import { purgePass, purgeRequestBatch, retentionCutoff } from '../../src/retenti
 import { loadConfig } from '../../src/config.js';
 import { buildTestApp } from '../helpers/app.js';
 import { configProblems } from '../helpers/config.js';
-import { anotherConnection, ENGINE, freshDatabase } from '../helpers/database.js';
-import { countRows, daysAgo, hoursAgo, insertRow, insertStray } from '../stats/fixtures.js';
+import { anotherConnection, ENGINE } from '../helpers/database.js';
+import { countRows, daysAgo, hoursAgo, insertRow, insertStray, sharedDatabase } from '../stats/fixtures.js';
 
 const NOW = new Date('2026-11-23T04:00:00Z');
+const shared = await sharedDatabase(t);
 
 /** PGlite in memory, migrated: the retention storage also runs on the embedded engine. */
 async function pgliteDatabase(t: Test): Promise<Database> {
@@ -30,7 +31,7 @@ async function aggregates(database: Database) {
   return rows[0]!;
 }
 
-const engines: Array<[string, (t: Test) => Promise<Database>]> = [[ENGINE, freshDatabase]];
+const engines: Array<[string, (t: Test) => Promise<Database>]> = [[ENGINE, async () => shared]];
 if (ENGINE === 'postgres') engines.push(['pglite', pgliteDatabase]);
 
 for (const [engine, open] of engines) {
@@ -70,7 +71,7 @@ for (const [engine, open] of engines) {
 }
 
 t.test('a pass does bounded work: at most maxBatches of batch rows of each kind', async (t) => {
-  const { db } = await freshDatabase(t);
+  const { db } = shared;
   await sql`
     insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, submitted_at, updated_at)
     select 'c-' || g, 'h', 'm', false, 'expired', ${daysAgo(NOW, 60)}::timestamptz + g * interval '1 second',
@@ -84,7 +85,7 @@ t.test('a pass does bounded work: at most maxBatches of batch rows of each kind'
 });
 
 t.test('two instances sweeping at once purge every row once and count each once', async (t) => {
-  const database = await freshDatabase(t);
+  const database = shared;
   const other = await anotherConnection(t, database);
   await sql`
     insert into underwriting_requests
@@ -118,7 +119,7 @@ t.test('two instances sweeping at once purge every row once and count each once'
 });
 
 t.test('a request a sweep holds is skipped by the other, not waited for', async (t) => {
-  const database = await freshDatabase(t);
+  const database = shared;
   const other = await anotherConnection(t, database);
   if (ENGINE !== 'postgres') return t.pass('PGlite is one connection: nothing to skip');
   await insertRow(database.db, { status: 'expired', submittedAt: daysAgo(NOW, 40) });
@@ -133,7 +134,7 @@ t.test('a request a sweep holds is skipped by the other, not waited for', async 
 });
 
 t.test('the sweep runs in the app: purged rows by table in /metrics', async (t) => {
-  const { app, database } = await buildTestApp(t, { env: { RETENTION_DAYS: '30' }, clock: () => NOW });
+  const { app, database } = await buildTestApp(t, { env: { RETENTION_DAYS: '30' }, clock: () => NOW, database: shared });
   await insertRow(database.db, { status: 'completed', submittedAt: daysAgo(NOW, 40), idempotencyKey: 'k-1' });
   await insertStray(database.db, 'invalid', daysAgo(NOW, 40));
   await app.ready();
@@ -151,7 +152,7 @@ t.test('without RETENTION_DAYS nothing is purged, and production warns at start'
     DATABASE_URL: 'postgres://unused@127.0.0.1:9/none',
     CALLBACK_ALLOWED_IPS: '127.0.0.1/32',
   };
-  const kept = await buildTestApp(t, { env: production, clock: () => NOW });
+  const kept = await buildTestApp(t, { env: production, clock: () => NOW, database: shared });
   await insertRow(kept.database.db, { status: 'completed', submittedAt: daysAgo(NOW, 4000) });
   await kept.app.ready();
   await kept.app.retentionSweep.run();

@@ -1,9 +1,10 @@
 import t from 'tap';
 import { maskCpfLike } from '../../src/stats/mask.js';
 import { buildTestApp } from '../helpers/app.js';
-import { insertRow, insertStray } from './fixtures.js';
+import { insertRow, insertStray, sharedDatabase } from './fixtures.js';
 
 const KEY = 'console-key-0123456789abcdef';
+const database = await sharedDatabase(t);
 
 interface Item {
   id: number;
@@ -30,7 +31,7 @@ t.test('CPF-like digit runs are masked in any separator form; other numbers are 
 });
 
 t.test('unmatched and invalid callbacks, newest first, by kind, paged by cursor, raw bodies masked', async (t) => {
-  const { app, database } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const { db } = database;
   await insertRow(db, { status: 'completed', submittedAt: '2026-11-22T09:00:00Z' }); // a matched callback: never listed
   const invalidBody = '{"customerUuid":"c-9","cpf":"529.982.247-25","response":{"score":"x"}}';
@@ -86,7 +87,7 @@ t.test('unmatched and invalid callbacks, newest first, by kind, paged by cursor,
 });
 
 t.test('the query allowlist and keys guard the callbacks list', async (t) => {
-  const { app } = await buildTestApp(t, { env: { QUERY_API_KEYS: KEY } });
+  const { app } = await buildTestApp(t, { env: { QUERY_API_KEYS: KEY }, database });
   t.equal((await app.inject({ url: '/v1/callbacks' })).statusCode, 401);
   t.equal((await app.inject({ url: '/v1/callbacks', headers: { authorization: `Bearer ${KEY}` } })).statusCode, 200);
   const outside = await app.inject({ url: '/v1/callbacks', remoteAddress: '198.51.100.7', headers: { authorization: `Bearer ${KEY}` } });

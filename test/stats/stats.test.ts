@@ -1,11 +1,13 @@
+import { sql } from 'kysely';
 import t from 'tap';
 import { purgePass } from '../../src/retention/sweep.js';
 import { binMs } from '../../src/stats/turnaround.js';
 import { buildTestApp } from '../helpers/app.js';
-import { daysAgo, insertRow, insertStray } from './fixtures.js';
+import { daysAgo, insertRow, insertStray, sharedDatabase } from './fixtures.js';
 
 const NOW = new Date('2026-11-23T04:30:00Z');
 const KEY = 'stats-key-0123456789abcdef';
+const database = await sharedDatabase(t);
 
 interface Bucket {
   start: string;
@@ -27,7 +29,7 @@ async function stats(app: Awaited<ReturnType<typeof buildTestApp>>['app'], query
 }
 
 t.test('counts per hour bucket, empty buckets included, of the requests submitted in each', async (t) => {
-  const { app, database } = await buildTestApp(t, { clock: () => NOW });
+  const { app } = await buildTestApp(t, { clock: () => NOW, database });
   const { db } = database;
   // 01:00-02:00: two approved, one declined, one filtered, one expired, one failed, one waiting.
   await insertRow(db, { status: 'completed', submittedAt: '2026-11-23T01:05:00Z', decision: 'approved' });
@@ -68,7 +70,7 @@ t.test('counts per hour bucket, empty buckets included, of the requests submitte
 });
 
 t.test('day buckets are UTC days; since rounds down and until up to whole buckets', async (t) => {
-  const { app, database } = await buildTestApp(t, { clock: () => NOW });
+  const { app } = await buildTestApp(t, { clock: () => NOW, database });
   await insertRow(database.db, { status: 'completed', submittedAt: '2026-11-20T23:59:59Z' });
   await insertRow(database.db, { status: 'completed', submittedAt: '2026-11-21T00:00:00Z' });
   await insertRow(database.db, { status: 'expired', submittedAt: '2026-11-22T12:00:00Z' });
@@ -87,7 +89,7 @@ t.test('day buckets are UTC days; since rounds down and until up to whole bucket
 });
 
 t.test('turnaround p50 and p95 of a bucket, within a histogram bin of the exact values', async (t) => {
-  const { app, database } = await buildTestApp(t, { clock: () => NOW });
+  const { app } = await buildTestApp(t, { clock: () => NOW, database });
   // 100 completed requests with turnarounds of 1..100 s: nearest-rank p50 = 50 s, p95 = 95 s.
   for (let i = 1; i <= 100; i++) {
     await insertRow(database.db, { status: 'completed', submittedAt: new Date(Date.UTC(2026, 10, 22, 10, 0, i)), turnaroundMs: i * 1000 });
@@ -111,7 +113,7 @@ t.test('turnaround p50 and p95 of a bucket, within a histogram bin of the exact 
 });
 
 t.test('purged days read from the aggregates: the same figures before and after, nothing counted twice', async (t) => {
-  const { app, database } = await buildTestApp(t, { clock: () => NOW });
+  const { app } = await buildTestApp(t, { clock: () => NOW, database });
   const { db } = database;
   // Three days 40-38 days ago, with every status, decisions and spread turnarounds.
   const statuses = ['completed', 'completed', 'completed', 'expired', 'submit_failed'] as const;
@@ -145,7 +147,7 @@ t.test('purged days read from the aggregates: the same figures before and after,
 });
 
 t.test('now: pending and the oldest one, stray callbacks in the last 24 h, the token client', async (t) => {
-  const { app, database } = await buildTestApp(t, { clock: () => NOW });
+  const { app } = await buildTestApp(t, { clock: () => NOW, database });
   const { db } = database;
   await insertRow(db, { status: 'submitted', submittedAt: new Date(NOW.getTime() - 125_000) });
   await insertRow(db, { status: 'submitting', submittedAt: new Date(NOW.getTime() - 5_000) });
@@ -164,8 +166,8 @@ t.test('now: pending and the oldest one, stray callbacks in the last 24 h, the t
     token: { configured: false, expiresAt: null, renewAt: null },
   });
 
-  const empty = await buildTestApp(t, { clock: () => NOW });
-  t.match((await stats(empty.app, '')).now, { pending: 0, oldestPendingAgeS: null });
+  await sql`truncate underwriting_requests, callbacks cascade`.execute(db);
+  t.match((await stats(app, '')).now, { pending: 0, oldestPendingAgeS: null });
 });
 
 t.test("the token client's timing, never the token", async (t) => {
@@ -174,7 +176,7 @@ t.test("the token client's timing, never the token", async (t) => {
   const token = 'eyJhbGciOiJSUzI1NiJ9.secret-token-value.signature';
   let held = false;
   const tokenSource = { getToken: async () => token, status: () => (held ? { expiresAt, renewAt } : undefined) };
-  const { app } = await buildTestApp(t, { clock: () => NOW, tokenSource });
+  const { app } = await buildTestApp(t, { clock: () => NOW, tokenSource, database });
   t.same((await stats(app, '')).now.token, { configured: true, expiresAt: null, renewAt: null }, 'configured, no token yet');
   held = true;
   const res = await app.inject({ url: '/v1/stats' });
@@ -183,7 +185,7 @@ t.test("the token client's timing, never the token", async (t) => {
 });
 
 t.test('a range that is empty, reversed or too long is a 400', async (t) => {
-  const { app } = await buildTestApp(t, { clock: () => NOW });
+  const { app } = await buildTestApp(t, { clock: () => NOW, database });
   for (const query of [
     'since=2026-11-23T02:00:00Z&until=2026-11-23T01:00:00Z',
     'since=2026-01-01&until=2026-11-01&bucket=hour',
@@ -198,7 +200,7 @@ t.test('a range that is empty, reversed or too long is a 400', async (t) => {
 });
 
 t.test('the query allowlist and keys guard /v1/stats', async (t) => {
-  const { app } = await buildTestApp(t, { env: { QUERY_API_KEYS: KEY } });
+  const { app } = await buildTestApp(t, { env: { QUERY_API_KEYS: KEY }, database });
   t.equal((await app.inject({ url: '/v1/stats' })).statusCode, 401);
   t.equal((await app.inject({ url: '/v1/stats', headers: { authorization: 'Bearer wrong-key-0123456789' } })).statusCode, 401);
   t.equal((await app.inject({ url: '/v1/stats', headers: { authorization: `Bearer ${KEY}` } })).statusCode, 200);
@@ -208,7 +210,7 @@ t.test('the query allowlist and keys guard /v1/stats', async (t) => {
 });
 
 t.test('the OpenAPI document describes /v1/stats and /v1/callbacks', async (t) => {
-  const { app } = await buildTestApp(t);
+  const { app } = await buildTestApp(t, { database });
   const doc = (await app.inject({ url: '/docs/json' })).json();
   const stats = doc.paths['/v1/stats'].get;
   t.ok(stats.parameters.some((p: { name: string }) => p.name === 'bucket'));
