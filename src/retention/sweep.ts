@@ -96,11 +96,16 @@ export async function purgeStrayCallbackBatch(db: Kysely<DB>, cutoff: Date, batc
 export async function purgePass(db: Kysely<DB>, now: Date, retentionDays: number, limits = DEFAULT_LIMITS): Promise<Purged> {
   const cutoff = retentionCutoff(now, retentionDays);
   const total = none();
-  for (const purge of [purgeRequestBatch, purgeStrayCallbackBatch]) {
+  const kinds = [
+    [purgeRequestBatch, (p: Purged) => p.underwriting_requests],
+    [purgeStrayCallbackBatch, (p: Purged) => p.callbacks],
+  ] as const;
+  for (const [purge, rows] of kinds) {
     for (let i = 0; i < limits.maxBatches; i++) {
       const purged = await purge(db, cutoff, limits.batch);
       add(total, purged);
-      if (purged.underwriting_requests + purged.callbacks === 0) break;
+      // A short batch: nothing more is free to take now (the rest, if any, another sweep holds).
+      if (rows(purged) < limits.batch) break;
     }
   }
   return total;
