@@ -9,23 +9,26 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
-import type { Registry } from 'prom-client';
 import { addressMatcher } from './access/addresses.js';
 import { callbackRoutes } from './callbacks/routes.js';
+import { notificationChannel } from './channels/channel.js';
+import { RESULTS_CHANNEL } from './channels/names.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
+import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { installErrorHandler } from './errors.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { opsRoutes } from './ops/routes.js';
-import type { BearerTokenSource } from './provider/errors.js';
+import type { BearerTokenSource } from './provider/token-source.js';
 import { TokenClient } from './provider/token-client.js';
 import { queryRoutes } from './queries/routes.js';
+import { requestLifecycle } from './requests/lifecycle.js';
 import { retention } from './retention/plugin.js';
 import { statsRoutes } from './stats/routes.js';
 import { submissionRoutes } from './submissions/routes.js';
 
-export type Clock = () => Date;
+export type { Clock } from './deps.js';
 
 export interface AppDeps {
   config: Readonly<Config>;
@@ -36,15 +39,6 @@ export interface AppDeps {
   /** Set when AUTH_URL/CLIENT_ID are configured: upstream calls then carry a bearer token too. */
   tokenSource?: BearerTokenSource;
 }
-
-/** What every capability plugin receives: the app's dependencies, resolved. */
-export interface CapabilityDeps extends Required<Omit<AppDeps, 'logger' | 'tokenSource'>> {
-  tokenSource: BearerTokenSource | undefined;
-  registry: Registry;
-}
-
-/** Bodies above this are refused (413) before they are parsed. */
-export const BODY_LIMIT_BYTES = 64 * 1024;
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 
@@ -110,8 +104,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clock: deps.clock ?? (() => new Date()),
     tokenSource,
     registry,
+    results: notificationChannel(deps.database, RESULTS_CHANNEL, app.log),
   };
   await app.register(opsRoutes({ database: deps.database, registry }));
+  await app.register(requestLifecycle(capabilityDeps));
+  // Before the capabilities: plugins close in reverse order, so the last announcements still go out.
+  await app.register(capabilityDeps.results.plugin);
   await app.register(submissionRoutes(capabilityDeps));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));

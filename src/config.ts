@@ -2,8 +2,8 @@ import { createPrivateKey } from 'node:crypto';
 import { z } from 'zod';
 import { ConfigError } from './config-error.js';
 import { addressList, commaList, httpUrl, integer, type LogLevel, logLevel, parseEnv } from './env.js';
+import { partnerTokenSchema } from './provider/schemas.js';
 
-export { ConfigError };
 
 /** Used only outside production, and loudly: stored CPF hashes are only as secret as this key. */
 export const DEV_CPF_HASH_KEY = 'underwriting-gateway-development-only-cpf-hash-key';
@@ -48,7 +48,7 @@ const envSchema = z.object({
   DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
   MIGRATE_ON_START: booleanFlag.default(true),
   PROVIDER_BASE_URL: baseUrl.optional(),
-  PARTNER_TOKEN: z.string().regex(/^[A-Za-z0-9]{64}$/, 'must be exactly 64 letters or digits').optional(),
+  PARTNER_TOKEN: partnerTokenSchema.optional(),
   UPSTREAM_TIMEOUT_MS: integer(100, 120_000).default(10_000),
   SUBMIT_ALLOWED_IPS: addressList.default(LOCALHOST),
   CALLBACK_ALLOWED_IPS: addressList.optional(),

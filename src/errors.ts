@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import { isStorageUnavailable } from './db/database.js';
 
 /** An error the client is meant to see: a stable code, an HTTP status, a human message. */
@@ -36,6 +37,13 @@ export function validationFailed(issues: ValidationIssue[], message = 'the reque
 export function issuePath(path: readonly PropertyKey[]): string {
   return path.map(String).join('.');
 }
+
+/** The contract's error body, for routes' response schemas. */
+export const errorSchema = z.object({ error: z.string(), message: z.string() });
+/** A 400 validation_failed body: the error body and where the request went wrong. */
+export const validationErrorSchema = errorSchema.extend({
+  issues: z.array(z.object({ path: z.string(), message: z.string() })),
+});
 
 /** The error body every route answers with: {error, message, ...extra}. */
 export function errorBody(err: AppError): Record<string, unknown> {

@@ -32,3 +32,8 @@ export function instrumentRequests(app: FastifyInstance, registry: Registry): vo
     done();
   });
 }
+
+/** A capability's answers counted by outcome (underwriting_submissions_total, underwriting_callbacks_total). */
+export function outcomeCounter(registry: Registry, name: string, help: string): Counter<'outcome'> {
+  return new Counter({ name, help, labelNames: ['outcome'] as const, registers: [registry] });
+}

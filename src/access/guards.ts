@@ -1,20 +1,29 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
-import { errorBody, forbidden } from '../errors.js';
+import { errorBody, forbidden, unauthorized } from '../errors.js';
+import { partnerTokenSchema } from '../provider/schemas.js';
 import { addressMatcher } from './addresses.js';
 
-export type RouteGroup = 'submit' | 'callback' | 'query';
+// Every access check of the gateway and of the sandbox: who may call a route, and with which secret.
+
+export type RouteGroup = 'submit' | 'callback' | 'query' | 'sandbox';
+
+const BEARER = /^Bearer +([^\s]+) *$/i;
 
 /**
  * An onRequest hook that refuses (403 forbidden) any client outside the allowlist, before the
  * body is read. request.ip is the TCP peer, or the X-Forwarded-For client when the peer is a
  * trusted proxy (Fastify's trustProxy, fed by TRUST_PROXY).
  */
-export function allowlistGuard(group: RouteGroup, entries: readonly string[]): onRequestHookHandler {
+export function allowlistGuard(
+  group: RouteGroup,
+  entries: readonly string[],
+  refusal = 'refused: address not in allowlist',
+): onRequestHookHandler {
   const allowed = addressMatcher(entries);
   return function guard(request: FastifyRequest, reply: FastifyReply, done: () => void) {
     if (allowed(request.ip)) return done();
-    request.log.warn({ group, client: request.ip, peer: request.socket.remoteAddress }, 'refused: address not in allowlist');
+    request.log.warn({ group, client: request.ip, peer: request.socket.remoteAddress }, refusal);
     void reply.code(403).send(errorBody(forbidden()));
   };
 }
@@ -29,4 +38,38 @@ export function secretMatches(presented: string | undefined, expected: readonly 
     if (timingSafeEqual(digest, createHash('sha256').update(candidate).digest())) match = true;
   }
   return match;
+}
+
+/** When QUERY_API_KEYS is set, an onRequest hook demanding `Authorization: Bearer <one of them>` (401). */
+export function apiKeyGuard(keys: readonly string[]) {
+  return async function requireApiKey(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (keys.length === 0) return;
+    const presented = BEARER.exec(request.headers.authorization ?? '')?.[1];
+    if (secretMatches(presented, keys)) return;
+    void reply.header('www-authenticate', 'Bearer');
+    throw unauthorized('a valid API key is required: Authorization: Bearer <key>');
+  };
+}
+
+/** When CALLBACK_SECRET is set, ?token= must carry it (401); checked before the body is read. */
+export function callbackTokenGuard(secret: string | undefined): onRequestHookHandler {
+  return function checkToken(request: FastifyRequest, reply: FastifyReply, done: () => void) {
+    if (secret === undefined) return done();
+    const token = (request.query as Record<string, unknown>).token;
+    if (secretMatches(typeof token === 'string' ? token : undefined, [secret])) return done();
+    // Never the token itself: the logged URL is redacted by the logger, and nothing else names it.
+    request.log.warn({ group: 'callback', client: request.ip, presented: token !== undefined }, 'refused: wrong or missing callback token');
+    void reply.code(401).send(errorBody(unauthorized('missing or wrong callback token')));
+  };
+}
+
+/** The sandbox's provider edge: X-Partner-Auth must be a well-formed partner token and the expected one (401). */
+export function partnerTokenGuard(expected: string): onRequestHookHandler {
+  return function checkPartnerToken(request: FastifyRequest, reply: FastifyReply, done: () => void) {
+    const presented = request.headers['x-partner-auth'];
+    const token = typeof presented === 'string' ? presented : undefined;
+    if (token && partnerTokenSchema.safeParse(token).success && secretMatches(token, [expected])) return done();
+    request.log.warn('sandbox: refused: missing or wrong X-Partner-Auth');
+    void reply.code(401).send(errorBody(unauthorized('missing or wrong X-Partner-Auth')));
+  };
 }

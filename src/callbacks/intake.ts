@@ -61,18 +61,18 @@ function recognisableCustomer(parsed: unknown): string | null {
  */
 export function storableJson(value: unknown, sourceText: string): string | null {
   try {
-    return JSON.stringify(sourceText.includes('\\u') ? scrub(value) : value);
+    return JSON.stringify(sourceText.includes('\\u') ? replaceUnstorable(value) : value);
   } catch {
     return null;
   }
 }
 
-function scrub(value: unknown): unknown {
+function replaceUnstorable(value: unknown): unknown {
   if (typeof value === 'string') return value.replace(UNSTORABLE, '\uFFFD');
-  if (Array.isArray(value)) return value.map(scrub);
+  if (Array.isArray(value)) return value.map(replaceUnstorable);
   if (typeof value === 'object' && value !== null) {
     // fromEntries defines own properties, so a "__proto__" key stays data, never a prototype.
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [scrub(k) as string, scrub(v)]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [replaceUnstorable(k) as string, replaceUnstorable(v)]));
   }
   return value;
 }

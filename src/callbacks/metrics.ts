@@ -1,4 +1,5 @@
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Histogram, type Registry } from 'prom-client';
+import { outcomeCounter } from '../metrics.js';
 
 export const CALLBACK_METRIC_OUTCOMES = [
   'matched',
@@ -25,12 +26,11 @@ export interface CallbackMetrics {
 }
 
 export function callbackMetrics(registry: Registry): CallbackMetrics {
-  const callbacks = new Counter({
-    name: 'underwriting_callbacks_total',
-    help: 'Provider callbacks received, by outcome; refused, too_large, unavailable and failed ones are not stored',
-    labelNames: ['outcome'] as const,
-    registers: [registry],
-  });
+  const callbacks = outcomeCounter(
+    registry,
+    'underwriting_callbacks_total',
+    'Provider callbacks received, by outcome; refused, too_large, unavailable and failed ones are not stored',
+  );
   // Every outcome is exported from the start, so an alert on a rate never starts from "no data".
   for (const outcome of CALLBACK_METRIC_OUTCOMES) callbacks.inc({ outcome }, 0);
   const turnaround = new Histogram({

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { isStorageUnavailable } from '../db/database.js';
 import type { DB } from '../db/types.js';
-import { type Recorded, recordResults, type ValidResult } from './store.js';
+import { type Recorded, recordResults, type ValidResult } from '../requests/complete.js';
 
 export interface ResultWriter {
   /** Resolves once the result is committed (or found a duplicate); rejects when it was not stored. */

@@ -1,4 +1,4 @@
-import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
+import type { ColumnType, Generated, Selectable } from 'kysely';
 
 /** Written as a Date or ISO string, read back as a Date on both engines. */
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
@@ -94,8 +94,5 @@ export interface DB {
 }
 
 export type UnderwritingRequestRow = Selectable<UnderwritingRequestsTable>;
-export type NewUnderwritingRequest = Insertable<UnderwritingRequestsTable>;
-export type UnderwritingRequestUpdate = Updateable<UnderwritingRequestsTable>;
 export type CallbackRow = Selectable<CallbacksTable>;
-export type NewCallback = Insertable<CallbacksTable>;
 export type IdempotencyKeyRow = Selectable<IdempotencyKeysTable>;

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import type { Database } from '../db/database.js';
-import { errorBody, storageUnavailable } from '../errors.js';
+import { errorBody, errorSchema, storageUnavailable } from '../errors.js';
 
 export interface OpsDeps {
   database: Pick<Database, 'ping'>;
@@ -12,7 +12,6 @@ export interface OpsDeps {
 const READY_TIMEOUT_MS = 2000;
 
 const status = z.object({ status: z.string() });
-const errorSchema = z.object({ error: z.string(), message: z.string() });
 
 export const opsRoutes =
   (deps: OpsDeps): FastifyPluginAsyncZod =>

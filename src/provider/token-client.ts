@@ -4,7 +4,9 @@ import { decodeJwt, SignJWT } from 'jose';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { request } from 'undici';
 import type { TokenClientConfig } from '../config.js';
-import { type BearerTokenSource, TokenUnavailableError } from './errors.js';
+import { readBounded } from './body.js';
+import { TokenUnavailableError } from './errors.js';
+import type { BearerTokenSource } from './token-source.js';
 
 /** The provider's rule: renew 600 s before the token's own `exp`. */
 export const RENEWAL_LEAD_MS = 600_000;
@@ -305,7 +307,7 @@ export class TokenClient implements BearerTokenSource {
     const status = response.statusCode;
     let text: string;
     try {
-      text = await readBounded(response.body);
+      text = await readBounded(response.body, MAX_RESPONSE_BYTES, 'throw');
     } catch (err) {
       throw new TokenEndpointError('unavailable', `token endpoint answer could not be read: ${describe(err).message}`, status);
     }
@@ -452,16 +454,4 @@ function oauthErrorCode(text: string): string | undefined {
 function describe(err: unknown): { name: string; message: string } {
   if (err instanceof Error) return { name: err.name, message: err.message };
   return { name: 'Error', message: String(err) };
-}
-
-async function readBounded(body: AsyncIterable<Buffer | string>): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-    size += buffer.length;
-    if (size > MAX_RESPONSE_BYTES) throw new Error(`answer larger than ${MAX_RESPONSE_BYTES} bytes`);
-    chunks.push(buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }

@@ -1,13 +1,13 @@
 import { Pool } from 'undici';
 import {
-  type BearerTokenSource,
   TokenUnavailableError,
   UpstreamRejectedError,
   UpstreamUnavailableError,
 } from './errors.js';
-import type { UnderwritingRequest } from './schemas.js';
+import { readBounded } from './body.js';
+import type { BearerTokenSource } from './token-source.js';
+import { type UnderwritingRequest, UNDERWRITINGS_PATH } from './schemas.js';
 
-export const UNDERWRITINGS_PATH = '/api/partner/credit/cards/underwritings';
 
 /** What the provider's reply is cut to before it is stored (never logged). */
 export const EXCERPT_MAX_CHARS = 500;
@@ -97,7 +97,7 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
           observe(seconds(), 'accepted');
           return { status };
         }
-        const excerpt = await readExcerpt(response.body).catch(() => '');
+        const excerpt = await readBounded(response.body, EXCERPT_MAX_BYTES, 'truncate').then((text) => text.slice(0, EXCERPT_MAX_CHARS)).catch(() => '');
         observe(seconds(), 'rejected');
         throw new UpstreamRejectedError(status, excerpt);
       } finally {
@@ -118,15 +118,4 @@ function unreachableReason(err: unknown, signal: AbortSignal, timeoutMs: number)
   }
   const message = err instanceof Error ? err.message : String(err);
   return `provider unreachable: ${typeof code === 'string' ? `${code} ` : ''}${message}`.slice(0, EXCERPT_MAX_CHARS);
-}
-
-async function readExcerpt(body: AsyncIterable<Buffer>): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size >= EXCERPT_MAX_BYTES) break;
-  }
-  return Buffer.concat(chunks).toString('utf8').slice(0, EXCERPT_MAX_CHARS);
 }

@@ -1,29 +1,23 @@
-import { setMaxListeners } from 'node:events';
 import type { FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler } from 'fastify-type-provider-zod';
-import { allowlistGuard } from '../access/guards.js';
-import type { CapabilityDeps } from '../app.js';
+import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
+import type { CapabilityDeps } from '../deps.js';
 import { hashCpf } from '../cpf.js';
-import { RESULTS_CHANNEL } from '../db/channels.js';
-import { acquireListener, type ListenerLease } from '../db/notifications.js';
-import { apiKeyGuard } from './access.js';
+import { errorSchema, notFound, validationErrorSchema } from '../errors.js';
 import { cursorCodec } from './cursor.js';
-import { startExpirySweep, type Sweep } from './expiry.js';
-import { readCustomerWaiting } from './longpoll.js';
 import { queryMetrics } from './metrics.js';
 import {
   customerParams,
   customerQuerystring,
   customerView,
   DEFAULT_PAGE,
-  errorView,
   listQuery,
   lookupBody,
   lookupQuery,
   type PageView,
   pageView,
 } from './schemas.js';
-import { type ListFilter, readPage } from './sql.js';
+import { type ListFilter, readCustomer, readPage } from './sql.js';
 
 /**
  * A 200 is built field by field from our own rows (sql.ts) and sent as it is: a zod parse of every
@@ -32,43 +26,18 @@ import { type ListFilter, readPage } from './sql.js';
 const builtViews: FastifySerializerCompiler<unknown> = (route) =>
   route.httpStatus === '200' ? (data) => JSON.stringify(data) : serializerCompiler(route as Parameters<typeof serializerCompiler>[0]);
 
-const errors = { 400: errorView, 401: errorView, 403: errorView, 404: errorView, 503: errorView };
+const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 404: errorSchema, 503: errorSchema };
 
 export const queryRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const { db } = deps.database;
-    const metrics = queryMetrics(deps.registry, db);
+    const metrics = queryMetrics(deps.registry);
     const cursors = cursorCodec(deps.config.cpfHashKey);
-    const closing = new AbortController();
-    // Every waiting long-poll listens on this one signal; thousands of them are expected, not a leak.
-    setMaxListeners(0, closing.signal);
-    let lease: ListenerLease | undefined;
-    let sweep: Sweep | undefined;
 
     app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
     app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
 
-    app.addHook('onReady', async () => {
-      // One LISTEN connection per process, shared by every waiter; it connects in the background.
-      lease = acquireListener(deps.database, RESULTS_CHANNEL, app.log);
-      sweep = startExpirySweep({
-        db,
-        clock: deps.clock,
-        timeoutS: deps.config.callbackTimeoutS,
-        // Past the longest a live submit can take (the idempotency lease: two upstream timeouts and 30 s).
-        stuckAfterS: (2 * deps.config.upstreamTimeoutMs) / 1000 + 30,
-        log: app.log,
-        onExpired: (n) => metrics.expired.inc(n),
-      });
-    });
-    // Long-polls answer with what is stored now instead of holding the shutdown up.
-    app.addHook('preClose', async () => closing.abort());
-    app.addHook('onClose', async () => {
-      closing.abort();
-      await sweep?.stop();
-      await lease?.release();
-    });
 
     const page = async (filter: ListFilter, limit: number | undefined, cursor: string | undefined): Promise<PageView> => {
       const after = cursor === undefined ? undefined : cursors.decode(cursor);
@@ -90,17 +59,19 @@ export const queryRoutes =
         },
         serializerCompiler: builtViews,
       },
-      async (request) =>
-        readCustomerWaiting(
-          {
-            db,
-            listener: lease?.listener,
-            closing: closing.signal,
-            onWaiting: (delta) => metrics.waiters.inc(delta),
+      async (request) => {
+        const { customerUuid } = request.params;
+        return deps.results.wait(customerUuid, request.query.wait ?? 0, {
+          read: async () => {
+            const view = await readCustomer(db, customerUuid);
+            if (!view) throw notFound(`no underwriting request for customer ${customerUuid}`);
+            return view;
           },
-          request.params.customerUuid,
-          request.query.wait ?? 0,
-        ),
+          // Held until the newest request has a result (stored by any instance).
+          ready: (view) => view.result !== null,
+          onWaiting: (delta) => metrics.waiters.inc(delta),
+        });
+      },
     );
 
     app.get(

@@ -43,7 +43,6 @@ export const listQuery = z.strictObject({
   limit: wholeNumber(1, MAX_PAGE).optional().describe(`Page size, 1-${MAX_PAGE} (default ${DEFAULT_PAGE})`),
   cursor: cursorParam.optional(),
 });
-export type ListQuery = z.infer<typeof listQuery>;
 
 /** limit and cursor of a lookup may come in the body (preferred) or the query string. */
 export const lookupQuery = listQuery.pick({ limit: true, cursor: true });
@@ -112,5 +111,3 @@ export const pageView = z.object({
   nextCursor: z.string().nullable(),
 });
 export type PageView = z.infer<typeof pageView>;
-
-export const errorView = z.looseObject({ error: z.string(), message: z.string() });

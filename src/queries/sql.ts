@@ -3,6 +3,7 @@ import { runStatement, type Statement } from '../db/database.js';
 import type { Decision, DB, RequestStatus } from '../db/types.js';
 import type { Position } from './cursor.js';
 import type { CustomerView, RequestView, UnmatchedView } from './schemas.js';
+import { buildRequestView, buildResult, type Json, type RequestRow } from './views.js';
 
 /** One customer's answer carries at most this many older requests and unmatched callbacks. */
 export const HISTORY_LIMIT = 100;
@@ -10,58 +11,6 @@ export const UNMATCHED_LIMIT = 100;
 
 /** submitted_at as UTC text with microseconds: a JS Date would drop them and break keyset paging. */
 const POSITION_T = sql<string>`to_char(r.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
-
-interface RequestRow {
-  customer_uuid: string;
-  status: RequestStatus;
-  decision: Decision | null;
-  cpf_masked: string;
-  cost_saving_enabled: boolean;
-  srd: unknown;
-  submitted_at: Date;
-  completed_at: Date | null;
-  upstream_status: number | null;
-  result: unknown;
-}
-
-type Json = Record<string, unknown> | null | undefined;
-
-// Views are built field by field (and sent without a second check), so a new column never leaks
-// into an answer; only `result` is passed whole, being by contract the stored callback body.
-
-function srdView(srd: Json): RequestView['srd'] {
-  if (!srd) return null;
-  const a = srd.address as Json;
-  return {
-    grossIncome: srd.grossIncome,
-    housingSpends: srd.housingSpends,
-    cardSpends: srd.cardSpends,
-    loanSpends: srd.loanSpends,
-    address: a ? { street: a.street, number: a.number, complement: a.complement, city: a.city, state: a.state } : undefined,
-    occupation: srd.occupation,
-    desiredCreditLimit: srd.desiredCreditLimit,
-  } as RequestView['srd'];
-}
-
-/** The contract's `result` is the callback body as stored (validated when it arrived), so it goes out whole. */
-function resultView(body: Json): RequestView['result'] {
-  return body ? (body as RequestView['result']) : null;
-}
-
-function toRequestView(row: RequestRow): RequestView {
-  return {
-    customerUuid: row.customer_uuid,
-    status: row.status,
-    decision: row.decision,
-    cpfMasked: row.cpf_masked,
-    costSavingEnabled: row.cost_saving_enabled,
-    srd: srdView(row.srd as Json),
-    submittedAt: row.submitted_at.toISOString(),
-    completedAt: row.completed_at ? row.completed_at.toISOString() : null,
-    upstreamStatus: row.upstream_status,
-    result: resultView(row.result as Json),
-  };
-}
 
 interface CustomerRow extends Omit<RequestRow, 'customer_uuid' | 'submitted_at'> {
   kind: 'request' | 'unmatched';
@@ -104,14 +53,14 @@ export async function readCustomer(db: Kysely<DB>, customerUuid: string): Promis
   const rows = await runStatement<CustomerRow>(db, customerStatement, [customerUuid, HISTORY_LIMIT + 1, customerUuid, UNMATCHED_LIMIT]);
   const byNewest = (a: CustomerRow, b: CustomerRow) => b.id - a.id;
   const requests = rows.filter((r) => r.kind === 'request').sort(byNewest);
-  const [newest, ...older] = requests.map((r) => toRequestView(r as RequestRow));
+  const [newest, ...older] = requests.map((r) => buildRequestView(r as RequestRow));
   if (!newest) return undefined;
   const unmatched: UnmatchedView[] = rows
     .filter((r) => r.kind === 'unmatched')
     .sort(byNewest)
     .map((r) => ({
       receivedAt: (r.received_at as Date).toISOString(),
-      result: resultView(r.result as Json),
+      result: buildResult(r.result as Json),
     }));
   return { ...newest, history: older, unmatched };
 }
@@ -178,17 +127,7 @@ export async function readPage(
   const page = rows.slice(0, limit);
   const last = page.at(-1);
   return {
-    items: page.map((r) => toRequestView(r as RequestRow)),
+    items: page.map((r) => buildRequestView(r as RequestRow)),
     next: rows.length > limit && last ? { t: last.position_t, id: last.id } : undefined,
   };
-}
-
-/** Requests awaiting their callback or the provider's answer to the submit. */
-export async function countPending(db: Kysely<DB>): Promise<number> {
-  const row = await db
-    .selectFrom('underwriting_requests')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('status', 'in', ['submitting', 'submitted'])
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
 }

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter } from 'prom-client';
-import type { CapabilityDeps } from '../app.js';
+import type { CapabilityDeps } from '../deps.js';
 import { PURGED_TABLES, type PurgeLimits, type RetentionSweep, startRetentionSweep } from './sweep.js';
 
 export interface RetentionOptions {
@@ -14,7 +14,7 @@ export interface RetentionOptions {
  * everything is kept, and a production gateway says so at start.
  */
 export const retention =
-  (deps: CapabilityDeps, options: RetentionOptions = {}): FastifyPluginAsync =>
+  (deps: Pick<CapabilityDeps, 'config' | 'database' | 'clock' | 'registry'>, options: RetentionOptions = {}): FastifyPluginAsync =>
   // Not encapsulated: app.retentionSweep is visible on the app.
   fp(async (app) => {
     const purgedRows = new Counter({

@@ -1,7 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { BODY_LIMIT_BYTES } from '../app.js';
+import { BODY_LIMIT_BYTES } from '../deps.js';
 import { installErrorHandler } from '../errors.js';
 import type { SandboxConfig } from './config.js';
 import { callbackDelivery, DEFAULT_RETRY_POLICY, type RetryPolicy } from './delivery.js';

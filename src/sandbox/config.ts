@@ -2,6 +2,7 @@ import { createPublicKey } from 'node:crypto';
 import { z } from 'zod';
 import { ConfigError } from '../config-error.js';
 import { addressList, httpUrl, integer, type LogLevel, logLevel, parseEnv } from '../env.js';
+import { partnerTokenSchema } from '../provider/schemas.js';
 
 // Fixed, documented defaults: the simulator is for local runs, docker-compose and CI, never production.
 export const SANDBOX_DEFAULT_PARTNER_TOKEN = 'sandboxPartnerTokenForLocalDevelopmentOnlyNeverUseInProduction01';
@@ -42,10 +43,7 @@ const envSchema = z.object({
   SANDBOX_PORT: integer(0, 65535).default(4010),
   SANDBOX_CALLBACK_URL: httpUrl.optional(),
   SANDBOX_DELAY_MS: integer(0, 3_600_000).default(10_000),
-  SANDBOX_PARTNER_TOKEN: z
-    .string()
-    .regex(/^[A-Za-z0-9]{64}$/, 'must be exactly 64 letters or digits')
-    .default(SANDBOX_DEFAULT_PARTNER_TOKEN),
+  SANDBOX_PARTNER_TOKEN: partnerTokenSchema.default(SANDBOX_DEFAULT_PARTNER_TOKEN),
   SANDBOX_CLIENT_ID: z.string().min(1, 'must not be empty').default(SANDBOX_DEFAULT_CLIENT_ID),
   SANDBOX_CLIENT_SECRET: z.string().min(1, 'must not be empty').default(SANDBOX_DEFAULT_CLIENT_SECRET),
   SANDBOX_CLIENT_ASSERTION_PUBLIC_KEY: publicKeyPem.optional(),

@@ -1,14 +1,13 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { allowlistGuard } from '../access/guards.js';
-import type { CapabilityDeps } from '../app.js';
-import { apiKeyGuard } from '../queries/access.js';
+import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
+import type { CapabilityDeps } from '../deps.js';
+import { errorSchema, validationErrorSchema } from '../errors.js';
 import { cursorCodec } from '../queries/cursor.js';
-import { errorView } from '../queries/schemas.js';
 import { readStrayPage } from './callbacks.js';
 import { DEFAULT_CALLBACK_PAGE, statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
 import { statsService } from './service.js';
 
-const errors = { 400: errorView, 401: errorView, 403: errorView, 503: errorView };
+const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 503: errorSchema };
 
 /** Operations views: statistics and the callbacks that matched nothing or failed validation. Query allowlist and keys. */
 export const statsRoutes =

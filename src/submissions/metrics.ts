@@ -1,4 +1,5 @@
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Histogram, type Registry } from 'prom-client';
+import { outcomeCounter } from '../metrics.js';
 import type { UpstreamOutcome } from '../provider/underwriting-client.js';
 
 export type SubmitOutcome =
@@ -21,12 +22,7 @@ export interface SubmitMetrics {
 }
 
 export function submitMetrics(registry: Registry): SubmitMetrics {
-  const submissions = new Counter({
-    name: 'underwriting_submissions_total',
-    help: 'Submit requests answered, by outcome',
-    labelNames: ['outcome'] as const,
-    registers: [registry],
-  });
+  const submissions = outcomeCounter(registry, 'underwriting_submissions_total', 'Submit requests answered, by outcome');
   const upstream = new Histogram({
     name: 'upstream_request_duration_seconds',
     help: "Duration of the provider's underwriting call, by outcome (accepted, rejected, unavailable)",

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { allowlistGuard } from '../access/guards.js';
-import type { CapabilityDeps } from '../app.js';
+import type { CapabilityDeps } from '../deps.js';
 import { underwritingRequestSchema } from '../provider/schemas.js';
 import { createUnderwritingClient } from '../provider/underwriting-client.js';
 import { outcomeOfStatus, type SubmitOutcome, submitMetrics } from './metrics.js';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { errorSchema, validationErrorSchema } from '../errors.js';
 
 /** Printable ASCII, 1-200 characters: enough for a UUID or a composite key, bounded for the index. */
 export const idempotencyKeySchema = z
@@ -20,24 +21,18 @@ export const acceptedSchema = z
   })
   .describe('The provider accepted the request');
 
-const error = (description: string) => z.object({ error: z.string(), message: z.string() }).describe(description);
+const error = (description: string) => errorSchema.describe(description);
 
 export const submitResponses = {
   202: acceptedSchema,
-  400: z
-    .object({
-      error: z.string(),
-      message: z.string(),
-      issues: z.array(z.object({ path: z.string(), message: z.string() })),
-    })
-    .describe('validation_failed: nothing stored, nothing sent'),
+  400: validationErrorSchema.describe('validation_failed: nothing stored, nothing sent'),
   403: error('forbidden: the caller is not in SUBMIT_ALLOWED_IPS'),
   409: error('in_flight: this customerUuid already has a request awaiting its callback'),
   413: error('payload_too_large'),
   415: error('unsupported_media_type'),
   422: error('idempotency_key_reused: the key was used with a different body'),
-  502: z
-    .object({ error: z.string(), message: z.string(), upstreamStatus: z.number().int().optional() })
+  502: errorSchema
+    .extend({ upstreamStatus: z.number().int().optional() })
     .describe('upstream_rejected (the provider answered non-2xx) or upstream_auth_failed (no bearer token)'),
   503: error('storage_unavailable: nothing sent'),
   504: error('upstream_unavailable: the provider was unreachable or did not answer in time'),

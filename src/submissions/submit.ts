@@ -1,7 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import type { Clock } from '../app.js';
+import type { Clock } from '../deps.js';
 import { hashCpf, maskCpf } from '../cpf.js';
 import type { DB } from '../db/types.js';
 import { AppError, errorBody } from '../errors.js';
@@ -17,9 +17,9 @@ import {
   requestOfKey,
   type StoredAnswer,
   storedAnswer,
-} from './idempotency.js';
+} from '../requests/idempotency.js';
 import type { SubmitOutcome } from './metrics.js';
-import { insertSubmitting, isInFlightConflict, markSubmitFailed, markSubmitted, type StoredState } from './store.js';
+import { abandonedAfterMs, insertSubmitting, isInFlightConflict, markSubmitFailed, markSubmitted, type StoredState } from '../requests/store.js';
 
 export interface SubmitDeps {
   db: Kysely<DB>;
@@ -50,7 +50,7 @@ export function submitter(deps: SubmitDeps) {
   /** Later requests with a key wait this long for the first one's answer (it may be on another instance). */
   const waitMs = deps.upstreamTimeoutMs + 5_000;
   /** A pending key older than this belongs to an attempt that died; a retry may take it over. */
-  const leaseMs = 2 * deps.upstreamTimeoutMs + 30_000;
+  const leaseMs = abandonedAfterMs(deps.upstreamTimeoutMs);
 
   async function withKey(body: UnderwritingRequest, key: string, log: FastifyBaseLogger): Promise<SubmitAnswer> {
     const hash = bodyHash(body);
@@ -196,7 +196,7 @@ function describeFailure(err: unknown, secrets: Array<string | undefined>): Fail
     return {
       error: new AppError(502, 'upstream_auth_failed', 'no bearer token could be obtained for the provider; nothing was sent'),
       outcome: 'auth_failed',
-      stored: { upstreamStatus: null, error: scrub(`bearer token unavailable: ${err.message}`, secrets) },
+      stored: { upstreamStatus: null, error: redact(`bearer token unavailable: ${err.message}`, secrets) },
     };
   }
   if (err instanceof UpstreamRejectedError) {
@@ -204,14 +204,14 @@ function describeFailure(err: unknown, secrets: Array<string | undefined>): Fail
     return {
       error: new AppError(502, 'upstream_rejected', `the provider refused the request (HTTP ${upstreamStatus})`, { upstreamStatus }),
       outcome: 'rejected',
-      stored: { upstreamStatus, error: scrub(err.bodyExcerpt, secrets) || `provider answered ${upstreamStatus} with no body` },
+      stored: { upstreamStatus, error: redact(err.bodyExcerpt, secrets) || `provider answered ${upstreamStatus} with no body` },
     };
   }
   const reason = err instanceof UpstreamUnavailableError ? err.message : 'the provider call failed unexpectedly';
   return {
     error: new AppError(504, 'upstream_unavailable', 'the provider could not be reached or did not answer in time'),
     outcome: 'unavailable',
-    stored: { upstreamStatus: null, error: scrub(reason, secrets) },
+    stored: { upstreamStatus: null, error: redact(reason, secrets) },
   };
 }
 
@@ -219,7 +219,7 @@ function describeFailure(err: unknown, secrets: Array<string | undefined>): Fail
 const CPF_LIKE = /\d{3}\.?\d{3}\.?\d{3}-?\d{2}/g;
 
 /** Keeps CPFs and our own secrets out of what we store from the provider's words. */
-function scrub(text: string, secrets: Array<string | undefined>): string {
+function redact(text: string, secrets: Array<string | undefined>): string {
   let clean = text;
   for (const secret of secrets) if (secret) clean = clean.split(secret).join('[redacted]');
   return clean.replace(CPF_LIKE, '[redacted]').slice(0, 500);

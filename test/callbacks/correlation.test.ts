@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import type { Database } from '../../src/db/database.js';
-import { RESULTS_CHANNEL } from '../../src/db/channels.js';
+import { RESULTS_CHANNEL } from '../../src/channels/names.js';
 import type { RequestStatus } from '../../src/db/types.js';
 import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, ENGINE, freshDatabase } from '../helpers/database.js';

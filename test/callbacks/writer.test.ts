@@ -1,5 +1,5 @@
 import t from 'tap';
-import type { Recorded, ValidResult } from '../../src/callbacks/store.js';
+import type { Recorded, ValidResult } from '../../src/requests/complete.js';
 import { resultWriter, type ResultWriterLimits } from '../../src/callbacks/writer.js';
 import { freshDatabase } from '../helpers/database.js';
 import { callbacksOf, customer, insertRequest, requestById, resultBody } from './fixtures.js';

@@ -4,7 +4,7 @@ import type { Test } from 'tap';
 import { type AppDeps, buildApp, type Clock } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config.js';
 import type { Database } from '../../src/db/database.js';
-import type { BearerTokenSource } from '../../src/provider/errors.js';
+import type { BearerTokenSource } from '../../src/provider/token-source.js';
 import { freshDatabase } from './database.js';
 import { captureLogs, type LogCapture } from './logs.js';
 

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { hashCpf, maskCpf } from '../../src/cpf.js';
-import { RESULTS_CHANNEL } from '../../src/db/channels.js';
+import { RESULTS_CHANNEL } from '../../src/channels/names.js';
 import type { Decision, DB, RequestStatus } from '../../src/db/types.js';
 import { decide, type UnderwritingResult } from '../../src/provider/schemas.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';

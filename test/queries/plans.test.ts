@@ -1,9 +1,9 @@
 import { CompiledQuery, type Kysely, sql } from 'kysely';
 import t from 'tap';
-import { batchJson, RECORD_RESULTS } from '../../src/callbacks/store.js';
+import { batchJson, RECORD_RESULTS } from '../../src/requests/complete.js';
 import { hashCpf } from '../../src/cpf.js';
 import type { DB } from '../../src/db/types.js';
-import { expireBatchQuery } from '../../src/queries/expiry.js';
+import { expireBatchQuery } from '../../src/requests/expiry.js';
 import { customerQuery, pageQuery } from '../../src/queries/sql.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';

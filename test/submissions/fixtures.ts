@@ -1,7 +1,7 @@
 import type { LightMyRequestResponse as Response } from 'fastify';
 import type { Test } from 'tap';
 import type { Database } from '../../src/db/database.js';
-import type { BearerTokenSource } from '../../src/provider/errors.js';
+import type { BearerTokenSource } from '../../src/provider/token-source.js';
 import type { UnderwritingRequest } from '../../src/provider/schemas.js';
 import { buildTestApp, type TestAppOptions } from '../helpers/app.js';
 import { accept, type FakeProvider, type ProviderHandler, startFakeProvider } from './provider.js';

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import t from 'tap';
 import { loggerOptions } from '../../src/logger.js';
-import { bodyHash } from '../../src/submissions/idempotency.js';
+import { bodyHash } from '../../src/requests/idempotency.js';
 import { anotherConnection, freshDatabase } from '../helpers/database.js';
 import type { LogCapture } from '../helpers/logs.js';
 import { storedKeys, storedRequests, submitGateway, validRequest } from './fixtures.js';

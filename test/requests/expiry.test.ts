@@ -1,12 +1,12 @@
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
 import { type Database } from '../../src/db/database.js';
-import { expireOverdue, startExpirySweep, sweepIntervalMs } from '../../src/queries/expiry.js';
+import { expireOverdue, startExpirySweep, sweepIntervalMs } from '../../src/requests/expiry.js';
 import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { databaseBehindRelay } from '../helpers/relay.js';
 import { captureLogs } from '../helpers/logs.js';
-import { emptyTables, insertRequest, resultBody } from './fixtures.js';
+import { emptyTables, insertRequest, resultBody } from '../queries/fixtures.js';
 
 // One database for the file, emptied before each test: a fresh PGlite costs seconds.
 const database = await freshDatabase(t);

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { PGlite } from '@electric-sql/pglite';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
-import type { Database } from './database.js';
+import type { Database } from '../db/database.js';
 
 type Log = Pick<FastifyBaseLogger, 'info' | 'warn' | 'debug'>;
 
@@ -69,8 +69,8 @@ interface Source {
 
 /**
  * Listens on one NOTIFY channel over a single connection and wakes the waiters registered under the
- * payload. Events: 'listening' (after every successful LISTEN), 'lost' (connection gone),
- * 'registered' (a waiter was added), 'waiting' (a waiter blocked until its next wake), 'notification'.
+ * payload. Events: 'listening' (after every successful LISTEN), 'lost' (connection gone), 'waiting' (a
+ * waiter blocked until its next wake).
  */
 export class ChannelListener extends EventEmitter {
   maxWaiters = DEFAULT_MAX_WAITERS;
@@ -107,7 +107,6 @@ export class ChannelListener extends EventEmitter {
     if (!set) this.#byKey.set(key, (set = new Set()));
     set.add(waiter);
     this.#count += 1;
-    this.emit('registered', key);
     return waiter;
   }
 
@@ -126,7 +125,6 @@ export class ChannelListener extends EventEmitter {
   start(database: Pick<Database, 'engine' | 'connectionString' | 'pglite'>): void {
     const handlers: SourceHandlers = {
       onNotify: (payload) => {
-        this.emit('notification', payload);
         const set = this.#byKey.get(payload);
         if (set) for (const w of set) w.wake();
       },

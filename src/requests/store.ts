@@ -2,6 +2,13 @@ import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { DB, RequestStatus } from '../db/types.js';
 
+/**
+ * A request still `submitting` this long after its submit began was abandoned by a process that
+ * died mid-submit (twice the upstream timeout and 30 s, past any live submit). Its idempotency
+ * key may be taken over, and the expiry sweep expires it.
+ */
+export const abandonedAfterMs = (upstreamTimeoutMs: number): number => 2 * upstreamTimeoutMs + 30_000;
+
 /** The partial unique index that lets one request per customer await its callback. */
 export const ONE_IN_FLIGHT_INDEX = 'underwriting_requests_one_in_flight';
 
@@ -83,4 +90,14 @@ export async function markSubmitFailed(
     .where('id', '=', id)
     .where('status', '=', 'submitting')
     .execute();
+}
+
+/** Requests awaiting their callback or the provider's answer to the submit. */
+export async function countPending(db: Kysely<DB>): Promise<number> {
+  const row = await db
+    .selectFrom('underwriting_requests')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('status', 'in', ['submitting', 'submitted'])
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
 }

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import type { Clock } from '../app.js';
+import type { Clock } from '../deps.js';
 import { isStorageUnavailable } from '../db/database.js';
 import type { DB } from '../db/types.js';
 

@@ -1,0 +1,24 @@
+import type { Registry } from 'prom-client';
+import type { NotificationChannel } from './channels/channel.js';
+import type { Config } from './config.js';
+import type { Database } from './db/database.js';
+import type { BearerTokenSource } from './provider/token-source.js';
+
+// What app.ts hands to every capability; it lives below both so that arrows only run downwards.
+
+export type Clock = () => Date;
+
+/** What every capability plugin receives: the app's dependencies, resolved. */
+export interface CapabilityDeps {
+  config: Readonly<Config>;
+  database: Database;
+  clock: Clock;
+  /** Set when AUTH_URL/CLIENT_ID are configured: upstream calls then carry a bearer token too. */
+  tokenSource: BearerTokenSource | undefined;
+  registry: Registry;
+  /** Committed callback results, announced by customerUuid; long-polls wait on it. */
+  results: NotificationChannel;
+}
+
+/** Bodies above this are refused (413) before they are parsed. */
+export const BODY_LIMIT_BYTES = 64 * 1024;

@@ -1,0 +1,125 @@
+import type { Kysely } from 'kysely';
+import { runStatement, type Statement } from '../db/database.js';
+import type { DB, Decision } from '../db/types.js';
+
+/** What is known about any callback the moment it arrives. */
+export interface Arrival {
+  receivedAt: Date;
+  peer: string | null;
+  /** Exactly the bytes received. */
+  rawBody: Buffer;
+}
+
+export interface ValidResult extends Arrival {
+  customerUuid: string;
+  /** ISO 8601 with a zone, as sent: PostgreSQL keeps microseconds a JS Date would drop. */
+  started: string;
+  finished: string;
+  /** The body as jsonb text. */
+  body: string;
+  decision: Decision;
+}
+
+export type Recorded =
+  | { outcome: 'matched'; callbackId: number; requestId: number; submittedAt: Date; decision: Decision }
+  | { outcome: 'unmatched'; callbackId: number }
+  | { outcome: 'duplicate' };
+
+interface RecordedRow {
+  n: number;
+  id: number;
+  request_id: number | null;
+  submitted_at: Date | string | null;
+}
+
+/**
+ * Stores valid results, deduplicates and correlates them in ONE statement (one round trip and one
+ * commit for the whole batch, atomic): for each result, lock the newest request of its customer
+ * still without a result, insert the callback unless the same (customerUuid, started, finished) is
+ * already stored, and complete the request from what was inserted. Concurrent copies queue on the
+ * request's row lock or on the unique index; exactly one inserts. A batch holds at most one result
+ * per customer, sorted by customer, so two batches lock rows in the same order.
+ * (The NOTIFY is sent after the commit, by the announcer: see channels/announcer.ts for why.)
+ */
+export const RECORD_RESULTS: Statement = {
+  name: 'record_results',
+  text: `
+    with input as (
+      select * from json_to_recordset($1::json) as i(
+        n int, customer_uuid text, received_at timestamptz, peer text, raw_body text,
+        started timestamptz, finished timestamptz, body jsonb, decision text)
+    ),
+    target as materialized (
+      select i.n, t.id
+      from input i
+      cross join lateral (
+        select r.id from underwriting_requests r
+        where r.customer_uuid = i.customer_uuid and r.result_callback_id is null
+        order by r.id desc
+        limit 1
+        for update
+      ) t
+    ),
+    inserted as (
+      insert into callbacks
+        (received_at, peer, raw_body, outcome, customer_uuid, started, finished, body, decision, request_id)
+      select i.received_at, i.peer, decode(i.raw_body, 'base64'),
+             case when t.id is null then 'unmatched' else 'matched' end,
+             i.customer_uuid, i.started, i.finished, i.body, i.decision, t.id
+      from input i left join target t on t.n = i.n
+      order by i.n
+      on conflict (customer_uuid, started, finished) do nothing
+      returning id, customer_uuid, request_id, received_at, decision
+    ),
+    completed as (
+      update underwriting_requests r
+      set status = 'completed', completed_at = x.received_at, updated_at = x.received_at,
+          result_callback_id = x.id, decision = x.decision
+      from inserted x
+      -- The = any(array) is what the planner looks up by primary key; the join alone would
+      -- (with json_to_recordset's guess of 100 rows) scan a table of tens of thousands.
+      where r.id = any (array(select request_id from inserted where request_id is not null))
+        and r.id = x.request_id
+      returning r.id, r.submitted_at
+    )
+    select i.n, x.id, x.request_id, c.submitted_at
+    from inserted x
+    join input i on i.customer_uuid = x.customer_uuid
+    left join completed c on c.id = x.request_id`,
+};
+
+/**
+ * Records a batch of valid results, at most one per customer; answers in the batch's order.
+ * Any failure fails the whole batch: nothing of it is stored.
+ */
+export async function recordResults(db: Kysely<DB>, batch: readonly ValidResult[]): Promise<Recorded[]> {
+  const ordered = batch.map((cb, index) => ({ cb, index })).sort((a, b) => (a.cb.customerUuid < b.cb.customerUuid ? -1 : 1));
+  const customers = new Set(batch.map((cb) => cb.customerUuid));
+  if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');
+  // A prepared statement: planned once per connection instead of on every batch.
+  const rows = await runStatement<RecordedRow>(db, RECORD_RESULTS, [batchJson(ordered.map((o) => o.cb))]);
+  const recorded: Recorded[] = batch.map(() => ({ outcome: 'duplicate' }));
+  for (const row of rows) {
+    const { cb, index } = ordered[row.n]!;
+    recorded[index] =
+      row.request_id === null || row.submitted_at === null
+        ? { outcome: 'unmatched', callbackId: row.id }
+        : { outcome: 'matched', callbackId: row.id, requestId: row.request_id, submittedAt: new Date(row.submitted_at), decision: cb.decision };
+  }
+  return recorded;
+}
+
+/**
+ * The batch as one JSON array for json_to_recordset. Each body is already JSON text (from
+ * JSON.stringify) and goes in as it is, not re-escaped as a string; raw bytes go in as base64.
+ */
+export function batchJson(batch: readonly ValidResult[]): string {
+  const rows = batch.map(
+    (cb, n) =>
+      `{"n":${n},"customer_uuid":${JSON.stringify(cb.customerUuid)},"received_at":"${cb.receivedAt.toISOString()}",` +
+      `"peer":${JSON.stringify(cb.peer)},"raw_body":"${cb.rawBody.toString('base64')}",` +
+      `"started":${JSON.stringify(cb.started)},"finished":${JSON.stringify(cb.finished)},` +
+      `"body":${cb.body},"decision":${JSON.stringify(cb.decision)}}`,
+  );
+  return `[${rows.join(',')}]`;
+}
