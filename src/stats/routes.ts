@@ -2,9 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { errorSchema, validationErrorSchema } from '../errors.js';
-import { cursorCodec } from '../queries/cursor.js';
-import { readStrayPage } from './callbacks.js';
-import { DEFAULT_CALLBACK_PAGE, statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
+import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
 import { statsService } from './service.js';
 
 const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 503: errorSchema };
@@ -13,17 +11,16 @@ const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema,
 export const statsRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    const { db } = deps.database;
     const tokenSource = deps.tokenSource;
     const stats = statsService({
-      db,
+      db: deps.database.db,
       clock: deps.clock,
       token: {
         configured: deps.config.tokenClient !== undefined || tokenSource !== undefined,
         status: () => tokenSource?.status?.(),
       },
+      cursorSecret: deps.config.cpfHashKey,
     });
-    const cursors = cursorCodec(deps.config.cpfHashKey);
 
     app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
     app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
@@ -54,11 +51,6 @@ export const statsRoutes =
           response: { 200: strayPageView, ...errors },
         },
       },
-      async (request) => {
-        const { kind, since, limit, cursor } = request.query;
-        const after = cursor === undefined ? undefined : cursors.decode(cursor);
-        const page = await readStrayPage(db, { kind, since }, after, limit ?? DEFAULT_CALLBACK_PAGE);
-        return { items: page.items, nextCursor: page.next ? cursors.encode(page.next) : null };
-      },
+      async (request) => stats.strayCallbacks(request.query),
     );
   };

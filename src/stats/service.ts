@@ -1,7 +1,19 @@
 import type { Kysely } from 'kysely';
+import type { z } from 'zod';
 import type { DB } from '../db/types.js';
 import { validationFailed } from '../errors.js';
-import { type BucketView, MAX_BUCKETS, type PresentView, type StatsQuery, type StatsView } from './schemas.js';
+import { cursorCodec } from '../queries/cursor.js';
+import { readStrayPage } from './callbacks.js';
+import {
+  type BucketView,
+  DEFAULT_CALLBACK_PAGE,
+  MAX_BUCKETS,
+  type PresentView,
+  type StatsQuery,
+  type StatsView,
+  type strayListQuery,
+  type strayPageView,
+} from './schemas.js';
 import { BUCKET_MS, type BucketRow, readBuckets, readPresent } from './sql.js';
 import { binMs } from './turnaround.js';
 
@@ -17,6 +29,8 @@ export interface StatsDeps {
   db: Kysely<DB>;
   clock: () => Date;
   token: TokenState;
+  /** Signs the callbacks list's cursors (CPF_HASH_KEY, like the other lists). */
+  cursorSecret: string;
 }
 
 /** [since, until) widened to whole buckets (UTC), checked. */
@@ -51,6 +65,7 @@ function bucketView(row: BucketRow): BucketView {
 }
 
 export function statsService(deps: StatsDeps) {
+  const cursors = cursorCodec(deps.cursorSecret);
   const ageS = (now: Date, then: Date | null) => (then === null ? null : Math.max(0, Math.floor((now.getTime() - then.getTime()) / 1000)));
 
   async function present(now: Date): Promise<PresentView> {
@@ -83,6 +98,13 @@ export function statsService(deps: StatsDeps) {
         buckets: rows.map(bucketView),
         now: nowView,
       };
+    },
+
+    /** Unmatched and invalid callbacks, newest first, raw bodies masked. */
+    async strayCallbacks(query: z.infer<typeof strayListQuery>): Promise<z.infer<typeof strayPageView>> {
+      const after = query.cursor === undefined ? undefined : cursors.decode(query.cursor);
+      const page = await readStrayPage(deps.db, { kind: query.kind, since: query.since }, after, query.limit ?? DEFAULT_CALLBACK_PAGE);
+      return { items: page.items, nextCursor: page.next ? cursors.encode(page.next) : null };
     },
   };
 }
