@@ -9,7 +9,8 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY migrations ./migrations
-RUN npx tsc -p tsconfig.build.json
+# tsc, then the console bundle (dist/console), whose sources and tools are dev dependencies.
+RUN npm run build
 
 FROM ${NODE_IMAGE} AS prod-deps
 WORKDIR /app

@@ -14,6 +14,7 @@ import { callbackRoutes } from './callbacks/routes.js';
 import { notificationChannel } from './channels/channel.js';
 import { RESULTS_CHANNEL } from './channels/names.js';
 import type { Config } from './config.js';
+import { consoleRoutes } from './console/routes.js';
 import type { Database } from './db/database.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { installErrorHandler } from './errors.js';
@@ -115,5 +116,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(queryRoutes(capabilityDeps));
   await app.register(statsRoutes(capabilityDeps));
   await app.register(retention(capabilityDeps));
+  await app.register(consoleRoutes({ config }));
   return app;
 }

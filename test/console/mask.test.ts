@@ -1,0 +1,23 @@
+import t from 'tap';
+import { maskCpfLike } from '../../src/console/ui/mask.js';
+
+// The console masks CPF-like digit runs wherever it shows a stored body.
+
+t.test('eleven digits are masked in any separator form', async (t) => {
+  for (const cpf of ['52998224725', '529.982.247-25', '529 982 247 25', '529-982-247/25', '529.982.247 - 25']) {
+    const masked = maskCpfLike(`{"cpf":"${cpf}"}`);
+    t.notMatch(masked, /\d/, `${cpf} leaves no digit`);
+    t.equal(masked.length, `{"cpf":"${cpf}"}`.length, 'its shape stays');
+  }
+});
+
+t.test('a longer digit run is masked too; shorter numbers, dates and times stay', async (t) => {
+  t.equal(maskCpfLike('id 1234567890123'), 'id •••••••••••••');
+  const body = '{"started":"2026-01-01T00:00:01.000Z","response":{"score":710,"riskBand":2,"limit":5000}}';
+  t.equal(maskCpfLike(body), body);
+  t.equal(maskCpfLike('phone 1234-5678, ten 0123456789'), 'phone 1234-5678, ten 0123456789');
+});
+
+t.test('every CPF in a text is masked', async (t) => {
+  t.equal(maskCpfLike('a 52998224725 b 111.444.777-35 c'), 'a ••••••••••• b •••.•••.•••-•• c');
+});
