@@ -63,6 +63,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandler(app);
+  // Bodies are JSON: JSON sent as text/plain is refused 415, not read as a string that then fails validation.
+  app.removeContentTypeParser('text/plain');
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
     done(null, payload);

@@ -1,7 +1,7 @@
 import { createPrivateKey } from 'node:crypto';
 import { z } from 'zod';
 import { ConfigError } from './config-error.js';
-import { addressList, commaList, httpUrl, integer, type LogLevel, logLevel, parseEnv } from './env.js';
+import { addressList, commaList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnv } from './env.js';
 import { partnerTokenSchema } from './provider/schemas.js';
 
 
@@ -66,6 +66,7 @@ const envSchema = z.object({
   TOKEN_SCOPE: z.string().trim().min(1, 'must not be empty').default('sdk-kyc'),
   CLIENT_ASSERTION_KEY: pkcs8Pem.optional(),
   LOG_LEVEL: logLevel.default('info'),
+  LOG_FORMAT: logFormat,
   RETENTION_DAYS: integer(1, 36_500).optional(),
 });
 
@@ -103,6 +104,8 @@ export interface Config {
   cpfHashKeyIsDevelopmentDefault: boolean;
   tokenClient: TokenClientConfig | undefined;
   logLevel: LogLevel;
+  /** Unset: pretty in development on a terminal, JSON otherwise (see defaultLogFormat). */
+  logFormat: LogFormat | undefined;
   sandboxMode: boolean;
   /** Unset: keep everything forever. Else requests, callbacks and events older than this are purged. */
   retentionDays: number | undefined;
@@ -175,6 +178,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
           }
         : undefined,
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
     sandboxMode,
     retentionDays: e.RETENTION_DAYS,
   };

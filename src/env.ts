@@ -7,12 +7,17 @@ import { ConfigError } from './config-error.js';
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export const logLevel = z.enum(LOG_LEVELS);
+export const LOG_FORMATS = ['json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+/** Unset: decided at start by defaultLogFormat (logger.ts). */
+export const logFormat = z.enum(LOG_FORMATS, { error: 'must be json or pretty' }).optional();
 
+/** A whole number in [min, max]; the message for anything else (-5, 1.5, "ten") says what is wanted. */
 export const integer = (min: number, max: number) =>
   z
     .string()
     .trim()
-    .regex(/^\d+$/, 'must be a whole number')
+    .regex(/^\d+$/, min > 0 ? `must be a positive whole number (${min} to ${max})` : `must be a whole number from ${min} to ${max}`)
     .transform(Number)
     .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 

@@ -90,7 +90,9 @@ export function installErrorHandler(app: FastifyInstance): void {
       return reply.code(413).send({ error: 'payload_too_large', message: 'the request body is too large' });
     }
     if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-      return reply.code(415).send({ error: 'unsupported_media_type', message: 'send application/json' });
+      const given = request.headers['content-type']?.split(';')[0]?.trim();
+      const what = given ? `content-type ${given.slice(0, 100)} is not accepted` : 'a body needs a content-type';
+      return reply.code(415).send({ error: 'unsupported_media_type', message: `${what}: send the body as application/json` });
     }
     if (fe.statusCode === 400) {
       // Fastify's own client errors (bad JSON, empty body): say what, not how.

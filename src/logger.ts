@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { LoggerOptions } from 'pino';
+import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
+import type { LogFormat } from './env.js';
 
 export const REDACTED = '[redacted]';
 
@@ -85,4 +86,31 @@ export function loggerOptions(level: string): LoggerOptions {
       res: (res: { statusCode?: number }) => ({ statusCode: res.statusCode }),
     },
   };
+}
+
+/** JSON for machines; readable lines only where a person is watching: development, on a terminal. */
+export function defaultLogFormat(nodeEnv: string | undefined, isTerminal: boolean): LogFormat {
+  return nodeEnv !== 'production' && nodeEnv !== 'test' && isTerminal ? 'pretty' : 'json';
+}
+
+/** A field whose line the pretty form prints as a banner above the message (JSON keeps it as a field). */
+export const BANNER_FIELD = 'banner';
+
+/** pino-pretty's options: serializable, as they travel to its worker thread. */
+const PRETTY_OPTIONS = {
+  translateTime: 'SYS:HH:MM:ss.l',
+  ignore: `pid,hostname,${BANNER_FIELD}`,
+  messageFormat: `{if ${BANNER_FIELD}}\n{${BANNER_FIELD}}\n{end}{msg}`,
+};
+
+/**
+ * The process's logger: JSON lines, or pino's own pretty transport (pino-pretty, in a worker
+ * thread) when the format is pretty. fd is where the lines go (1 stdout, 2 stderr).
+ */
+export function createLogger(level: string, format: LogFormat, fd: 1 | 2 = 1): Logger {
+  if (format === 'pretty') {
+    return pino({ ...loggerOptions(level), transport: { target: 'pino-pretty', options: { ...PRETTY_OPTIONS, destination: fd } } });
+  }
+  const destination: DestinationStream | undefined = fd === 2 ? pino.destination(2) : undefined;
+  return destination ? pino(loggerOptions(level), destination) : pino(loggerOptions(level));
 }

@@ -1,19 +1,20 @@
 import type { AddressInfo } from 'node:net';
-import { pino } from 'pino';
 import { buildApp } from './app.js';
-import { configOrExit } from './config-error.js';
+import { configOrExit, listenError } from './config-error.js';
 import { loadConfig } from './config.js';
 import { openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrator.js';
-import { loggerOptions } from './logger.js';
+import { createLogger, defaultLogFormat } from './logger.js';
 import { type SandboxMode, startSandboxMode } from './sandbox/mode.js';
 
 /** In-flight requests get this long to finish after SIGTERM/SIGINT; then the process exits anyway. */
 const SHUTDOWN_GRACE_MS = 10_000;
+/** How long the database has to answer its first query at start. */
+const STARTUP_PING_MS = 10_000;
 
 async function main(): Promise<void> {
   let config = await configOrExit(() => loadConfig());
-  const log = pino(loggerOptions(config.logLevel));
+  const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(config.nodeEnv, process.stdout.isTTY === true));
   if (config.cpfHashKeyIsDevelopmentDefault) {
     log.warn('CPF_HASH_KEY is not set: using the fixed development key; set a secret key before storing real CPFs');
   }
@@ -22,6 +23,10 @@ async function main(): Promise<void> {
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     onIdleError: (err) => log.warn({ err: { message: err.message } }, 'database connection lost'),
+  });
+  // A pool connects lazily: "opened" is said only once the database has answered (a missing one fails here).
+  await database.ping(STARTUP_PING_MS).catch((err: unknown) => {
+    throw new Error(`cannot use the database at DATABASE_URL: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   });
   log.info({ engine: database.engine, dataDir: database.engine === 'pglite' ? config.dataDir : undefined }, 'database opened');
   if (config.migrateOnStart) {
@@ -38,12 +43,16 @@ async function main(): Promise<void> {
   }
 
   const app = await buildApp({ config, database, logger: log });
-  await app.listen({ host: config.host, port: config.port });
+  await configOrExit(() =>
+    app.listen({ host: config.host, port: config.port }).catch((err: unknown) => {
+      throw listenError(err, { host: 'HOST', port: 'PORT' }, config);
+    }),
+  );
   if (sandbox) {
     const { port } = app.server.address() as AddressInfo;
     const host = ['0.0.0.0', '::'].includes(config.host) ? '127.0.0.1' : config.host;
     const callbackHost = host.includes(':') ? `[${host}]` : host;
-    sandbox.setCallbackUrl(`http://${callbackHost}:${port}/v1/callbacks/underwriting`);
+    await sandbox.setCallbackUrl(`http://${callbackHost}:${port}/v1/callbacks/underwriting`);
   }
 
   let stopping = false;

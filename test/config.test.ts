@@ -53,11 +53,19 @@ t.test('each bad variable gets one line naming it and why', async (t) => {
     LOG_LEVEL: 'loud',
   });
   t.equal(lines.length, 5);
-  t.match(lines.join('\n'), /^PORT: must be a whole number$/m);
-  t.match(lines.join('\n'), /^UPSTREAM_TIMEOUT_MS: /m);
+  t.match(lines.join('\n'), /^PORT: must be a whole number from 0 to 65535$/m);
+  t.match(lines.join('\n'), /^UPSTREAM_TIMEOUT_MS: must be a positive whole number \(100 to 120000\)$/m);
   t.match(lines.join('\n'), /^SUBMIT_ALLOWED_IPS: not an IP address or CIDR: 10\.0\.0\.0\/33, not-an-ip$/m);
   t.match(lines.join('\n'), /^MIGRATE_ON_START: must be true or false$/m);
   t.match(lines.join('\n'), /^LOG_LEVEL: /m);
+});
+
+t.test('a negative or fractional number is told it must be a positive whole number, with its range', async (t) => {
+  t.same(problems({ UPSTREAM_TIMEOUT_MS: '-5', CALLBACK_TIMEOUT_S: '1.5', PORT: '-1' }), [
+    'PORT: must be a whole number from 0 to 65535',
+    'UPSTREAM_TIMEOUT_MS: must be a positive whole number (100 to 120000)',
+    'CALLBACK_TIMEOUT_S: must be a positive whole number (1 to 2592000)',
+  ]);
 });
 
 t.test('a bad secret is named but its value is never echoed', async (t) => {

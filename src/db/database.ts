@@ -1,7 +1,9 @@
-import { mkdir } from 'node:fs/promises';
+import { mkdir, stat } from 'node:fs/promises';
+import path from 'node:path';
 import type { PGlite } from '@electric-sql/pglite';
-import { CompiledQuery, Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
+import { PGliteDialect } from './pglite-dialect.js';
 import type { DB } from './types.js';
 
 export type Engine = 'postgres' | 'pglite';
@@ -103,10 +105,17 @@ export async function runStatement<R>(db: Kysely<DB>, statement: Statement, para
 }
 
 async function openPglite(dataDir: string): Promise<Database> {
-  if (!dataDir.includes('://')) await mkdir(dataDir, { recursive: true });
   // Loaded only when used: a gateway on PostgreSQL never carries the embedded engine's code.
   const { PGlite } = await import('@electric-sql/pglite');
-  const pglite = await PGlite.create(dataDir);
+  let pglite: PGlite;
+  try {
+    if (!dataDir.includes('://')) await makeDirectory(dataDir);
+    pglite = await PGlite.create(dataDir);
+  } catch (err) {
+    // PGlite's own errors can be bare numbers (ErrnoError 54): say where and what to check.
+    const reason = err instanceof Error && err.message ? err.message : `${(err as { name?: string })?.name ?? 'error'} ${(err as { errno?: number })?.errno ?? ''}`.trim();
+    throw new Error(`DATA_DIR: the embedded database cannot be opened in ${dataDir} (${reason}); it must be a directory this user can create and write to`, { cause: err });
+  }
   const db = new Kysely<DB>({ dialect: new PGliteDialect({ pglite }) });
   return {
     db,
@@ -120,6 +129,31 @@ async function openPglite(dataDir: string): Promise<Database> {
       if (!pglite.closed) await pglite.close();
     },
   };
+}
+
+/**
+ * mkdir -p, one level at a time: fs.mkdir's recursive mode never returns where mkdir answers ENOENT
+ * under an existing parent (DATA_DIR=/proc/nope hung the start).
+ */
+async function makeDirectory(dir: string): Promise<void> {
+  const missing: string[] = [];
+  for (let current = path.resolve(dir); ; ) {
+    try {
+      await stat(current);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      missing.unshift(current);
+      const parent = path.dirname(current);
+      if (parent === current) break;
+      current = parent;
+    }
+  }
+  for (const level of missing) {
+    await mkdir(level).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+  }
 }
 
 async function withTimeout(work: Promise<unknown>, timeoutMs: number): Promise<void> {

@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { FileMigrationProvider, Migrator } from 'kysely/migration';
+import { FileMigrationProvider, Migrator } from 'kysely';
 import type { Database } from './database.js';
 
 // src/db/ -> migrations/, both in the source tree and in dist/.

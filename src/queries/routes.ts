@@ -64,7 +64,12 @@ export const queryRoutes =
         return deps.results.wait(customerUuid, request.query.wait ?? 0, {
           read: async () => {
             const view = await readCustomer(db, customerUuid);
-            if (!view) throw notFound(`no underwriting request for customer ${customerUuid}`);
+            if (!view) {
+              // "lookup" is a valid customerUuid, so GET /v1/underwritings/lookup stays a customer read; but
+              // when there is no such customer the caller almost surely meant the lookup by CPF.
+              const hint = customerUuid === 'lookup' ? '; to find requests by CPF, POST /v1/underwritings/lookup with a JSON body {"cpf": "..."}' : '';
+              throw notFound(`no underwriting request for customer ${customerUuid}${hint}`);
+            }
             return view;
           },
           // Held until the newest request has a result (stored by any instance).

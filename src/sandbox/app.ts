@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { BODY_LIMIT_BYTES } from '../deps.js';
 import { installErrorHandler } from '../errors.js';
 import type { SandboxConfig } from './config.js';
-import { callbackDelivery, DEFAULT_RETRY_POLICY, type RetryPolicy } from './delivery.js';
+import { type CallbackDelivery, callbackDelivery, DEFAULT_RETRY_POLICY, type RetryPolicy } from './delivery.js';
+import { filePendingStore, memoryPendingStore } from './pending.js';
 import { createTokenSigner, tokenRoutes } from './tokens.js';
 import { underwritingRoutes } from './underwritings.js';
 
@@ -14,6 +15,10 @@ export interface SandboxDeps {
   /** Where results go, read at delivery time (sandbox mode learns it after the gateway listens). */
   callbackUrl?: () => string | undefined;
   retry?: Partial<RetryPolicy>;
+  /** Set: deliveries not yet made are kept in this file and survive a restart (see resume). */
+  pendingFile?: string;
+  /** Receives the delivery service, whose resume() schedules what a previous run left pending. */
+  onDeliveries?: (delivery: CallbackDelivery) => void;
 }
 
 /** The provider simulator as its own Fastify app; never listens (server.ts and mode.ts do). */
@@ -28,14 +33,19 @@ export async function buildSandboxApp(config: Readonly<SandboxConfig>, deps: San
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandler(app);
 
-  const delivery = callbackDelivery(deps.callbackUrl ?? (() => config.callbackUrl), app.log, {
-    ...DEFAULT_RETRY_POLICY,
-    ...deps.retry,
-  });
+  const clock = deps.clock ?? (() => new Date());
+  const delivery = callbackDelivery(
+    deps.callbackUrl ?? (() => config.callbackUrl),
+    app.log,
+    { ...DEFAULT_RETRY_POLICY, ...deps.retry },
+    deps.pendingFile === undefined ? memoryPendingStore() : filePendingStore(deps.pendingFile),
+    clock,
+  );
   app.addHook('onClose', async () => delivery.close());
+  deps.onDeliveries?.(delivery);
 
   app.get('/healthz', { schema: { response: { 200: z.object({ status: z.string() }) } } }, async () => ({ status: 'ok' }));
   await app.register(tokenRoutes(config, await createTokenSigner()));
-  await app.register(underwritingRoutes({ config, delivery, clock: deps.clock ?? (() => new Date()) }));
+  await app.register(underwritingRoutes({ config, delivery, clock }));
   return app;
 }

@@ -1,7 +1,8 @@
 import { createPublicKey } from 'node:crypto';
+import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../config-error.js';
-import { addressList, httpUrl, integer, type LogLevel, logLevel, parseEnv } from '../env.js';
+import { addressList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnv } from '../env.js';
 import { partnerTokenSchema } from '../provider/schemas.js';
 
 // Fixed, documented defaults: the simulator is for local runs, docker-compose and CI, never production.
@@ -43,6 +44,7 @@ const envSchema = z.object({
   SANDBOX_PORT: integer(0, 65535).default(4010),
   SANDBOX_CALLBACK_URL: httpUrl.optional(),
   SANDBOX_DELAY_MS: integer(0, 3_600_000).default(10_000),
+  SANDBOX_DATA_DIR: z.string().trim().min(1, 'must not be empty').optional(),
   SANDBOX_PARTNER_TOKEN: partnerTokenSchema.default(SANDBOX_DEFAULT_PARTNER_TOKEN),
   SANDBOX_CLIENT_ID: z.string().min(1, 'must not be empty').default(SANDBOX_DEFAULT_CLIENT_ID),
   SANDBOX_CLIENT_SECRET: z.string().min(1, 'must not be empty').default(SANDBOX_DEFAULT_CLIENT_SECRET),
@@ -53,6 +55,7 @@ const envSchema = z.object({
   SANDBOX_CPF_APPROVE: cpf.default(SANDBOX_DEFAULT_CPFS.approve),
   SANDBOX_ALLOWED_IPS: addressList.default(SANDBOX_DEFAULT_ALLOWED_IPS),
   LOG_LEVEL: logLevel.default('info'),
+  LOG_FORMAT: logFormat,
 });
 
 /** Every variable the simulator reads. */
@@ -70,6 +73,8 @@ export interface SandboxConfig {
   /** Unset: results are computed but never delivered. */
   callbackUrl: string | undefined;
   delayMs: number;
+  /** Where deliveries not yet made are kept across restarts; unset: ./data, or DATA_DIR in sandbox mode. */
+  dataDir: string | undefined;
   partnerToken: string;
   partnerTokenIsDefault: boolean;
   clientId: string;
@@ -81,6 +86,8 @@ export interface SandboxConfig {
   scenarioCpfs: ScenarioCpfs;
   allowedIps: string[];
   logLevel: LogLevel;
+  /** Unset: pretty in development on a terminal, JSON otherwise (see defaultLogFormat). */
+  logFormat: LogFormat | undefined;
 }
 
 /** Parses the simulator's environment; throws ConfigError with one line per bad variable. */
@@ -101,6 +108,7 @@ export function loadSandboxConfig(env: NodeJS.ProcessEnv = process.env): Readonl
     port: e.SANDBOX_PORT,
     callbackUrl: e.SANDBOX_CALLBACK_URL,
     delayMs: e.SANDBOX_DELAY_MS,
+    dataDir: e.SANDBOX_DATA_DIR,
     partnerToken: e.SANDBOX_PARTNER_TOKEN,
     partnerTokenIsDefault: e.SANDBOX_PARTNER_TOKEN === SANDBOX_DEFAULT_PARTNER_TOKEN,
     clientId: e.SANDBOX_CLIENT_ID,
@@ -111,7 +119,13 @@ export function loadSandboxConfig(env: NodeJS.ProcessEnv = process.env): Readonl
     scenarioCpfs: Object.freeze(scenarioCpfs),
     allowedIps: e.SANDBOX_ALLOWED_IPS,
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
   });
+}
+
+/** The file where the simulator keeps the deliveries it still owes (survives a restart). */
+export function pendingDeliveriesFile(dataDir: string): string {
+  return path.join(dataDir, 'sandbox-deliveries.json');
 }
 
 /** What the startup log may say about the settings: never a secret's value, never a CPF. */

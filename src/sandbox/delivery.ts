@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { redactUrl } from '../logger.js';
 import type { UnderwritingResult } from '../provider/schemas.js';
+import { memoryPendingStore, type PendingDelivery, type PendingResult, type PendingStore } from './pending.js';
 
 /** How hard the simulator tries to deliver one callback ("retries: not shown" by the provider). */
 export interface RetryPolicy {
@@ -22,9 +23,14 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
 };
 
 export interface CallbackDelivery {
-  /** Posts the result to the callback URL (read when the delay ends) after delayMs, retrying. */
-  deliverLater(result: () => UnderwritingResult, delayMs: number): void;
-  /** Cancels every pending delivery and aborts the ones in flight. */
+  /**
+   * Posts the result (finished stamped at delivery) to the callback URL (read when the delay ends)
+   * after delayMs, retrying. Resolves once the delivery is stored: it survives a restart.
+   */
+  deliverLater(result: PendingResult, delayMs: number): Promise<void>;
+  /** Schedules the deliveries a previous run left pending (those overdue at once). */
+  resume(): Promise<void>;
+  /** Cancels every scheduled delivery and aborts the ones in flight; stored ones stay stored. */
   close(): void;
 }
 
@@ -33,9 +39,13 @@ export function callbackDelivery(
   callbackUrl: () => string | undefined,
   log: FastifyBaseLogger,
   policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+  store: PendingStore = memoryPendingStore(),
+  clock: () => Date = () => new Date(),
 ): CallbackDelivery {
   const timers = new Set<NodeJS.Timeout>();
   const stopping = new AbortController();
+  const forget = (id: string) =>
+    void store.remove(id).catch((err: unknown) => log.error({ err }, 'sandbox: could not update its pending deliveries'));
 
   const later = (fn: () => void, ms: number) => {
     if (stopping.signal.aborted) return;
@@ -63,35 +73,48 @@ export function callbackDelivery(
     }
   }
 
-  function send(url: string, body: UnderwritingResult, attemptNo: number, firstAt: number, wait: number): void {
+  function send(id: string, url: string, body: UnderwritingResult, attemptNo: number, firstAt: number, wait: number): void {
     void attempt(url, body).then((failure) => {
       const where = redactUrl(url);
       const customerUuid = body.customerUuid;
       if (failure === undefined) {
         log.info({ customerUuid, attempt: attemptNo, callbackUrl: where }, 'sandbox: callback delivered');
+        forget(id);
         return;
       }
       if (stopping.signal.aborted) return;
       if (Date.now() - firstAt + wait > policy.giveUpAfterMs) {
         log.error({ customerUuid, attempts: attemptNo, failure, callbackUrl: where }, 'sandbox: callback abandoned after retries');
+        forget(id);
         return;
       }
       log.warn({ customerUuid, attempt: attemptNo, failure, retryInMs: wait }, 'sandbox: callback delivery failed; will retry');
-      later(() => send(url, body, attemptNo + 1, firstAt, Math.min(wait * 2, policy.maxRetryMs)), wait);
+      later(() => send(id, url, body, attemptNo + 1, firstAt, Math.min(wait * 2, policy.maxRetryMs)), wait);
     });
   }
 
+  function schedule({ id, dueAt, result }: PendingDelivery): void {
+    later(() => {
+      const body: UnderwritingResult = { ...result, finished: clock().toISOString() };
+      const url = callbackUrl();
+      if (url === undefined) {
+        log.warn({ customerUuid: body.customerUuid }, 'sandbox: no callback URL configured; result not delivered');
+        forget(id);
+        return;
+      }
+      // Retries give up counting from when the result was due, across restarts too.
+      send(id, url, body, 1, Math.min(dueAt, Date.now()), Math.min(policy.firstRetryMs, policy.maxRetryMs));
+    }, Math.max(0, dueAt - Date.now()));
+  }
+
   return {
-    deliverLater(result, delayMs) {
-      later(() => {
-        const body = result();
-        const url = callbackUrl();
-        if (url === undefined) {
-          log.warn({ customerUuid: body.customerUuid }, 'sandbox: no callback URL configured; result not delivered');
-          return;
-        }
-        send(url, body, 1, Date.now(), Math.min(policy.firstRetryMs, policy.maxRetryMs));
-      }, delayMs);
+    async deliverLater(result, delayMs) {
+      schedule(await store.add({ dueAt: Date.now() + delayMs, result }));
+    },
+    async resume() {
+      const pending = await store.list();
+      if (pending.length > 0) log.info({ pending: pending.length }, 'sandbox: resuming the deliveries left pending by the previous run');
+      for (const delivery of pending) schedule(delivery);
     },
     close() {
       stopping.abort();

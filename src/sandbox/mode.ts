@@ -1,16 +1,21 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
-import { redactUrl } from '../logger.js';
+import { listenError } from '../config-error.js';
+import { BANNER_FIELD, redactUrl } from '../logger.js';
 import { buildSandboxApp } from './app.js';
-import { describeSandboxConfig, loadSandboxConfig } from './config.js';
+import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
+import type { CallbackDelivery } from './delivery.js';
 
 /** The built-in simulator, started in the gateway's process when no PROVIDER_BASE_URL is set. */
 export interface SandboxMode {
   providerBaseUrl: string;
   partnerToken: string;
-  /** Where the simulator delivers callbacks: the gateway's own route, known once it listens. */
-  setCallbackUrl(url: string): void;
+  /**
+   * Where the simulator delivers callbacks: the gateway's own route, known once it listens. Then
+   * it delivers what a previous run left pending.
+   */
+  setCallbackUrl(url: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -21,27 +26,42 @@ export const SANDBOX_MODE_WARNING =
   'SANDBOX MODE: PROVIDER_BASE_URL is not set, so the built-in sandbox provider answers every underwriting ' +
   'and nothing reaches the real provider. To leave sandbox mode set PROVIDER_BASE_URL and PARTNER_TOKEN.';
 
+/** Above the warning in the pretty (development) form, so that nobody misses it. */
+export const SANDBOX_MODE_BANNER = `${'!'.repeat(24)} SANDBOX MODE: nothing reaches the real provider ${'!'.repeat(24)}`;
+
 /**
  * Starts the simulator (SANDBOX_* variables, host forced to loopback) for the gateway to use.
  * Throws ConfigError when a SANDBOX_* variable is invalid.
  */
 export async function startSandboxMode(
   log: FastifyBaseLogger,
-  gateway: Pick<Config, 'callbackSecret'>,
+  gateway: Pick<Config, 'callbackSecret' | 'dataDir'>,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<SandboxMode> {
   const config = Object.freeze({ ...loadSandboxConfig(env), host: SANDBOX_MODE_HOST });
   const sandboxLog = log.child({ component: 'sandbox' });
   let callbackUrl: string | undefined;
-  const app = await buildSandboxApp(config, { logger: sandboxLog, callbackUrl: () => callbackUrl });
-  await app.listen({
-    host: config.host,
-    port: config.port,
-    listenTextResolver: (address) => `sandbox provider listening at ${address}`,
+  let delivery: CallbackDelivery | undefined;
+  const dataDir = config.dataDir ?? gateway.dataDir;
+  const app = await buildSandboxApp(config, {
+    logger: sandboxLog,
+    callbackUrl: () => callbackUrl,
+    // Deliveries owed when the process stopped are made after a restart, as a real provider would.
+    ...(dataDir.includes('://') ? {} : { pendingFile: pendingDeliveriesFile(dataDir) }),
+    onDeliveries: (d) => (delivery = d),
   });
+  await app
+    .listen({
+      host: config.host,
+      port: config.port,
+      listenTextResolver: (address) => `sandbox provider listening at ${address}`,
+    })
+    .catch((err: unknown) => {
+      throw listenError(err, { host: 'SANDBOX_HOST', port: 'SANDBOX_PORT' }, config);
+    });
   const { port } = app.server.address() as AddressInfo;
   const providerBaseUrl = `http://${config.host}:${port}`;
-  log.warn({ providerBaseUrl }, SANDBOX_MODE_WARNING);
+  log.warn({ providerBaseUrl, [BANNER_FIELD]: SANDBOX_MODE_BANNER }, SANDBOX_MODE_WARNING);
   sandboxLog.info(
     { ...describeSandboxConfig({ ...config, port }, redactUrl), callbackUrl: "the gateway's own callback route" },
     'sandbox provider settings',
@@ -50,12 +70,13 @@ export async function startSandboxMode(
   return {
     providerBaseUrl,
     partnerToken: config.partnerToken,
-    setCallbackUrl(url) {
+    async setCallbackUrl(url) {
       // With CALLBACK_SECRET set the gateway wants ?token=, as a registered callback URL would carry.
       const target = new URL(url);
       if (gateway.callbackSecret !== undefined) target.searchParams.set('token', gateway.callbackSecret);
       callbackUrl = target.toString();
       sandboxLog.info({ callbackUrl: redactUrl(callbackUrl) }, 'sandbox provider delivers callbacks to the gateway');
+      await delivery?.resume();
     },
     close: () => app.close(),
   };

@@ -1,24 +1,37 @@
-import { pino } from 'pino';
-import { configOrExit } from '../config-error.js';
-import { loggerOptions, redactUrl } from '../logger.js';
+import { configOrExit, listenError } from '../config-error.js';
+import { createLogger, defaultLogFormat, redactUrl } from '../logger.js';
 import { buildSandboxApp } from './app.js';
-import { describeSandboxConfig, loadSandboxConfig } from './config.js';
+import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
+import type { CallbackDelivery } from './delivery.js';
 
 // `npm run sandbox`: the provider simulator alone, as its own server.
 
 async function main(): Promise<void> {
   const config = await configOrExit(() => loadSandboxConfig());
-  const log = pino(loggerOptions(config.logLevel));
-  const app = await buildSandboxApp(config, { logger: log });
+  const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(process.env.NODE_ENV, process.stdout.isTTY === true));
+  let delivery: CallbackDelivery | undefined;
+  const app = await buildSandboxApp(config, {
+    logger: log,
+    pendingFile: pendingDeliveriesFile(config.dataDir ?? './data'),
+    onDeliveries: (d) => (delivery = d),
+  });
   log.info(describeSandboxConfig(config, redactUrl), 'sandbox provider settings');
   if (config.callbackUrl === undefined) {
     log.warn('SANDBOX_CALLBACK_URL is not set: underwritings are accepted but no callback is ever delivered');
   }
-  await app.listen({
-    host: config.host,
-    port: config.port,
-    listenTextResolver: (address) => `sandbox provider listening at ${address}`,
-  });
+  await configOrExit(() =>
+    app
+      .listen({
+        host: config.host,
+        port: config.port,
+        listenTextResolver: (address) => `sandbox provider listening at ${address}`,
+      })
+      .catch((err: unknown) => {
+        throw listenError(err, { host: 'SANDBOX_HOST', port: 'SANDBOX_PORT' }, config);
+      }),
+  );
+
+  await delivery?.resume();
 
   const stop = async (signal: string): Promise<void> => {
     log.info({ signal }, 'sandbox provider shutting down');

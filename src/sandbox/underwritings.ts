@@ -37,16 +37,8 @@ export const underwritingRoutes =
         const started = clock();
         const response = underwrite(request.body, config.scenarioCpfs);
         const { customerUuid } = request.body;
-        delivery.deliverLater(
-          (): UnderwritingResult => ({
-            customerUuid,
-            started: started.toISOString(),
-            finished: clock().toISOString(),
-            serviceType: 'CREDIT_SCORE',
-            response,
-          }),
-          config.delayMs,
-        );
+        // Stored before the 202, as a provider that has accepted a request delivers its result even after a restart.
+        await delivery.deliverLater({ customerUuid, started: started.toISOString(), serviceType: 'CREDIT_SCORE', response }, config.delayMs);
         request.log.info({ customerUuid, delayMs: config.delayMs }, 'sandbox: underwriting accepted');
         return reply.code(202).send({ customerUuid, status: 'accepted' as const });
       },

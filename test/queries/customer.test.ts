@@ -65,6 +65,16 @@ t.test('an unknown customer is 404 not_found', async (t) => {
   t.same(res.json(), { error: 'not_found', message: 'no underwriting request for customer ghost' });
 });
 
+t.test('GET /v1/underwritings/lookup, with no customer of that name, says the lookup is a POST with a JSON body', async (t) => {
+  const { app } = await buildTestApp(t, { database });
+  const res = await app.inject({ method: 'GET', url: '/v1/underwritings/lookup' });
+  t.equal(res.statusCode, 404);
+  t.same(res.json(), {
+    error: 'not_found',
+    message: 'no underwriting request for customer lookup; to find requests by CPF, POST /v1/underwritings/lookup with a JSON body {"cpf": "..."}',
+  });
+});
+
 t.test('a malformed customerUuid or an unknown query parameter is 400', async (t) => {
   const { app } = await buildTestApp(t, { database });
   const bad = await app.inject({ method: 'GET', url: `/v1/underwritings/${'x'.repeat(129)}` });

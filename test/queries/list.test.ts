@@ -202,5 +202,6 @@ t.test('a lookup body must be exactly {cpf} with an 11-digit string', async (t) 
     t.notMatch(res.body, CPF, 'the CPF is not echoed back');
   }
   const notJson = await app.inject({ method: 'POST', url: '/v1/underwritings/lookup', payload: 'cpf=1', headers: { 'content-type': 'text/plain' } });
-  t.equal(notJson.statusCode, 400, 'a body that is not a JSON object is refused');
+  t.equal(notJson.statusCode, 415, 'a body that is not JSON is refused');
+  t.equal(notJson.json().error, 'unsupported_media_type');
 });

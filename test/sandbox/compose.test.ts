@@ -6,12 +6,21 @@ import { loadConfig } from '../../src/config.js';
 import { loadSandboxConfig } from '../../src/sandbox/config.js';
 
 // No Docker engine runs in CI: the compose file is checked for structure and consistent wiring.
-const compose = parse(await readFile(new URL('../../docker-compose.yml', import.meta.url), 'utf8')) as Record<string, any>;
+// Compose reads YAML merge keys (<<: *image), so the parse does too.
+const compose = parse(await readFile(new URL('../../docker-compose.yml', import.meta.url), 'utf8'), { merge: true }) as Record<string, any>;
 const services = compose.services as Record<string, any>;
 const envOf = (name: string) => services[name].environment as Record<string, string>;
-const subnet = compose.networks.default.ipam.config[0] as { subnet: string; gateway: string };
-/** Some address Docker may give a container on the compose network. */
-const containerAddress = subnet.subnet.replace(/0\.0\/16$/, '0.7');
+/**
+ * The network is Docker's pick from its default pools (172.17-31.x.x/16, then 192.168.x.x/20), so
+ * containers and the host's gateway address may be any of these.
+ */
+const dockerNetworks = [
+  { container: '172.17.0.7', host: '172.17.0.1' },
+  { container: '172.29.0.3', host: '172.29.0.1' },
+  { container: '192.168.32.2', host: '192.168.32.1' },
+];
+/** ${VAR:-default}: what compose publishes with VAR unset. */
+const withDefaults = (value: string) => value.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
 
 t.test('it defines postgres, gateway and sandbox, each with a healthcheck', async (t) => {
   t.same(Object.keys(services).sort(), ['gateway', 'postgres', 'sandbox']);
@@ -23,17 +32,32 @@ t.test('it defines postgres, gateway and sandbox, each with a healthcheck', asyn
   t.match(services.sandbox.healthcheck.test.join(' '), /127\.0\.0\.1:4010\/healthz/);
 });
 
-t.test('the gateway waits for a healthy database and publishes port 3000', async (t) => {
+t.test('the gateway waits for a healthy database and publishes port 3000, on a host port one may change', async (t) => {
   t.equal(services.gateway.build, '.');
   t.equal(services.gateway.depends_on.postgres.condition, 'service_healthy');
-  t.same(services.gateway.ports, ['3000:3000']);
+  t.same(services.gateway.ports, ['${GATEWAY_HOST_PORT:-3000}:3000']);
+  t.same(services.gateway.ports.map(withDefaults), ['3000:3000']);
   t.equal(services.gateway.command, undefined, "the image's own command runs the gateway");
 });
 
-t.test('the sandbox is the same image running the sandbox entry on port 4010', async (t) => {
+t.test('the sandbox is the same image, under the same name, running the sandbox entry on port 4010', async (t) => {
   t.equal(services.sandbox.build, '.');
+  t.match(services.gateway.image, /^[a-z0-9._/-]+:[a-z0-9._-]+$/);
+  t.equal(services.sandbox.image, services.gateway.image, 'one image, built once');
   t.same(services.sandbox.command, ['node', 'dist/src/sandbox/server.js']);
-  t.same(services.sandbox.ports, ['4010:4010']);
+  t.same(services.sandbox.ports, ['${SANDBOX_HOST_PORT:-4010}:4010']);
+  t.same(services.sandbox.ports.map(withDefaults), ['4010:4010']);
+  t.equal(envOf('sandbox').SANDBOX_DATA_DIR, '/data', "deliveries owed survive a restart, in the image's writable directory");
+});
+
+t.test('no fixed subnet that could collide with the host networks', async (t) => {
+  t.notOk(compose.networks?.default?.ipam, 'Docker picks the network');
+});
+
+t.test('a configuration error (exit 1) is retried a few times, never in an endless loop', async (t) => {
+  for (const name of ['gateway', 'sandbox']) {
+    t.match(services[name].restart, /^on-failure:\d+$/, `${name}: on-failure with a maximum`);
+  }
 });
 
 t.test("the gateway's environment passes its own production configuration", async (t) => {
@@ -62,13 +86,18 @@ t.test('gateway and sandbox point at each other and share the partner token', as
   t.equal(gateway.partnerToken, sandbox.partnerToken);
 });
 
-t.test('the allowlists let the compose network and the host in, and no one else', async (t) => {
+t.test('the allowlists let in the compose network and the host, whichever network Docker picks, and not the outside world', async (t) => {
   const gateway = loadConfig(envOf('gateway'));
   const sandbox = loadSandboxConfig(envOf('sandbox'));
-  t.ok(addressMatcher(gateway.callbackAllowedIps)(containerAddress), 'the sandbox container may call back');
-  t.ok(addressMatcher(sandbox.allowedIps)(containerAddress), 'the gateway container may submit to the sandbox');
-  t.ok(addressMatcher(gateway.submitAllowedIps)(subnet.gateway), 'the host may submit');
-  t.ok(addressMatcher(gateway.queryAllowedIps)(subnet.gateway), 'the host may query');
-  t.notOk(addressMatcher(gateway.submitAllowedIps)(containerAddress), 'other containers may not submit');
-  t.notOk(addressMatcher(gateway.callbackAllowedIps)('203.0.113.5'), 'the outside world may not call back');
+  for (const { container, host } of dockerNetworks) {
+    t.ok(addressMatcher(gateway.callbackAllowedIps)(container), `the sandbox container (${container}) may call back`);
+    t.ok(addressMatcher(sandbox.allowedIps)(container), `the gateway container (${container}) may submit to the sandbox`);
+    t.ok(addressMatcher(gateway.submitAllowedIps)(host), `the host (${host}) may submit`);
+    t.ok(addressMatcher(gateway.queryAllowedIps)(host), `the host (${host}) may query`);
+  }
+  for (const outsider of ['203.0.113.5', '8.8.8.8', '2001:db8::1']) {
+    t.notOk(addressMatcher(gateway.callbackAllowedIps)(outsider), `${outsider} may not call back`);
+    t.notOk(addressMatcher(gateway.submitAllowedIps)(outsider), `${outsider} may not submit`);
+    t.notOk(addressMatcher(sandbox.allowedIps)(outsider), `${outsider} may not call the sandbox`);
+  }
 });

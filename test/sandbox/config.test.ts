@@ -79,7 +79,7 @@ t.test('npm run sandbox with a bad variable exits 1 with one line per problem', 
   const sandbox = startProcess(t, { SANDBOX_PORT: 'x', SANDBOX_DELAY_MS: 'soon' }, 'src/sandbox/server.ts');
   const { code } = await sandbox.exited;
   t.equal(code, 1);
-  t.same(sandbox.stderr, ['SANDBOX_PORT: must be a whole number', 'SANDBOX_DELAY_MS: must be a whole number']);
+  t.same(sandbox.stderr, ['SANDBOX_PORT: must be a whole number from 0 to 65535', 'SANDBOX_DELAY_MS: must be a whole number from 0 to 3600000']);
 });
 
 t.test('the standalone sandbox logs its settings without any secret, and warns with no callback URL', async (t) => {

@@ -47,15 +47,18 @@ for (const c of cases) {
   });
 }
 
-t.test('a text/plain body is refused 400 at the root path; nothing stored, nothing sent', async (t) => {
+t.test('JSON sent as text/plain is refused 415 unsupported_media_type; nothing stored, nothing sent', async (t) => {
   const res = await gw.app.inject({
     method: 'POST',
     url: '/v1/underwritings',
     headers: { 'content-type': 'text/plain' },
-    payload: 'hello',
+    payload: JSON.stringify({ customerUuid: 'plain-1', cpf: CPF, costSavingEnabled: false }),
   });
-  t.equal(res.statusCode, 400);
-  t.match(res.json(), { error: 'validation_failed', issues: [{ path: '' }] });
+  t.equal(res.statusCode, 415);
+  t.same(res.json(), {
+    error: 'unsupported_media_type',
+    message: 'content-type text/plain is not accepted: send the body as application/json',
+  });
   t.equal(gw.provider.received.length, 0);
   t.equal((await storedRequests(gw.database)).length, 0);
 });

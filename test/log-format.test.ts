@@ -1,0 +1,46 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { loadConfig } from '../src/config.js';
+import { defaultLogFormat } from '../src/logger.js';
+import { SANDBOX_MODE_BANNER, SANDBOX_MODE_WARNING } from '../src/sandbox/mode.js';
+import { configProblems } from './helpers/config.js';
+import { freshDatabaseUrl, SERVER_URL } from './helpers/database.js';
+import { startProcess } from './helpers/process.js';
+
+t.test('logs are readable in development on a terminal, JSON everywhere else', async (t) => {
+  t.equal(defaultLogFormat('development', true), 'pretty');
+  t.equal(defaultLogFormat(undefined, true), 'pretty', 'NODE_ENV unset is development');
+  t.equal(defaultLogFormat('development', false), 'json', 'piped or captured: JSON');
+  t.equal(defaultLogFormat('production', true), 'json');
+  t.equal(defaultLogFormat('test', true), 'json');
+});
+
+t.test('LOG_FORMAT chooses json or pretty, and nothing else', async (t) => {
+  t.equal(loadConfig({ LOG_FORMAT: 'pretty' }).logFormat, 'pretty');
+  t.equal(loadConfig({}).logFormat, undefined);
+  t.same(configProblems(loadConfig, { LOG_FORMAT: 'loud' }), ['LOG_FORMAT: must be json or pretty']);
+});
+
+t.test('with LOG_FORMAT=pretty the gateway writes readable lines, the sandbox warning under a banner', async (t) => {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'ugw-log-format-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const env: Record<string, string> = { HOST: '127.0.0.1', PORT: '0', SANDBOX_PORT: '0', DATA_DIR: dataDir, LOG_FORMAT: 'pretty' };
+  if (SERVER_URL) env.DATABASE_URL = await freshDatabaseUrl(t);
+  const gateway = startProcess(t, env);
+  const text = () => gateway.stdout.join('\n');
+  await new Promise<void>((resolve, reject) => {
+    const check = () => {
+      if (text().includes('Server listening at')) resolve();
+    };
+    gateway.child.stdout!.on('data', () => setImmediate(check));
+    void gateway.exited.then(() => reject(new Error(`exited first: ${gateway.stderr.join('\n')}`)));
+    check();
+  });
+  t.match(text(), `WARN: ${SANDBOX_MODE_BANNER}\n${SANDBOX_MODE_WARNING}`, 'the banner, then the warning');
+  t.match(text(), /INFO: database opened/);
+  t.notOk(gateway.stdout.some((line) => line.startsWith('{')), 'no JSON lines');
+  gateway.child.kill('SIGTERM');
+  t.equal((await gateway.exited).code, 0);
+});
