@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { errorSchema, validationErrorSchema } from '../errors.js';
+import { tokenState } from '../provider/token-source.js';
 import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
 import { statsService } from './service.js';
 
@@ -11,14 +12,10 @@ const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema,
 export const statsRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
-    const tokenSource = deps.tokenSource;
     const stats = statsService({
       db: deps.database.db,
       clock: deps.clock,
-      token: {
-        configured: deps.config.tokenClient !== undefined || tokenSource !== undefined,
-        status: () => tokenSource?.status?.(),
-      },
+      token: () => tokenState(deps.tokenSource),
       cursorSecret: deps.config.cpfHashKey,
     });
 

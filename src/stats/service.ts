@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { z } from 'zod';
 import type { DB } from '../db/types.js';
 import { validationFailed } from '../errors.js';
+import type { TokenState } from '../provider/token-source.js';
 import { cursorCodec } from '../queries/cursor.js';
 import { readStrayPage } from './callbacks.js';
 import {
@@ -20,15 +21,11 @@ import { binMs } from './turnaround.js';
 const DAY_MS = 24 * 3600_000;
 const DEFAULT_SPAN_MS = { hour: DAY_MS, day: 30 * DAY_MS } as const;
 
-export interface TokenState {
-  configured: boolean;
-  status(): { expiresAt: Date; renewAt: Date } | undefined;
-}
-
 export interface StatsDeps {
   db: Kysely<DB>;
   clock: () => Date;
-  token: TokenState;
+  /** The token client's state as it is now (never the token). */
+  token: () => TokenState;
   /** Signs the callbacks list's cursors (CPF_HASH_KEY, like the other lists). */
   cursorSecret: string;
 }
@@ -70,7 +67,7 @@ export function statsService(deps: StatsDeps) {
 
   async function present(now: Date): Promise<PresentView> {
     const row = await readPresent(deps.db, new Date(now.getTime() - DAY_MS));
-    const token = deps.token.configured ? deps.token.status() : undefined;
+    const token = deps.token();
     return {
       at: now.toISOString(),
       pending: Number(row.pending),
@@ -79,9 +76,9 @@ export function statsService(deps: StatsDeps) {
       invalid24h: Number(row.invalid),
       events: null,
       token: {
-        configured: deps.token.configured,
-        expiresAt: token ? token.expiresAt.toISOString() : null,
-        renewAt: token ? token.renewAt.toISOString() : null,
+        configured: token.configured,
+        expiresAt: token.expiresAt ? token.expiresAt.toISOString() : null,
+        renewAt: token.renewAt ? token.renewAt.toISOString() : null,
       },
     };
   }
