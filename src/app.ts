@@ -21,6 +21,7 @@ import { installErrorHandler } from './errors.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { opsRoutes } from './ops/routes.js';
+import { personalDataRoutes } from './personal-data/routes.js';
 import type { BearerTokenSource } from './provider/token-source.js';
 import { TokenClient } from './provider/token-client.js';
 import { queryRoutes } from './queries/routes.js';
@@ -97,6 +98,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         { name: 'underwritings', description: 'Submit requests and read outcomes' },
         { name: 'callbacks', description: "The provider's result callbacks" },
         { name: 'operations', description: 'Health, readiness, metrics' },
+        { name: 'personal data', description: 'LGPD: export, erasure and the audit trail (admin keys)' },
       ],
     },
     transform: jsonSchemaTransform,
@@ -124,6 +126,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(submissionRoutes(capabilityDeps));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));
+  await app.register(personalDataRoutes(capabilityDeps));
   await app.register(statsRoutes(capabilityDeps));
   await app.register(retention(capabilityDeps));
   await app.register(consoleRoutes({ config }));

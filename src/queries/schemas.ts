@@ -7,7 +7,7 @@ export const MAX_WAIT_S = 30;
 export const MAX_PAGE = 500;
 export const DEFAULT_PAGE = 50;
 
-const wholeNumber = (min: number, max: number) =>
+export const wholeNumber = (min: number, max: number) =>
   z
     .string()
     .regex(/^\d{1,6}$/, 'must be a whole number')
@@ -25,7 +25,7 @@ export const instant = z
   .describe('ISO 8601 date-time with a zone, or a date (midnight UTC)');
 
 // A cursor is opaque; its shape is checked (and its signature verified) in cursor.ts.
-const cursorParam = z.string().min(1).max(512).describe('nextCursor of the previous page, as given');
+export const cursorParam = z.string().min(1).max(512).describe('nextCursor of the previous page, as given');
 
 export const customerParams = z.strictObject({ customerUuid: customerUuidSchema });
 
