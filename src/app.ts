@@ -27,6 +27,8 @@ import type { BearerTokenSource } from './provider/token-source.js';
 import { TokenClient } from './provider/token-client.js';
 import { queryRoutes } from './queries/routes.js';
 import { requestLifecycle } from './requests/lifecycle.js';
+import { retention } from './retention/plugin.js';
+import { statsRoutes } from './stats/routes.js';
 import { addSecurityHeaders, type SecurityHeaderOptions } from './security-headers.js';
 import { submissionRoutes } from './submissions/routes.js';
 
@@ -160,6 +162,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));
   await app.register(personalDataRoutes(capabilityDeps));
+  await app.register(statsRoutes(capabilityDeps));
+  await app.register(retention(capabilityDeps));
   await app.register(consoleRoutes({ config }));
   await app.register(eventRoutes(capabilityDeps));
   return app;

@@ -112,6 +112,7 @@ const envSchema = z.object({
   EVENT_WEBHOOK_SECRET: webhookSecret.optional(),
   EVENT_WEBHOOK_TIMEOUT_MS: integer(100, 120_000).default(10_000),
   EVENT_RETRY_HORIZON_S: integer(1, 30 * 24 * 3600).default(259_200),
+  RETENTION_DAYS: integer(1, 36_500).optional(),
 });
 
 /** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
@@ -165,6 +166,8 @@ export interface Config {
   /** Set when EVENT_WEBHOOK_URLS is: where and how outcome events are pushed. */
   eventWebhooks: EventWebhookConfig | undefined;
   eventRetryHorizonS: number;
+  /** Unset: keep everything forever. Else requests, callbacks and events older than this are purged. */
+  retentionDays: number | undefined;
 }
 
 export interface EventWebhookConfig {
@@ -267,6 +270,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
         ? { urls: e.EVENT_WEBHOOK_URLS, secret: e.EVENT_WEBHOOK_SECRET.trim(), timeoutMs: e.EVENT_WEBHOOK_TIMEOUT_MS }
         : undefined,
     eventRetryHorizonS: e.EVENT_RETRY_HORIZON_S,
+    retentionDays: e.RETENTION_DAYS,
   };
   return Object.freeze(config);
 }

@@ -117,6 +117,28 @@ export interface EventDeliveriesTable {
   delivered_at: Timestamp | null;
 }
 
+/** Purged rows, folded per UTC hour: requests by the hour they were submitted, callbacks by arrival. */
+export interface StatisticsHourlyTable {
+  hour: Timestamp;
+  submitted: ColumnType<number, number | undefined, number>;
+  completed: ColumnType<number, number | undefined, number>;
+  expired: ColumnType<number, number | undefined, number>;
+  submit_failed: ColumnType<number, number | undefined, number>;
+  approved: ColumnType<number, number | undefined, number>;
+  declined: ColumnType<number, number | undefined, number>;
+  no_score: ColumnType<number, number | undefined, number>;
+  filtered: ColumnType<number, number | undefined, number>;
+  unmatched: ColumnType<number, number | undefined, number>;
+  invalid: ColumnType<number, number | undefined, number>;
+}
+
+/** Turnaround of purged completed requests: a log-scale histogram per UTC hour (see stats/turnaround.ts). */
+export interface TurnaroundHourlyTable {
+  hour: Timestamp;
+  bin: number;
+  requests: number;
+}
+
 export interface DB {
   underwriting_requests: UnderwritingRequestsTable;
   callbacks: CallbacksTable;
@@ -124,6 +146,8 @@ export interface DB {
   audit_log: AuditLogTable;
   events: EventsTable;
   event_deliveries: EventDeliveriesTable;
+  statistics_hourly: StatisticsHourlyTable;
+  turnaround_hourly: TurnaroundHourlyTable;
 }
 
 export type UnderwritingRequestRow = Selectable<UnderwritingRequestsTable>;

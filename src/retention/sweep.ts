@@ -1,0 +1,160 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { type Kysely, sql } from 'kysely';
+import { isStorageUnavailable } from '../db/database.js';
+import type { DB } from '../db/types.js';
+import { foldRequests, foldStrayCallbacks, idArray } from '../stats/aggregates.js';
+
+/** Tables the sweep deletes from, as the purged-rows metric labels them. */
+export const PURGED_TABLES = ['underwriting_requests', 'callbacks', 'idempotency_keys'] as const;
+export type PurgedTable = (typeof PURGED_TABLES)[number];
+export type Purged = Record<PurgedTable, number>;
+
+export interface PurgeLimits {
+  /** Rows locked, folded and deleted per transaction. */
+  batch: number;
+  /** Batches of each kind per pass: what one pass of one instance may do, however large the backlog. */
+  maxBatches: number;
+}
+
+export const DEFAULT_LIMITS: PurgeLimits = { batch: 500, maxBatches: 20 };
+
+/** How often each instance runs a pass. */
+export const RETENTION_INTERVAL_MS = 60_000;
+
+const none = (): Purged => ({ underwriting_requests: 0, callbacks: 0, idempotency_keys: 0 });
+
+function add(total: Purged, more: Purged): void {
+  for (const table of PURGED_TABLES) total[table] += more[table];
+}
+
+export function retentionCutoff(now: Date, retentionDays: number): Date {
+  return new Date(now.getTime() - retentionDays * 24 * 3600 * 1000);
+}
+
+/** Locks the oldest batch of requests past the cutoff, through the submitted_at index; rows others hold are skipped. */
+export function requestBatchQuery(cutoff: Date, batch: number) {
+  return sql<{ id: number }>`
+    select r.id from underwriting_requests r
+     where r.submitted_at < ${cutoff} and r.updated_at < ${cutoff}
+       and r.status not in ('submitting', 'submitted')
+     order by r.submitted_at
+     limit ${batch}
+     for update skip locked`;
+}
+
+/** Locks a batch of unmatched and invalid callbacks that arrived before the cutoff, through callbacks_stray. */
+export function strayBatchQuery(cutoff: Date, batch: number) {
+  return sql<{ id: number }>`
+    select c.id from callbacks c
+     where c.outcome in ('unmatched', 'invalid') and c.received_at < ${cutoff}
+     limit ${batch}
+     for update skip locked`;
+}
+
+/**
+ * One batch of requests whose last change is before the cutoff, with their callbacks and
+ * idempotency keys: locked (rows another sweep holds are skipped), folded into the hourly
+ * statistics, deleted, in one transaction. A request still awaiting the provider is never purged
+ * (the expiry sweep settles it first). Found by submitted_at (indexed, never updated): a request
+ * changed before the cutoff was submitted before it too.
+ */
+export async function purgeRequestBatch(db: Kysely<DB>, cutoff: Date, batch: number): Promise<Purged> {
+  return db.transaction().execute(async (trx) => {
+    const { rows } = await requestBatchQuery(cutoff, batch).execute(trx);
+    if (rows.length === 0) return none();
+    const ids = idArray(rows.map((r) => r.id));
+    await foldRequests(trx, ids);
+    // One statement: requests and their callbacks reference each other, and the foreign keys are
+    // checked at its end.
+    const { rows: deleted } = await sql<Purged>`
+      with k as (delete from idempotency_keys where request_id = any (${ids}::bigint[]) returning 1),
+           c as (delete from callbacks where request_id = any (${ids}::bigint[]) returning 1),
+           r as (delete from underwriting_requests where id = any (${ids}::bigint[]) returning 1)
+      select (select count(*) from r)::int as underwriting_requests,
+             (select count(*) from c)::int as callbacks,
+             (select count(*) from k)::int as idempotency_keys`.execute(trx);
+    return deleted[0] ?? none();
+  });
+}
+
+/** One batch of unmatched and invalid callbacks that arrived before the cutoff: locked, folded, deleted. */
+export async function purgeStrayCallbackBatch(db: Kysely<DB>, cutoff: Date, batch: number): Promise<Purged> {
+  return db.transaction().execute(async (trx) => {
+    const { rows } = await strayBatchQuery(cutoff, batch).execute(trx);
+    if (rows.length === 0) return none();
+    const ids = idArray(rows.map((r) => r.id));
+    await foldStrayCallbacks(trx, ids);
+    const { numDeletedRows } = await trx.deleteFrom('callbacks').where(sql<boolean>`id = any (${ids}::bigint[])`).executeTakeFirst();
+    return { ...none(), callbacks: Number(numDeletedRows) };
+  });
+}
+
+/**
+ * One pass: batches until nothing is left before the cutoff or maxBatches of each kind are done.
+ * Safe with any number of instances at once: each batch takes only rows nobody else holds.
+ */
+export async function purgePass(db: Kysely<DB>, now: Date, retentionDays: number, limits = DEFAULT_LIMITS): Promise<Purged> {
+  const cutoff = retentionCutoff(now, retentionDays);
+  const total = none();
+  const kinds = [
+    [purgeRequestBatch, (p: Purged) => p.underwriting_requests],
+    [purgeStrayCallbackBatch, (p: Purged) => p.callbacks],
+  ] as const;
+  for (const [purge, rows] of kinds) {
+    for (let i = 0; i < limits.maxBatches; i++) {
+      const purged = await purge(db, cutoff, limits.batch);
+      add(total, purged);
+      // A short batch: nothing more is free to take now (the rest, if any, another sweep holds).
+      if (rows(purged) < limits.batch) break;
+    }
+  }
+  return total;
+}
+
+export interface RetentionDeps {
+  db: Kysely<DB>;
+  clock: () => Date;
+  retentionDays: number;
+  log: FastifyBaseLogger;
+  onPurged(purged: Purged): void;
+  limits?: PurgeLimits;
+  intervalMs?: number;
+}
+
+export interface RetentionSweep {
+  /** Runs one pass now (or joins the one running); never throws. */
+  run(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** The periodic retention sweep of one instance; every instance runs one. */
+export function startRetentionSweep(deps: RetentionDeps): RetentionSweep {
+  let running: Promise<void> | undefined;
+  const run = () => {
+    running ??= (async () => {
+      try {
+        const purged = await purgePass(deps.db, deps.clock(), deps.retentionDays, deps.limits);
+        deps.onPurged(purged);
+        if (purged.underwriting_requests + purged.callbacks > 0) {
+          deps.log.info({ purged, retentionDays: deps.retentionDays }, 'purged rows past retention');
+        }
+      } catch (err) {
+        if (isStorageUnavailable(err)) deps.log.warn({ err: { message: (err as Error).message } }, 'retention sweep skipped: database unavailable');
+        // A deadlock or serialization failure only loses this pass; the next one takes the rows again.
+        else deps.log.error({ err }, 'retention sweep failed');
+      } finally {
+        running = undefined;
+      }
+    })();
+    return running;
+  };
+  const timer = setInterval(() => void run(), deps.intervalMs ?? RETENTION_INTERVAL_MS);
+  timer.unref();
+  return {
+    run,
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

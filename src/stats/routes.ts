@@ -1,0 +1,53 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
+import type { CapabilityDeps } from '../deps.js';
+import { errorSchema, validationErrorSchema } from '../errors.js';
+import { tokenState } from '../provider/token-source.js';
+import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
+import { statsService } from './service.js';
+
+const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 503: errorSchema };
+
+/** Operations views: statistics and the callbacks that matched nothing or failed validation. Query allowlist and keys. */
+export const statsRoutes =
+  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const stats = statsService({
+      db: deps.database.db,
+      clock: deps.clock,
+      token: () => tokenState(deps.tokenSource),
+      cursorSecret: deps.config.cpfHashKey,
+    });
+
+    app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
+    app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
+
+    app.get(
+      '/v1/stats',
+      {
+        schema: {
+          tags: ['operations'],
+          summary: 'Counts, decisions and turnaround per hour or day, and what stands now',
+          description:
+            "A bucket's request figures are about the requests submitted in it, as they stand now (a late callback moves one from expired to completed); its unmatched and invalid counts are callbacks that arrived in it. Buckets are whole UTC hours or days: since is rounded down and until up. Days purged by RETENTION_DAYS are read from the aggregates kept for them.",
+          querystring: statsQuery,
+          response: { 200: statsView, ...errors },
+        },
+      },
+      async (request) => stats.read(request.query),
+    );
+
+    app.get(
+      '/v1/callbacks',
+      {
+        schema: {
+          tags: ['callbacks'],
+          summary: 'Callbacks that matched no request or failed validation, newest first, paged by cursor',
+          description: 'rawBody is the stored bytes as UTF-8 text with every CPF-like digit run (11+ digits, any separators) masked.',
+          querystring: strayListQuery,
+          response: { 200: strayPageView, ...errors },
+        },
+      },
+      async (request) => stats.strayCallbacks(request.query),
+    );
+  };

@@ -1,0 +1,108 @@
+import type { Kysely } from 'kysely';
+import type { z } from 'zod';
+import type { DB } from '../db/types.js';
+import { validationFailed } from '../errors.js';
+import type { TokenState } from '../provider/token-source.js';
+import { cursorCodec } from '../queries/cursor.js';
+import { readStrayPage } from './callbacks.js';
+import {
+  type BucketView,
+  DEFAULT_CALLBACK_PAGE,
+  MAX_BUCKETS,
+  type PresentView,
+  type StatsQuery,
+  type StatsView,
+  type strayListQuery,
+  type strayPageView,
+} from './schemas.js';
+import { BUCKET_MS, type BucketRow, readBuckets, readPresent } from './sql.js';
+import { binMs } from './turnaround.js';
+
+const DAY_MS = 24 * 3600_000;
+const DEFAULT_SPAN_MS = { hour: DAY_MS, day: 30 * DAY_MS } as const;
+
+export interface StatsDeps {
+  db: Kysely<DB>;
+  clock: () => Date;
+  /** The token client's state as it is now (never the token). */
+  token: () => TokenState;
+  /** Signs the callbacks list's cursors (CPF_HASH_KEY, like the other lists). */
+  cursorSecret: string;
+}
+
+/** [since, until) widened to whole buckets (UTC), checked. */
+export function statsRange(query: StatsQuery, now: Date): { since: Date; until: Date } {
+  const width = BUCKET_MS[query.bucket];
+  const untilMs = Math.ceil((query.until ? Date.parse(query.until) : now.getTime()) / width) * width;
+  const sinceMs = Math.floor((query.since ? Date.parse(query.since) : untilMs - DEFAULT_SPAN_MS[query.bucket]) / width) * width;
+  if (sinceMs >= untilMs) throw validationFailed([{ path: 'since', message: 'must be before until' }]);
+  if ((untilMs - sinceMs) / width > MAX_BUCKETS) {
+    throw validationFailed([{ path: 'since', message: `at most ${MAX_BUCKETS} buckets per answer: narrow the range or use bucket=day` }]);
+  }
+  return { since: new Date(sinceMs), until: new Date(untilMs) };
+}
+
+function bucketView(row: BucketRow): BucketView {
+  const n = (v: number | string) => Number(v);
+  return {
+    start: row.start.toISOString(),
+    submitted: n(row.submitted),
+    completed: n(row.completed),
+    expired: n(row.expired),
+    submit_failed: n(row.submit_failed),
+    pending: n(row.pending),
+    decisions: { approved: n(row.approved), declined: n(row.declined), no_score: n(row.no_score), filtered: n(row.filtered) },
+    turnaroundMs: {
+      p50: row.p50_bin === null ? null : binMs(row.p50_bin),
+      p95: row.p95_bin === null ? null : binMs(row.p95_bin),
+    },
+    unmatched: n(row.unmatched),
+    invalid: n(row.invalid),
+  };
+}
+
+export function statsService(deps: StatsDeps) {
+  const cursors = cursorCodec(deps.cursorSecret);
+  const ageS = (now: Date, then: Date | null) => (then === null ? null : Math.max(0, Math.floor((now.getTime() - then.getTime()) / 1000)));
+
+  async function present(now: Date): Promise<PresentView> {
+    const row = await readPresent(deps.db, new Date(now.getTime() - DAY_MS));
+    const token = deps.token();
+    return {
+      at: now.toISOString(),
+      pending: Number(row.pending),
+      oldestPendingAgeS: ageS(now, row.oldest_pending),
+      unmatched24h: Number(row.unmatched),
+      invalid24h: Number(row.invalid),
+      events: null,
+      token: {
+        configured: token.configured,
+        expiresAt: token.expiresAt ? token.expiresAt.toISOString() : null,
+        renewAt: token.renewAt ? token.renewAt.toISOString() : null,
+      },
+    };
+  }
+
+  return {
+    async read(query: StatsQuery): Promise<StatsView> {
+      const now = deps.clock();
+      const { since, until } = statsRange(query, now);
+      const [rows, nowView] = await Promise.all([readBuckets(deps.db, since, until, query.bucket), present(now)]);
+      return {
+        bucket: query.bucket,
+        since: since.toISOString(),
+        until: until.toISOString(),
+        buckets: rows.map(bucketView),
+        now: nowView,
+      };
+    },
+
+    /** Unmatched and invalid callbacks, newest first, raw bodies masked. */
+    async strayCallbacks(query: z.infer<typeof strayListQuery>): Promise<z.infer<typeof strayPageView>> {
+      const after = query.cursor === undefined ? undefined : cursors.decode(query.cursor);
+      const page = await readStrayPage(deps.db, { kind: query.kind, since: query.since }, after, query.limit ?? DEFAULT_CALLBACK_PAGE);
+      return { items: page.items, nextCursor: page.next ? cursors.encode(page.next) : null };
+    },
+  };
+}
+export type StatsService = ReturnType<typeof statsService>;
