@@ -57,6 +57,18 @@ export async function seedStatsData(db: Kysely<DB>, d: StatsData): Promise<void>
            case when g % 5 <> 0 then ${d.end}::timestamptz - g * interval '1 second' end,
            case when g % 5 <> 0 then ${d.end}::timestamptz - g * interval '1 second' end
       from generate_series(1, ${sql.lit(strays)}) as g`.execute(db);
+  // Outcome events of the answered requests, each pushed to one URL: nearly all delivered, the
+  // newest few still pending, one in 1,000 dead.
+  await sql`
+    insert into events (public_id, type, customer_uuid, created_at, request_id, data)
+    select 'evt_' || lpad(r.id::text, 32, '0'), 'underwriting.completed', r.customer_uuid, r.updated_at, r.id, '{}'::jsonb
+      from underwriting_requests r where r.status = 'completed'`.execute(db);
+  await sql`
+    insert into event_deliveries (event_id, customer_uuid, url_key, url, status, attempts, queued_at, next_attempt_at)
+    select e.id, e.customer_uuid, 'k', 'https://hooks.example/', 
+           case when e.id % 1000 = 0 then 'dead' when e.created_at > ${d.end}::timestamptz - interval '1 minute' then 'pending' else 'delivered' end,
+           1, e.created_at, e.created_at
+      from events e`.execute(db);
   if (d.purgedDays > 0) {
     const firstHour = new Date(d.end.getTime() - (d.days + d.purgedDays) * 86_400_000);
     const hours = d.purgedDays * 24;

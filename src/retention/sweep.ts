@@ -5,7 +5,7 @@ import type { DB } from '../db/types.js';
 import { foldRequests, foldStrayCallbacks, idArray } from '../stats/aggregates.js';
 
 /** Tables the sweep deletes from, as the purged-rows metric labels them. */
-export const PURGED_TABLES = ['underwriting_requests', 'callbacks', 'idempotency_keys'] as const;
+export const PURGED_TABLES = ['underwriting_requests', 'callbacks', 'idempotency_keys', 'events', 'event_deliveries'] as const;
 export type PurgedTable = (typeof PURGED_TABLES)[number];
 export type Purged = Record<PurgedTable, number>;
 
@@ -21,7 +21,7 @@ export const DEFAULT_LIMITS: PurgeLimits = { batch: 500, maxBatches: 20 };
 /** How often each instance runs a pass. */
 export const RETENTION_INTERVAL_MS = 60_000;
 
-const none = (): Purged => ({ underwriting_requests: 0, callbacks: 0, idempotency_keys: 0 });
+const none = (): Purged => ({ underwriting_requests: 0, callbacks: 0, idempotency_keys: 0, events: 0, event_deliveries: 0 });
 
 function add(total: Purged, more: Purged): void {
   for (const table of PURGED_TABLES) total[table] += more[table];
@@ -52,8 +52,8 @@ export function strayBatchQuery(cutoff: Date, batch: number) {
 }
 
 /**
- * One batch of requests whose last change is before the cutoff, with their callbacks and
- * idempotency keys: locked (rows another sweep holds are skipped), folded into the hourly
+ * One batch of requests whose last change is before the cutoff, with their callbacks, idempotency
+ * keys, events and event deliveries: locked (rows another sweep holds are skipped), folded into the hourly
  * statistics, deleted, in one transaction. A request still awaiting the provider is never purged
  * (the expiry sweep settles it first). Found by submitted_at (indexed, never updated): a request
  * changed before the cutoff was submitted before it too.
@@ -65,27 +65,37 @@ export async function purgeRequestBatch(db: Kysely<DB>, cutoff: Date, batch: num
     const ids = idArray(rows.map((r) => r.id));
     await foldRequests(trx, ids);
     // One statement: requests and their callbacks reference each other, and the foreign keys are
-    // checked at its end.
+    // checked at its end. Events and deliveries would go by cascade; deleted here, they are counted.
     const { rows: deleted } = await sql<Purged>`
       with k as (delete from idempotency_keys where request_id = any (${ids}::bigint[]) returning 1),
-           c as (delete from callbacks where request_id = any (${ids}::bigint[]) returning 1),
+           c as (delete from callbacks where request_id = any (${ids}::bigint[]) returning id),
+           e as (delete from events
+                  where request_id = any (${ids}::bigint[]) or callback_id in (select id from c) returning id),
+           d as (delete from event_deliveries where event_id in (select id from e) returning 1),
            r as (delete from underwriting_requests where id = any (${ids}::bigint[]) returning 1)
       select (select count(*) from r)::int as underwriting_requests,
              (select count(*) from c)::int as callbacks,
-             (select count(*) from k)::int as idempotency_keys`.execute(trx);
+             (select count(*) from k)::int as idempotency_keys,
+             (select count(*) from e)::int as events,
+             (select count(*) from d)::int as event_deliveries`.execute(trx);
     return deleted[0] ?? none();
   });
 }
 
-/** One batch of unmatched and invalid callbacks that arrived before the cutoff: locked, folded, deleted. */
+/** One batch of unmatched and invalid callbacks that arrived before the cutoff, with their events: locked, folded, deleted. */
 export async function purgeStrayCallbackBatch(db: Kysely<DB>, cutoff: Date, batch: number): Promise<Purged> {
   return db.transaction().execute(async (trx) => {
     const { rows } = await strayBatchQuery(cutoff, batch).execute(trx);
     if (rows.length === 0) return none();
     const ids = idArray(rows.map((r) => r.id));
     await foldStrayCallbacks(trx, ids);
-    const { numDeletedRows } = await trx.deleteFrom('callbacks').where(sql<boolean>`id = any (${ids}::bigint[])`).executeTakeFirst();
-    return { ...none(), callbacks: Number(numDeletedRows) };
+    const { rows: deleted } = await sql<Purged>`
+      with e as (delete from events where callback_id = any (${ids}::bigint[]) returning id),
+           d as (delete from event_deliveries where event_id in (select id from e) returning 1),
+           c as (delete from callbacks where id = any (${ids}::bigint[]) returning 1)
+      select 0 as underwriting_requests, (select count(*) from c)::int as callbacks, 0 as idempotency_keys,
+             (select count(*) from e)::int as events, (select count(*) from d)::int as event_deliveries`.execute(trx);
+    return deleted[0] ?? none();
   });
 }
 

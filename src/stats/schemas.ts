@@ -44,12 +44,11 @@ const presentView = z.object({
   invalid24h: count.describe('Invalid callbacks received in the last 24 h'),
   events: z
     .object({
-      pending: count.describe('Deliveries still to be made'),
-      dead: count.describe('Deliveries given up (EVENT_RETRY_HORIZON_S passed)'),
-      oldestPendingAgeS: z.number().int().nullable().describe("The oldest pending delivery's event age, in seconds"),
+      pending: count.describe('Deliveries still to be made (one per event and EVENT_WEBHOOK_URLS entry)'),
+      dead: count.describe('Deliveries given up after EVENT_RETRY_HORIZON_S, until redelivered'),
+      oldestPendingAgeS: z.number().int().nullable().describe('How long the oldest pending delivery has been queued, in seconds; null when none'),
     })
-    .nullable()
-    .describe('Outcome event deliveries; null when this gateway has no event push'),
+    .describe('Outcome event push (all zero without EVENT_WEBHOOK_URLS)'),
   token: z
     .object({
       configured: z.boolean().describe('AUTH_URL and CLIENT_ID are set'),

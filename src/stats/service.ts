@@ -74,7 +74,11 @@ export function statsService(deps: StatsDeps) {
       oldestPendingAgeS: ageS(now, row.oldest_pending),
       unmatched24h: Number(row.unmatched),
       invalid24h: Number(row.invalid),
-      events: null,
+      events: {
+        pending: Number(row.deliveries_pending),
+        dead: Number(row.deliveries_dead),
+        oldestPendingAgeS: ageS(now, row.oldest_delivery_pending),
+      },
       token: {
         configured: token.configured,
         expiresAt: token.expiresAt ? token.expiresAt.toISOString() : null,

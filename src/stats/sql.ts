@@ -116,19 +116,30 @@ export interface PresentRow {
   oldest_pending: Date | null;
   unmatched: number;
   invalid: number;
+  deliveries_pending: number;
+  oldest_delivery_pending: Date | null;
+  deliveries_dead: number;
 }
 
-/** The present: what awaits the provider (through the one-in-flight index), and stray callbacks since dayAgo. */
+/**
+ * The present: what awaits the provider (through the one-in-flight index), stray callbacks since
+ * dayAgo (callbacks_stray), and event deliveries pending and dead (each through its partial index).
+ */
 export function presentQuery(dayAgo: Date) {
   return sql<PresentRow>`
     select p.pending, p.oldest_pending,
            (select count(*) from callbacks c
              where c.outcome = 'unmatched' and c.received_at >= ${dayAgo})::bigint as unmatched,
            (select count(*) from callbacks c
-             where c.outcome = 'invalid' and c.received_at >= ${dayAgo})::bigint as invalid
+             where c.outcome = 'invalid' and c.received_at >= ${dayAgo})::bigint as invalid,
+           d.deliveries_pending, d.oldest_delivery_pending,
+           (select count(*) from event_deliveries x where x.status = 'dead')::bigint as deliveries_dead
       from (select count(*)::bigint as pending, min(r.submitted_at) as oldest_pending
               from underwriting_requests r
-             where r.status in ('submitting', 'submitted')) p`;
+             where r.status in ('submitting', 'submitted')) p,
+           (select count(*)::bigint as deliveries_pending, min(x.queued_at) as oldest_delivery_pending
+              from event_deliveries x
+             where x.status = 'pending') d`;
 }
 
 export async function readPresent(db: Kysely<DB>, dayAgo: Date): Promise<PresentRow> {

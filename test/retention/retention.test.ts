@@ -7,7 +7,7 @@ import { loadConfig } from '../../src/config.js';
 import { buildTestApp } from '../helpers/app.js';
 import { configProblems } from '../helpers/config.js';
 import { anotherConnection, ENGINE } from '../helpers/database.js';
-import { countRows, daysAgo, hoursAgo, insertRow, insertStray, sharedDatabase } from '../stats/fixtures.js';
+import { countRows, daysAgo, hoursAgo, insertEvent, insertRow, insertStray, sharedDatabase } from '../stats/fixtures.js';
 
 const NOW = new Date('2026-11-23T04:00:00Z');
 const shared = await sharedDatabase(t);
@@ -38,25 +38,35 @@ for (const [engine, open] of engines) {
   t.test(`a pass deletes what last changed before RETENTION_DAYS, folds it into the aggregates, and keeps the rest (${engine})`, async (t) => {
     const database = await open(t);
     const { db } = database;
-    // Past retention (30 days): a completed request with its callback and idempotency key, an
-    // expired one, a failed one, an unmatched and an invalid callback.
-    await insertRow(db, { status: 'completed', submittedAt: daysAgo(NOW, 40), turnaroundMs: 2000, decision: 'declined', idempotencyKey: 'key-old' });
-    await insertRow(db, { status: 'expired', submittedAt: daysAgo(NOW, 35) });
+    // Past retention (30 days): a completed request with its callback, idempotency key and event
+    // (two deliveries), an expired one with its event, a failed one, an unmatched callback with its
+    // event, an invalid callback.
+    const old = await insertRow(db, { status: 'completed', submittedAt: daysAgo(NOW, 40), turnaroundMs: 2000, decision: 'declined', idempotencyKey: 'key-old' });
+    await insertEvent(db, { requestId: old, createdAt: daysAgo(NOW, 40), deliveries: [{ status: 'delivered' }, { status: 'dead' }] });
+    const expired = await insertRow(db, { status: 'expired', submittedAt: daysAgo(NOW, 35) });
+    await insertEvent(db, { requestId: expired, createdAt: daysAgo(NOW, 35), deliveries: [{ status: 'delivered' }] });
     await insertRow(db, { status: 'submit_failed', submittedAt: daysAgo(NOW, 31) });
-    await insertStray(db, 'unmatched', daysAgo(NOW, 33));
+    const stray = await insertStray(db, 'unmatched', daysAgo(NOW, 33));
+    await insertEvent(db, { callbackId: stray, createdAt: daysAgo(NOW, 33), deliveries: [{ status: 'delivered' }] });
     await insertStray(db, 'invalid', daysAgo(NOW, 32));
-    // Kept: recent rows; an old request changed recently (a late callback); an old request still
-    // awaiting the provider; recent stray callbacks.
-    await insertRow(db, { status: 'completed', submittedAt: daysAgo(NOW, 2), idempotencyKey: 'key-new' });
-    await insertRow(db, { status: 'completed', submittedAt: daysAgo(NOW, 45), updatedAt: daysAgo(NOW, 3), turnaroundMs: 42 * 24 * 3600_000 });
+    // Kept: recent rows and their events; an old request changed recently (a late callback) with
+    // its old event; an old request still awaiting the provider; recent stray callbacks.
+    const recent = await insertRow(db, { status: 'completed', submittedAt: daysAgo(NOW, 2), idempotencyKey: 'key-new' });
+    await insertEvent(db, { requestId: recent, createdAt: daysAgo(NOW, 2), deliveries: [{ status: 'pending' }] });
+    const late = await insertRow(db, { status: 'completed', submittedAt: daysAgo(NOW, 45), updatedAt: daysAgo(NOW, 3), turnaroundMs: 42 * 24 * 3600_000 });
+    await insertEvent(db, { requestId: late, createdAt: daysAgo(NOW, 44), deliveries: [{ status: 'delivered' }] });
     await insertRow(db, { status: 'submitted', submittedAt: daysAgo(NOW, 50) });
     await insertStray(db, 'unmatched', daysAgo(NOW, 29));
     await insertStray(db, 'invalid', hoursAgo(NOW, 1));
-    t.same(await countRows(db), { requests: 6, callbacks: 7, keys: 2 });
+    t.same(await countRows(db), { requests: 6, callbacks: 7, keys: 2, events: 5, deliveries: 6 });
 
     const purged = await purgePass(db, NOW, 30);
-    t.same(purged, { underwriting_requests: 3, callbacks: 3, idempotency_keys: 1 }, 'three requests, their one callback and key, two stray callbacks');
-    t.same(await countRows(db), { requests: 3, callbacks: 4, keys: 1 });
+    t.same(
+      purged,
+      { underwriting_requests: 3, callbacks: 3, idempotency_keys: 1, events: 3, event_deliveries: 4 },
+      'three requests, their one callback, key and two events, two stray callbacks and one event, and their deliveries',
+    );
+    t.same(await countRows(db), { requests: 3, callbacks: 4, keys: 1, events: 2, deliveries: 2 });
     const { rows: left } = await sql<{ status: string }>`select status from underwriting_requests order by submitted_at`.execute(db);
     t.same(left.map((r) => r.status), ['submitted', 'completed', 'completed']);
     t.same(await aggregates(database), {
@@ -65,7 +75,7 @@ for (const [engine, open] of engines) {
     const { rows: hours } = await sql<{ hour: Date }>`select hour from statistics_hourly order by hour`.execute(db);
     t.ok(hours.every((h) => h.hour.getTime() % 3600_000 === 0), 'aggregates are keyed by whole UTC hours');
 
-    t.same(await purgePass(db, NOW, 30), { underwriting_requests: 0, callbacks: 0, idempotency_keys: 0 }, 'a second pass finds nothing');
+    t.same(await purgePass(db, NOW, 30), { underwriting_requests: 0, callbacks: 0, idempotency_keys: 0, events: 0, event_deliveries: 0 }, 'a second pass finds nothing');
     t.same((await aggregates(database)).submitted, 3, 'and counts nothing twice');
   });
 }
@@ -106,13 +116,23 @@ t.test('two instances sweeping at once purge every row once and count each once'
     select ${daysAgo(NOW, 40)}::timestamptz + g * interval '1 minute', '\\x7b'::bytea,
            case when g % 3 = 0 then 'invalid' else 'unmatched' end, 'bad'
       from generate_series(1, 600) g`.execute(database.db);
+  // An event per request, each with a delivery.
+  await sql`
+    insert into events (public_id, type, customer_uuid, created_at, request_id, data)
+    select 'evt_' || lpad(id::text, 32, '0'), 'underwriting.completed', customer_uuid, updated_at, id, '{}'::jsonb
+      from underwriting_requests`.execute(database.db);
+  await sql`
+    insert into event_deliveries (event_id, customer_uuid, url_key, url, status, queued_at, next_attempt_at)
+    select id, customer_uuid, 'k', 'https://hooks.example/', 'delivered', created_at, created_at from events`.execute(database.db);
 
   const limits = { batch: 25, maxBatches: 1000 };
   const [a, b] = await Promise.all([purgePass(database.db, NOW, 30, limits), purgePass(other.db, NOW, 30, limits)]);
   t.equal(a.underwriting_requests + b.underwriting_requests, 2000, 'every request purged once');
   t.equal(a.callbacks + b.callbacks, 1600 + 600, 'every callback purged once');
+  t.equal(a.events + b.events, 2000, 'every event purged once');
+  t.equal(a.event_deliveries + b.event_deliveries, 2000, 'every delivery purged once');
   if (ENGINE === 'postgres') t.ok(a.underwriting_requests > 0 && b.underwriting_requests > 0, 'both instances did part of the work');
-  t.same(await countRows(database.db), { requests: 0, callbacks: 0, keys: 0 });
+  t.same(await countRows(database.db), { requests: 0, callbacks: 0, keys: 0, events: 0, deliveries: 0 });
   t.same(await aggregates(database), {
     submitted: 2000, completed: 1600, expired: 400, submit_failed: 0, approved: 800, declined: 800, unmatched: 400, invalid: 200, turnarounds: 1600,
   });
@@ -135,15 +155,18 @@ t.test('a request a sweep holds is skipped by the other, not waited for', async 
 
 t.test('the sweep runs in the app: purged rows by table in /metrics', async (t) => {
   const { app, database } = await buildTestApp(t, { env: { RETENTION_DAYS: '30' }, clock: () => NOW, database: shared });
-  await insertRow(database.db, { status: 'completed', submittedAt: daysAgo(NOW, 40), idempotencyKey: 'k-1' });
+  const request = await insertRow(database.db, { status: 'completed', submittedAt: daysAgo(NOW, 40), idempotencyKey: 'k-1' });
+  await insertEvent(database.db, { requestId: request, createdAt: daysAgo(NOW, 40), deliveries: [{ status: 'delivered' }] });
   await insertStray(database.db, 'invalid', daysAgo(NOW, 40));
   await app.ready();
   await app.retentionSweep.run();
-  t.same(await countRows(database.db), { requests: 0, callbacks: 0, keys: 0 });
+  t.same(await countRows(database.db), { requests: 0, callbacks: 0, keys: 0, events: 0, deliveries: 0 });
   const metrics = (await app.inject({ url: '/metrics' })).body;
   t.match(metrics, /underwriting_retention_purged_rows_total\{table="underwriting_requests"\} 1\n/);
   t.match(metrics, /underwriting_retention_purged_rows_total\{table="callbacks"\} 2\n/);
   t.match(metrics, /underwriting_retention_purged_rows_total\{table="idempotency_keys"\} 1\n/);
+  t.match(metrics, /underwriting_retention_purged_rows_total\{table="events"\} 1\n/);
+  t.match(metrics, /underwriting_retention_purged_rows_total\{table="event_deliveries"\} 1\n/);
 });
 
 t.test('without RETENTION_DAYS nothing is purged, and production warns at start', async (t) => {

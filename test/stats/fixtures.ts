@@ -108,7 +108,9 @@ export async function countRows(db: Kysely<DB>): Promise<Record<string, number>>
   const { rows } = await sql<Record<string, number>>`
     select (select count(*) from underwriting_requests)::int as requests,
            (select count(*) from callbacks)::int as callbacks,
-           (select count(*) from idempotency_keys)::int as keys`.execute(db);
+           (select count(*) from idempotency_keys)::int as keys,
+           (select count(*) from events)::int as events,
+           (select count(*) from event_deliveries)::int as deliveries`.execute(db);
   return rows[0]!;
 }
 
@@ -122,8 +124,30 @@ export const daysAgo = (now: Date, days: number) => hoursAgo(now, days * 24);
 export async function sharedDatabase(t: Test): Promise<TestDatabase> {
   const database = await freshDatabase(t);
   t.beforeEach(async () => {
-    await sql`truncate underwriting_requests, callbacks, idempotency_keys, statistics_hourly, turnaround_hourly
-      restart identity cascade`.execute(database.db);
+    await sql`truncate underwriting_requests, callbacks, idempotency_keys, statistics_hourly, turnaround_hourly,
+      events, event_deliveries restart identity cascade`.execute(database.db);
   });
   return database;
+}
+
+/** An outcome event as the events capability records it, with one delivery per given status. */
+export async function insertEvent(
+  db: Kysely<DB>,
+  e: { requestId?: number; callbackId?: number; createdAt: Date | string; deliveries?: Array<{ status: 'pending' | 'delivered' | 'dead'; queuedAt?: Date | string }> },
+): Promise<number> {
+  sequence += 1;
+  const created = new Date(e.createdAt);
+  const { rows } = await sql<{ id: number }>`
+    insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data)
+    values (${`evt_${String(sequence).padStart(32, '0')}`}, ${e.requestId ? 'underwriting.completed' : 'callback.unmatched'},
+            ${`cust-${sequence}`}, ${created}, ${e.requestId ?? null}, ${e.callbackId ?? null}, '{}'::jsonb)
+    returning id`.execute(db);
+  const id = rows[0]!.id;
+  for (const [n, d] of (e.deliveries ?? []).entries()) {
+    const queued = new Date(d.queuedAt ?? created);
+    await sql`
+      insert into event_deliveries (event_id, customer_uuid, url_key, url, status, queued_at, next_attempt_at)
+      values (${id}, 'c', ${`key-${n}`}, ${`https://hooks.example/${n}`}, ${d.status}, ${queued}, ${queued})`.execute(db);
+  }
+  return id;
 }

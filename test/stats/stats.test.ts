@@ -3,7 +3,7 @@ import t from 'tap';
 import { purgePass } from '../../src/retention/sweep.js';
 import { binMs } from '../../src/stats/turnaround.js';
 import { buildTestApp } from '../helpers/app.js';
-import { daysAgo, insertRow, insertStray, sharedDatabase } from './fixtures.js';
+import { daysAgo, insertEvent, insertRow, insertStray, sharedDatabase } from './fixtures.js';
 
 const NOW = new Date('2026-11-23T04:30:00Z');
 const KEY = 'stats-key-0123456789abcdef';
@@ -146,15 +146,18 @@ t.test('purged days read from the aggregates: the same figures before and after,
   t.ok(afterDays.buckets.some((b) => b.turnaroundMs.p95 !== null && b.turnaroundMs.p95 > 86_400_000), 'the live late one merges into its purged day');
 });
 
-t.test('now: pending and the oldest one, stray callbacks in the last 24 h, the token client', async (t) => {
+t.test('now: pending and the oldest one, stray callbacks in the last 24 h, event deliveries pending and dead', async (t) => {
   const { app } = await buildTestApp(t, { clock: () => NOW, database });
   const { db } = database;
-  await insertRow(db, { status: 'submitted', submittedAt: new Date(NOW.getTime() - 125_000) });
+  const waiting = await insertRow(db, { status: 'submitted', submittedAt: new Date(NOW.getTime() - 125_000) });
   await insertRow(db, { status: 'submitting', submittedAt: new Date(NOW.getTime() - 5_000) });
   await insertRow(db, { status: 'expired', submittedAt: daysAgo(NOW, 3) });
   await insertStray(db, 'unmatched', new Date(NOW.getTime() - 3600_000));
   await insertStray(db, 'unmatched', new Date(NOW.getTime() - 25 * 3600_000));
   await insertStray(db, 'invalid', new Date(NOW.getTime() - 60_000));
+  // Two pending deliveries (the oldest queued 10 min ago), one dead, one delivered.
+  await insertEvent(db, { requestId: waiting, createdAt: new Date(NOW.getTime() - 600_000), deliveries: [{ status: 'pending' }, { status: 'dead' }] });
+  await insertEvent(db, { requestId: waiting, createdAt: new Date(NOW.getTime() - 60_000), deliveries: [{ status: 'pending' }, { status: 'delivered' }] });
   const { now } = await stats(app, '');
   t.same(now, {
     at: NOW.toISOString(),
@@ -162,12 +165,13 @@ t.test('now: pending and the oldest one, stray callbacks in the last 24 h, the t
     oldestPendingAgeS: 125,
     unmatched24h: 1,
     invalid24h: 1,
-    events: null,
+    events: { pending: 2, dead: 1, oldestPendingAgeS: 600 },
     token: { configured: false, expiresAt: null, renewAt: null },
   });
 
   await sql`truncate underwriting_requests, callbacks cascade`.execute(db);
-  t.match((await stats(app, '')).now, { pending: 0, oldestPendingAgeS: null });
+  await sql`truncate events cascade`.execute(db);
+  t.match((await stats(app, '')).now, { pending: 0, oldestPendingAgeS: null, events: { pending: 0, dead: 0, oldestPendingAgeS: null } });
 });
 
 t.test("the token client's timing, never the token", async (t) => {
