@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AUDIT_ACTIONS } from '../db/types.js';
+import { eventView } from '../events/schemas.js';
 import { cpfSchema, customerUuidSchema } from '../provider/schemas.js';
 import { cursorParam, instant, requestView, resultView, wholeNumber } from '../queries/schemas.js';
 
@@ -46,6 +47,7 @@ export const exportView = z
     requests: z.array(exportedRequest).describe('Every request, newest first, each with its srd and result'),
     unmatched: z.array(exportedUnmatched).describe('Callbacks that matched no request'),
     invalid: z.array(exportedInvalid).describe('Callbacks refused as invalid that name the subject'),
+    events: z.array(eventView).describe('Outcome events about the subject, newest first, each with its deliveries'),
   })
   .describe('Everything stored about the subject; CPF-like digit runs in free text are redacted');
 export type ExportView = z.infer<typeof exportView>;

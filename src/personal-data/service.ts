@@ -28,9 +28,9 @@ export function personalDataService(deps: PersonalDataDeps) {
         .execute(async (tx) => {
           const subject = await resolveSubject(tx, ref, deps.cpfHashKeys);
           const stored = await readStored(tx, subject);
-          const counts = { requests: stored.requests.length, callbacks: stored.callbacks.length };
+          const counts = { requests: stored.requests.length, callbacks: stored.callbacks.length, events: stored.events.length };
           await recordAudit(tx, { at: deps.clock(), action: 'export', actor, subject: subjectOf(ref), counts });
-          return stored.requests.length + stored.callbacks.length === 0 ? undefined : exportView(stored, subject.customerUuids, cpfOf(ref));
+          return stored.requests.length + stored.callbacks.length + stored.events.length === 0 ? undefined : exportView(stored, subject.customerUuids, cpfOf(ref));
         });
       if (!view) throw notFound('nothing is stored about this subject');
       return view;

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { DB, Decision, RequestStatus } from '../db/types.js';
 import { AppError } from '../errors.js';
+import type { EventRow } from '../events/sql.js';
 import { anonymousInvalidNaming, inList, type Subject } from './subject.js';
 
 /**
@@ -8,7 +9,7 @@ import { anonymousInvalidNaming, inList, type Subject } from './subject.js';
  * its customer_uuid column (rows referencing them go by ON DELETE CASCADE), and the count their
  * deleted rows add to. Erasure deletes from each; a new table of personal data joins with one line.
  */
-export const CUSTOMER_TABLES: ReadonlyArray<{ table: string; counts: 'events' }> = [];
+export const CUSTOMER_TABLES: ReadonlyArray<{ table: string; counts: 'events' }> = [{ table: 'events', counts: 'events' }];
 
 export interface StoredRequest {
   id: number;
@@ -41,7 +42,16 @@ export interface Stored {
   requests: StoredRequest[];
   /** Unmatched and invalid callbacks; matched ones are the requests' results. */
   callbacks: StoredCallback[];
+  /** Outcome events, each with its deliveries. */
+  events: EventRow[];
 }
+
+const DELIVERIES = sql<EventRow['deliveries']>`(
+  select jsonb_agg(jsonb_build_object(
+           'url', d.url, 'status', d.status, 'attempts', d.attempts,
+           'last_attempt_at', d.last_attempt_at, 'last_status', d.last_status, 'last_error', d.last_error)
+         order by d.id)
+  from event_deliveries d where d.event_id = e.id)`;
 
 /** Everything stored about the subject, newest first. Run it in one snapshot (repeatable read). */
 export async function readStored(db: Kysely<DB>, subject: Subject): Promise<Stored> {
@@ -78,7 +88,13 @@ export async function readStored(db: Kysely<DB>, subject: Subject): Promise<Stor
     )
     .orderBy('c.id', 'desc')
     .execute();
-  return { requests: requests as StoredRequest[], callbacks: callbacks as StoredCallback[] };
+  const events = await db
+    .selectFrom('events as e')
+    .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', DELIVERIES.as('deliveries')])
+    .where(inList('e.customer_uuid', subject.customerUuids))
+    .orderBy('e.id', 'desc')
+    .execute();
+  return { requests: requests as StoredRequest[], callbacks: callbacks as StoredCallback[], events };
 }
 
 export interface ErasedCounts {

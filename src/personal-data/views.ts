@@ -1,3 +1,4 @@
+import { eventView } from '../events/feed.js';
 import type { ExportView } from './schemas.js';
 import type { Stored } from './store.js';
 
@@ -57,6 +58,7 @@ export function exportView(stored: Stored, customerUuids: string[], cpf: string 
         body: c.body ?? null,
         rawBody: Buffer.from(c.raw_body).toString('utf8'),
       })),
+    events: stored.events.map(eventView),
   };
   return redactCpfs(view, cpf);
 }

@@ -42,8 +42,8 @@ t.test('lookups, exports and erasures are audited with a key fingerprint and a k
   );
   const [erase, byUuid, byCpf, looked] = items;
   t.same(looked.counts, { requests: 2 });
-  t.same(byCpf.counts, { requests: 2, callbacks: 2 });
-  t.same(erase.counts, { requests: 2, callbacks: 3, events: 0, idempotencyKeys: 1 });
+  t.same(byCpf.counts, { requests: 2, callbacks: 2, events: 2 });
+  t.same(erase.counts, { requests: 2, callbacks: 3, events: 2, idempotencyKeys: 1 });
   t.match(looked.subject, /^cpf:[0-9a-f]{32}$/);
   t.equal(byCpf.subject, looked.subject, 'one CPF, one subject');
   t.equal(erase.subject, looked.subject);
@@ -78,7 +78,7 @@ t.test('a lookup without query keys names the peer; the audit filters by action 
   t.equal(page3.nextCursor, null);
 
   const exports = (await get(app, '/v1/audit?action=export')).json();
-  t.same(exports.items.map((e: { counts: unknown }) => e.counts), [{ requests: 0, callbacks: 0 }]);
+  t.same(exports.items.map((e: { counts: unknown }) => e.counts), [{ requests: 0, callbacks: 0, events: 0 }]);
   const window = (await get(app, '/v1/audit?since=2026-04-01T00:01:00Z&until=2026-04-01T00:03:00Z')).json();
   t.same(window.items.map((e: { at: string }) => e.at.slice(11, 16)), ['00:02', '00:01'], 'since inclusive, until exclusive');
 

@@ -29,7 +29,7 @@ t.test('erasure is refused 409 in_flight while a request awaits its callback, an
   const erased = await post(app, '/v1/personal-data/erase', { customerUuid: 'erase-flight-1' });
   t.equal(erased.statusCode, 200);
   // 3 requests; callbacks: 2 results, 1 unmatched, 1 invalid.
-  t.same(erased.json(), { erased: { requests: 3, callbacks: 4, events: 0 } });
+  t.same(erased.json(), { erased: { requests: 3, callbacks: 4, events: 2 } });
   const export404 = await post(app, '/v1/personal-data/export', { cpf });
   t.equal(export404.statusCode, 404, 'nothing left to export');
   const again = await post(app, '/v1/personal-data/erase', { cpf });
@@ -61,7 +61,7 @@ t.test('after erasure by CPF a dump of the database holds nothing of the subject
   const erased = await post(app, '/v1/personal-data/erase', { cpf });
   t.equal(erased.statusCode, 200);
   // 3 requests; callbacks: 1 result, 1 unmatched, 1 invalid naming the customer, 2 naming nobody.
-  t.same(erased.json(), { erased: { requests: 3, callbacks: 5, events: 0 } });
+  t.same(erased.json(), { erased: { requests: 3, callbacks: 5, events: 2 } });
 
   const dump = await dumpDatabase(database);
   const traces = [
@@ -90,9 +90,11 @@ t.test('erasure by customerUuid takes only that customer, and its idempotency ke
   await seedSubject(database.db, 'erase-one-1', cpf);
   await seedSubject(database.db, 'erase-one-2', cpf);
   const erased = await post(app, '/v1/personal-data/erase', { customerUuid: 'erase-one-1' });
-  t.same(erased.json(), { erased: { requests: 2, callbacks: 3, events: 0 } });
+  t.same(erased.json(), { erased: { requests: 2, callbacks: 3, events: 2 } });
   const keys = await database.db.selectFrom('idempotency_keys').select('key').where('key', 'like', 'idem-erase-one-%').execute();
   t.same(keys.map((k) => k.key), ['idem-erase-one-2']);
+  const events = await database.db.selectFrom('event_deliveries').select('customer_uuid').where('customer_uuid', 'like', 'erase-one-%').execute();
+  t.same([...new Set(events.map((e) => e.customer_uuid))], ['erase-one-2'], "the other customerUuid's events and deliveries stay");
   const left = await database.db.selectFrom('underwriting_requests').select('customer_uuid').where('cpf_hash', '=', hashCpf(cpf, TEST_CPF_HASH_KEY)).execute();
   t.same([...new Set(left.map((r) => r.customer_uuid))], ['erase-one-2'], "the other customerUuid's requests stay");
 });

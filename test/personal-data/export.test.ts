@@ -46,6 +46,12 @@ t.test('export by CPF returns every request with srd and result, unmatched and i
   t.match(expired.srd, { grossIncome: 4100, address: { street: 'Rua Augusta', number: '1500', city: 'São Paulo', state: 'SP' } });
   t.equal(body.unmatched.length, 1);
   t.match(body.unmatched[0], { customerUuid: 'export-cpf-1', result: { response: { limit: 0 } } });
+  t.same(body.events.map((e: { type: string }) => e.type), ['callback.unmatched', 'underwriting.completed'], 'events, newest first');
+  t.match(body.events[1], {
+    id: /^evt_/,
+    data: { customerUuid: 'export-cpf-1', cpfMasked: maskCpf(cpf) },
+    deliveries: [{ url: 'https://hooks.internal/outcomes', status: 'dead', attempts: 3, lastStatus: 500, lastError: 'HTTP 500: rejected export-cpf-1' }],
+  });
   t.equal(body.invalid.length, 1);
   t.match(body.invalid[0], {
     customerUuid: 'export-cpf-1',

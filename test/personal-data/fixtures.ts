@@ -3,6 +3,7 @@ import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import type { Test } from 'tap';
+import { maskCpf } from '../../src/cpf.js';
 import type { DB } from '../../src/db/types.js';
 import { buildTestApp, type TestApp, type TestAppOptions } from '../helpers/app.js';
 import type { TestDatabase } from '../helpers/database.js';
@@ -32,8 +33,8 @@ export function get(app: FastifyInstance, url: string, key: string | null = ADMI
 
 /**
  * A subject with one of everything: an older expired request and a newer completed one with its
- * result, an idempotency key, an unmatched callback, and an invalid callback naming the customer
- * whose raw bytes carry the CPF.
+ * result, an idempotency key, an unmatched callback, an invalid callback naming the customer whose
+ * raw bytes carry the CPF, and two events (completed, unmatched) with a dead delivery each.
  */
 export async function seedSubject(db: Kysely<DB>, customerUuid: string, cpf: string): Promise<void> {
   await insertRequest(db, {
@@ -68,6 +69,60 @@ export async function seedSubject(db: Kysely<DB>, customerUuid: string, cpf: str
     .execute();
   await insertUnmatched(db, resultBody(customerUuid, { limit: 0 }));
   await insertInvalid(db, { customerUuid, raw: `{"customerUuid":"${customerUuid}","cpf":"${cpf}","started":"yesterday"}` });
+  await insertEvent(db, { customerUuid, requestId: completed, cpf });
+  await insertEvent(db, { customerUuid, requestId: null, cpf });
+}
+
+let events = 0;
+
+/** An outcome event with one delivery, as the events capability records it. */
+export async function insertEvent(db: Kysely<DB>, e: { customerUuid: string; requestId: number | null; cpf: string }): Promise<void> {
+  events += 1;
+  const type = e.requestId === null ? 'callback.unmatched' : 'underwriting.completed';
+  const data =
+    e.requestId === null
+      ? { customerUuid: e.customerUuid, receivedAt: '2026-01-02T10:00:05.000Z', result: null }
+      : {
+          customerUuid: e.customerUuid,
+          status: 'completed',
+          decision: 'declined',
+          cpfMasked: maskCpf(e.cpf),
+          costSavingEnabled: false,
+          srd: { grossIncome: 8000, occupation: 'Retired' },
+          submittedAt: '2026-01-02T10:00:00.000Z',
+          completedAt: '2026-01-02T10:00:05.000Z',
+          upstreamStatus: 202,
+          result: resultBody(e.customerUuid, { limit: 0 }),
+        };
+  const event = await db
+    .insertInto('events')
+    .values({
+      public_id: `evt_${events.toString(16).padStart(32, '0')}`,
+      type,
+      customer_uuid: e.customerUuid,
+      created_at: '2026-01-02T10:00:05Z',
+      request_id: e.requestId,
+      data: JSON.stringify(data),
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  const now = new Date('2026-01-02T10:00:06Z');
+  await db
+    .insertInto('event_deliveries')
+    .values({
+      event_id: event.id,
+      customer_uuid: e.customerUuid,
+      url_key: 'k'.repeat(16),
+      url: 'https://hooks.internal/outcomes',
+      status: 'dead',
+      attempts: 3,
+      queued_at: now,
+      next_attempt_at: now,
+      last_attempt_at: now,
+      last_status: 500,
+      last_error: `HTTP 500: rejected ${e.customerUuid}`,
+    })
+    .execute();
 }
 
 /** An invalid callback as the callback route keeps it: raw bytes, why, and the customer when recognisable. */
@@ -93,9 +148,10 @@ export async function insertInvalid(db: Kysely<DB>, cb: { customerUuid: string |
 
 /** Rows per table, to show what an operation left alone. */
 export async function rowCounts(db: Kysely<DB>): Promise<Record<string, number>> {
-  const { rows } = await sql<{ requests: number; callbacks: number; keys: number; audit: number }>`
+  const { rows } = await sql<{ requests: number; callbacks: number; keys: number; audit: number; events: number; deliveries: number }>`
     select (select count(*) from underwriting_requests)::int as requests, (select count(*) from callbacks)::int as callbacks,
-           (select count(*) from idempotency_keys)::int as keys, (select count(*) from audit_log)::int as audit`.execute(db);
+           (select count(*) from idempotency_keys)::int as keys, (select count(*) from audit_log)::int as audit,
+           (select count(*) from events)::int as events, (select count(*) from event_deliveries)::int as deliveries`.execute(db);
   return { ...rows[0]! };
 }
 
