@@ -3,12 +3,7 @@ import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import {
-  jsonSchemaTransform,
-  serializerCompiler,
-  validatorCompiler,
-  type ZodTypeProvider,
-} from 'fastify-type-provider-zod';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { addressMatcher } from './access/addresses.js';
 import { callbackRoutes } from './callbacks/routes.js';
 import { notificationChannel } from './channels/channel.js';
@@ -20,6 +15,7 @@ import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { installErrorHandler } from './errors.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
+import { swaggerOptions } from './openapi.js';
 import { opsRoutes } from './ops/routes.js';
 import type { BearerTokenSource } from './provider/token-source.js';
 import { TokenClient } from './provider/token-client.js';
@@ -76,21 +72,21 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(helmet, {
     contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
   });
-  await app.register(swagger, {
-    openapi: {
-      info: {
+  await app.register(
+    swagger,
+    swaggerOptions(
+      {
         title: 'underwriting-gateway',
         description: "Partner-side gateway for the provider's asynchronous credit-card underwriting API",
         version: '0.1.0',
       },
-      tags: [
+      [
         { name: 'underwritings', description: 'Submit requests and read outcomes' },
         { name: 'callbacks', description: "The provider's result callbacks" },
         { name: 'operations', description: 'Health, readiness, metrics' },
       ],
-    },
-    transform: jsonSchemaTransform,
-  });
+    ),
+  );
   await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
 
   let tokenSource = deps.tokenSource;

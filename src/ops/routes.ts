@@ -3,6 +3,7 @@ import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import type { Database } from '../db/database.js';
 import { errorBody, errorSchema, storageUnavailable } from '../errors.js';
+import { operation } from '../openapi.js';
 
 export interface OpsDeps {
   database: Pick<Database, 'ping'>;
@@ -10,6 +11,8 @@ export interface OpsDeps {
 }
 
 const READY_TIMEOUT_MS = 2000;
+/** prom-client's registry.contentType, without the charset it adds. */
+const PROMETHEUS_TEXT = 'text/plain; version=0.0.4';
 
 const status = z.object({ status: z.string() });
 
@@ -18,7 +21,7 @@ export const opsRoutes =
   async (app) => {
     app.get(
       '/healthz',
-      { schema: { tags: ['operations'], summary: 'The process is alive', response: { 200: status } } },
+      { schema: { ...operation('getHealth', 'open'), tags: ['operations'], summary: 'The process is alive', response: { 200: status } } },
       async () => ({ status: 'ok' }),
     );
 
@@ -26,6 +29,7 @@ export const opsRoutes =
       '/readyz',
       {
         schema: {
+          ...operation('getReadiness', 'open'),
           tags: ['operations'],
           summary: 'The database answers (503 while it does not)',
           response: { 200: status, 503: errorSchema },
@@ -44,7 +48,19 @@ export const opsRoutes =
 
     app.get(
       '/metrics',
-      { schema: { tags: ['operations'], summary: 'Prometheus metrics', produces: ['text/plain'] } },
+      {
+        schema: {
+          ...operation('getMetrics', 'open'),
+          tags: ['operations'],
+          summary: 'Prometheus metrics',
+          response: {
+            200: {
+              description: 'The Prometheus text exposition format',
+              content: { [PROMETHEUS_TEXT]: { schema: z.string() } },
+            },
+          },
+        },
+      },
       async (_request, reply) => {
         const body = await deps.registry.metrics();
         return reply.type(deps.registry.contentType).send(body);

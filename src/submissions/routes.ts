@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { allowlistGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
+import { operation } from '../openapi.js';
 import { underwritingRequestSchema } from '../provider/schemas.js';
 import { createUnderwritingClient } from '../provider/underwriting-client.js';
 import { outcomeOfStatus, type SubmitOutcome, submitMetrics } from './metrics.js';
@@ -41,6 +42,7 @@ export const submissionRoutes =
           done();
         },
         schema: {
+          ...operation('submitUnderwriting', 'open'),
           tags: ['underwritings'],
           summary: 'Submit an underwriting request to the provider',
           description:
