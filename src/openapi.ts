@@ -84,6 +84,8 @@ const NULL_ONLY: JsonObject = { type: 'object', nullable: true, enum: [null] };
  *   only widens a `type` beside it) becomes "the referenced schema, or null";
  * - a schema documented as a number (`.meta({ type: 'integer' })` on a query parameter that is text
  *   on the wire) keeps no string keywords from the text it is parsed from;
+ * - zod's bounds of a bare `.int()` (±2^53-1) say nothing and become absurd examples: gone (a
+ *   number with a real range says so in its zod schema, e.g. httpStatusSchema);
  * - an `anyOf` left with one branch (zod drops branches it cannot represent) is that branch.
  */
 function fixSchema(schema: JsonObject): void {
@@ -96,6 +98,8 @@ function fixSchema(schema: JsonObject): void {
     schema.anyOf = [{ $ref: ref }, NULL_ONLY];
   }
   if (schema.type === 'integer' || schema.type === 'number') for (const key of STRING_ONLY) delete schema[key];
+  if (schema.minimum === -Number.MAX_SAFE_INTEGER) delete schema.minimum;
+  if (schema.maximum === Number.MAX_SAFE_INTEGER) delete schema.maximum;
   if (Array.isArray(schema.anyOf) && schema.anyOf.length === 1 && isObject(schema.anyOf[0])) {
     const [only] = schema.anyOf as [JsonObject];
     delete schema.anyOf;
