@@ -1,23 +1,30 @@
 import { randomInt } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { type AbScenario, compareAb } from './lib/compare.js';
-import { type BenchDatabase, backendCpuMs, createBenchDatabase } from './lib/database.js';
+import { type BenchDatabase, backendCpuSnapshot, createBenchDatabase } from './lib/database.js';
+import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
+import { wrkAvailable } from './lib/wrk.js';
 import { type Child, RssSampler, startChild, stopAll } from './lib/processes.js';
-import { type AbReport, type LongPollReport, abGoals, longPollGoals, renderReport } from './lib/report.js';
+import { type AbReport, type ColdStart, type LongPollReport, type Noise, abGoals, longPollGoals, renderReport } from './lib/report.js';
 import { callbackScenario } from './scenarios/callback.js';
 import { getOneScenario, seedGetOne } from './scenarios/get-one.js';
 import { runLongPolls } from './scenarios/long-poll.js';
 import { submitScenario } from './scenarios/submit.js';
 
-// `npm run bench [-- --quick] [--only=callback,submit,get-one,long-poll] [--profile] [--long-poll-callbacks=32]`:
+// `npm run bench [-- --quick] [--only=callback,submit,get-one,long-poll,cold-start] [--profile] [--own-postgres] [--long-poll-callbacks=32]`:
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const profile = args.includes('--profile');
+const ownPostgres = args.includes('--own-postgres');
 const onlyArg = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
 const only = onlyArg ? new Set(onlyArg.split(',')) : undefined;
 const wanted = (name: string) => only === undefined || only.has(name);
@@ -27,12 +34,13 @@ const numberArg = (name: string, fallback: number) => {
 };
 
 const settings = quick
-  ? { rounds: 2, durationS: 1.5, warmupS: 1, warmupRequests: 300, minCallbackRows: 2_000, getOneRows: 10_000, getOneCustomers: 200, longPolls: 200, settleMs: 5_000 }
-  : { rounds: 3, durationS: 8, warmupS: 3, warmupRequests: 3_000, minCallbackRows: 5_000, getOneRows: 100_000, getOneCustomers: 1_000, longPolls: 1_000, settleMs: 15_000 };
+  ? { rounds: 2, durationS: 1.5, warmupS: 1, warmupRequests: 300, wrkRounds: 1, minCallbackRows: 2_000, getOneRows: 10_000, getOneCustomers: 200, longPolls: 200, settleMs: 5_000 }
+  : { rounds: 3, durationS: 8, warmupS: 3, warmupRequests: 3_000, wrkRounds: 2, minCallbackRows: 5_000, getOneRows: 100_000, getOneCustomers: 1_000, longPolls: 1_000, settleMs: 15_000 };
 const LONG_POLL_WAIT_S = 30;
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
-const GATEWAY_ENTRY = here('../src/server.js');
+/** BENCH_GATEWAY_ENTRY: another build's dist/src/server.js, to compare two builds against the same baselines. */
+const GATEWAY_ENTRY = process.env.BENCH_GATEWAY_ENTRY ?? here('../src/server.js');
 /** The gateway's V8 flags, as in `npm start` and the Dockerfile's CMD: keep the three in step. */
 const GATEWAY_NODE_ARGS = ['--max-semi-space-size=4'];
 const BASELINE_ENTRY = here('./baselines/server.js');
@@ -50,11 +58,13 @@ function alphanumeric(length: number): string {
 const secrets = { PARTNER_TOKEN: alphanumeric(64), CPF_HASH_KEY: alphanumeric(48) };
 
 let database: BenchDatabase | undefined;
+let own: OwnPostgres | undefined;
 let cleaning: Promise<void> | undefined;
 function cleanup(): Promise<void> {
   cleaning ??= (async () => {
     await stopAll();
     await database?.drop().catch((err: unknown) => say(`could not drop the bench database: ${String(err)}`));
+    await own?.stop().catch((err: unknown) => say(`could not stop the benchmark's own PostgreSQL: ${String(err)}`));
   })();
   return cleaning;
 }
@@ -91,6 +101,14 @@ async function startBaseline(db: BenchDatabase, providerBaseUrl: string): Promis
   });
 }
 
+/** WAL position in bytes: differences are what a run wrote (the whole server's). */
+async function walBytes(db: BenchDatabase): Promise<number> {
+  const { rows } = await db.pool.query<{ b: string }>(`select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint as b`);
+  return Number(rows[0]?.b ?? 0);
+}
+
+let withWrk = false;
+
 async function abScenario(db: BenchDatabase, stubUrl: string, scenario: AbScenario): Promise<AbReport> {
   say(`\n${scenario.name}: ${scenario.connections} connections, ${settings.rounds} rounds of ${settings.durationS} s per target`);
   const [gateway, baseline] = await Promise.all([startGateway(db, stubUrl, scenario.name), startBaseline(db, stubUrl)]);
@@ -98,10 +116,10 @@ async function abScenario(db: BenchDatabase, stubUrl: string, scenario: AbScenar
   const baselineRss = new RssSampler(baseline.pid);
   try {
     const targets = {
-      gateway: { ...gateway, dbCpuMs: () => backendCpuMs(db, 'underwriting-gateway') },
-      baseline: { ...baseline, dbCpuMs: () => backendCpuMs(db, 'bench-baseline') },
+      gateway: { ...gateway, dbCpu: () => backendCpuSnapshot(db, 'underwriting-gateway') },
+      baseline: { ...baseline, dbCpu: () => backendCpuSnapshot(db, 'bench-baseline') },
     };
-    const result = await compareAb(scenario, targets, settings, say);
+    const result = await compareAb(scenario, targets, () => walBytes(db), { ...settings, wrkRounds: withWrk ? settings.wrkRounds : 0 }, say);
     const gatewayPeakRssMb = gatewayRss.finish();
     return {
       scenario: scenario.name,
@@ -136,6 +154,74 @@ async function longPollScenario(db: BenchDatabase, stubUrl: string): Promise<Lon
   }
 }
 
+interface StatementStats {
+  query: string;
+  calls: number;
+  meanExecMs: number;
+  totalExecS: number;
+  rowsPerCall: number;
+  walBytesPerCall: number;
+  walFpiPerCall: number;
+}
+
+/** What pg_stat_statements saw on the private cluster during the A/B scenarios (--own-postgres). */
+async function topStatements(url: string): Promise<StatementStats[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<StatementStats>(
+      `select left(regexp_replace(query, '\\s+', ' ', 'g'), 90) as query, calls::int,
+              round(mean_exec_time::numeric, 3)::float as "meanExecMs", round((total_exec_time / 1000)::numeric, 2)::float as "totalExecS",
+              round(rows::numeric / calls, 2)::float as "rowsPerCall", round(wal_bytes / calls, 0)::float as "walBytesPerCall",
+              round(wal_fpi::numeric / calls, 3)::float as "walFpiPerCall"
+       from pg_stat_statements where calls > 100 order by total_exec_time desc limit 12`,
+    );
+    say('\npg_stat_statements (own PostgreSQL), by total execution time:');
+    for (const r of rows) {
+      say(`  ${String(r.calls).padStart(7)} calls  ${String(r.meanExecMs).padStart(7)} ms  ${String(r.rowsPerCall).padStart(6)} rows  ${String(r.walBytesPerCall).padStart(7)} WAL B  ${r.query}`);
+    }
+    return rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** /proc/pressure/cpu "some avg60": the share of time something waited for a CPU, %. */
+function cpuPressure(): number | null {
+  try {
+    const match = /^some avg10=[\d.]+ avg60=([\d.]+)/m.exec(readFileSync('/proc/pressure/cpu', 'utf8'));
+    return match ? Number(match[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Cold start to ready: spawn to the first 200 of /readyz (polled every 5 ms), on PostgreSQL (the
+ * database already migrated) and on PGlite (an empty data directory, then the same one again).
+ */
+async function measureColdStart(db: BenchDatabase, stubUrl: string, tries: number): Promise<ColdStart> {
+  const result: ColdStart = { postgres: [], pgliteFresh: [], pgliteExisting: [] };
+  const base = { LOG_LEVEL: 'warn', PROVIDER_BASE_URL: stubUrl, ...secrets, CALLBACK_ALLOWED_IPS: '127.0.0.1/32' };
+  const once = async (env: Record<string, string>) => {
+    const child = await startChild({ name: 'gateway (cold start)', script: GATEWAY_ENTRY, nodeArgs: GATEWAY_NODE_ARGS, readyPath: '/readyz', readyPollMs: 5, readyTimeoutMs: 120_000, env });
+    await child.stop();
+    return child.readyMs;
+  };
+  for (let i = 0; i < tries; i++) {
+    result.postgres.push(await once({ ...base, NODE_ENV: 'production', DATABASE_URL: db.url }));
+    const dir = await mkdtemp(join(tmpdir(), 'ugw-bench-pglite-'));
+    try {
+      // NODE_ENV=production requires DATABASE_URL: PGlite is the development engine.
+      result.pgliteFresh.push(await once({ ...base, NODE_ENV: 'development', DATA_DIR: dir }));
+      result.pgliteExisting.push(await once({ ...base, NODE_ENV: 'development', DATA_DIR: dir }));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+  return result;
+}
+
 async function main(): Promise<void> {
   const startedAt = new Date();
   const adminUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -148,6 +234,7 @@ async function main(): Promise<void> {
     postgres: '',
     loadAverageAtStart: loadavg().map((v) => Math.round(v * 100) / 100),
   };
+  const pressureAtStart = cpuPressure();
   say(`underwriting-gateway benchmark${quick ? ' (quick)' : ''}: ${machine.cores} cores, ${machine.cpuModel}, Node ${machine.node}, load ${machine.loadAverageAtStart.join(' ')}`);
 
   if (profile) {
@@ -155,7 +242,13 @@ async function main(): Promise<void> {
     await mkdir(PROFILE_DIR, { recursive: true });
     await writeFile(`${PROFILE_DIR}.gitignore`, '*\n');
   }
-  database = await createBenchDatabase(adminUrl);
+  withWrk = await wrkAvailable();
+  if (!withWrk) say('wrk not found: no cross-check with a second load generator');
+  if (ownPostgres) {
+    own = await startOwnPostgres();
+    say('on a private PostgreSQL cluster started for this run (WAL and pg_stat_statements are the benchmark\'s own)');
+  }
+  database = await createBenchDatabase(own?.url ?? adminUrl);
   machine.postgres = database.serverVersion;
   say(`database ${database.name} on ${machine.postgres}`);
   const stub = await startChild({ name: 'provider stub', script: STUB_ENTRY, readyPath: '/healthz', env: {} });
@@ -168,9 +261,24 @@ async function main(): Promise<void> {
     await seedGetOne(database.pool, { rows: settings.getOneRows, customers: settings.getOneCustomers });
     ab.push(await abScenario(database, stub.baseUrl, getOneScenario({ customers: settings.getOneCustomers })));
   }
+  let statements: StatementStats[] | undefined;
+  if (own) statements = await topStatements(own.url);
   const longPoll = wanted('long-poll') ? await longPollScenario(database, stub.baseUrl) : undefined;
+  let coldStart: ColdStart | undefined;
+  // Cold start runs by default in full runs; in --quick only when asked for (PGlite's first start
+  // alone takes 10-60 s on this machine).
+  if (quick ? only?.has('cold-start') === true : wanted('cold-start')) {
+    say('\ncold start to ready, PostgreSQL and PGlite');
+    coldStart = await measureColdStart(database, stub.baseUrl, quick ? 1 : 3);
+  }
+  const noise: Noise = {
+    loadAverageAtStart: machine.loadAverageAtStart,
+    loadAverageAtEnd: loadavg().map((v) => Math.round(v * 100) / 100),
+    cpuPressureAtStart: pressureAtStart,
+    cpuPressureAtEnd: cpuPressure(),
+  };
 
-  const text = renderReport(ab, longPoll);
+  const text = renderReport(ab, longPoll, coldStart, noise);
   say(`\n${text}`);
   const finishedAt = new Date();
   const json = {
@@ -181,6 +289,9 @@ async function main(): Promise<void> {
     settings: { ...settings, longPollWaitS: LONG_POLL_WAIT_S, gatewayPoolSize: 10, baselinePoolSize: 10 },
     scenarios: ab,
     longPoll: longPoll ?? null,
+    coldStart: coldStart ?? null,
+    statements: statements ?? null,
+    noise,
     missed: [...ab, ...(longPoll ? [longPoll] : [])].flatMap((r) => r.goals.filter((g) => !g.met).map((g) => `${r.scenario}: ${g.goal} (${g.measured})`)),
   };
   await mkdir(RESULTS_DIR, { recursive: true });

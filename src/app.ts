@@ -21,6 +21,7 @@ import type { BearerTokenSource } from './provider/token-source.js';
 import { TokenClient } from './provider/token-client.js';
 import { queryRoutes } from './queries/routes.js';
 import { requestLifecycle } from './requests/lifecycle.js';
+import { addSecurityHeaders, type SecurityHeaderOptions } from './security-headers.js';
 import { submissionRoutes } from './submissions/routes.js';
 
 export type { Clock } from './deps.js';
@@ -36,6 +37,14 @@ export interface AppDeps {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/**
+ * Every answer is JSON, so the content security policy an API wants: load nothing, be framed by
+ * no one (/docs sets its own, looser one for Swagger UI). Helmet's defaults for the rest.
+ */
+export const SECURITY_HEADER_OPTIONS = {
+  contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
+} satisfies SecurityHeaderOptions;
 
 /** Builds the gateway; never listens (server.ts does, tests inject or listen on port 0). */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -67,11 +76,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const registry = createRegistry();
   instrumentRequests(app, registry);
 
-  // Every answer is JSON, so the policy an API wants: load nothing, be framed by no one (/docs
-  // sets its own, looser one for Swagger UI). Also the cheapest: helmet builds it per request.
-  await app.register(helmet, {
-    contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
-  });
+  // @fastify/helmet's options are the source; helmet turns them into headers once, at start
+  // (security-headers.ts). Registered not global: it would rebuild helmet on every request.
+  await app.register(helmet, { ...SECURITY_HEADER_OPTIONS, global: false });
+  addSecurityHeaders(app, SECURITY_HEADER_OPTIONS);
   await app.register(
     swagger,
     swaggerOptions(

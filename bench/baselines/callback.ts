@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type pg from 'pg';
 
-// The naive callback receiver: keep the raw bytes, then insert-result + update-request in one
+// The bench's first naive callback receiver (now served at /v1/callbacks/underwriting-legacy): keep the raw bytes, then insert-result + update-request in one
 // transaction, statement by statement. No NOTIFY (the baseline has no long-polls to wake): a
 // NOTIFY inside the transaction would hold PostgreSQL's database-wide notify lock through the
 // commit's WAL flush and cap the baseline, flattering the gateway.
@@ -19,11 +19,11 @@ function decision(r: Result['response']): string {
   return r.limit > 0 ? 'approved' : 'declined';
 }
 
-export function callbackBaseline(pool: pg.Pool): FastifyPluginAsync {
+export function callbackBaseline(pool: pg.Pool, path: string): FastifyPluginAsync {
   return async (app) => {
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
-    app.post('/v1/callbacks/underwriting', async (request, reply) => {
+    app.post(path, async (request, reply) => {
       const raw = request.body as Buffer;
       const result = JSON.parse(raw.toString('utf8')) as Result;
       const decided = decision(result.response);

@@ -1,5 +1,6 @@
 import Fastify from 'fastify';
 import { callbackBaseline } from './callback.js';
+import { callbackSameModelBaseline } from './callback-same-model.js';
 import { getOneBaseline } from './get-one.js';
 import { openPool } from './pool.js';
 import { submitBaseline } from './submit.js';
@@ -10,7 +11,10 @@ const env = process.env;
 const pool = openPool(env.DATABASE_URL ?? '');
 const app = Fastify({ logger: false, bodyLimit: 64 * 1024 });
 app.get('/healthz', async () => ({ status: 'ok' }));
-await app.register(callbackBaseline(pool));
+// The callback baseline is the same-model one (what issue 16's independent harness compared
+// with); the earlier one, which also updates the callback row it just inserted, stays for A/B.
+await app.register(callbackSameModelBaseline(pool, '/v1/callbacks/underwriting'));
+await app.register(callbackBaseline(pool, '/v1/callbacks/underwriting-legacy'));
 await app.register(
   submitBaseline({
     pool,

@@ -1,5 +1,7 @@
+import { backendCpuBetween } from './database.js';
 import { type LoadSpec, type RunFigures, runLoad } from './load.js';
 import { cpuTimeMs } from './processes.js';
+import { runWrk, type WrkSpec } from './wrk.js';
 
 // Side-by-side runs on one noisy machine: both targets warm up, then alternate A B A B ... so
 // that drift (other work on the machine, table growth, autovacuum) hits both alike.
@@ -11,15 +13,23 @@ export interface RunContext {
   /** Unique per run in the whole benchmark: a prefix for the data the run needs. */
   runId: string;
   durationS: number;
+  generator: Generator;
   /** Highest responses/s seen so far in this scenario, to size the data a run needs. */
   rateHint: number | undefined;
 }
 
-export type PreparedLoad = Pick<LoadSpec, 'build' | 'limit' | 'headers'>;
+export type PreparedLoad = Pick<LoadSpec, 'build' | 'limit' | 'headers'> & {
+  /** Set when the scenario can also be driven by wrk (the cross-check). */
+  wrk?: WrkSpec;
+};
+
+export type Generator = 'autocannon' | 'wrk';
 
 export interface AbScenario {
   name: string;
   connections: number;
+  /** True when prepare() also says how wrk drives it (PreparedLoad.wrk). */
+  wrk?: boolean;
   /** Untimed: seeds what one run needs and says what it sends. */
   prepare(run: RunContext): Promise<PreparedLoad>;
 }
@@ -30,6 +40,8 @@ export interface AbSettings {
   warmupS: number;
   /** Warm-up runs repeat (at most 3) until the target has answered this many requests. */
   warmupRequests: number;
+  /** Rounds of the wrk cross-check after autocannon's (scenarios that support it). */
+  wrkRounds: number;
 }
 
 export interface MeasuredRun extends RunFigures {
@@ -37,6 +49,8 @@ export interface MeasuredRun extends RunFigures {
   cpuMsPerOk: number | null;
   /** CPU of the PostgreSQL backends serving the target, per 2xx answer. */
   dbCpuMsPerOk: number | null;
+  /** WAL written during the run per 2xx answer (the whole server's: exact only on --own-postgres). */
+  walBytesPerOk: number | null;
 }
 
 export interface TargetFigures {
@@ -53,6 +67,14 @@ export interface TargetFigures {
   exhausted: boolean;
   cpuMsPerOk: number | null;
   dbCpuMsPerOk: number | null;
+  walBytesPerOk: number | null;
+}
+
+export interface WrkCrossCheck {
+  gateway: RunFigures[];
+  baseline: RunFigures[];
+  ratio: number;
+  roundRatios: number[];
 }
 
 export interface AbResult {
@@ -62,8 +84,12 @@ export interface AbResult {
   ratio: number;
   /** The same ratio round by round, to show how much the machine moved. */
   roundRatios: number[];
+  /** Median of the round ratios: what a noisy machine moves least. */
+  medianRatio: number;
   /** gateway CPU per answer / baseline CPU per answer (lower is better for the gateway). */
   cpuRatio: number | null;
+  /** The same targets driven by wrk, A B A B, when the scenario supports it. */
+  wrk: WrkCrossCheck | null;
 }
 
 let runCounter = 0;
@@ -89,28 +115,50 @@ function summarise(runs: MeasuredRun[]): TargetFigures {
     exhausted: runs.some((r) => r.exhausted),
     cpuMsPerOk: perOk((r) => r.cpuMsPerOk),
     dbCpuMsPerOk: perOk((r) => r.dbCpuMsPerOk),
+    walBytesPerOk: perOk((r) => r.walBytesPerOk),
   };
+}
+
+export function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  if (s.length === 0) return 0;
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+export interface TargetHandle {
+  baseUrl: string;
+  pid: number;
+  /** CPU so far of each PostgreSQL backend serving the target, by pid. */
+  dbCpu: () => Promise<Map<number, number> | null>;
 }
 
 const ratioOf = (a: number, b: number) => (b > 0 ? Math.round((a / b) * 1000) / 1000 : 0);
 
 export async function compareAb(
   scenario: AbScenario,
-  targets: Record<TargetName, { baseUrl: string; pid: number; dbCpuMs: () => Promise<number | null> }>,
+  targets: Record<TargetName, TargetHandle>,
+  walBytes: () => Promise<number>,
   settings: AbSettings,
   progress: (line: string) => void,
 ): Promise<AbResult> {
   let rateHint: number | undefined;
-  const once = async (target: TargetName, durationS: number): Promise<MeasuredRun> => {
+  const once = async (target: TargetName, durationS: number, generator: Generator = 'autocannon'): Promise<MeasuredRun> => {
     const runId = `${scenario.name.slice(0, 2)}${++runCounter}-`;
-    const prepared = await scenario.prepare({ target, runId, durationS, rateHint });
-    const { baseUrl, pid, dbCpuMs } = targets[target];
-    const [cpuBefore, dbBefore] = [cpuTimeMs(pid), await dbCpuMs()];
-    const load = await runLoad({ ...prepared, baseUrl, connections: scenario.connections, durationS });
-    const [cpuAfter, dbAfter] = [cpuTimeMs(pid), await dbCpuMs()];
-    const per = (before: number | null, after: number | null) =>
-      before === null || after === null || load.ok === 0 ? null : Math.round(((after - before) / load.ok) * 1000) / 1000;
-    const figures = { ...load, cpuMsPerOk: per(cpuBefore, cpuAfter), dbCpuMsPerOk: per(dbBefore ?? 0, dbAfter) };
+    const prepared = await scenario.prepare({ target, runId, durationS, rateHint, generator });
+    const { baseUrl, pid, dbCpu } = targets[target];
+    const [cpuBefore, dbBefore, walBefore] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
+    const load =
+      generator === 'wrk' && prepared.wrk
+        ? await runWrk(baseUrl, scenario.connections, durationS, prepared.wrk)
+        : await runLoad({ ...prepared, baseUrl, connections: scenario.connections, durationS });
+    const [cpuAfter, dbAfter, walAfter] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
+    const per = (used: number | null, digits = 1000) => (used === null || load.ok === 0 ? null : Math.round((used / load.ok) * digits) / digits);
+    const figures = {
+      ...load,
+      cpuMsPerOk: per(cpuBefore === null || cpuAfter === null ? null : cpuAfter - cpuBefore),
+      dbCpuMsPerOk: per(backendCpuBetween(dbBefore, dbAfter)),
+      walBytesPerOk: per(walAfter - walBefore, 1),
+    };
     // Sized on every answer, not only 2xx: a fast error path must not outrun the seeded rows.
     rateHint = Math.max(rateHint ?? 0, figures.durationS > 0 ? figures.requests / figures.durationS : 0);
     return figures;
@@ -140,11 +188,29 @@ export async function compareAb(
   }
   const gateway = summarise(runs.gateway);
   const baseline = summarise(runs.baseline);
+  const roundRatios = runs.gateway.map((g, i) => ratioOf(g.rps, runs.baseline[i]?.rps ?? 0));
+
+  let wrk: WrkCrossCheck | null = null;
+  if (settings.wrkRounds > 0 && scenario.wrk === true) {
+    wrk = { gateway: [], baseline: [], ratio: 0, roundRatios: [] };
+    for (let round = 0; round < settings.wrkRounds; round++) {
+      for (const target of order) {
+        const r = await once(target, settings.durationS, 'wrk');
+        wrk[target].push(r);
+        progress(`  wrk ${round + 1} ${target.padEnd(8)} ${String(r.rps).padStart(8)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms  cpu ${r.cpuMsPerOk ?? '-'} ms/req, db ${r.dbCpuMsPerOk ?? '-'}${r.non2xx + r.errors > 0 ? `  non-2xx ${r.non2xx} errors ${r.errors}` : ''}`);
+      }
+    }
+    const total = (rs: RunFigures[]) => rs.reduce((s, r) => s + r.ok, 0) / Math.max(1e-9, rs.reduce((s, r) => s + r.durationS, 0));
+    wrk.ratio = ratioOf(total(wrk.gateway), total(wrk.baseline));
+    wrk.roundRatios = wrk.gateway.map((g, i) => ratioOf(g.rps, wrk!.baseline[i]?.rps ?? 0));
+  }
   return {
     gateway,
     baseline,
     ratio: ratioOf(gateway.rps, baseline.rps),
-    roundRatios: runs.gateway.map((g, i) => ratioOf(g.rps, runs.baseline[i]?.rps ?? 0)),
+    roundRatios,
+    medianRatio: Math.round(median(roundRatios) * 1000) / 1000,
+    wrk,
     cpuRatio: gateway.cpuMsPerOk === null || baseline.cpuMsPerOk === null ? null : ratioOf(gateway.cpuMsPerOk, baseline.cpuMsPerOk),
   };
 }

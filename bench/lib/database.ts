@@ -138,3 +138,29 @@ export async function backendCpuMs(db: Pick<BenchDatabase, 'pool' | 'name'>, app
   }
   return rows.length > 0 ? total : null;
 }
+
+/** CPU used so far by each PostgreSQL backend serving one application in this database, by pid. */
+export async function backendCpuSnapshot(db: Pick<BenchDatabase, 'pool' | 'name'>, applicationName: string): Promise<Map<number, number> | null> {
+  const { rows } = await db.pool.query<{ pid: number }>(
+    'select pid from pg_stat_activity where datname = $1 and application_name = $2',
+    [db.name, applicationName],
+  );
+  const snapshot = new Map<number, number>();
+  for (const { pid } of rows) {
+    const ms = cpuTimeMs(pid);
+    if (ms === null) return null;
+    snapshot.set(pid, ms);
+  }
+  return snapshot;
+}
+
+/**
+ * CPU the backends of `after` used since `before`; a backend connected meanwhile counts whole
+ * (pools open and close connections between runs). One that disconnected meanwhile is lost.
+ */
+export function backendCpuBetween(before: Map<number, number> | null, after: Map<number, number> | null): number | null {
+  if (before === null || after === null || after.size === 0) return null;
+  let total = 0;
+  for (const [pid, ms] of after) total += ms - (before.get(pid) ?? 0);
+  return total;
+}

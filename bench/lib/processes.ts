@@ -13,6 +13,8 @@ export interface Child {
   /** The last lines the child wrote to stderr/stdout, for error reports. */
   output(): string;
   exited: Promise<number | null>;
+  /** Spawn to the first 2xx of readyPath, in ms. */
+  readyMs: number;
   stop(): Promise<void>;
 }
 
@@ -42,10 +44,13 @@ export interface StartOptions {
   /** Path answered with 2xx once the child is ready. */
   readyPath: string;
   readyTimeoutMs?: number;
+  /** How often readiness is polled (default 100 ms; cold-start measurements poll faster). */
+  readyPollMs?: number;
 }
 
 export async function startChild(options: StartOptions): Promise<Child> {
   const port = await freePort();
+  const spawnedAt = performance.now();
   const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), options.script], {
     env: { PATH: process.env.PATH ?? '', ...options.env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -72,6 +77,7 @@ export async function startChild(options: StartOptions): Promise<Child> {
     baseUrl: `http://127.0.0.1:${port}`,
     output: () => tail,
     exited,
+    readyMs: Number.NaN,
     stop: async () => {
       if (gone) return;
       proc.kill('SIGTERM');
@@ -87,11 +93,14 @@ export async function startChild(options: StartOptions): Promise<Child> {
     try {
       const res = await fetch(`${child.baseUrl}${options.readyPath}`, { signal: AbortSignal.timeout(1_000) });
       await res.arrayBuffer();
-      if (res.ok) return child;
+      if (res.ok) {
+        child.readyMs = Math.round(performance.now() - spawnedAt);
+        return child;
+      }
     } catch {
       // not listening yet
     }
-    await sleep(100);
+    await sleep(options.readyPollMs ?? 100);
   }
   await child.stop();
   throw new Error(`${options.name} was not ready within ${options.readyTimeoutMs ?? 30_000} ms:\n${tail}`);

@@ -33,10 +33,11 @@ export function rssGoal(peak: number | null): Goal {
 
 export function abGoals(scenario: string, r: AbResult, rss: number | null): Goal[] {
   const ratio: Goal = (() => {
-    const min = scenario === 'callback' ? 1.0 : 0.9;
-    return { goal: `throughput >= ${min.toFixed(1)}x baseline`, measured: `${r.ratio}x`, met: r.ratio >= min };
+    const min = scenario === 'callback' ? 1.5 : scenario === 'submit' ? 1.0 : 0.9;
+    return { goal: `throughput >= ${min.toFixed(1)}x baseline (median of rounds)`, measured: `${r.medianRatio}x`, met: r.medianRatio >= min };
   })();
   const goals = [ratio];
+  if (r.wrk) goals.push({ goal: `the same under wrk`, measured: `${r.wrk.ratio}x`, met: r.wrk.ratio >= (scenario === 'callback' ? 1.5 : 1.0) });
   if (scenario === 'callback') {
     goals.push({ goal: 'p99 <= 30 ms', measured: `${r.gateway.p99} ms`, met: r.gateway.p99 <= 30 });
     const bad = r.gateway.non2xx + r.gateway.errors + r.gateway.timeouts;
@@ -62,8 +63,30 @@ function table(rows: string[][]): string {
   return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join('  ').trimEnd()).join('\n');
 }
 
-export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefined): string {
-  const rows: string[][] = [['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx/err', 'ratio', 'CPU ms/req', 'DB CPU ms/req', 'peak RSS MB']];
+export interface ColdStart {
+  /** Spawn to the first 200 of /readyz, in ms, each try. */
+  postgres: number[];
+  /** PGlite on an empty data directory (creates and migrates it). */
+  pgliteFresh: number[];
+  /** PGlite on a data directory that already exists. */
+  pgliteExisting: number[];
+}
+
+export interface Noise {
+  loadAverageAtStart: number[];
+  loadAverageAtEnd: number[];
+  /** /proc/pressure/cpu "some avg60" at start and end, %: how often something waited for a CPU. */
+  cpuPressureAtStart: number | null;
+  cpuPressureAtEnd: number | null;
+}
+
+const med = (values: number[]) => {
+  const s = [...values].sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : s.length % 2 ? s[(s.length - 1) / 2]! : Math.round((s[s.length / 2 - 1]! + s[s.length / 2]!) / 2);
+};
+
+export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefined, coldStart?: ColdStart, noise?: Noise): string {
+  const rows: string[][] = [['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx/err', 'ratio (median; rounds)', 'CPU ms/req', 'DB CPU ms/req', 'WAL B/req', 'peak RSS MB']];
   for (const r of ab) {
     for (const target of ['gateway', 'baseline'] as const) {
       const f = r[target];
@@ -74,14 +97,21 @@ export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefine
         String(f.p50),
         String(f.p99),
         `${f.non2xx}/${f.errors + f.timeouts}`,
-        target === 'gateway' ? `${r.ratio}x (rounds ${r.roundRatios.join(', ')})` : '1x',
+        target === 'gateway' ? `${r.medianRatio}x (${r.roundRatios.join(', ')})` : '1x',
         `${f.cpuMsPerOk ?? '-'}${target === 'gateway' && r.cpuRatio !== null ? ` (${r.cpuRatio}x)` : ''}`,
         String(f.dbCpuMsPerOk ?? '-'),
+        f.walBytesPerOk === null ? '-' : String(Math.round(f.walBytesPerOk)),
         String((target === 'gateway' ? r.gatewayPeakRssMb : r.baselinePeakRssMb) ?? '-'),
       ]);
     }
   }
   let out = ab.length > 0 ? table(rows) : '';
+  for (const r of ab) {
+    if (!r.wrk) continue;
+    const line = (t: 'gateway' | 'baseline') =>
+      r.wrk![t].map((f) => `${f.rps} req/s p50 ${f.p50} p99 ${f.p99}${f.non2xx + f.errors > 0 ? ` non-2xx ${f.non2xx + f.errors}` : ''}`).join('; ');
+    out += `\n\n${r.scenario} cross-check with wrk: ${r.wrk.ratio}x (rounds ${r.wrk.roundRatios.join(', ')}); gateway ${line('gateway')}; baseline ${line('baseline')}`;
+  }
   if (longPoll) {
     const d = longPoll.delayMs;
     out +=
@@ -89,6 +119,17 @@ export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefine
       `min ${fmt(d.min)} p50 ${fmt(d.p50)} p99 ${fmt(d.p99)} max ${fmt(d.max)} ms; ` +
       `with result ${longPoll.answeredWithResult}/${longPoll.count}, early ${longPoll.answeredBeforeCallback}, failed ${longPoll.failed}, ` +
       `callbacks failed ${longPoll.callbacksFailed}; peak RSS ${longPoll.gatewayPeakRssMb ?? '-'} MB`;
+  }
+  if (coldStart) {
+    const show = (v: number[]) => (v.length === 0 ? '-' : `${med(v)} ms (${v.join(', ')})`);
+    out +=
+      `\n\ncold start to ready (spawn to first 200 of /readyz, median (tries)): PostgreSQL ${show(coldStart.postgres)}; ` +
+      `PGlite, empty data dir ${show(coldStart.pgliteFresh)}; PGlite, existing data dir ${show(coldStart.pgliteExisting)}`;
+  }
+  if (noise) {
+    out +=
+      `\nmachine: load average ${noise.loadAverageAtStart.join(' ')} at start, ${noise.loadAverageAtEnd.join(' ')} at end; ` +
+      `CPU pressure (some, avg60) ${noise.cpuPressureAtStart ?? '-'}% at start, ${noise.cpuPressureAtEnd ?? '-'}% at end`;
   }
   const goalRows: string[][] = [['scenario', 'goal', 'measured', '']];
   for (const r of [...ab, ...(longPoll ? [longPoll] : [])]) {

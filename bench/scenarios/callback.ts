@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { AbScenario } from '../lib/compare.js';
 import { seedSubmitted } from '../lib/database.js';
@@ -6,6 +7,9 @@ import { seedSubmitted } from '../lib/database.js';
 // 'submitted', so each one is stored, matched and completes its request.
 
 const EPOCH = Date.UTC(2026, 0, 1);
+/** The same bodies for wrk (bench/wrk/callback.lua builds them exactly as callbackBody does). */
+const WRK_SCRIPT = fileURLToPath(new URL('../../../bench/wrk/callback.lua', import.meta.url));
+export const CALLBACK_PATH = '/v1/callbacks/underwriting';
 
 export function callbackBody(customerUuid: string, n: number): string {
   const started = new Date(EPOCH + n * 1000).toISOString();
@@ -23,13 +27,15 @@ export function callbackScenario(pool: pg.Pool, options: { minRows: number }): A
   return {
     name: 'callback',
     connections: 32,
+    wrk: true,
     prepare: async ({ runId, durationS, rateHint }) => {
       // Enough rows for 3x the fastest rate seen so far (the first run guesses generously).
       const rows = Math.max(options.minRows, Math.ceil((rateHint ?? 4000) * durationS * 3) + 1000);
       await seedSubmitted(pool, runId, rows);
       return {
         limit: rows,
-        build: (n) => ({ method: 'POST', path: '/v1/callbacks/underwriting', body: callbackBody(`${runId}${n}`, n) }),
+        build: (n) => ({ method: 'POST', path: CALLBACK_PATH, body: callbackBody(`${runId}${n}`, n) }),
+        wrk: { script: WRK_SCRIPT, path: CALLBACK_PATH, env: { CALLBACK_PREFIX: runId } },
       };
     },
   };

@@ -20,8 +20,12 @@ export class UpstreamUnavailableError extends Error {
 
 /** A bearer token is configured but could not be obtained; nothing may be sent upstream without it. */
 export class TokenUnavailableError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
+  /** What the operator should check, for the log; given once per failure streak, never a secret. */
+  readonly hint: string | undefined;
+
+  constructor(message: string, options?: ErrorOptions & { hint?: string | undefined }) {
     super(message, options);
     this.name = 'TokenUnavailableError';
+    this.hint = options?.hint;
   }
 }

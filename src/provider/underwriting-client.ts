@@ -14,7 +14,8 @@ export const EXCERPT_MAX_CHARS = 500;
 /** Bytes read from a refusal's body at most; the rest is dropped with the connection. */
 const EXCERPT_MAX_BYTES = 8 * 1024;
 
-export type UpstreamOutcome = 'accepted' | 'rejected' | 'unavailable';
+/** How a provider call ended, as the `outcome` label of the upstream duration histogram ("outcome" names metric labels only). */
+export type UpstreamMetricOutcome = 'accepted' | 'rejected' | 'unavailable';
 
 export interface UnderwritingClientOptions {
   /** PROVIDER_BASE_URL; may carry a path prefix. Unset: every call fails as unavailable. */
@@ -25,7 +26,7 @@ export interface UnderwritingClientOptions {
   /** Keep-alive connections to the provider, at most. */
   connections?: number;
   /** Called once per HTTP exchange (not for token failures), e.g. to feed a histogram. */
-  observe?: (seconds: number, outcome: UpstreamOutcome) => void;
+  observe?: (seconds: number, outcome: UpstreamMetricOutcome) => void;
 }
 
 export interface UnderwritingClient {

@@ -1,6 +1,6 @@
 import { Histogram, type Registry } from 'prom-client';
 import { outcomeCounter } from '../metrics.js';
-import type { UpstreamOutcome } from '../provider/underwriting-client.js';
+import type { UpstreamMetricOutcome } from '../provider/underwriting-client.js';
 
 export type SubmitOutcome =
   | 'submitted'
@@ -18,7 +18,7 @@ export type SubmitOutcome =
 
 export interface SubmitMetrics {
   outcome(outcome: SubmitOutcome): void;
-  upstream(seconds: number, outcome: UpstreamOutcome): void;
+  upstream(seconds: number, outcome: UpstreamMetricOutcome): void;
 }
 
 export function submitMetrics(registry: Registry): SubmitMetrics {

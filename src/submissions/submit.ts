@@ -133,7 +133,9 @@ export function submitter(deps: SubmitDeps) {
       ({ status: upstreamStatus } = await deps.client.submitUnderwriting(body));
     } catch (err) {
       const failure = describeFailure(err, [body.cpf, deps.partnerToken]);
-      log.warn({ customerUuid: body.customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code }, 'submit failed upstream');
+      // The hint (what the operator should check) comes once per token failure streak, never a secret.
+      const hint = err instanceof TokenUnavailableError ? err.hint : undefined;
+      log.warn({ customerUuid: body.customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code, hint }, 'submit failed upstream');
       await markSubmitFailed(deps.db, stored.id, failure.stored, deps.clock()).catch((dbErr: Error) =>
         log.error({ err: { message: dbErr.message } }, 'could not record a failed submit'),
       );

@@ -4,14 +4,9 @@ import { Registry } from 'prom-client';
 import t, { type Test } from 'tap';
 import type { TokenClientConfig } from '../../src/config.js';
 import { TokenUnavailableError } from '../../src/provider/errors.js';
-import {
-  MAX_TIMER_MS,
-  MISSING_TOKEN_MESSAGE,
-  RENEWAL_LEAD_MS,
-  TokenClient,
-  type TokenClientOptions,
-  TokenEndpointError,
-} from '../../src/provider/token-client.js';
+import { MAX_TIMER_MS, RENEWAL_LEAD_MS, TokenClient, type TokenClientOptions } from '../../src/provider/token-client.js';
+import { MISSING_TOKEN_HINT, MISSING_TOKEN_MESSAGE, TokenEndpointError } from '../../src/provider/token-exchange.js';
+import { tokenState } from '../../src/provider/token-source.js';
 import { captureLogs } from '../helpers/logs.js';
 import { FakeTime, startTokenServer, type TokenServer } from './token-server.js';
 
@@ -60,38 +55,6 @@ async function rejection(t: Test, promise: Promise<unknown>): Promise<TokenEndpo
   t.type(err, TokenEndpointError);
   return err as TokenEndpointError;
 }
-
-t.test('the token request is a form POST to /oauth2/token with HTTP Basic, client_credentials and the scope', async (t) => {
-  const { server, client } = await harness(t);
-  const token = await client.getToken();
-  t.equal(token, server.issued[0]);
-  t.equal(server.requests.length, 1);
-  const [req] = server.requests;
-  t.equal(req!.method, 'POST');
-  t.equal(req!.url, '/oauth2/token');
-  t.equal(req!.headers['content-type'], 'application/x-www-form-urlencoded');
-  t.equal(req!.headers.authorization, `Basic ${Buffer.from(`gateway-client:${SECRET}`).toString('base64')}`);
-  t.same([...req!.form.entries()], [
-    ['grant_type', 'client_credentials'],
-    ['scope', 'sdk-kyc'],
-  ]);
-});
-
-t.test('client id and secret with special characters are form-encoded before base64 (RFC 6749 §2.3.1)', async (t) => {
-  const clientId = 'partner:id with space+plus/é';
-  const clientSecret = 'sé cret%&=:/?#+~*';
-  const { server, client } = await harness(t, { config: { clientId, clientSecret } });
-  await client.getToken();
-  const basic = Buffer.from(server.requests[0]!.headers.authorization!.replace(/^Basic /, ''), 'base64').toString('utf8');
-  t.equal(
-    basic,
-    'partner%3Aid+with+space%2Bplus%2F%C3%A9:s%C3%A9+cret%25%26%3D%3A%2F%3F%23%2B%7E*',
-    'each part encoded as application/x-www-form-urlencoded',
-  );
-  const [user, password] = basic.split(':').map((p) => decodeURIComponent(p.replace(/\+/g, ' ')));
-  t.equal(user, clientId);
-  t.equal(password, clientSecret);
-});
 
 t.test('renewal happens exactly at exp - 600 s, even when expires_in claims a longer life', async (t) => {
   const { server, time, client } = await harness(t);
@@ -221,16 +184,33 @@ t.test('a response without access_token is a TokenUnavailableError telling the o
   t.equal(server.requests.length, 1, 'not retried');
 });
 
-t.test('an access_token that is not a JWT with a numeric exp is refused', async (t) => {
-  const { server, client } = await harness(t);
-  server.replies.push({ status: 200, body: { access_token: 'opaque-token', token_type: 'Bearer' } });
-  t.equal((await rejection(t, client.getToken())).reason, 'invalid_response');
-  const noExp = 'eyJhbGciOiJIUzI1NiJ9.' + Buffer.from(JSON.stringify({ sub: 'x' })).toString('base64url') + '.c2ln';
-  server.replies.push({ status: 200, body: { access_token: noExp } });
-  const err = await rejection(t, client.getToken());
-  t.match(err.message, /no numeric exp/);
-  server.replies.push({ status: 200, body: 'not json' });
-  t.match((await rejection(t, client.getToken())).message, /not JSON/);
+t.test("a failure's hint goes to the first caller of a failure streak only, and again after a token", async (t) => {
+  const { server, time, client } = await harness(t, { proactive: false });
+  const noToken = { status: 200, body: { token_type: 'Bearer' } };
+  server.replies.push(noToken, noToken);
+  const shared = await Promise.allSettled(Array.from({ length: 3 }, () => client.getToken()));
+  const later = await rejection(t, client.getToken());
+  const hints = [...shared.map((c) => (c as PromiseRejectedResult).reason as TokenEndpointError), later].map((e) => e.hint);
+  t.same(hints, [MISSING_TOKEN_HINT, undefined, undefined, undefined]);
+  t.equal(server.requests.length, 2);
+  await client.getToken();
+  time.jump(3600_000);
+  server.replies.push(noToken);
+  t.ok((await rejection(t, client.getToken())).hint, 'a new streak after a token has its hint again');
+});
+
+t.test('tokenState tells configured, expiresAt and renewAt, never the token', async (t) => {
+  t.same(tokenState(undefined), { configured: false, expiresAt: null, renewAt: null });
+  const { client } = await harness(t);
+  t.same(tokenState(client), { configured: true, expiresAt: null, renewAt: null }, 'before the first token');
+  const token = await client.getToken();
+  const state = tokenState(client);
+  t.same(Object.keys(state).sort(), ['configured', 'expiresAt', 'renewAt']);
+  t.equal(state.expiresAt!.getTime(), expOf(token));
+  t.equal(state.renewAt!.getTime(), expOf(token) - RENEWAL_LEAD_MS);
+  t.notMatch(JSON.stringify(state), token.split('.')[2]!);
+  state.expiresAt!.setTime(0);
+  t.equal(tokenState(client).expiresAt!.getTime(), expOf(token), 'a copy: changing it changes nothing');
 });
 
 for (const status of [400, 401, 403]) {
@@ -288,15 +268,6 @@ t.test('network errors and timeouts are retried, then reported as unavailable', 
   const err = await rejection(t, unreachable.getToken());
   t.equal(err.reason, 'unavailable');
   t.match(err.message, /unreachable/);
-});
-
-t.test('redirects are not followed', async (t) => {
-  const { server, client } = await harness(t);
-  const elsewhere = await startTokenServer(t);
-  server.replies.push({ status: 307, headers: { location: `${elsewhere.authUrl}/oauth2/token` } });
-  const err = await rejection(t, client.getToken());
-  t.equal(err.upstreamStatus, 307);
-  t.equal(elsewhere.requests.length, 0, 'the credentials went nowhere else');
 });
 
 t.test('a failed background renewal keeps serving the valid token and backs off', async (t) => {
