@@ -65,7 +65,7 @@ const STATUS_DESCRIPTIONS: Record<string, string> = {
   409: 'conflict',
   413: 'payload_too_large: the request body is too large',
   415: 'unsupported_media_type: send the body as application/json',
-  503: 'storage_unavailable (the database is unreachable) or too_many_waiters',
+  503: 'storage_unavailable: the database is unreachable; try again shortly',
 };
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -95,7 +95,7 @@ function fixSchema(schema: JsonObject): void {
     delete schema.nullable;
     delete schema.allOf;
     delete schema.$ref;
-    schema.anyOf = [{ $ref: ref }, NULL_ONLY];
+    schema.anyOf = [{ $ref: ref }, { ...NULL_ONLY, enum: [null] }];
   }
   if (schema.type === 'integer' || schema.type === 'number') for (const key of STRING_ONLY) delete schema[key];
   if (schema.minimum === -Number.MAX_SAFE_INTEGER) delete schema.minimum;

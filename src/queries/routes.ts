@@ -58,7 +58,12 @@ export const queryRoutes =
             'With ?wait=N (0-30 s), a request without a result yet holds the reply until its callback is stored (on any instance) or N seconds pass.',
           params: customerParams,
           querystring: customerQuerystring,
-          response: { 200: customerView, ...errors, 404: errorSchema.describe('not_found: no request for this customerUuid') },
+          response: {
+            200: customerView,
+            ...errors,
+            404: errorSchema.describe('not_found: no request for this customerUuid'),
+            503: errorSchema.describe('storage_unavailable, or too_many_waiters: this instance holds its most long-polls'),
+          },
         },
         serializerCompiler: builtViews,
       },
