@@ -17,6 +17,7 @@ import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { swaggerOptions } from './openapi.js';
 import { opsRoutes } from './ops/routes.js';
+import { personalDataRoutes } from './personal-data/routes.js';
 import type { BearerTokenSource } from './provider/token-source.js';
 import { TokenClient } from './provider/token-client.js';
 import { queryRoutes } from './queries/routes.js';
@@ -92,6 +93,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         { name: 'underwritings', description: 'Submit requests and read outcomes' },
         { name: 'callbacks', description: "The provider's result callbacks" },
         { name: 'operations', description: 'Health, readiness, metrics' },
+        { name: 'personal data', description: 'LGPD: export, erasure and the audit trail (admin keys)' },
       ],
     ),
   );
@@ -118,6 +120,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(submissionRoutes(capabilityDeps));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));
+  await app.register(personalDataRoutes(capabilityDeps));
   await app.register(consoleRoutes({ config }));
   return app;
 }

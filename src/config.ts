@@ -45,6 +45,12 @@ const envSchema = z.object({
     .trim()
     .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// or postgresql:// URL')
     .optional(),
+  DATABASE_POOL_MODE: z.enum(['session', 'transaction']).default('session'),
+  DATABASE_LISTEN_URL: z
+    .string()
+    .trim()
+    .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// or postgresql:// URL')
+    .optional(),
   DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
   MIGRATE_ON_START: booleanFlag.default(true),
   PROVIDER_BASE_URL: baseUrl.optional(),
@@ -59,7 +65,11 @@ const envSchema = z.object({
   CALLBACK_SECRET: secretString(16).optional(),
   TRUST_PROXY: addressList.optional(),
   CALLBACK_TIMEOUT_S: integer(1, 30 * 24 * 3600).default(3600),
-  CPF_HASH_KEY: secretString(32).optional(),
+  CPF_HASH_KEY: commaList
+    .refine((keys) => keys.length > 0, 'must hold at least one key')
+    .refine((keys) => keys.every((k) => k.length >= 32), 'every key must be at least 32 characters')
+    .refine((keys) => new Set(keys).size === keys.length, 'must not repeat a key')
+    .optional(),
   AUTH_URL: baseUrl.optional(),
   CLIENT_ID: z.string().min(1, 'must not be empty').optional(),
   CLIENT_SECRET: z.string().min(1, 'must not be empty').optional(),
@@ -67,6 +77,10 @@ const envSchema = z.object({
   CLIENT_ASSERTION_KEY: pkcs8Pem.optional(),
   LOG_LEVEL: logLevel.default('info'),
   LOG_FORMAT: logFormat,
+  ADMIN_API_KEYS: commaList
+    .refine((keys) => keys.length > 0, 'must hold at least one key')
+    .refine((keys) => keys.every((k) => k.length >= 16), 'every key must be at least 16 characters')
+    .optional(),
 });
 
 /** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
@@ -86,6 +100,10 @@ export interface Config {
   port: number;
   /** Unset: embedded PGlite under dataDir. */
   databaseUrl: string | undefined;
+  /** `transaction` behind a transaction-pooling PgBouncer: no named prepared statements, no session state. */
+  databasePoolMode: 'session' | 'transaction';
+  /** Where LISTEN connects (a direct or session-pooled connection); unset: databaseUrl. */
+  databaseListenUrl: string | undefined;
   dataDir: string;
   migrateOnStart: boolean;
   /** Unset: sandbox mode, the built-in simulator serves the provider's API. */
@@ -99,8 +117,13 @@ export interface Config {
   callbackSecret: string | undefined;
   trustProxy: string[];
   callbackTimeoutS: number;
+  /** The first of cpfHashKeys: it hashes new requests. */
   cpfHashKey: string;
+  /** Every configured CPF hash key, newest first; lookup, export and erasure match under each. */
+  cpfHashKeys: string[];
   cpfHashKeyIsDevelopmentDefault: boolean;
+  /** Keys of the personal-data and audit routes; empty: those routes refuse with 403. */
+  adminApiKeys: string[];
   tokenClient: TokenClientConfig | undefined;
   logLevel: LogLevel;
   /** Unset: pretty in development on a terminal, JSON otherwise (see defaultLogFormat). */
@@ -132,6 +155,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     problems.push('PARTNER_TOKEN: required when PROVIDER_BASE_URL is set');
   }
 
+  if (e.DATABASE_URL === undefined) {
+    if (e.DATABASE_LISTEN_URL !== undefined) problems.push('DATABASE_LISTEN_URL: needs DATABASE_URL (the embedded database has no pooler)');
+    if (e.DATABASE_POOL_MODE === 'transaction') problems.push('DATABASE_POOL_MODE: transaction needs DATABASE_URL (the embedded database has no pooler)');
+  }
+
   const tokenVars = { AUTH_URL: e.AUTH_URL, CLIENT_ID: e.CLIENT_ID };
   const anyToken = e.AUTH_URL ?? e.CLIENT_ID ?? e.CLIENT_SECRET ?? e.CLIENT_ASSERTION_KEY;
   if (anyToken !== undefined) {
@@ -142,14 +170,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
       problems.push('CLIENT_SECRET: required when AUTH_URL is set, unless CLIENT_ASSERTION_KEY is');
     }
   }
+  // An admin key must never double as a query key: whoever reads outcomes could then erase them.
+  if (e.ADMIN_API_KEYS?.some((k) => e.QUERY_API_KEYS?.includes(k))) {
+    problems.push('ADMIN_API_KEYS: must not repeat a key of QUERY_API_KEYS');
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
+  const cpfHashKeys = e.CPF_HASH_KEY ?? [DEV_CPF_HASH_KEY];
   const sandboxMode = e.PROVIDER_BASE_URL === undefined && !production;
   const config: Config = {
     nodeEnv: e.NODE_ENV,
     host: e.HOST,
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
+    databasePoolMode: e.DATABASE_POOL_MODE,
+    databaseListenUrl: e.DATABASE_LISTEN_URL ?? e.DATABASE_URL,
     dataDir: e.DATA_DIR,
     migrateOnStart: e.MIGRATE_ON_START,
     providerBaseUrl: e.PROVIDER_BASE_URL,
@@ -162,8 +197,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     callbackSecret: e.CALLBACK_SECRET,
     trustProxy: e.TRUST_PROXY ?? [],
     callbackTimeoutS: e.CALLBACK_TIMEOUT_S,
-    cpfHashKey: e.CPF_HASH_KEY ?? DEV_CPF_HASH_KEY,
+    cpfHashKey: cpfHashKeys[0]!,
+    cpfHashKeys,
     cpfHashKeyIsDevelopmentDefault: e.CPF_HASH_KEY === undefined,
+    adminApiKeys: e.ADMIN_API_KEYS ?? [],
     tokenClient:
       e.AUTH_URL !== undefined && e.CLIENT_ID !== undefined
         ? {

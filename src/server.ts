@@ -21,6 +21,8 @@ async function main(): Promise<void> {
 
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
+    poolMode: config.databasePoolMode,
+    listenUrl: config.databaseListenUrl,
     dataDir: config.dataDir,
     onIdleError: (err) => log.warn({ err: { message: err.message } }, 'database connection lost'),
   });

@@ -121,3 +121,27 @@ t.test('the client assertion key must be an RSA or P-256 PKCS#8 key', async (t) 
   t.same(problems({ ...base, CLIENT_ASSERTION_KEY: pem('ec', { namedCurve: 'P-256' }).replace(/\n/g, '\\n') }), [], 'escaped newlines accepted');
   t.match(problems({ ...base, CLIENT_ASSERTION_KEY: pem('ed25519') }).join('\n'), /^CLIENT_ASSERTION_KEY: .*RSA or EC P-256$/m);
 });
+
+t.test('CPF_HASH_KEY may be a list: the first key hashes, all of them match', async (t) => {
+  const first = 'new-cpf-hash-key-0123456789abcdefghij';
+  const second = 'old-cpf-hash-key-0123456789abcdefghij';
+  const c = loadConfig({ CPF_HASH_KEY: ` ${first} , ${second} ` });
+  t.equal(c.cpfHashKey, first);
+  t.same(c.cpfHashKeys, [first, second]);
+  t.same(loadConfig({}).cpfHashKeys, [DEV_CPF_HASH_KEY]);
+  t.same(problems({ CPF_HASH_KEY: `${first},short` }), ['CPF_HASH_KEY: every key must be at least 32 characters']);
+  t.same(problems({ CPF_HASH_KEY: `${first},${first}` }), ['CPF_HASH_KEY: must not repeat a key']);
+});
+
+t.test('ADMIN_API_KEYS: a comma list of 16+ character keys, none of them a query key', async (t) => {
+  t.same(loadConfig({}).adminApiKeys, []);
+  t.same(loadConfig({ ADMIN_API_KEYS: 'admin-aaaaaaaaaaaaaaaa, admin-bbbbbbbbbbbbbbbb' }).adminApiKeys, [
+    'admin-aaaaaaaaaaaaaaaa',
+    'admin-bbbbbbbbbbbbbbbb',
+  ]);
+  t.same(problems({ ADMIN_API_KEYS: 'admin-aaaaaaaaaaaaaaaa,tiny' }), ['ADMIN_API_KEYS: every key must be at least 16 characters']);
+  t.same(problems({ ADMIN_API_KEYS: ' , ' }), ['ADMIN_API_KEYS: must hold at least one key']);
+  t.same(problems({ ADMIN_API_KEYS: 'shared-key-aaaaaaaaaaaa', QUERY_API_KEYS: 'shared-key-aaaaaaaaaaaa' }), [
+    'ADMIN_API_KEYS: must not repeat a key of QUERY_API_KEYS',
+  ]);
+});

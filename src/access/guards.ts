@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
-import { errorBody, forbidden, unauthorized } from '../errors.js';
+import { AppError, errorBody, forbidden, unauthorized } from '../errors.js';
 import { partnerTokenSchema } from '../provider/schemas.js';
 import { addressMatcher } from './addresses.js';
 
@@ -9,6 +9,11 @@ import { addressMatcher } from './addresses.js';
 export type RouteGroup = 'submit' | 'callback' | 'query' | 'sandbox';
 
 const BEARER = /^Bearer +([^\s]+) *$/i;
+
+/** The bearer token a request presents, if any. */
+export function presentedBearer(request: FastifyRequest): string | undefined {
+  return BEARER.exec(request.headers.authorization ?? '')?.[1];
+}
 
 /**
  * An onRequest hook that refuses (403 forbidden) any client outside the allowlist, before the
@@ -44,10 +49,26 @@ export function secretMatches(presented: string | undefined, expected: readonly 
 export function apiKeyGuard(keys: readonly string[]) {
   return async function requireApiKey(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     if (keys.length === 0) return;
-    const presented = BEARER.exec(request.headers.authorization ?? '')?.[1];
-    if (secretMatches(presented, keys)) return;
+    if (secretMatches(presentedBearer(request), keys)) return;
     void reply.header('www-authenticate', 'Bearer');
     throw unauthorized('a valid API key is required: Authorization: Bearer <key>');
+  };
+}
+
+const adminDisabled = () =>
+  new AppError(403, 'forbidden', 'personal-data and audit routes are disabled: ADMIN_API_KEYS is not configured');
+
+/**
+ * An onRequest hook for the personal-data and audit routes: 403 while ADMIN_API_KEYS is unset (they
+ * are off), 401 without `Authorization: Bearer <one of them>` (compared in constant time).
+ */
+export function adminKeyGuard(keys: readonly string[]) {
+  return async function requireAdminKey(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (keys.length === 0) throw adminDisabled();
+    if (secretMatches(presentedBearer(request), keys)) return;
+    void reply.header('www-authenticate', 'Bearer');
+    request.log.warn({ client: request.ip }, 'refused: missing or wrong admin key');
+    throw unauthorized('a valid admin key is required: Authorization: Bearer <key>');
   };
 }
 

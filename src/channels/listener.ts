@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import net from 'node:net';
 import type { PGlite } from '@electric-sql/pglite';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
@@ -13,6 +14,8 @@ const RECONNECT_MIN_MS = 100;
 const RECONNECT_MAX_MS = 5000;
 /** A half-open connection (no RST ever arrives) is noticed by this heartbeat, not only by TCP keepalive. */
 const HEARTBEAT_MS = 30_000;
+const LISTENER_QUERY_TIMEOUT_MS = 5000;
+const STOP_GRACE_MS = 1000;
 
 /** One waiting party: woken by a notification for its key, or by a (re)connect of the listener. */
 export class Waiter {
@@ -64,8 +67,15 @@ interface SourceHandlers {
 }
 
 interface Source {
+  /** Checks the connection now (e.g. when another connection to the database was found half-open). */
+  check(): void;
+  /** The database answers again: reconnect now if waiting to retry. */
+  retryNow(): void;
   stop(): Promise<void>;
 }
+
+/** What a listener needs of the database. */
+export type ListenTarget = Pick<Database, 'engine' | 'listenConnectionString' | 'pglite' | 'queryTimeoutMs' | 'onHealth'>;
 
 /**
  * Listens on one NOTIFY channel over a single connection and wakes the waiters registered under the
@@ -78,6 +88,7 @@ export class ChannelListener extends EventEmitter {
   #count = 0;
   #listening = false;
   #source: Source | undefined;
+  #unsubscribe: (() => void) | undefined;
 
   constructor(
     readonly channel: string,
@@ -122,7 +133,7 @@ export class ChannelListener extends EventEmitter {
     for (const set of this.#byKey.values()) for (const w of set) w.wake();
   }
 
-  start(database: Pick<Database, 'engine' | 'connectionString' | 'pglite'>): void {
+  start(database: ListenTarget): void {
     const handlers: SourceHandlers = {
       onNotify: (payload) => {
         const set = this.#byKey.get(payload);
@@ -139,13 +150,19 @@ export class ChannelListener extends EventEmitter {
       this.emit('lost');
     };
     if (database.pglite) this.#source = pgliteSource(database.pglite, this.channel, this.log, handlers);
-    else if (database.connectionString) {
-      this.#source = postgresSource(database.connectionString, this.channel, this.log, handlers, onLost);
+    else if (database.listenConnectionString) {
+      const source = postgresSource(database.listenConnectionString, database.queryTimeoutMs, this.channel, this.log, handlers, onLost);
+      this.#source = source;
+      // A query on another connection timed out: this one may be half-open too, silently missing
+      // every notification; find out now rather than at the next heartbeat.
+      this.#unsubscribe = database.onHealth((event) => (event === 'timeout' ? source.check() : source.retryNow()));
     } else throw new Error('a database has either a PGlite instance or a connection string');
   }
 
   async stop(): Promise<void> {
     this.#listening = false;
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
     await this.#source?.stop();
     this.#source = undefined;
     // Nobody will be notified any more: let every waiter answer with what is stored.
@@ -156,6 +173,7 @@ export class ChannelListener extends EventEmitter {
 /** A dedicated pg.Client that LISTENs, and comes back by itself (with backoff) after any loss. */
 function postgresSource(
   connectionString: string,
+  queryTimeoutMs: number,
   channel: string,
   log: Log,
   handlers: SourceHandlers,
@@ -164,8 +182,10 @@ function postgresSource(
   let stopped = false;
   let failures = 0;
   let client: pg.Client | undefined;
+  let socket: net.Socket | undefined;
   let retry: NodeJS.Timeout | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
+  let loseCurrent: ((err?: Error) => void) | undefined;
 
   const schedule = () => {
     const ceiling = Math.min(RECONNECT_MAX_MS, RECONNECT_MIN_MS * 2 ** failures);
@@ -178,11 +198,16 @@ function postgresSource(
   const connect = async () => {
     retry = undefined;
     if (stopped) return;
+    const s = new net.Socket();
+    socket = s;
     const c = new pg.Client({
       connectionString,
+      stream: () => s,
       keepAlive: true,
       connectionTimeoutMillis: 3000,
-      query_timeout: 5000,
+      // A LISTEN or heartbeat unanswered this long means a lost (maybe half-open) connection: the
+      // client is then ended, which destroys its socket since a query is still active on it.
+      query_timeout: Math.min(queryTimeoutMs, LISTENER_QUERY_TIMEOUT_MS),
       application_name: 'underwriting-gateway-listener',
     });
     client = c;
@@ -193,11 +218,14 @@ function postgresSource(
       if (client === c) client = undefined;
       clearInterval(heartbeat);
       c.end().catch(() => {});
+      // Lost means lost: a half-open connection would never finish ending.
+      s.destroy();
       onLost();
       if (stopped) return;
       log.warn({ channel, err: err ? { message: err.message, code: (err as { code?: string }).code } : undefined }, 'notification listener lost its connection; reconnecting');
       schedule();
     };
+    loseCurrent = lose;
     // Never let a dropped listener connection become an uncaught exception.
     c.on('error', lose);
     c.on('end', () => lose());
@@ -215,22 +243,46 @@ function postgresSource(
     if (failures > 0) log.info({ channel }, 'notification listener reconnected');
     else log.debug({ channel }, 'notification listener started');
     failures = 0;
-    heartbeat = setInterval(() => {
-      c.query('select 1').catch((err: Error) => lose(err));
-    }, HEARTBEAT_MS);
+    heartbeat = setInterval(beat, HEARTBEAT_MS);
     heartbeat.unref();
     handlers.onListening();
   };
 
+  let checking = false;
+  const beat = () => {
+    const c = client;
+    if (!c || checking) return;
+    checking = true;
+    const lose = loseCurrent;
+    c.query('select 1')
+      .catch((err: Error) => lose?.(err))
+      .finally(() => {
+        checking = false;
+      });
+  };
+
   void connect();
   return {
+    check: beat,
+    retryNow() {
+      if (stopped) return;
+      // A heartbeat still unanswered while the database answers on new connections: this one is
+      // half-open. Replace it now rather than at the heartbeat's timeout.
+      if (checking && client) loseCurrent?.(new Error('heartbeat unanswered while the database answers again'));
+      if (retry === undefined) return;
+      clearTimeout(retry);
+      void connect();
+    },
     async stop() {
       stopped = true;
       clearTimeout(retry);
       clearInterval(heartbeat);
       const c = client;
       client = undefined;
+      // Ending waits for the server to close the connection; a half-open one never does.
+      const timer = setTimeout(() => socket?.destroy(), STOP_GRACE_MS);
       await c?.end().catch(() => {});
+      clearTimeout(timer);
     },
   };
 }
@@ -248,6 +300,8 @@ function pgliteSource(pglite: PGlite, channel: string, log: Log, handlers: Sourc
     },
   );
   return {
+    check: () => {},
+    retryNow: () => {},
     async stop() {
       const u = await unlisten;
       if (u && !pglite.closed) await u().catch(() => {});
@@ -270,11 +324,11 @@ export interface ListenerLease {
 }
 
 export function acquireListener(
-  database: Pick<Database, 'engine' | 'connectionString' | 'pglite'>,
+  database: ListenTarget,
   channel: string,
   log: Log,
 ): ListenerLease {
-  const key = database.pglite ?? database.connectionString;
+  const key = database.pglite ?? database.listenConnectionString;
   if (key === undefined) throw new Error('a database has either a PGlite instance or a connection string');
   let channels = shared.get(key);
   if (!channels) shared.set(key, (channels = new Map()));

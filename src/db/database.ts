@@ -1,12 +1,26 @@
 import { mkdir, stat } from 'node:fs/promises';
+import net from 'node:net';
 import path from 'node:path';
 import type { PGlite } from '@electric-sql/pglite';
-import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
+import { CompiledQuery, type DialectAdapter, Kysely, PostgresAdapter, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { PGliteDialect } from './pglite-dialect.js';
 import type { DB } from './types.js';
 
 export type Engine = 'postgres' | 'pglite';
+
+/**
+ * How DATABASE_URL is pooled: `session` (a direct connection or a session-pooling PgBouncer: a
+ * connection is ours for as long as we hold it) or `transaction` (a transaction-pooling PgBouncer:
+ * every transaction may land on another server connection, so no named prepared statements and
+ * no session state).
+ */
+export type PoolMode = 'session' | 'transaction';
+
+export type HealthEvent = 'timeout' | 'recovered';
+
+/** A query that has not answered in this long fails, and its connection is destroyed. */
+export const DEFAULT_QUERY_TIMEOUT_MS = 15_000;
 
 export interface Database {
   db: Kysely<DB>;
@@ -16,8 +30,20 @@ export interface Database {
    */
   notifyDb: Kysely<DB>;
   engine: Engine;
-  /** Set on PostgreSQL: where a dedicated LISTEN connection connects. */
+  /** Set on PostgreSQL: DATABASE_URL. */
   connectionString: string | undefined;
+  /** Set on PostgreSQL: where the dedicated LISTEN connections connect (DATABASE_LISTEN_URL, else DATABASE_URL). */
+  listenConnectionString: string | undefined;
+  /** Session or transaction pooling; always `session` on PGlite. */
+  poolMode: PoolMode;
+  /** How long a query may go unanswered before it fails and its connection is destroyed. */
+  queryTimeoutMs: number;
+  /**
+   * Calls fn with `timeout` whenever a query timed out (a half-open connection, most likely: other
+   * long-lived connections such as LISTEN should check theirs), and with `recovered` when a query
+   * succeeds after queries failed for want of the database. Returns a function that removes it.
+   */
+  onHealth(fn: (event: HealthEvent) => void): () => void;
   /** Set on PGlite: its own listen() API stands in for LISTEN. */
   pglite: PGlite | undefined;
   /** Resolves when the database answers within timeoutMs, rejects otherwise. */
@@ -31,6 +57,12 @@ export interface OpenDatabaseOptions {
   /** PGlite's directory, or "memory://" for a throwaway one. */
   dataDir: string;
   poolSize?: number;
+  /** Default `session`. */
+  poolMode?: PoolMode;
+  /** Default: databaseUrl. */
+  listenUrl?: string | undefined;
+  /** Default DEFAULT_QUERY_TIMEOUT_MS. */
+  queryTimeoutMs?: number;
   /** Errors of pooled connections (the database went away); never allowed to crash the process. */
   onIdleError?: (err: Error) => void;
 }
@@ -48,42 +80,275 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
 }
 
 function openPostgres(connectionString: string, options: OpenDatabaseOptions): Database {
-  const pool = openPool(connectionString, options.poolSize ?? 10, options);
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
-  pools.set(db, pool);
-  const notifyDb = new Kysely<DB>({ dialect: new PostgresDialect({ pool: openPool(connectionString, 1, options) }) });
+  const poolMode = options.poolMode ?? 'session';
+  const queryTimeoutMs = options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS;
+  const healthListeners = new Set<(event: HealthEvent) => void>();
+  const sockets = new Map<net.Socket, number>();
+  const settings: PoolSettings = {
+    sockets,
+    epoch: 0,
+    poolMode,
+    queryTimeoutMs,
+    onIdleError: options.onIdleError,
+    emit: (event) => {
+      for (const fn of healthListeners) fn(event);
+    },
+  };
+  const main = new GuardedPool(openPool(connectionString, options.poolSize ?? 10, settings), settings);
+  const db = new Kysely<DB>({ dialect: new GatewayPostgresDialect({ pool: main }) });
+  pools.set(db, main);
+  const notify = new GuardedPool(openPool(connectionString, 1, settings), settings);
+  const notifyDb = new Kysely<DB>({ dialect: new GatewayPostgresDialect({ pool: notify }) });
+  pools.set(notifyDb, notify);
   return {
     db,
     notifyDb,
     engine: 'postgres',
-    connectionString,
     pglite: undefined,
-    ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
+    connectionString,
+    listenConnectionString: options.listenUrl ?? connectionString,
+    poolMode,
+    queryTimeoutMs,
+    onHealth: (fn) => {
+      healthListeners.add(fn);
+      return () => {
+        healthListeners.delete(fn);
+      };
+    },
+    ping: async (timeoutMs) => {
+      await withTimeout(main.pool.query('select 1'), timeoutMs);
+      // The database answers a bare select, but the gateway's own queries keep failing (a pooler
+      // refusing what they need, connections timing out): not ready either.
+      if (main.failingSince !== undefined && Date.now() - main.failingSince >= FAILING_FOR_MS) {
+        throw new StorageUnavailableError('the database answers, but queries keep failing');
+      }
+    },
     close: async () => {
-      await Promise.all([db.destroy(), notifyDb.destroy()]);
+      // Ending a connection waits for the server to close it; a half-open one never does. Those
+      // opened before a query timed out are suspect: closed at once. The others get a grace.
+      for (const [socket, epoch] of sockets) if (epoch !== settings.epoch) socket.destroy();
+      const timer = setTimeout(() => {
+        for (const socket of sockets.keys()) socket.destroy();
+      }, CLOSE_GRACE_MS);
+      try {
+        await Promise.all([db.destroy(), notifyDb.destroy()]);
+      } finally {
+        clearTimeout(timer);
+      }
     },
   };
 }
 
-function openPool(connectionString: string, max: number, options: OpenDatabaseOptions): pg.Pool {
+/** How long close() lets connections end politely before it destroys their sockets. */
+export const CLOSE_GRACE_MS = 1000;
+
+/** The advisory lock that serialises migrations across instances (Kysely's own id). */
+export const MIGRATION_LOCK_ID = 3853314791062309107n;
+
+/**
+ * Kysely's migrator takes a session-level advisory lock outside its transaction: behind a
+ * transaction pooler the lock, the migrations and the unlock may each land on another server
+ * connection, and a lock taken in a transaction that then fails is never released. Here the lock
+ * is transaction-scoped: migrateToLatest runs the migrator inside one transaction, which takes it.
+ */
+class TransactionLockAdapter extends PostgresAdapter {
+  override async acquireMigrationLock(db: Kysely<any>): Promise<void> {
+    await sql`select pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK_ID)})`.execute(db);
+  }
+
+  override async releaseMigrationLock(): Promise<void> {
+    // Released by the transaction's end.
+  }
+}
+
+class GatewayPostgresDialect extends PostgresDialect {
+  override createAdapter(): DialectAdapter {
+    return new TransactionLockAdapter();
+  }
+}
+
+interface PoolSettings {
+  /** Every open socket of the database's pools and the epoch it was opened in, so that close() can destroy half-open ones. */
+  sockets: Map<net.Socket, number>;
+  poolMode: PoolMode;
+  queryTimeoutMs: number;
+  /**
+   * Bumped by every query timeout: a connection that was open before it may be half-open as well
+   * (a network path that went silent takes all of them), so it is closed at its next checkout
+   * instead of failing a query of its own a timeout later. Shared by the database's pools.
+   */
+  epoch: number;
+  onIdleError: ((err: Error) => void) | undefined;
+  emit: (event: HealthEvent) => void;
+}
+
+function openPool(connectionString: string, max: number, settings: PoolSettings): pg.Pool {
   const pool = new pg.Pool({
     connectionString,
     max,
     connectionTimeoutMillis: 3000,
     idleTimeoutMillis: 30_000,
     keepAlive: true,
-    // A query against a database that vanished must fail, not hang a request forever.
-    query_timeout: 15_000,
-    statement_timeout: 15_000,
+    // A query against a database that vanished (or a half-open connection) must fail, not hang a
+    // request forever; GuardedPool then destroys the connection. No startup parameter beyond the
+    // application name: a pooler such as PgBouncer refuses the others (statement_timeout, options).
+    query_timeout: settings.queryTimeoutMs,
     application_name: 'underwriting-gateway',
     types: pgTypes,
-  });
-  const onError = (err: Error) => options.onIdleError?.(err);
+    stream: () => {
+      const socket = new net.Socket();
+      settings.sockets.set(socket, settings.epoch);
+      socket.once('close', () => settings.sockets.delete(socket));
+      return socket;
+    },
+    // The server-side bound too, where a connection is ours for the session. Behind a transaction
+    // pooler a SET would leak onto other clients' transactions: there the client-side timeout
+    // (which closes the connection, so the pooler closes its server connection) is the bound.
+    ...(settings.poolMode === 'session'
+      ? { onConnect: (client: pg.PoolClient) => client.query(`set statement_timeout = ${settings.queryTimeoutMs}`).then(() => {}) }
+      : {}),
+  } as pg.PoolConfig);
+  const onError = (err: Error) => settings.onIdleError?.(err);
   pool.on('error', onError);
   // A checked-out client whose connection drops emits 'error' too; the query itself fails
   // and is answered 503, so the event must never become an uncaught exception.
   pool.on('connect', (client) => client.on('error', onError));
   return pool;
+}
+
+const QUERY_TIMEOUT = /Query read timeout/;
+
+/** /readyz answers 503 once every query for this long has failed (a single failure is no outage). */
+const FAILING_FOR_MS = 1000;
+
+/**
+ * SQLSTATEs a healthy, directly connected PostgreSQL never gives the gateway's own statements, but a
+ * pooler in the wrong mode does: a prepared statement that exists already or not at all on the
+ * server connection the pooler picked (26000, 42P05), and a protocol violation (08P01).
+ */
+function isPoolerMisuse(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '26000' || code === '42P05' || code === '08P01';
+}
+
+/**
+ * The pool as Kysely and runStatement see it: a connection on which a query failed for want of the
+ * database (a timeout above all) is destroyed on release, never handed out again. pg's
+ * query_timeout answers the caller but leaves the query active on the connection, and Kysely
+ * releases it without an error, so the pool would otherwise hand a half-open connection out again.
+ */
+class GuardedPool {
+  constructor(
+    readonly pool: pg.Pool,
+    private readonly settings: PoolSettings,
+  ) {}
+
+  /** The last query (pings aside) failed for want of the database, or in a way no healthy database answers, at this time. */
+  failingSince: number | undefined;
+
+  #clients = new WeakMap<pg.PoolClient, GuardedClient>();
+
+  get poolMode(): PoolMode {
+    return this.settings.poolMode;
+  }
+
+  /** Kysely reads the pool's options (for its cancel connection). */
+  get options(): object {
+    return this.pool.options;
+  }
+
+  async connect(): Promise<GuardedClient> {
+    for (;;) {
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (err) {
+        this.outcome(err);
+        throw err;
+      }
+      // One wrapper per connection, as Kysely keeps its own state per client object.
+      let guarded = this.#clients.get(client);
+      if (!guarded) this.#clients.set(client, (guarded = new GuardedClient(client, this.settings, this)));
+      if (guarded.epoch === this.settings.epoch) return guarded;
+      // Opened before a query timed out somewhere: maybe just as half-open. Close it, open another.
+      destroy(client, new Error('opened before a query timed out'));
+    }
+  }
+
+  outcome(err: unknown): void {
+    if (err === undefined) {
+      if (this.failingSince === undefined) return;
+      this.failingSince = undefined;
+      this.settings.emit('recovered');
+    } else if (isStorageUnavailable(err) || isPoolerMisuse(err)) this.failingSince ??= Date.now();
+  }
+
+  end(): Promise<void> {
+    return this.pool.end();
+  }
+}
+
+/** Gives a pooled client back for good: pg-pool drops it, and its socket closes now, half-open or not. */
+function destroy(client: pg.PoolClient, reason: Error): void {
+  client.release(reason);
+  // Ending waits for the server to close a connection with no query active on it, and a
+  // half-open one never does; pg-pool only pulses its waiting queue once it has.
+  (client as unknown as { connection?: { stream?: net.Socket } }).connection?.stream?.destroy();
+}
+
+class GuardedClient {
+  #failure: Error | undefined;
+  readonly epoch: number;
+
+  constructor(
+    readonly client: pg.PoolClient,
+    private readonly settings: PoolSettings,
+    private readonly owner: GuardedPool,
+  ) {
+    this.epoch = settings.epoch;
+  }
+
+  // Kysely's PostgresPoolClient: query(text, values); also query(config) for runStatement.
+  query(...args: unknown[]): any {
+    const result = (this.client.query as (...a: unknown[]) => unknown)(...args);
+    if (result instanceof Promise) {
+      return result.then(
+        (value: unknown) => {
+          this.owner.outcome(undefined);
+          return value;
+        },
+        (err: unknown) => {
+          this.owner.outcome(err);
+          this.#noteFailure(err);
+          throw err;
+        },
+      );
+    }
+    return result;
+  }
+
+  #noteFailure(err: unknown): void {
+    if (!isStorageUnavailable(err)) return;
+    this.#failure = err as Error;
+  }
+
+  get processID(): number | undefined {
+    return (this.client as { processID?: number }).processID;
+  }
+
+  release(discard?: boolean): void {
+    const failure = this.#failure ?? (discard ? new Error('discarded') : undefined);
+    this.#failure = undefined;
+    if (!failure) {
+      this.client.release();
+      return;
+    }
+    destroy(this.client, failure);
+    if (QUERY_TIMEOUT.test(failure.message)) {
+      this.settings.epoch += 1;
+      this.settings.emit('timeout');
+    }
+  }
 }
 
 /** A hot statement written once as SQL; its name must be unique in the process. */
@@ -92,16 +357,25 @@ export interface Statement {
   text: string;
 }
 
-const pools = new WeakMap<Kysely<DB>, pg.Pool>();
+const pools = new WeakMap<Kysely<DB>, GuardedPool>();
 
 /**
- * Runs a statement: on PostgreSQL as a named prepared statement (parsed and planned once per
- * connection, not on every call; Kysely cannot name one), on PGlite as plain SQL.
+ * Runs a statement: on PostgreSQL in session mode as a named prepared statement (parsed and
+ * planned once per connection, not on every call; Kysely cannot name one); in transaction mode
+ * unnamed (a named statement lives on one server connection, and the next transaction may get
+ * another, or a connection where another client prepared the same name); on PGlite as plain SQL.
  */
 export async function runStatement<R>(db: Kysely<DB>, statement: Statement, parameters: readonly unknown[]): Promise<R[]> {
-  const pool = pools.get(db);
-  if (pool) return (await pool.query<R & pg.QueryResultRow>({ name: statement.name, text: statement.text, values: [...parameters] })).rows;
-  return (await db.executeQuery<R>(CompiledQuery.raw(statement.text, [...parameters]))).rows;
+  const guarded = pools.get(db);
+  if (!guarded) return (await db.executeQuery<R>(CompiledQuery.raw(statement.text, [...parameters]))).rows;
+  const client = await guarded.connect();
+  try {
+    const named = guarded.poolMode === 'session';
+    const query = named ? { name: statement.name, text: statement.text, values: [...parameters] } : { text: statement.text, values: [...parameters] };
+    return ((await client.query(query)) as pg.QueryResult<R & pg.QueryResultRow>).rows;
+  } finally {
+    client.release();
+  }
 }
 
 async function openPglite(dataDir: string): Promise<Database> {
@@ -122,6 +396,10 @@ async function openPglite(dataDir: string): Promise<Database> {
     notifyDb: db,
     engine: 'pglite',
     connectionString: undefined,
+    listenConnectionString: undefined,
+    poolMode: 'session',
+    queryTimeoutMs: DEFAULT_QUERY_TIMEOUT_MS,
+    onHealth: () => () => {},
     pglite,
     ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
     close: async () => {

@@ -9,7 +9,7 @@ import { migrateToLatest } from './migrator.js';
 async function main(): Promise<void> {
   const config = await configOrExit(() => loadConfig());
   const log = pino(loggerOptions(config.logLevel));
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, poolMode: config.databasePoolMode, dataDir: config.dataDir });
   try {
     const applied = await migrateToLatest(database);
     log.info({ engine: database.engine, applied }, applied.length ? 'migrations applied' : 'database already up to date');

@@ -1,8 +1,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { FileMigrationProvider, Migrator } from 'kysely';
-import type { Database } from './database.js';
+import { FileMigrationProvider, Migrator, sql } from 'kysely';
+import { type Database, MIGRATION_LOCK_ID } from './database.js';
 
 // src/db/ -> migrations/, both in the source tree and in dist/.
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations', import.meta.url));
@@ -15,21 +15,36 @@ export class MigrationError extends Error {
 }
 
 /**
- * Applies every pending migration and returns the names applied. Kysely's migrator takes a
- * PostgreSQL advisory lock, so instances starting together wait for each other instead of racing.
+ * Applies every pending migration and returns the names applied, all in one transaction that first
+ * takes a transaction-scoped advisory lock: instances starting together wait for each other instead
+ * of racing, and nothing outlives the transaction (no session lock, so it works behind a
+ * transaction-pooling PgBouncer too). A failed migration rolls every one of them back.
  */
 export async function migrateToLatest(database: Pick<Database, 'db'>): Promise<string[]> {
-  const migrator = new Migrator({
-    db: database.db,
-    provider: new FileMigrationProvider({ fs, path, migrationFolder: MIGRATIONS_DIR }),
+  // One connection, one transaction of our own (the migrator's own would start after its lock).
+  return database.db.connection().execute(async (conn) => {
+    await sql`begin`.execute(conn);
+    try {
+      // Before the migrator creates its own tables: two instances on a fresh database would race there.
+      await sql`select pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK_ID)})`.execute(conn);
+      const migrator = new Migrator({
+        db: conn,
+        provider: new FileMigrationProvider({ fs, path, migrationFolder: MIGRATIONS_DIR }),
+        disableTransactions: true,
+      });
+      const { error, results } = await migrator.migrateToLatest();
+      const failed = results?.find((r) => r.status === 'Error');
+      if (error !== undefined) {
+        const where = failed ? ` in ${failed.migrationName}` : '';
+        throw new MigrationError(`migration failed${where}: ${error instanceof Error ? error.message : String(error)}`, {
+          cause: error,
+        });
+      }
+      await sql`commit`.execute(conn);
+      return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+    } catch (err) {
+      await sql`rollback`.execute(conn).catch(() => {});
+      throw err;
+    }
   });
-  const { error, results } = await migrator.migrateToLatest();
-  const failed = results?.find((r) => r.status === 'Error');
-  if (error !== undefined) {
-    const where = failed ? ` in ${failed.migrationName}` : '';
-    throw new MigrationError(`migration failed${where}: ${error instanceof Error ? error.message : String(error)}`, {
-      cause: error,
-    });
-  }
-  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }

@@ -63,10 +63,25 @@ export interface IdempotencyKeysTable {
   expires_at: Timestamp;
 }
 
+export const AUDIT_ACTIONS = ['lookup', 'export', 'erase'] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+export interface AuditLogTable {
+  id: Generated<number>;
+  at: DefaultedTimestamp;
+  action: AuditAction;
+  /** A key's fingerprint (`key:…`) or, for lookups without keys, the peer (`peer:…`); never a key. */
+  actor: string;
+  /** A keyed hash of the CPF or customerUuid asked about; never either of them. */
+  subject: string;
+  counts: Json<Record<string, number>>;
+}
+
 export interface DB {
   underwriting_requests: UnderwritingRequestsTable;
   callbacks: CallbacksTable;
   idempotency_keys: IdempotencyKeysTable;
+  audit_log: AuditLogTable;
 }
 
 export type UnderwritingRequestRow = Selectable<UnderwritingRequestsTable>;

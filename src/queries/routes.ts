@@ -1,8 +1,9 @@
-import type { FastifySerializerCompiler } from 'fastify';
+import type { FastifyRequest, FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler } from 'fastify-type-provider-zod';
-import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
+import { allowlistGuard, apiKeyGuard, presentedBearer } from '../access/guards.js';
+import { type Actor, keyFingerprint, recordAudit, subjectHasher } from '../audit/trail.js';
 import type { CapabilityDeps } from '../deps.js';
-import { hashCpf } from '../cpf.js';
+import { hashCpfUnderEvery } from '../cpf.js';
 import { errorSchema, notFound, validationErrorSchema } from '../errors.js';
 import { operation } from '../openapi.js';
 import { cursorCodec } from './cursor.js';
@@ -36,6 +37,10 @@ export const queryRoutes =
     const { db } = deps.database;
     const metrics = queryMetrics(deps.registry);
     const cursors = cursorCodec(deps.config.cpfHashKey);
+    const subjectOf = subjectHasher(deps.config.cpfHashKey);
+    // Who looked: the API key by its fingerprint, or the peer when the query routes have no keys.
+    const actorOf = (request: FastifyRequest): Actor =>
+      deps.config.queryApiKeys.length > 0 ? keyFingerprint(presentedBearer(request) ?? '') : `peer:${request.ip}`;
 
     app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
     app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
@@ -113,7 +118,8 @@ export const queryRoutes =
           ...operation('lookupUnderwritings', 'query'),
           tags: ['underwritings'],
           summary: 'Requests for one CPF (sent in the body, never in a URL), paged like the list',
-          description: 'limit and cursor may be given in the body or the query string; the body wins.',
+          description:
+            'limit and cursor may be given in the body or the query string; the body wins. Matches under every CPF_HASH_KEY. Every lookup is audited.',
           querystring: lookupQuery,
           body: lookupBody,
           response: { 200: pageView, ...errors, 413: errorSchema, 415: errorSchema },
@@ -122,8 +128,17 @@ export const queryRoutes =
       },
       async (request) => {
         const { cpf, limit, cursor } = request.body;
-        const cpfHash = hashCpf(cpf, deps.config.cpfHashKey);
-        return page({ cpfHash }, limit ?? request.query.limit, cursor ?? request.query.cursor);
+        const cpfHashes = hashCpfUnderEvery(cpf, deps.config.cpfHashKeys);
+        const found = await page({ cpfHashes }, limit ?? request.query.limit, cursor ?? request.query.cursor);
+        // No answer leaves without its audit entry: if it cannot be written, the lookup fails.
+        await recordAudit(db, {
+          at: deps.clock(),
+          action: 'lookup',
+          actor: actorOf(request),
+          subject: subjectOf({ cpf }),
+          counts: { requests: found.items.length },
+        });
+        return found;
       },
     );
   };

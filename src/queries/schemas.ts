@@ -9,7 +9,7 @@ export const MAX_PAGE = 500;
 export const DEFAULT_PAGE = 50;
 
 /** A whole number in the query string: text on the wire, checked digit by digit, documented as the integer it is. */
-const wholeNumber = (min: number, max: number) =>
+export const wholeNumber = (min: number, max: number) =>
   z
     .string()
     .regex(/^\d{1,6}$/, 'must be a whole number')
@@ -18,7 +18,7 @@ const wholeNumber = (min: number, max: number) =>
     .meta({ type: 'integer', minimum: min, maximum: max });
 
 /** A date-time with a zone, or a bare date (midnight UTC); kept as text so microseconds survive. */
-const instant = z
+export const instant = z
   .union([
     z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone, or a date' }),
     z.iso.date().transform((d) => `${d}T00:00:00Z`),
@@ -28,7 +28,7 @@ const instant = z
   .describe('ISO 8601 date-time with a zone, or a date (midnight UTC)');
 
 // A cursor is opaque; its shape is checked (and its signature verified) in cursor.ts.
-const cursorParam = z.string().min(1).max(512).describe('nextCursor of the previous page, as given');
+export const cursorParam = z.string().min(1).max(512).describe('nextCursor of the previous page, as given');
 
 export const customerParams = z.strictObject({ customerUuid: customerUuidSchema });
 

@@ -72,7 +72,8 @@ export interface ListFilter {
   since?: string | undefined;
   /** Exclusive upper bound on submitted_at. */
   until?: string | undefined;
-  cpfHash?: string | undefined;
+  /** The CPF's hash under every configured key: rows hashed under an older key match too. */
+  cpfHashes?: string[] | undefined;
 }
 
 /**
@@ -99,7 +100,10 @@ export function pageQuery(db: Kysely<DB>, filter: ListFilter, after: Position | 
     ])
     .$if(filter.status !== undefined, (q) => q.where('r.status', '=', filter.status!))
     .$if(filter.decision !== undefined, (q) => q.where('r.decision', '=', filter.decision!))
-    .$if(filter.cpfHash !== undefined, (q) => q.where('r.cpf_hash', '=', filter.cpfHash!))
+    .$if(filter.cpfHashes !== undefined, (q) =>
+      // One key (no rotation under way) keeps the plain equality the cpf_list index serves in order.
+      filter.cpfHashes!.length === 1 ? q.where('r.cpf_hash', '=', filter.cpfHashes![0]!) : q.where('r.cpf_hash', 'in', filter.cpfHashes!),
+    )
     .$if(filter.since !== undefined, (q) => q.where(sql<boolean>`r.submitted_at >= ${filter.since}::timestamptz`))
     .$if(filter.until !== undefined, (q) => q.where(sql<boolean>`r.submitted_at < ${filter.until}::timestamptz`))
     .$if(after !== undefined, (q) =>

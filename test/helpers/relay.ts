@@ -1,6 +1,6 @@
 import net from 'node:net';
 import type { Test } from 'tap';
-import { type Database, openDatabase } from '../../src/db/database.js';
+import { type Database, type OpenDatabaseOptions, openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { freshDatabaseUrl } from './database.js';
 
@@ -10,31 +10,74 @@ export interface TcpRelay {
   cut(): void;
   /** Lets connections through again. */
   restore(): void;
+  /**
+   * Goes silent in both directions without FIN or RST: bytes on open connections are swallowed,
+   * new connections are accepted but get no answer. Half-open connections, as a network path that
+   * went dark leaves them.
+   */
+  pause(): void;
+  /** After pause(): new connections (and those accepted during the pause) go through; the old ones stay silent for good. */
+  admitNew(): void;
+  /** Connections accepted so far. */
+  readonly accepted: number;
   close(): Promise<void>;
 }
 
 /** A TCP relay in front of host:port that a test can cut, to simulate an outage of a real server. */
 export async function startRelay(host: string, port: number): Promise<TcpRelay> {
   const open = new Set<net.Socket>();
+  /** Relayed connections: silenced ones swallow every byte, both ways, forever. */
+  const relayed = new Set<{ silenced: boolean }>();
+  let held: net.Socket[] = [];
   let cut = false;
-  const server = net.createServer((client) => {
-    if (cut) {
-      client.destroy();
-      return;
-    }
-    const upstream = net.connect({ host, port });
+  let paused = false;
+  let accepted = 0;
+  const relay = (client: net.Socket) => {
+    // Half-open both ways: a FIN is passed on only while the connection is not silenced, as a
+    // network path that went dark would not deliver it either.
+    const upstream = net.connect({ host, port, allowHalfOpen: true });
     open.add(client);
     open.add(upstream);
+    const state = { silenced: false };
+    relayed.add(state);
     const drop = () => {
       client.destroy();
       upstream.destroy();
       open.delete(client);
       open.delete(upstream);
+      relayed.delete(state);
     };
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
-    client.pipe(upstream);
-    upstream.pipe(client);
+    client.on('data', (chunk) => {
+      if (!state.silenced) upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => {
+      if (!state.silenced) client.write(chunk);
+    });
+    client.on('end', () => {
+      if (!state.silenced) upstream.end();
+    });
+    upstream.on('end', () => {
+      if (!state.silenced) client.end();
+    });
+    client.resume();
+  };
+  const server = net.createServer({ allowHalfOpen: true }, (client) => {
+    accepted += 1;
+    if (cut) {
+      client.destroy();
+      return;
+    }
+    if (paused) {
+      // Accepted, and not read: the client waits for an answer that does not come (yet).
+      client.pause();
+      open.add(client);
+      client.on('error', () => client.destroy());
+      held.push(client);
+      return;
+    }
+    relay(client);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
@@ -46,6 +89,19 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
     },
     restore() {
       cut = false;
+    },
+    pause() {
+      paused = true;
+      for (const state of relayed) state.silenced = true;
+    },
+    admitNew() {
+      paused = false;
+      const waiting = held;
+      held = [];
+      for (const client of waiting) if (!client.destroyed) relay(client);
+    },
+    get accepted() {
+      return accepted;
     },
     close: () =>
       new Promise<void>((resolve) => {
@@ -67,11 +123,14 @@ export function throughRelay(databaseUrl: string, relay: TcpRelay): string {
  * A fresh, migrated PostgreSQL database reached through a relay the test can cut: the database
  * "goes away" and comes back while the app keeps running. PostgreSQL only.
  */
-export async function databaseBehindRelay(t: Test): Promise<{ database: Database; relay: TcpRelay; url: string }> {
+export async function databaseBehindRelay(
+  t: Test,
+  options: Omit<OpenDatabaseOptions, 'databaseUrl' | 'dataDir'> = {},
+): Promise<{ database: Database; relay: TcpRelay; url: string }> {
   const url = await freshDatabaseUrl(t);
   const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
   t.teardown(() => relay.close());
-  const database = await openDatabase({ databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
+  const database = await openDatabase({ ...options, databaseUrl: throughRelay(url, relay), dataDir: 'unused' });
   t.teardown(() => database.close());
   await migrateToLatest(database);
   return { database, relay, url };

@@ -54,8 +54,9 @@ t.test('every read uses its index on a table of 20k requests, never a sequential
     ['list by status', pageQuery(db, { status: 'completed' }, after, 50).compile()],
     ['list by decision', pageQuery(db, { decision: 'approved' }, after, 50).compile()],
     ['list since/until', pageQuery(db, { since: '2026-01-05T00:00:00Z', until: '2026-01-06T00:00:00Z' }, undefined, 50).compile()],
-    ['lookup by CPF', pageQuery(db, { cpfHash }, undefined, 50).compile()],
-    ['lookup by CPF, next page', pageQuery(db, { cpfHash }, after, 50).compile()],
+    ['lookup by CPF', pageQuery(db, { cpfHashes: [cpfHash] }, undefined, 50).compile()],
+    ['lookup by CPF, next page', pageQuery(db, { cpfHashes: [cpfHash] }, after, 50).compile()],
+    ['lookup by CPF under two keys', pageQuery(db, { cpfHashes: [cpfHash, 'f'.repeat(64)] }, undefined, 50).compile()],
   ];
   for (const [name, query] of reads) {
     const text = await plan(db, query);
@@ -66,7 +67,8 @@ t.test('every read uses its index on a table of 20k requests, never a sequential
   const keyset = await plan(db, pageQuery(db, { status: 'completed' }, after, 50).compile());
   t.match(keyset, /(Index|Recheck) Cond: .*ROW\((r\.)?submitted_at, (r\.)?id\) </, 'the cursor position is an index condition, not a filter');
   t.match(await plan(db, pageQuery(db, { decision: 'approved' }, undefined, 50).compile()), /underwriting_requests_decision_list/);
-  t.match(await plan(db, pageQuery(db, { cpfHash }, undefined, 50).compile()), /underwriting_requests_cpf_list/);
+  t.match(await plan(db, pageQuery(db, { cpfHashes: [cpfHash] }, undefined, 50).compile()), /underwriting_requests_cpf_list/);
+  t.match(await plan(db, pageQuery(db, { cpfHashes: [cpfHash, 'f'.repeat(64)] }, undefined, 50).compile()), /underwriting_requests_cpf_list/);
   t.match(await plan(db, customerQuery('cust-42').compile(db)), /underwriting_requests_customer/);
   t.match(await plan(db, customerQuery('cust-42').compile(db)), /callbacks_unmatched/);
   t.match(await plan(db, expireBatchQuery(db, new Date('2026-02-01T00:00:00Z'), 3600).compile()), /underwriting_requests_waiting/, 'the sweep reads only what is waiting');

@@ -1,0 +1,109 @@
+import { createHmac } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { adminKeyGuard, allowlistGuard, presentedBearer } from '../access/guards.js';
+import { type Actor, keyFingerprint, readAuditPage, type SubjectRef } from '../audit/trail.js';
+import type { CapabilityDeps } from '../deps.js';
+import { AppError, errorSchema, validationErrorSchema } from '../errors.js';
+import { cursorCodec } from '../queries/cursor.js';
+import { personalDataMetrics } from './metrics.js';
+import {
+  auditPageView,
+  auditQuery,
+  DEFAULT_AUDIT_PAGE,
+  erasedView,
+  exportView,
+  type SubjectBody,
+  subjectBody,
+} from './schemas.js';
+import { personalDataService } from './service.js';
+
+const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 404: errorSchema, 503: errorSchema };
+
+const subjectRef = (body: SubjectBody): SubjectRef =>
+  body.cpf !== undefined ? { cpf: body.cpf } : { customerUuid: body.customerUuid! };
+
+/** The admin key the guard accepted, by its fingerprint. */
+const actorOf = (request: FastifyRequest): Actor => keyFingerprint(presentedBearer(request) ?? '');
+
+/** POST /v1/personal-data/export and /erase, GET /v1/audit: query allowlist and an admin key. */
+export const personalDataRoutes =
+  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { db } = deps.database;
+    const service = personalDataService({ db, clock: deps.clock, cpfHashKeys: deps.config.cpfHashKeys });
+    const metrics = personalDataMetrics(deps.registry);
+    // A key of its own, so an audit cursor is never a valid list cursor and says nothing of CPF hashes.
+    const cursors = cursorCodec(createHmac('sha256', deps.config.cpfHashKey).update('underwriting-gateway/audit-cursor/v1').digest('hex'));
+
+    app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
+    app.addHook('onRequest', adminKeyGuard(deps.config.adminApiKeys));
+
+    app.post(
+      '/v1/personal-data/export',
+      {
+        schema: {
+          tags: ['personal data'],
+          summary: 'Everything stored about a data subject, by CPF or customerUuid; never the full CPF',
+          description:
+            'By CPF: every request stored with it (under any CPF_HASH_KEY) and everything of the customerUuids those requests carry. Audited.',
+          body: subjectBody,
+          response: { 200: exportView, ...errors },
+        },
+      },
+      async (request) => {
+        try {
+          const view = await service.exportSubject(subjectRef(request.body), actorOf(request));
+          metrics.exported('exported');
+          return view;
+        } catch (err) {
+          if (err instanceof AppError && err.code === 'not_found') metrics.exported('not_found');
+          throw err;
+        }
+      },
+    );
+
+    app.post(
+      '/v1/personal-data/erase',
+      {
+        schema: {
+          tags: ['personal data'],
+          summary: 'Deletes every request, callback, event, delivery and idempotency key of a data subject',
+          description:
+            'One transaction; 409 in_flight, nothing erased, while one of its requests awaits a callback. The audit entry stays (a keyed hash, no personal data).',
+          body: subjectBody,
+          response: { 200: erasedView, 409: errorSchema, ...errors },
+        },
+      },
+      async (request) => {
+        try {
+          const counts = await service.eraseSubject(subjectRef(request.body), actorOf(request));
+          metrics.erased('erased', counts);
+          request.log.info({ erased: counts }, 'personal data erased');
+          return { erased: { requests: counts.requests, callbacks: counts.callbacks, events: counts.events } };
+        } catch (err) {
+          if (err instanceof AppError && err.code === 'in_flight') metrics.erased('in_flight');
+          throw err;
+        }
+      },
+    );
+
+    app.get(
+      '/v1/audit',
+      {
+        schema: {
+          tags: ['personal data'],
+          summary: 'The audit trail of lookups by CPF, exports and erasures, newest first',
+          description: 'since is inclusive and until exclusive, both on at.',
+          querystring: auditQuery,
+          response: { 200: auditPageView, ...errors },
+        },
+      },
+      async (request) => {
+        const { since, until, action, limit, cursor } = request.query;
+        const after = cursor === undefined ? undefined : cursors.decode(cursor);
+        const page = await readAuditPage(db, { since, until, action }, after, limit ?? DEFAULT_AUDIT_PAGE);
+        return { items: page.items, nextCursor: page.next ? cursors.encode(page.next) : null };
+      },
+    );
+  };

@@ -1,0 +1,50 @@
+import type { Kysely } from 'kysely';
+import { type Actor, recordAudit, type SubjectRef, subjectHasher } from '../audit/trail.js';
+import type { DB } from '../db/types.js';
+import { notFound } from '../errors.js';
+import type { ExportView } from './schemas.js';
+import { type ErasedCounts, eraseStored, readStored } from './store.js';
+import { resolveSubject } from './subject.js';
+import { exportView } from './views.js';
+
+export interface PersonalDataDeps {
+  db: Kysely<DB>;
+  clock: () => Date;
+  /** Every CPF_HASH_KEY, newest first. */
+  cpfHashKeys: readonly string[];
+}
+
+/** The data subject's rights (access, erasure), each answered and audited in one transaction. */
+export function personalDataService(deps: PersonalDataDeps) {
+  const subjectOf = subjectHasher(deps.cpfHashKeys[0]!);
+  const cpfOf = (ref: SubjectRef) => ('cpf' in ref ? ref.cpf : undefined);
+
+  return {
+    /** Everything stored about the subject; 404 when nothing is (the attempt is audited all the same). */
+    async exportSubject(ref: SubjectRef, actor: Actor): Promise<ExportView> {
+      const view = await deps.db
+        .transaction()
+        .setIsolationLevel('repeatable read')
+        .execute(async (tx) => {
+          const subject = await resolveSubject(tx, ref, deps.cpfHashKeys);
+          const stored = await readStored(tx, subject);
+          const counts = { requests: stored.requests.length, callbacks: stored.callbacks.length };
+          await recordAudit(tx, { at: deps.clock(), action: 'export', actor, subject: subjectOf(ref), counts });
+          return stored.requests.length + stored.callbacks.length === 0 ? undefined : exportView(stored, subject.customerUuids, cpfOf(ref));
+        });
+      if (!view) throw notFound('nothing is stored about this subject');
+      return view;
+    },
+
+    /** Deletes every row of the subject; 409 in_flight, nothing erased, while a request awaits its callback. */
+    async eraseSubject(ref: SubjectRef, actor: Actor): Promise<ErasedCounts> {
+      return deps.db.transaction().execute(async (tx) => {
+        const subject = await resolveSubject(tx, ref, deps.cpfHashKeys);
+        const counts = await eraseStored(tx, subject);
+        await recordAudit(tx, { at: deps.clock(), action: 'erase', actor, subject: subjectOf(ref), counts: { ...counts } });
+        return counts;
+      });
+    },
+  };
+}
+export type PersonalDataService = ReturnType<typeof personalDataService>;

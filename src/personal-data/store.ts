@@ -1,0 +1,146 @@
+import { type Kysely, sql } from 'kysely';
+import type { DB, Decision, RequestStatus } from '../db/types.js';
+import { AppError } from '../errors.js';
+import { anonymousInvalidNaming, inList, type Subject } from './subject.js';
+
+/**
+ * Tables that hold a subject's rows besides requests, callbacks and idempotency keys, each found by
+ * its customer_uuid column (rows referencing them go by ON DELETE CASCADE), and the count their
+ * deleted rows add to. Erasure deletes from each; a new table of personal data joins with one line.
+ */
+export const CUSTOMER_TABLES: ReadonlyArray<{ table: string; counts: 'events' }> = [];
+
+export interface StoredRequest {
+  id: number;
+  customer_uuid: string;
+  status: RequestStatus;
+  decision: Decision | null;
+  cpf_masked: string;
+  cost_saving_enabled: boolean;
+  srd: Record<string, unknown> | null;
+  submitted_at: Date;
+  updated_at: Date;
+  completed_at: Date | null;
+  upstream_status: number | null;
+  upstream_error: string | null;
+  idempotency_key: string | null;
+  result: Record<string, unknown> | null;
+}
+
+export interface StoredCallback {
+  id: number;
+  customer_uuid: string | null;
+  outcome: 'unmatched' | 'invalid';
+  received_at: Date;
+  body: unknown;
+  error: string | null;
+  raw_body: Uint8Array;
+}
+
+export interface Stored {
+  requests: StoredRequest[];
+  /** Unmatched and invalid callbacks; matched ones are the requests' results. */
+  callbacks: StoredCallback[];
+}
+
+/** Everything stored about the subject, newest first. Run it in one snapshot (repeatable read). */
+export async function readStored(db: Kysely<DB>, subject: Subject): Promise<Stored> {
+  const requests = await db
+    .selectFrom('underwriting_requests as r')
+    .leftJoin('callbacks as c', 'c.id', 'r.result_callback_id')
+    .select([
+      'r.id',
+      'r.customer_uuid',
+      'r.status',
+      'r.decision',
+      'r.cpf_masked',
+      'r.cost_saving_enabled',
+      'r.srd',
+      'r.submitted_at',
+      'r.updated_at',
+      'r.completed_at',
+      'r.upstream_status',
+      'r.upstream_error',
+      'r.idempotency_key',
+      'c.body as result',
+    ])
+    .where(inList('r.customer_uuid', subject.customerUuids))
+    .orderBy('r.id', 'desc')
+    .execute();
+  const callbacks = await db
+    .selectFrom('callbacks as c')
+    .select(['c.id', 'c.customer_uuid', 'c.outcome', 'c.received_at', 'c.body', 'c.error', 'c.raw_body'])
+    .where((eb) =>
+      eb.or([
+        eb.and([eb('c.outcome', 'in', ['unmatched', 'invalid']), inList('c.customer_uuid', subject.customerUuids)]),
+        anonymousInvalidNaming('c', subject.needles),
+      ]),
+    )
+    .orderBy('c.id', 'desc')
+    .execute();
+  return { requests: requests as StoredRequest[], callbacks: callbacks as StoredCallback[] };
+}
+
+export interface ErasedCounts {
+  requests: number;
+  callbacks: number;
+  events: number;
+  idempotencyKeys: number;
+}
+
+export const inFlight = () =>
+  new AppError(409, 'in_flight', 'a request of this subject awaits its callback; erase it once the request completes or expires');
+
+/**
+ * Deletes every row of the subject, inside the caller's transaction. Throws 409 in_flight (the
+ * caller's transaction then rolls back, nothing erased) while one of its requests awaits a callback.
+ */
+export async function eraseStored(tx: Kysely<DB>, subject: Subject): Promise<ErasedCounts> {
+  // Locked so that no callback completes (and no expiry moves) one of them while we decide.
+  const requests = await tx
+    .selectFrom('underwriting_requests')
+    .select(['id', 'status', 'idempotency_key'])
+    .where(inList('customer_uuid', subject.customerUuids))
+    .orderBy('id')
+    .forUpdate()
+    .execute();
+  if (requests.some((r) => r.status === 'submitting' || r.status === 'submitted')) throw inFlight();
+  const ids = requests.map((r) => r.id);
+  const keys = requests.flatMap((r) => (r.idempotency_key === null ? [] : [r.idempotency_key]));
+
+  const beyond = { events: 0 };
+  for (const { table, counts } of CUSTOMER_TABLES) {
+    const { numAffectedRows } = await sql`delete from ${sql.table(table)} where ${inList('customer_uuid', subject.customerUuids)}`.execute(tx);
+    beyond[counts] += Number(numAffectedRows ?? 0);
+  }
+
+  // A key's row goes with its request; a key the subject used that got no request of its own
+  // (answered 409 in_flight) holds a hash of the body, which carries the CPF.
+  const deletedKeys = await tx
+    .deleteFrom('idempotency_keys')
+    .where((eb) => eb.or([inList('request_id', ids), eb.and([eb('request_id', 'is', null), inList('key', keys)])]))
+    .executeTakeFirst();
+
+  // Requests and callbacks reference each other (result_callback_id, request_id): one statement
+  // deletes both, so the foreign keys are checked once both are gone. A callback of another
+  // request (one submitted since we looked) is left alone.
+  const { rows } = await sql<{ requests: number; callbacks: number }>`
+    with gone_callbacks as (
+      delete from callbacks c
+       where ${inList('c.request_id', ids)}
+          or (c.request_id is null and ${inList('c.customer_uuid', subject.customerUuids)})
+          or ${anonymousInvalidNaming('c', subject.needles)}
+      returning c.id
+    ),
+    gone_requests as (
+      delete from underwriting_requests r where ${inList('r.id', ids)} returning r.id
+    )
+    select (select count(*) from gone_requests)::int as requests, (select count(*) from gone_callbacks)::int as callbacks`.execute(tx);
+  const counts = rows[0]!;
+  return {
+    requests: Number(counts.requests),
+    callbacks: Number(counts.callbacks),
+    events: beyond.events,
+    idempotencyKeys: Number(deletedKeys.numDeletedRows),
+  };
+}

@@ -1,0 +1,54 @@
+import { type Kysely, sql } from 'kysely';
+import type { SubjectRef } from '../audit/trail.js';
+import { formatCpf, hashCpfUnderEvery } from '../cpf.js';
+import type { DB } from '../db/types.js';
+
+/** Everything that identifies a data subject's rows. */
+export interface Subject {
+  /**
+   * The customerUuids whose rows are the subject's: the one given, or every one that a request
+   * with the CPF (under any configured key) carries.
+   */
+  customerUuids: string[];
+  /**
+   * Text whose presence in the raw bytes of an invalid callback naming no customer ties it to the
+   * subject: the CPF (digits and formatted) and the customerUuids long enough not to match by chance.
+   */
+  needles: string[];
+}
+
+/** Shorter customerUuids ("42") would match unrelated bytes; they tie only callbacks that name them. */
+export const MIN_NEEDLE_LENGTH = 8;
+
+export async function resolveSubject(db: Kysely<DB>, ref: SubjectRef, cpfHashKeys: readonly string[]): Promise<Subject> {
+  if ('customerUuid' in ref) {
+    return { customerUuids: [ref.customerUuid], needles: longEnough([ref.customerUuid]) };
+  }
+  const rows = await db
+    .selectFrom('underwriting_requests')
+    .select('customer_uuid')
+    .distinct()
+    .where('cpf_hash', 'in', hashCpfUnderEvery(ref.cpf, cpfHashKeys))
+    .orderBy('customer_uuid')
+    .execute();
+  const customerUuids = rows.map((r) => r.customer_uuid);
+  return { customerUuids, needles: [ref.cpf, formatCpf(ref.cpf), ...longEnough(customerUuids)] };
+}
+
+function longEnough(values: string[]): string[] {
+  return values.filter((v) => v.length >= MIN_NEEDLE_LENGTH);
+}
+
+/** `column in (values)`, or false for no values (an empty IN list is a syntax error). */
+export function inList(column: string, values: readonly (string | number)[]) {
+  if (values.length === 0) return sql<boolean>`false`;
+  return sql<boolean>`${sql.ref(column)} in (${sql.join(values)})`;
+}
+
+/** An invalid callback naming no customer whose raw bytes contain one of the needles. */
+export function anonymousInvalidNaming(alias: string, needles: readonly string[]) {
+  if (needles.length === 0) return sql<boolean>`false`;
+  return sql<boolean>`(${sql.ref(`${alias}.outcome`)} = 'invalid' and ${sql.ref(`${alias}.customer_uuid`)} is null
+    and exists (select 1 from json_array_elements_text(${JSON.stringify(needles)}::json) as n(v)
+                where position(convert_to(n.v, 'UTF8') in ${sql.ref(`${alias}.raw_body`)}) > 0))`;
+}

@@ -1,0 +1,62 @@
+import type { ExportView } from './schemas.js';
+import type { Stored } from './store.js';
+
+/** A CPF written any usual way, not part of a longer run of digits. */
+const CPF_LIKE = /(?<!\d)\d{3}\.?\d{3}\.?\d{3}-?\d{2}(?!\d)/g;
+const REDACTED = '[redacted]';
+
+/**
+ * An export never carries a full CPF: every string but a customerUuid (the subject's own
+ * identifier) loses its CPF-like digit runs, and the CPF asked about goes in any form.
+ */
+export function redactCpfs<T>(value: T, cpf: string | undefined): T {
+  const clean = (text: string) => (cpf ? text.split(cpf).join(REDACTED) : text).replace(CPF_LIKE, REDACTED);
+  const walk = (v: unknown, key: string | undefined): unknown => {
+    if (typeof v === 'string') return key === 'customerUuid' ? v : clean(v);
+    if (Array.isArray(v)) return v.map((item) => walk(item, undefined));
+    if (v !== null && typeof v === 'object' && !(v instanceof Date)) {
+      // fromEntries defines own properties, so a "__proto__" key stays data, never a prototype.
+      return Object.fromEntries(Object.entries(v).map(([k, item]) => [clean(k), walk(item, k)]));
+    }
+    return v;
+  };
+  return walk(value, undefined) as T;
+}
+
+export function exportView(stored: Stored, customerUuids: string[], cpf: string | undefined): ExportView {
+  const view: ExportView = {
+    customerUuids,
+    requests: stored.requests.map((r) => ({
+      customerUuid: r.customer_uuid,
+      status: r.status,
+      decision: r.decision,
+      cpfMasked: r.cpf_masked,
+      costSavingEnabled: r.cost_saving_enabled,
+      srd: r.srd as ExportView['requests'][number]['srd'],
+      submittedAt: r.submitted_at.toISOString(),
+      updatedAt: r.updated_at.toISOString(),
+      completedAt: r.completed_at ? r.completed_at.toISOString() : null,
+      upstreamStatus: r.upstream_status,
+      upstreamError: r.upstream_error,
+      idempotencyKey: r.idempotency_key,
+      result: r.result as ExportView['requests'][number]['result'],
+    })),
+    unmatched: stored.callbacks
+      .filter((c) => c.outcome === 'unmatched')
+      .map((c) => ({
+        customerUuid: c.customer_uuid ?? '',
+        receivedAt: c.received_at.toISOString(),
+        result: c.body as ExportView['unmatched'][number]['result'],
+      })),
+    invalid: stored.callbacks
+      .filter((c) => c.outcome === 'invalid')
+      .map((c) => ({
+        customerUuid: c.customer_uuid,
+        receivedAt: c.received_at.toISOString(),
+        error: c.error,
+        body: c.body ?? null,
+        rawBody: Buffer.from(c.raw_body).toString('utf8'),
+      })),
+  };
+  return redactCpfs(view, cpf);
+}

@@ -1,0 +1,108 @@
+import { once } from 'node:events';
+import { performance } from 'node:perf_hooks';
+import { sql } from 'kysely';
+import t from 'tap';
+import { acquireListener } from '../../src/channels/listener.js';
+import { RESULTS_CHANNEL } from '../../src/channels/names.js';
+import { DEFAULT_QUERY_TIMEOUT_MS, openDatabase } from '../../src/db/database.js';
+import { buildTestApp, listen } from '../helpers/app.js';
+import { SERVER_URL } from '../helpers/database.js';
+import { httpRequest } from '../helpers/http.js';
+import { captureLogs } from '../helpers/logs.js';
+import { databaseBehindRelay } from '../helpers/relay.js';
+import { customer, insertRequest, postCallback, resultBody } from '../callbacks/fixtures.js';
+
+const QUERY_TIMEOUT_MS = 1000;
+
+/** A result that starts now, as the provider would send it for a request submitted just before. */
+function freshResult(customerUuid: string) {
+  const now = Date.now();
+  return resultBody(customerUuid, { started: new Date(now).toISOString(), finished: new Date(now + 1000).toISOString() });
+}
+
+t.test('the query timeout is set without a startup parameter a pooler refuses', async (t) => {
+  t.equal(DEFAULT_QUERY_TIMEOUT_MS, 15_000);
+  if (!SERVER_URL) {
+    // PGlite: one in-process engine, no connection to lose; the setting is carried for uniformity.
+    const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://' });
+    t.teardown(() => database.close());
+    t.equal(database.queryTimeoutMs, DEFAULT_QUERY_TIMEOUT_MS);
+    return;
+  }
+  const { database } = await databaseBehindRelay(t);
+  const session = await sql<{ statement_timeout: string }>`show statement_timeout`.execute(database.db);
+  t.equal(session.rows[0]!.statement_timeout, '15s', 'session mode: SET after connecting');
+  const tx = await openDatabase({ databaseUrl: database.connectionString, dataDir: 'unused', poolMode: 'transaction' });
+  t.teardown(() => tx.close());
+  const pooled = await sql<{ statement_timeout: string }>`show statement_timeout`.execute(tx.db);
+  t.equal(pooled.rows[0]!.statement_timeout, '0', 'transaction mode: no session state at all');
+});
+
+if (SERVER_URL) {
+  t.test('after the path to the database goes half-open, nothing keeps failing once it is back', { timeout: 60_000 }, async (t) => {
+    const { database, relay } = await databaseBehindRelay(t, { queryTimeoutMs: QUERY_TIMEOUT_MS });
+    const logs = captureLogs();
+    const { app } = await buildTestApp(t, { database, logs });
+    const base = await listen(app);
+    const lease = acquireListener(database, RESULTS_CHANNEL, captureLogs().logger);
+    t.teardown(() => lease.release());
+    const { listener } = lease;
+    if (!listener.listening) await once(listener, 'listening');
+
+    const [warm, during, waiting, ...later] = ['warm', 'during', 'waiting', 'later1', 'later2', 'later3'].map(customer);
+    for (const c of [warm!, during!, waiting!, ...later]) await insertRequest(database.db, c, 'submitted');
+    // Several pooled connections and the NOTIFY connection are open (and idle) when the path goes dark.
+    await Promise.all(Array.from({ length: 6 }, () => sql`select pg_sleep(0.05)`.execute(database.db)));
+    t.equal((await postCallback(app, freshResult(warm!))).statusCode, 200);
+
+    const blocked = once(listener, 'waiting');
+    const longPoll = httpRequest(`${base}/v1/underwritings/${waiting}?wait=30`);
+    await blocked;
+
+    relay.pause();
+    const duringStart = performance.now();
+    const down = await postCallback(app, freshResult(during!));
+    t.equal(down.statusCode, 503, 'a callback while the database is silent is answered 503');
+    t.ok(performance.now() - duringStart >= QUERY_TIMEOUT_MS - 50, 'after the query timeout: the pause outlasted it');
+
+    relay.admitNew();
+    const mark = logs.lines.length;
+    const sent = performance.now();
+    const up = await postCallback(app, freshResult(waiting!));
+    const answeredIn = performance.now() - sent;
+    t.equal(up.statusCode, 200, 'the first callback once the database is back is stored');
+    t.ok(answeredIn < QUERY_TIMEOUT_MS / 2, `promptly (${Math.round(answeredIn)} ms), not after a stale connection's timeout`);
+
+    const polled = await longPoll;
+    const wokenIn = performance.now() - sent - answeredIn;
+    t.equal(polled.status, 200);
+    t.match(polled.json, { customerUuid: waiting, status: 'completed' });
+    t.ok(wokenIn < QUERY_TIMEOUT_MS, `the long-poll is woken ${Math.round(wokenIn)} ms after the callback's 200, not at its deadline`);
+
+    for (const c of later) t.equal((await postCallback(app, freshResult(c))).statusCode, 200);
+    const announced = logs.lines.slice(mark).filter((l) => l.includes('could not announce'));
+    t.same(announced, [], 'no announce fails once the database is back');
+
+    // Shutdown: the long-poll is done, the half-open sockets still sit in the pools and the relay.
+    await lease.release();
+    const closing = performance.now();
+    await app.close();
+    await database.close();
+    const closedIn = performance.now() - closing;
+    t.ok(closedIn < QUERY_TIMEOUT_MS / 2, `shutdown took ${Math.round(closedIn)} ms, not held up by half-open connections`);
+  });
+
+  t.test('a connection whose query timed out is destroyed, never handed out again', { timeout: 30_000 }, async (t) => {
+    const { database, relay } = await databaseBehindRelay(t, { queryTimeoutMs: QUERY_TIMEOUT_MS, poolSize: 1 });
+    const pid = async () => (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(database.db)).rows[0]!.pid;
+    const first = await pid();
+    t.equal(await pid(), first, 'one pooled connection, reused while healthy');
+    relay.pause();
+    await t.rejects(pid(), /Query read timeout/);
+    relay.admitNew();
+    const started = performance.now();
+    const second = await pid();
+    t.not(second, first, 'the next query runs on a new connection');
+    t.ok(performance.now() - started < QUERY_TIMEOUT_MS, 'at once, not after another timeout');
+  });
+}

@@ -1,0 +1,132 @@
+import { performance } from 'node:perf_hooks';
+import { sql } from 'kysely';
+import t from 'tap';
+import { loadConfig } from '../../src/config.js';
+import { buildTestApp, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
+import { configProblems } from '../helpers/config.js';
+import { freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+import { httpRequest } from '../helpers/http.js';
+import { startPgBouncer } from '../helpers/pgbouncer.js';
+import { startProcess } from '../helpers/process.js';
+import { CPF, validRequest } from '../submissions/fixtures.js';
+import { startFakeProvider } from '../submissions/provider.js';
+
+t.test('DATABASE_POOL_MODE and DATABASE_LISTEN_URL', async (t) => {
+  const base = { DATABASE_URL: 'postgres://u@pooler:6432/db' };
+  const config = loadConfig(base);
+  t.equal(config.databasePoolMode, 'session', 'session by default');
+  t.equal(config.databaseListenUrl, base.DATABASE_URL, 'LISTEN goes to DATABASE_URL by default');
+  const tx = loadConfig({ ...base, DATABASE_POOL_MODE: 'transaction', DATABASE_LISTEN_URL: 'postgres://u@db:5432/db' });
+  t.equal(tx.databasePoolMode, 'transaction');
+  t.equal(tx.databaseListenUrl, 'postgres://u@db:5432/db');
+  t.same(configProblems(loadConfig, { ...base, DATABASE_POOL_MODE: 'statement' }), [
+    "DATABASE_POOL_MODE: Invalid option: expected one of \"session\"|\"transaction\"",
+  ]);
+  t.match(configProblems(loadConfig, { ...base, DATABASE_LISTEN_URL: 'mysql://x' }), [/^DATABASE_LISTEN_URL: must be a postgres/]);
+  t.match(configProblems(loadConfig, { DATABASE_LISTEN_URL: 'postgres://u@db/db' }), [/^DATABASE_LISTEN_URL: needs DATABASE_URL/]);
+  t.match(configProblems(loadConfig, { DATABASE_POOL_MODE: 'transaction' }), [/^DATABASE_POOL_MODE: transaction needs DATABASE_URL/]);
+});
+
+/** Resolves once check() does; for state in another process, which sends no event. */
+async function until(check: () => Promise<boolean>, what: string, ms = 10_000): Promise<void> {
+  const deadline = performance.now() + ms;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+const server = SERVER_URL;
+if (server) {
+  t.test('/readyz answers 503 while the gateway\'s queries keep failing, though a bare select answers', async (t) => {
+    const database = await freshDatabase(t);
+    const { app } = await buildTestApp(t, { database });
+    // What a transaction pooler answers a named statement prepared on another server connection.
+    const misuse = () => t.rejects(sql`deallocate no_such_statement`.execute(database.db), { code: '26000' });
+    await misuse();
+    t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200, 'one failure is no outage');
+    // Failing for a while: time itself is the condition here.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    await misuse();
+    const res = await app.inject({ method: 'GET', url: '/readyz' });
+    t.equal(res.statusCode, 503, 'every query failing for a second: not ready');
+    t.equal(res.json().error, 'storage_unavailable');
+    await sql`select 1`.execute(database.db);
+    t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200, 'ready again after a query succeeds');
+  });
+
+  for (const mode of ['session', 'transaction'] as const) {
+    t.test(`behind PgBouncer in ${mode} mode the gateway starts, migrates and answers under concurrency`, { timeout: 90_000 }, async (t) => {
+      const direct = await freshDatabaseUrl(t);
+      const bouncer = await startPgBouncer(t, server, mode);
+      const provider = await startFakeProvider(t);
+      const gateway = startProcess(t, {
+        DATABASE_URL: bouncer.url(direct),
+        DATABASE_POOL_MODE: mode,
+        // Behind a transaction pooler LISTEN needs a connection of its own: the direct one.
+        ...(mode === 'transaction' ? { DATABASE_LISTEN_URL: direct } : {}),
+        HOST: '127.0.0.1',
+        PORT: '0',
+        PROVIDER_BASE_URL: provider.url,
+        PARTNER_TOKEN: TEST_PARTNER_TOKEN,
+        CPF_HASH_KEY: TEST_CPF_HASH_KEY,
+      });
+      const base = await gateway.listening();
+      t.equal((await httpRequest(`${base}/readyz`)).status, 200, 'ready');
+
+      const customers = Array.from({ length: 50 }, (_, i) => `pgb-${mode}-${i}`);
+      const submitted = await Promise.all(
+        customers.map((customerUuid) => httpRequest(`${base}/v1/underwritings`, { body: validRequest({ customerUuid }) })),
+      );
+      t.same(submitted.map((r) => r.status), customers.map(() => 202), '50 concurrent submits answered 202');
+
+      // A long-poll waits on the first customer, through DATABASE_LISTEN_URL's connection.
+      const waited = customers[0]!;
+      const longPoll = httpRequest(`${base}/v1/underwritings/${waited}?wait=20`);
+      await until(
+        async () => /underwriting_longpoll_waiters 1\b/.test((await httpRequest(`${base}/metrics`)).text),
+        'the long-poll to wait',
+      );
+
+      const now = Date.now();
+      const result = (customerUuid: string) => ({
+        customerUuid,
+        started: new Date(now).toISOString(),
+        finished: new Date(now + 1000).toISOString(),
+        serviceType: 'CREDIT_SCORE',
+        response: { costSavingEnabled: false, score: 712.5, riskBand: 3, limit: 4500 },
+      });
+      const callbacks = await Promise.all(
+        customers.map((c) => httpRequest(`${base}/v1/callbacks/underwriting`, { body: result(c) })),
+      );
+      const storedAt = performance.now();
+      t.same(callbacks.map((r) => r.status), customers.map(() => 200), '50 concurrent callbacks answered 200');
+
+      const polled = await longPoll;
+      const lag = performance.now() - storedAt;
+      t.equal(polled.status, 200);
+      t.match(polled.json, { customerUuid: waited, status: 'completed', decision: 'approved' });
+      t.ok(lag < 2000, `the long-poll answered ${Math.round(lag)} ms after the callbacks, not at its deadline`);
+
+      const reads = await Promise.all(customers.map((c) => httpRequest(`${base}/v1/underwritings/${c}`)));
+      t.same(reads.map((r) => r.status), customers.map(() => 200), '50 concurrent GETs answered 200');
+      t.ok(reads.every((r, i) => r.json.customerUuid === customers[i] && r.json.status === 'completed'), 'each one completed');
+
+      const lists = await Promise.all(Array.from({ length: 10 }, () => httpRequest(`${base}/v1/underwritings?limit=100`)));
+      t.same(lists.map((r) => r.status), lists.map(() => 200), 'lists answered 200');
+      t.equal(lists[0]!.json.items.length, 50);
+
+      const lookups = await Promise.all(
+        Array.from({ length: 10 }, () => httpRequest(`${base}/v1/underwritings/lookup`, { body: { cpf: CPF } })),
+      );
+      t.same(lookups.map((r) => r.status), lookups.map(() => 200), 'lookups answered 200');
+      t.equal((await httpRequest(`${base}/readyz`)).status, 200, 'still ready');
+
+      const logged = gateway.stdout.join('\n');
+      t.notMatch(logged, /prepared statement|unsupported startup parameter/, 'no prepared-statement or startup-parameter errors');
+      t.notMatch(bouncer.log(), /unsupported startup parameter/);
+      gateway.child.kill('SIGTERM');
+      t.equal((await gateway.exited).code, 0, 'stops cleanly');
+    });
+  }
+}
