@@ -143,6 +143,8 @@ function* schemaSlots(doc: JsonObject): Generator<{ holder: JsonObject; key: str
 }
 
 const REF = '#/components/schemas/';
+/** The error body of a 500, as errors.ts sends it. */
+const INTERNAL_ERROR: JsonObject = { type: 'object', properties: { error: { type: 'string', enum: ['internal_error'] }, message: { type: 'string' } }, required: ['error', 'message'] };
 
 function referencedComponents(doc: JsonObject): Set<string> {
   const found = new Set<string>();
@@ -223,6 +225,8 @@ export function finishDocument(doc: JsonObject): JsonObject {
   for (const item of Object.values(isObject(doc.paths) ? doc.paths : {})) {
     for (const op of Object.values(isObject(item) ? item : {})) {
       if (!isObject(op) || !isObject(op.responses)) continue;
+      // Any route may fail on our side; the error handler then answers 500 internal_error.
+      op.responses['500'] ??= { description: 'internal_error: something went wrong on our side', content: { 'application/json': { schema: INTERNAL_ERROR } } };
       for (const [status, response] of Object.entries(op.responses)) {
         if (isObject(response) && response.description === 'Default Response') response.description = STATUS_DESCRIPTIONS[status] ?? `HTTP ${status}`;
       }

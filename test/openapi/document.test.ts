@@ -98,9 +98,9 @@ t.test('numbers are numbers with real bounds: integer query parameters, no 2^53 
 t.test('every status a route answers is documented: the lookup 413 and 415, /metrics as Prometheus text', async (t) => {
   const doc = await documentOf();
   const statuses = (path: string, method: string) => Object.keys(doc.paths[path][method].responses).sort();
-  t.same(statuses('/v1/underwritings/lookup', 'post'), ['200', '400', '401', '403', '413', '415', '503']);
-  t.same(statuses('/v1/underwritings', 'get'), ['200', '400', '401', '403', '503']);
-  t.same(statuses('/v1/underwritings/{customerUuid}', 'get'), ['200', '400', '401', '403', '404', '503']);
+  t.same(statuses('/v1/underwritings/lookup', 'post'), ['200', '400', '401', '403', '413', '415', '500', '503']);
+  t.same(statuses('/v1/underwritings', 'get'), ['200', '400', '401', '403', '500', '503']);
+  t.same(statuses('/v1/underwritings/{customerUuid}', 'get'), ['200', '400', '401', '403', '404', '500', '503']);
   t.same(Object.keys(doc.paths['/metrics'].get.responses['200'].content), ['text/plain; version=0.0.4']);
 
   const { app } = await buildTestApp(t, { database });
