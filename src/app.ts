@@ -12,11 +12,11 @@ import type { Config } from './config.js';
 import { consoleRoutes } from './console/routes.js';
 import type { Database } from './db/database.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
-import { installErrorHandler } from './errors.js';
+import { answerClientError, frameworkErrorReply, installErrorHandler } from './errors.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { swaggerOptions } from './openapi.js';
-import { opsRoutes } from './ops/routes.js';
+import { opsRoutes, storageSuspicion } from './ops/routes.js';
 import { personalDataRoutes } from './personal-data/routes.js';
 import type { BearerTokenSource } from './provider/token-source.js';
 import { TokenClient } from './provider/token-client.js';
@@ -35,7 +35,28 @@ export interface AppDeps {
   clock?: Clock;
   /** Set when AUTH_URL/CLIENT_ID are configured: upstream calls then carry a bearer token too. */
   tokenSource?: BearerTokenSource;
+  /** Tests shorten these; a deployment keeps SERVER_TIMEOUTS. */
+  serverTimeouts?: Partial<ServerTimeouts>;
 }
+
+export interface ServerTimeouts {
+  /** A client must have sent its request line and headers within this long of connecting (or of its previous request). */
+  headersTimeoutMs: number;
+  /** ...and its whole request, body included, within this long; a refused one too (408, then closed). */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this long; above the usual load balancer idle timeout (60 s). */
+  keepAliveTimeoutMs: number;
+  /** How often Node checks the two bounds above: they hold to within this much. */
+  checkIntervalMs: number;
+}
+
+/** Slow clients (slowloris, a stalled body) are cut off: our bodies are at most 64 KiB, sent in well under a second. */
+export const SERVER_TIMEOUTS: Readonly<ServerTimeouts> = Object.freeze({
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 72_000,
+  checkIntervalMs: 1_000,
+});
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 
@@ -51,6 +72,7 @@ export const SECURITY_HEADER_OPTIONS = {
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config } = deps;
   const trusted = addressMatcher(config.trustProxy);
+  const timeouts = { ...SERVER_TIMEOUTS, ...deps.serverTimeouts };
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger, childLoggerFactory: requestLoggerFactory } : { logger: false }),
     // Only a peer in TRUST_PROXY may say who the client is; everyone else's X-Forwarded-For is ignored.
@@ -58,6 +80,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: BODY_LIMIT_BYTES,
     // customerUuid may be 128 characters (Fastify's default of 100 would answer 414); longer is a 400.
     routerOptions: { maxParamLength: 256 },
+    requestTimeout: timeouts.requestTimeoutMs,
+    keepAliveTimeout: timeouts.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: timeouts.headersTimeoutMs,
+      requestTimeout: timeouts.requestTimeoutMs,
+      connectionsCheckingInterval: timeouts.checkIntervalMs,
+    },
+    // What Fastify answers before any route runs, in the contract's error body too.
+    frameworkErrors: frameworkErrorReply,
+    clientErrorHandler: answerClientError,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
@@ -66,7 +98,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  installErrorHandler(app);
+  const storage = storageSuspicion();
+  installErrorHandler(app, storage.failed);
   // Bodies are JSON: JSON sent as text/plain is refused 415, not read as a string that then fails validation.
   app.removeContentTypeParser('text/plain');
   app.addHook('onSend', (request, reply, payload, done) => {
@@ -113,7 +146,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     registry,
     results: notificationChannel(deps.database, RESULTS_CHANNEL, app.log),
   };
-  await app.register(opsRoutes({ database: deps.database, registry }));
+  await app.register(opsRoutes({ database: deps.database, registry, storage }));
   await app.register(requestLifecycle(capabilityDeps));
   // Before the capabilities: plugins close in reverse order, so the last announcements still go out.
   await app.register(capabilityDeps.results.plugin);

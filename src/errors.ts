@@ -1,4 +1,6 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import http from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { isStorageUnavailable } from './db/database.js';
@@ -54,7 +56,7 @@ export function errorBody(err: AppError): Record<string, unknown> {
 }
 
 /** One place that turns any thrown error into the contract's error shape. Never shows a 5xx's detail. */
-export function installErrorHandler(app: FastifyInstance): void {
+export function installErrorHandler(app: FastifyInstance, onStorageFailure: () => void = () => {}): void {
   app.setNotFoundHandler((request, reply) => {
     void reply.code(404).send({ error: 'not_found', message: `no route ${request.method} ${request.url.split('?')[0]}` });
   });
@@ -85,6 +87,7 @@ export function installErrorHandler(app: FastifyInstance): void {
       return reply.code(400).send(errorBody(validationFailed(issues, message)));
     }
     if (isStorageUnavailable(error)) {
+      onStorageFailure();
       request.log.error({ err: error }, 'database unavailable');
       return reply.code(503).send(errorBody(storageUnavailable()));
     }
@@ -107,4 +110,38 @@ export function installErrorHandler(app: FastifyInstance): void {
     request.log.error({ err: error }, 'unhandled error');
     return reply.code(500).send({ error: 'internal_error', message: 'something went wrong on our side' });
   });
+}
+
+/** Fastify's own refusals before routing (a path parameter too long, a malformed URL), in the contract's body. */
+export function frameworkErrorReply(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    void reply.code(414).send({ error: 'uri_too_long', message: 'the URL is too long' });
+  } else if (error.code === 'FST_ERR_BAD_URL') {
+    void reply.code(400).send(errorBody(validationFailed([], 'the URL is not valid')));
+  } else {
+    void reply.code(500).send({ error: 'internal_error', message: 'something went wrong on our side' });
+  }
+}
+
+const CLIENT_ERRORS: Record<string, { status: number; error: string; message: string }> = {
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, error: 'request_timeout', message: 'the request was not received in time' },
+  HPE_HEADER_OVERFLOW: { status: 431, error: 'headers_too_large', message: 'the request line or headers are too large' },
+};
+
+/**
+ * Node's refusals of a connection's bytes (a timed-out slow client, oversized headers or URL,
+ * garbage), answered in the contract's body and then closed, as Fastify's default does.
+ */
+export function answerClientError(this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const known = CLIENT_ERRORS[err.code ?? ''];
+  const { status, error, message } = known ?? { status: 400, error: 'bad_request', message: 'the request could not be read' };
+  this.log.debug({ code: err.code, status }, 'client error: connection closed');
+  if (socket.writable) {
+    const body = JSON.stringify({ error, message });
+    socket.write(
+      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }

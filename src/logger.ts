@@ -1,14 +1,74 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 import type { LogFormat } from './env.js';
+import { REDACTED, scrubText } from './scrub.js';
 
-export const REDACTED = '[redacted]';
+export { REDACTED } from './scrub.js';
 
-/** Query parameters whose values never reach a log line. */
-const SECRET_QUERY_PARAMS = /([?&](?:token|access_token|api_key|apikey|key|secret|client_secret|cpf)=)[^&#]*/gi;
+/** Query parameters whose values never reach a log line (names compared decoded, in any case). */
+const SECRET_QUERY_PARAMS = new Set(['token', 'access_token', 'api_key', 'apikey', 'key', 'secret', 'client_secret', 'cpf']);
+/** The query parameters the gateway's routes take: only these names are logged as they are. */
+const KNOWN_QUERY_PARAMS = new Set([
+  'token', 'wait', 'status', 'decision', 'since', 'until', 'limit', 'cursor', 'after', 'type', 'customerUuid', 'action', 'bucket', 'kind',
+]);
 
+function decoded(part: string): string {
+  try {
+    return decodeURIComponent(part.replace(/\+/g, ' '));
+  } catch {
+    return part;
+  }
+}
+
+/** Splits a URL into its path and its query's (name, value) pairs, separated by & or ;, names decoded. */
+function splitUrl(url: string): { path: string; params: Array<{ name: string; raw: string }> } {
+  const hash = url.indexOf('#');
+  const withoutFragment = hash === -1 ? url : url.slice(0, hash);
+  const mark = withoutFragment.indexOf('?');
+  if (mark === -1) return { path: withoutFragment, params: [] };
+  const params = withoutFragment
+    .slice(mark + 1)
+    .split(/[&;]/)
+    .filter((p) => p !== '')
+    .map((raw) => {
+      const eq = raw.indexOf('=');
+      return { name: decoded(eq === -1 ? raw : raw.slice(0, eq)), raw };
+    });
+  return { path: withoutFragment.slice(0, mark), params };
+}
+
+/**
+ * A URL fit for a log line (e.g. a configured callback URL): the values of secret-named parameters
+ * redacted, whatever their encoding or separator, and no CPF-like digits anywhere.
+ */
 export function redactUrl(url: string): string {
-  return url.replace(SECRET_QUERY_PARAMS, `$1${REDACTED}`);
+  const { path, params } = splitUrl(url);
+  if (params.length === 0) return scrubText(path);
+  const shown = params.map(({ name, raw }) => (SECRET_QUERY_PARAMS.has(name.toLowerCase()) ? `${scrubText(name)}=${REDACTED}` : raw));
+  return scrubText(`${path}?${shown.join('&')}`);
+}
+
+/**
+ * What a request log line says about a URL from outside: its path and the names of its query
+ * parameters, never their values (a secret or a CPF may hide in any encoding of them); a name the
+ * gateway does not take is shown as "…", since it may itself be a secret or a CPF.
+ */
+export function loggedRequestUrl(url: string): string {
+  const { path, params } = splitUrl(url);
+  if (params.length === 0) return scrubText(path);
+  return `${scrubText(path)}?${params.map(({ name }) => (KNOWN_QUERY_PARAMS.has(name) ? name : '…')).join('&')}`;
+}
+
+/** An error as logged: its type, code and message and stack scrubbed; never a driver's detail fields (values). */
+function serializeError(err: unknown): Record<string, unknown> {
+  if (!(err instanceof Error)) return { message: scrubText(String(err)) };
+  const code = (err as { code?: unknown }).code;
+  return {
+    type: err.name,
+    message: scrubText(err.message),
+    ...(typeof code === 'string' || typeof code === 'number' ? { code } : {}),
+    ...(err.stack ? { stack: scrubText(err.stack) } : {}),
+  };
 }
 
 // A CPF can appear in any object we log (a body, an error's details): redact it at every depth we log.
@@ -79,11 +139,12 @@ export function loggerOptions(level: string): LoggerOptions {
       req: (req: SerializableRequest) => ({
         id: req.id,
         method: req.method,
-        url: req.url === undefined ? undefined : redactUrl(req.url),
+        url: req.url === undefined ? undefined : loggedRequestUrl(req.url),
         peer: req.socket?.remoteAddress,
         client: req.ip,
       }),
       res: (res: { statusCode?: number }) => ({ statusCode: res.statusCode }),
+      err: serializeError,
     },
   };
 }

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { redactUrl } from '../src/logger.js';
+import { scrubText } from '../src/scrub.js';
 import { buildTestApp, TEST_PARTNER_TOKEN } from './helpers/app.js';
 import { captureLogs } from './helpers/logs.js';
 
@@ -53,4 +54,62 @@ t.test("every line a request's logger writes carries its id, and no other line d
   t.match(entries.find((e) => e.msg === 'request completed'), { reqId: 'req-probe-1' });
   t.notOk('reqId' in entries.find((e) => e.msg === 'from the application logger')!, 'the application logger has no request');
   t.equal(entries.filter((e) => e.reqId === 'req-probe-1').length, 3);
+});
+
+/** Every digit of a text, JSON/percent escapes decoded: whether a CPF survives in any form. */
+const digitsOf = (text: string) =>
+  text
+    .replace(/\\u00?3([0-9])/g, '$1')
+    .replace(/%3([0-9])/g, '$1')
+    .replace(/\D/g, '');
+
+t.test('a callback secret or a CPF in the query string never reaches a log, whatever its encoding or separator', async (t) => {
+  const secret = 'callback-secret-0123456789';
+  const cpf = '71428793860';
+  const { app, logs } = await buildTestApp(t, { env: { CALLBACK_SECRET: secret } });
+  const encodedToken = await app.inject({ method: 'POST', url: `/v1/callbacks/underwriting?%74oken=${secret}`, payload: '{}' });
+  t.equal(encodedToken.statusCode, 400, 'an encoded name is still the token: admitted, then the body is refused');
+  const semicolon = await app.inject({ method: 'POST', url: `/v1/callbacks/underwriting?x=1;token=${secret}`, payload: '{}' });
+  t.equal(semicolon.statusCode, 401);
+  for (const query of [`%63pf=${cpf}`, `x=1;cpf=${cpf}`, `cpf%3D${cpf}`, `cpf=714.287.938-60`, `q=%37%31%34%32%38%37%39%33%38%36%30`]) {
+    await app.inject({ method: 'GET', url: `/healthz?${query}` });
+  }
+  await app.inject({ method: 'GET', url: `/v1/underwritings/${cpf}` });
+  const text = logs.text();
+  t.notMatch(text, secret);
+  t.notMatch(digitsOf(text), cpf);
+  const urls = logs.entries().flatMap((e) => ((e.req as { url?: string } | undefined)?.url ? [(e.req as { url: string }).url] : []));
+  t.ok(urls.includes('/v1/callbacks/underwriting?token'), 'the path and the names of the parameters are logged');
+  t.ok(urls.includes('/v1/callbacks/underwriting?…&token'), 'a name the gateway does not take is not shown');
+});
+
+t.test('an error is logged with its message scrubbed and without the driver fields that carry values', async (t) => {
+  const logs = captureLogs();
+  const err = Object.assign(new Error('insert failed for 714 287 938 60'), { code: '23505', detail: 'Key (customer_uuid)=(71428793860) already exists.' });
+  logs.logger.error({ err }, 'failed');
+  const [entry] = logs.entries();
+  t.match(entry, { err: { type: 'Error', code: '23505', message: 'insert failed for [redacted]' } });
+  t.notMatch(digitsOf(logs.text()), '71428793860');
+});
+
+t.test('the scrubber leaves no 11-digit run in any separator form or escape, and keeps other text', async (t) => {
+  for (const form of [
+    '71428793860',
+    '714.287.938-60',
+    '714 287 938 60',
+    '714/287/938/60',
+    '714_287_938_60',
+    '7 1 4 2 8 7 9 3 8 6 0',
+    String.raw`\u0037\u0031\u0034\u0032\u0038\u0037\u0039\u0033\u0038\u0036\u0030`,
+    '%37%31%34%32%38%37%39%33%38%36%30',
+    '&#55;&#49;&#52;&#50;&#56;&#55;&#57;&#51;&#56;&#54;&#48;',
+    '７１４２８７９３８６０',
+  ]) {
+    const scrubbed = scrubText(`{"doc":"${form}","ok":"HTTP 422 at step 3"}`);
+    t.match(scrubbed, '"doc":"[redacted]', form);
+    t.notMatch(digitsOf(scrubbed), /\d{11}/, form);
+    t.match(scrubbed, '"ok":"HTTP 422 at step 3"', 'short numbers stay');
+  }
+  t.equal(scrubText('token abc here', ['abc']), 'token [redacted] here');
+  t.equal(scrubText('x'.repeat(600), [], 500).length, 500);
 });

@@ -1,5 +1,6 @@
 import type { ValidationIssue } from '../errors.js';
 import { issuePath } from '../errors.js';
+import { scrubText } from '../scrub.js';
 import { customerUuidSchema, type UnderwritingResult, underwritingResultSchema } from '../provider/schemas.js';
 
 /** What a callback's bytes turned out to be: a result to store, or why it is not one. */
@@ -43,8 +44,8 @@ export function readCallback(raw: Buffer): Intake {
 }
 
 function invalid(issues: ValidationIssue[], json: string | null, customerUuid: string | null): Intake {
-  // A parser message may quote the body, NUL included, which a PostgreSQL text column refuses.
-  const error = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ').replace(UNSTORABLE, '\uFFFD');
+  // A parser message may quote the body: NUL included, which a PostgreSQL text column refuses, or a CPF.
+  const error = scrubText(issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ')).replace(UNSTORABLE, '\uFFFD');
   return { valid: false, issues, error, json, customerUuid };
 }
 

@@ -456,11 +456,20 @@ export class StorageUnavailableError extends Error {
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
 const CONNECTION_MESSAGES =
-  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout|Connection ended|PGlite is closed|not queryable|pool (is|has been) (ended|closed)|Cannot use a pool after calling end/i;
+  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout|Connection ended|PGlite is closed|not queryable|pool (is|has been) (ended|closed)|Cannot use a pool after calling end|driver has already been destroyed/i;
+/**
+ * SQLSTATE classes and codes that say "not now" rather than "not this": connection exceptions (08),
+ * insufficient resources (53: too many connections, disk full, out of memory), operator
+ * intervention (57: admin shutdown, crash shutdown, cannot connect now, statement timeout),
+ * system errors (58: I/O), internal errors (XX), a read-only database (25006: a standby after a
+ * failover), idle-session timeouts, and transient conflicts (serialization, deadlock, lock timeout).
+ */
+const UNAVAILABLE_CLASSES = ['08', '53', '57', '58', 'XX'];
+const UNAVAILABLE_CODES = new Set(['25006', '25P03', '40001', '40P01', '55P03']);
 
 /**
  * True when an error means "the database cannot be reached right now" (as opposed to a bug or a
- * constraint): connection failures, SQLSTATE class 08, shutdowns, too many connections.
+ * constraint): connection failures, the SQLSTATEs above, our own timeouts.
  */
 export function isStorageUnavailable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
@@ -469,7 +478,7 @@ export function isStorageUnavailable(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   if (typeof code === 'string') {
     if (NETWORK_CODES.has(code)) return true;
-    if (code.startsWith('08') || ['57P01', '57P02', '57P03', '53300', '57014'].includes(code)) return true;
+    if (UNAVAILABLE_CLASSES.includes(code.slice(0, 2)) || UNAVAILABLE_CODES.has(code)) return true;
   }
   if (CONNECTION_MESSAGES.test(err.message)) return true;
   return err.cause !== undefined && err.cause !== err && isStorageUnavailable(err.cause);

@@ -22,8 +22,15 @@ export const OCCUPATIONS = [
 /** Amounts in R$: finite (zod 4 refuses Infinity and NaN) and never negative. */
 const amount = z.number().nonnegative('must not be negative');
 
+/** What PostgreSQL's text and jsonb refuse: NUL, and surrogates that pair with nothing. */
+const UNSTORABLE_TEXT = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 /** "Requiredness of the address fields, the format of state: not shown" - all optional, bounded strings. */
-const addressField = z.string().max(200, 'must be at most 200 characters');
+const addressField = z
+  .string()
+  .max(200, 'must be at most 200 characters')
+  // Refused here, as the request's fault (400), before anything is stored or sent.
+  .refine((s) => !UNSTORABLE_TEXT.test(s), 'must not contain NUL or unpaired surrogate characters');
 
 export const addressSchema = z.strictObject({
   street: addressField.optional(),

@@ -25,6 +25,8 @@ export const instant = z
   ])
   // ISO 8601 allows year 0000; PostgreSQL has no such year, and a filter must never become a 500.
   .refine((v) => !v.startsWith('0000'), 'year 0000 is not a valid date here')
+  // ISO 8601 offsets reach ±23:59; PostgreSQL's stop at ±15:59.
+  .refine((v) => Number(/[+-](\d{2}):?\d{2}$/.exec(v)?.[1] ?? 0) < 16, 'the time zone offset must be within ±15:59')
   .describe('ISO 8601 date-time with a zone, or a date (midnight UTC)');
 
 // A cursor is opaque; its shape is checked (and its signature verified) in cursor.ts.

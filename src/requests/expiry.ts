@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
 import { isStorageUnavailable } from '../db/database.js';
 import type { DB } from '../db/types.js';
+import { releaseAbandoned } from './store.js';
 
 /** Rows expired per statement: a long backlog (after an outage) never becomes one huge transaction. */
 const BATCH = 1000;
@@ -12,20 +13,15 @@ const BATCH = 1000;
  * their ids. Safe with any number of instances at once: rows another sweep (or a callback) holds are
  * skipped, and the status re-check means a row is expired exactly once.
  *
- * A request still `submitting` after stuckAfterS (never less than timeoutS) was abandoned by a
- * process that died mid-submit; it expires too, or its customer would stay "in flight" forever.
+ * (A request still `submitting` is not waiting for a callback but for its submit: past the
+ * abandoned bound the sweep ends it as submit_failed, see releaseAbandoned in store.ts.)
  */
-export async function expireOverdue(db: Kysely<DB>, now: Date, timeoutS: number, stuckAfterS = timeoutS): Promise<number[]> {
+export async function expireOverdue(db: Kysely<DB>, now: Date, timeoutS: number): Promise<number[]> {
   const expired: number[] = [];
-  for (const [status, afterS] of [
-    ['submitted', timeoutS],
-    ['submitting', Math.max(timeoutS, stuckAfterS)],
-  ] as const) {
-    for (;;) {
-      const rows = await expireBatchQuery(db, now, afterS, status).execute();
-      expired.push(...rows.map((r) => r.id));
-      if (rows.length < BATCH) break;
-    }
+  for (;;) {
+    const rows = await expireBatchQuery(db, now, timeoutS).execute();
+    expired.push(...rows.map((r) => r.id));
+    if (rows.length < BATCH) break;
   }
   return expired;
 }
@@ -64,7 +60,7 @@ export interface SweepDeps {
   db: Kysely<DB>;
   clock: Clock;
   timeoutS: number;
-  /** How long a `submitting` request may stay so before it counts as abandoned. */
+  /** How long a `submitting` request may stay so before it counts as abandoned (abandonedAfterMs). */
   stuckAfterS: number;
   log: FastifyBaseLogger;
   onExpired(count: number): void;
@@ -82,7 +78,12 @@ export function startExpirySweep(deps: SweepDeps): Sweep {
   const run = () => {
     running ??= (async () => {
       try {
-        const ids = await expireOverdue(deps.db, deps.clock(), deps.timeoutS, deps.stuckAfterS);
+        const now = deps.clock();
+        const released = await releaseAbandoned(deps.db, { now, afterMs: deps.stuckAfterS * 1000 });
+        if (released.length > 0) {
+          deps.log.warn({ count: released.length, afterS: deps.stuckAfterS }, 'released abandoned submits: stored as submit_failed');
+        }
+        const ids = await expireOverdue(deps.db, now, deps.timeoutS);
         if (ids.length > 0) {
           deps.onExpired(ids.length);
           deps.log.info({ count: ids.length, timeoutS: deps.timeoutS }, 'expired requests whose callback never came');

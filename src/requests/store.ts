@@ -3,11 +3,23 @@ import { runStatement, type Statement } from '../db/database.js';
 import type { DB, RequestStatus } from '../db/types.js';
 
 /**
- * A request still `submitting` this long after its submit began was abandoned by a process that
- * died mid-submit (twice the upstream timeout and 30 s, past any live submit). Its idempotency
- * key may be taken over, and the expiry sweep expires it.
+ * A submit calls the provider only within this long of starting to store its request; later (a
+ * slow database, a slow token) it sends nothing. So a live submit's provider call has ended (or
+ * timed out) by SEND_WINDOW_MS + UPSTREAM_TIMEOUT_MS after its request was stored.
  */
-export const abandonedAfterMs = (upstreamTimeoutMs: number): number => 2 * upstreamTimeoutMs + 30_000;
+export const SEND_WINDOW_MS = 5_000;
+
+/**
+ * A request still `submitting` this long after its submit began, with no answer from the provider
+ * recorded, was abandoned: its submit answered 503 although its row was committed, or its process
+ * died mid-submit. Past any live submit (the send window, the upstream timeout, and as much again
+ * for clocks and a slow commit). Its customer is released (see releaseAbandoned), its idempotency
+ * key may be taken over.
+ */
+export const abandonedAfterMs = (upstreamTimeoutMs: number): number => upstreamTimeoutMs + 2 * SEND_WINDOW_MS;
+
+/** What an abandoned request says in upstream_error; its fate at the provider is unknown at worst. */
+export const ABANDONED_ERROR = 'abandoned: no answer from the provider was recorded in time (the submit stopped before or during the call)';
 
 /** The partial unique index that lets one request per customer await its callback. */
 export const ONE_IN_FLIGHT_INDEX = 'underwriting_requests_one_in_flight';
@@ -77,19 +89,70 @@ export async function markSubmitted(db: Kysely<DB>, id: number, upstreamStatus: 
   return { status: row.status, submittedAt: row.submitted_at };
 }
 
-/** Records a failed submit, unless a callback has already completed the row (then it is left alone). */
+/** Records a failed submit, unless a callback has already completed the row (then it is left alone); true when recorded. */
 export async function markSubmitFailed(
   db: Kysely<DB>,
   id: number,
   failure: { upstreamStatus: number | null; error: string },
   now: Date,
-): Promise<void> {
-  await db
+): Promise<boolean> {
+  const result = await db
     .updateTable('underwriting_requests')
     .set({ status: 'submit_failed', upstream_status: failure.upstreamStatus, upstream_error: failure.error, updated_at: now })
     .where('id', '=', id)
     .where('status', '=', 'submitting')
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/**
+ * Ends abandoned requests (see abandonedAfterMs) as `submit_failed`, so that they hold their
+ * customer no longer; of one customer when given (a new submit met one), else up to `limit` of
+ * any (the sweep). A late callback still completes them. Returns the ids it ended.
+ */
+export async function releaseAbandoned(
+  db: Kysely<DB>,
+  options: { now: Date; afterMs: number; customerUuid?: string; limit?: number },
+): Promise<number[]> {
+  const cutoff = new Date(options.now.getTime() - options.afterMs);
+  const rows = await db
+    .selectFrom('underwriting_requests')
+    .select('id')
+    .where('status', '=', 'submitting')
+    .where('submitted_at', '<', cutoff)
+    .$if(options.customerUuid !== undefined, (qb) => qb.where('customer_uuid', '=', options.customerUuid!))
+    .limit(options.limit ?? 1000)
     .execute();
+  const released: number[] = [];
+  for (const { id } of rows) {
+    // markSubmitFailed re-checks `submitting` under the row lock: two releasers end a row once.
+    if (await markSubmitFailed(db, id, { upstreamStatus: null, error: ABANDONED_ERROR }, options.now)) released.push(id);
+  }
+  return released;
+}
+
+/** What a request that was stored but never sent says in upstream_error. */
+export const NOT_SENT_SLOW_STORE = 'not sent: storing the request took longer than the send window';
+const NOT_SENT_RETRIED = 'not sent: the submit failed on storage after storing it, and was retried under the same Idempotency-Key';
+
+/**
+ * Ends as `submit_failed` the customer's request still `submitting` under this Idempotency-Key: a
+ * retry of the key meets it only when the attempt that stored it answered 503 and freed the key,
+ * so it was never sent. Returns the ids it ended.
+ */
+export async function releaseUnsentOfKey(db: Kysely<DB>, options: { customerUuid: string; key: string; now: Date }): Promise<number[]> {
+  const rows = await db
+    .selectFrom('underwriting_requests')
+    .select('id')
+    .where('customer_uuid', '=', options.customerUuid)
+    .where('status', '=', 'submitting')
+    .where('idempotency_key', '=', options.key)
+    .execute();
+  const released: number[] = [];
+  for (const { id } of rows) {
+    if (await markSubmitFailed(db, id, { upstreamStatus: null, error: NOT_SENT_RETRIED }, options.now)) released.push(id);
+  }
+  return released;
 }
 
 /** Requests awaiting their callback or the provider's answer to the submit. */

@@ -4,10 +4,12 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
 import { hashCpf, maskCpf } from '../cpf.js';
 import type { DB } from '../db/types.js';
+import { StorageUnavailableError } from '../db/database.js';
 import { AppError, errorBody } from '../errors.js';
 import { TokenUnavailableError, UpstreamRejectedError, UpstreamUnavailableError } from '../provider/errors.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
-import type { UnderwritingClient } from '../provider/underwriting-client.js';
+import { EXCERPT_MAX_CHARS, type UnderwritingClient } from '../provider/underwriting-client.js';
+import { scrubText } from '../scrub.js';
 import {
   bodyHash,
   claimKey,
@@ -19,7 +21,19 @@ import {
   storedAnswer,
 } from '../requests/idempotency.js';
 import type { SubmitOutcome } from './metrics.js';
-import { abandonedAfterMs, insertSubmitting, isInFlightConflict, markSubmitFailed, markSubmitted, type StoredState } from '../requests/store.js';
+import {
+  abandonedAfterMs,
+  insertSubmitting,
+  isInFlightConflict,
+  markSubmitFailed,
+  markSubmitted,
+  type NewSubmission,
+  NOT_SENT_SLOW_STORE,
+  releaseAbandoned,
+  releaseUnsentOfKey,
+  SEND_WINDOW_MS,
+  type StoredState,
+} from '../requests/store.js';
 
 export interface SubmitDeps {
   db: Kysely<DB>;
@@ -80,13 +94,15 @@ export function submitter(deps: SubmitDeps) {
 
     await purgeNowAndThen(log);
     let attempt: { answer: SubmitAnswer; requestId: number | null };
+    // An attempt that died after storing its request may have reached the provider: answer from
+    // what it stored rather than call the provider a second time for one key. (If that cannot be
+    // read now, the key stays pending, for a later retry to take over again.)
+    const earlier = takenOver ? await requestOfKey(deps.db, key, deps.clock()) : undefined;
     try {
-      // An attempt that died after storing its request may have reached the provider: answer from
-      // what it stored rather than call the provider a second time for one key.
-      const earlier = takenOver ? await requestOfKey(deps.db, key, deps.clock()) : undefined;
       attempt = earlier ? { answer: answerOf(earlier), requestId: earlier.id } : await once(body, key, log);
     } catch (err) {
-      // No final answer (storage failed): free the key so that a retry runs the request.
+      // No final answer, and nothing sent (storage failed before the call): free the key so that a
+      // retry runs the request. So a key that is free again was never sent under, by anyone.
       await releaseKey(deps.db, key).catch(() => {});
       throw err;
     }
@@ -112,25 +128,41 @@ export function submitter(deps: SubmitDeps) {
     key: string | undefined,
     log: FastifyBaseLogger,
   ): Promise<{ answer: SubmitAnswer; requestId: number | null }> {
+    const began = performance.now();
+    const submission: NewSubmission = {
+      customerUuid: body.customerUuid,
+      cpfHash: hashCpf(body.cpf, deps.cpfHashKey),
+      cpfMasked: maskCpf(body.cpf),
+      costSavingEnabled: body.costSavingEnabled,
+      srd: body.srd,
+      idempotencyKey: key,
+      now: deps.clock(),
+    };
     let stored: { id: number; submittedAt: Date };
     try {
-      stored = await insertSubmitting(deps.db, {
-        customerUuid: body.customerUuid,
-        cpfHash: hashCpf(body.cpf, deps.cpfHashKey),
-        cpfMasked: maskCpf(body.cpf),
-        costSavingEnabled: body.costSavingEnabled,
-        srd: body.srd,
-        idempotencyKey: key,
-        now: deps.clock(),
-      });
+      stored = await insertSubmitting(deps.db, submission);
     } catch (err) {
       if (!isInFlightConflict(err)) throw err;
-      return { answer: { statusCode: 409, body: errorBody(inFlight()), outcome: 'in_flight', replayed: false }, requestId: null };
+      const inFlightAnswer = { answer: { statusCode: 409, body: errorBody(inFlight()), outcome: 'in_flight' as const, replayed: false }, requestId: null };
+      // The request in flight may be one nobody will finish (see releaseBlocking): then it no longer holds the customer.
+      if (!(await releaseBlocking(body.customerUuid, key, log))) return inFlightAnswer;
+      try {
+        stored = await insertSubmitting(deps.db, { ...submission, now: deps.clock() });
+      } catch (again) {
+        if (!isInFlightConflict(again)) throw again;
+        return inFlightAnswer;
+      }
+    }
+    const sendBy = began + SEND_WINDOW_MS;
+    if (performance.now() > sendBy) {
+      // Sending this late could outlive the abandoned bound, after which the customer is released.
+      await markSubmitFailed(deps.db, stored.id, { upstreamStatus: null, error: NOT_SENT_SLOW_STORE }, deps.clock()).catch(() => {});
+      throw new StorageUnavailableError('storing the request took too long; nothing was sent');
     }
 
     let upstreamStatus: number;
     try {
-      ({ status: upstreamStatus } = await deps.client.submitUnderwriting(body));
+      ({ status: upstreamStatus } = await deps.client.submitUnderwriting(body, { sendBy }));
     } catch (err) {
       const failure = describeFailure(err, [body.cpf, deps.partnerToken]);
       // The hint (what the operator should check) comes once per token failure streak, never a secret.
@@ -160,6 +192,21 @@ export function submitter(deps: SubmitDeps) {
       upstreamStatus,
     };
     return { answer: { statusCode: 202, body: accepted, outcome: 'submitted', replayed: false }, requestId: stored.id };
+  }
+
+  /**
+   * Ends the customer's request in flight when nobody will finish it, so that a new submit may go
+   * on: one of this very Idempotency-Key still `submitting` was left by an attempt that answered 503
+   * although its row was committed (the key was free again, so nothing was ever sent under it);
+   * any other past the abandoned bound (abandonedAfterMs). True when one was ended.
+   */
+  async function releaseBlocking(customerUuid: string, key: string | undefined, log: FastifyBaseLogger): Promise<boolean> {
+    const now = deps.clock();
+    const ended: number[] = [];
+    if (key !== undefined) ended.push(...(await releaseUnsentOfKey(deps.db, { customerUuid, key, now })));
+    if (ended.length === 0) ended.push(...(await releaseAbandoned(deps.db, { now, afterMs: leaseMs, customerUuid })));
+    if (ended.length > 0) log.warn({ customerUuid, released: ended }, 'released a request no submit will finish: stored as submit_failed');
+    return ended.length > 0;
   }
 
   return (body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger): Promise<SubmitAnswer> =>
@@ -217,12 +264,7 @@ function describeFailure(err: unknown, secrets: Array<string | undefined>): Fail
   };
 }
 
-/** A CPF in any format, as the provider might echo it back. */
-const CPF_LIKE = /\d{3}\.?\d{3}\.?\d{3}-?\d{2}/g;
-
-/** Keeps CPFs and our own secrets out of what we store from the provider's words. */
+/** Keeps CPFs (in any separator form or escape) and our own secrets out of what we store from the provider's words. */
 function redact(text: string, secrets: Array<string | undefined>): string {
-  let clean = text;
-  for (const secret of secrets) if (secret) clean = clean.split(secret).join('[redacted]');
-  return clean.replace(CPF_LIKE, '[redacted]').slice(0, 500);
+  return scrubText(text, secrets, EXCERPT_MAX_CHARS);
 }

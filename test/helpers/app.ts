@@ -38,6 +38,7 @@ export interface TestAppOptions {
   clock?: Clock;
   tokenSource?: BearerTokenSource;
   logs?: LogCapture;
+  serverTimeouts?: AppDeps['serverTimeouts'];
 }
 
 /** The gateway on a real, fresh database, with captured logs; closed at teardown. */
@@ -48,6 +49,7 @@ export async function buildTestApp(t: Test, options: TestAppOptions = {}): Promi
   const deps: AppDeps = { config, database, logger: logs.logger };
   if (options.clock) deps.clock = options.clock;
   if (options.tokenSource) deps.tokenSource = options.tokenSource;
+  if (options.serverTimeouts) deps.serverTimeouts = options.serverTimeouts;
   const app = await buildApp(deps);
   // Every answer of a documented route must match /docs/json (status, content type, body schema).
   checkAnswersAgainstDocument(t, app);

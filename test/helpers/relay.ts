@@ -8,6 +8,12 @@ export interface TcpRelay {
   port: number;
   /** Drops every open connection and refuses new ones: the database "goes away". */
   cut(): void;
+  /**
+   * Swallows whatever the server sends from now on (or, given `after`, from when client bytes
+   * containing it pass, e.g. a prepared statement's name), while the client's bytes still reach
+   * it: a statement sent then runs (and commits) but its answer never arrives. Until cut() or restore().
+   */
+  blackhole(after?: string): void;
   /** Lets connections through again. */
   restore(): void;
   /**
@@ -30,6 +36,8 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
   const relayed = new Set<{ silenced: boolean }>();
   let held: net.Socket[] = [];
   let cut = false;
+  let blackholed = false;
+  let blackholeAfter: string | undefined;
   let paused = false;
   let accepted = 0;
   const relay = (client: net.Socket) => {
@@ -49,11 +57,12 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
     };
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
-    client.on('data', (chunk) => {
+    client.on('data', (chunk: Buffer) => {
+      if (blackholeAfter !== undefined && chunk.includes(blackholeAfter)) blackholed = true;
       if (!state.silenced) upstream.write(chunk);
     });
-    upstream.on('data', (chunk) => {
-      if (!state.silenced) client.write(chunk);
+    upstream.on('data', (chunk: Buffer) => {
+      if (!state.silenced && !blackholed) client.write(chunk);
     });
     client.on('end', () => {
       if (!state.silenced) upstream.end();
@@ -87,8 +96,14 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
       for (const socket of open) socket.destroy();
       open.clear();
     },
+    blackhole(after) {
+      if (after === undefined) blackholed = true;
+      else blackholeAfter = after;
+    },
     restore() {
       cut = false;
+      blackholed = false;
+      blackholeAfter = undefined;
     },
     pause() {
       paused = true;

@@ -1,6 +1,9 @@
+import { setTimeout } from 'node:timers/promises';
+import pg from 'pg';
 import t from 'tap';
+import { SUSPECT_FOR_MS } from '../../src/ops/routes.js';
 import { buildTestApp } from '../helpers/app.js';
-import { SERVER_URL } from '../helpers/database.js';
+import { freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { databaseBehindRelay } from '../helpers/relay.js';
 
 t.test('healthz and readyz answer when the database is up', async (t) => {
@@ -68,5 +71,60 @@ if (SERVER_URL) {
     t.equal((await app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200, 'the process itself is alive');
     relay.restore();
     t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200, 'ready again without a restart');
+  });
+}
+
+if (SERVER_URL) {
+  t.test('a route failing on storage answers 503 storage_unavailable, never 500, and readiness follows at once', async (t) => {
+    const database = await freshDatabase(t);
+    const { app } = await buildTestApp(t, { database });
+    const name = new URL(database.url!).pathname.slice(1);
+    const admin = new pg.Client({ connectionString: SERVER_URL });
+    await admin.connect();
+    t.teardown(() => admin.end());
+    /** New sessions of the gateway's database get `readOnly`; its open ones are ended (a failover to a standby). */
+    const failover = async (readOnly: boolean) => {
+      await admin.query(`alter database ${name} set default_transaction_read_only = ${readOnly ? 'on' : 'off'}`);
+      await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1', [name]);
+    };
+    t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+
+    await failover(true);
+    const storageUnavailable = { error: 'storage_unavailable', message: 'the database is unavailable; try again shortly' };
+    for (let i = 0; i < 2; i++) {
+      // The first may meet a connection the failover ended; the next meets the read-only database.
+      const submit = await app.inject({
+        method: 'POST',
+        url: '/v1/underwritings',
+        payload: { customerUuid: `ro-${i}`, cpf: '52998224725', costSavingEnabled: false },
+      });
+      t.equal(submit.statusCode, 503, 'submit');
+      t.same(submit.json(), storageUnavailable);
+    }
+    const callback = await app.inject({
+      method: 'POST',
+      url: '/v1/callbacks/underwriting',
+      payload: {
+        customerUuid: 'ro-0',
+        started: '2026-01-01T00:00:00Z',
+        finished: '2026-01-01T00:00:10Z',
+        serviceType: 'CREDIT_SCORE',
+        response: { costSavingEnabled: false, score: 700, riskBand: 2, limit: 1000 },
+      },
+    });
+    t.equal(callback.statusCode, 503, 'callback');
+    t.equal((await app.inject({ method: 'GET', url: '/v1/underwritings?limit=1' })).statusCode, 200, 'reads still work');
+    const ready = await app.inject({ method: 'GET', url: '/readyz' });
+    t.equal(ready.statusCode, 503, 'readiness says what the routes saw, although select 1 still answers');
+    t.same(ready.json(), storageUnavailable);
+
+    await failover(false);
+    const deadline = Date.now() + SUSPECT_FOR_MS + 5000;
+    let status = 503;
+    while (status !== 200 && Date.now() < deadline) {
+      await setTimeout(250);
+      status = (await app.inject({ method: 'GET', url: '/readyz' })).statusCode;
+    }
+    t.equal(status, 200, 'ready again by itself once the routes stop failing');
   });
 }

@@ -71,6 +71,17 @@ t.test('invalid filters and limits are 400 validation_failed', async (t) => {
   t.equal((await get(app, '/v1/underwritings?limit=500')).status, 200);
 });
 
+t.test('a time zone offset beyond ±15:59, which PostgreSQL cannot read, is 400 validation_failed', async (t) => {
+  const { app } = await buildTestApp(t, { database });
+  for (const query of ['since=2024-01-01T00:00:00%2B16:00', 'until=2024-01-01T00:00:00-16:00', 'since=2024-01-01T00:00:00%2B23:59']) {
+    const res = await get(app, `/v1/underwritings?${query}`);
+    t.equal(res.status, 400, query);
+    t.match(res.body, { error: 'validation_failed', issues: [{ path: query.slice(0, 5) }] }, query);
+  }
+  t.equal((await get(app, '/v1/underwritings?since=2024-01-01T00:00:00%2B15:59')).status, 200, '+15:59 is fine');
+  t.equal((await get(app, '/v1/underwritings?until=2024-01-01T00:00:00-15:59')).status, 200, '-15:59 is fine');
+});
+
 t.test('following nextCursor walks every row exactly once, in order, even among equal submittedAt', async (t) => {
   const { app } = await buildTestApp(t, { database });
   const db = database.db;

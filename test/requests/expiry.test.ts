@@ -149,18 +149,27 @@ t.test("each instance's own periodic sweep expires overdue requests and counts t
   t.equal(status, 'expired');
 });
 
-t.test('a request abandoned in submitting expires once it is past both the timeout and the stuck bound', async (t) => {
+t.test('a request abandoned in submitting is released as submit_failed by the sweep past the abandoned bound, long before the callback timeout', async (t) => {
   const db = database.db;
-  const abandoned = await insertRequest(db, { customerUuid: 'abandoned', status: 'submitting', submittedAt: ago(TIMEOUT_S + 1) });
-  const young = await insertRequest(db, { customerUuid: 'young', status: 'submitting', submittedAt: ago(TIMEOUT_S - 1) });
-  const withinStuckBound = await insertRequest(db, { customerUuid: 'slow', status: 'submitting', submittedAt: ago(TIMEOUT_S + 1) });
-  t.same(await expireOverdue(db, NOW, TIMEOUT_S, TIMEOUT_S + 10).then((ids) => ids.includes(abandoned)), false, 'not before the stuck bound');
-  // Move the slow one inside the bound; the abandoned one past it.
-  await db.updateTable('underwriting_requests').set({ submitted_at: ago(TIMEOUT_S + 20) }).where('id', '=', abandoned).execute();
-  t.same(await expireOverdue(db, NOW, TIMEOUT_S, TIMEOUT_S + 10), [abandoned]);
-  const rows = await db.selectFrom('underwriting_requests').select(['id', 'status']).where('id', 'in', [abandoned, young, withinStuckBound]).execute();
-  const status = new Map(rows.map((r) => [r.id, r.status]));
-  t.equal(status.get(abandoned), 'expired');
-  t.equal(status.get(young), 'submitting');
-  t.equal(status.get(withinStuckBound), 'submitting');
+  const ABANDONED_S = 20;
+  const abandoned = await insertRequest(db, { customerUuid: 'abandoned', status: 'submitting', upstreamStatus: null, submittedAt: ago(ABANDONED_S + 1) });
+  const young = await insertRequest(db, { customerUuid: 'young', status: 'submitting', upstreamStatus: null, submittedAt: ago(ABANDONED_S - 1) });
+  const waiting = await insertRequest(db, { customerUuid: 'waiting', status: 'submitted', submittedAt: ago(ABANDONED_S + 1) });
+  const logs = captureLogs();
+  const sweep = startExpirySweep({
+    db,
+    clock: () => NOW,
+    timeoutS: TIMEOUT_S,
+    stuckAfterS: ABANDONED_S,
+    log: logs.logger,
+    onExpired: () => t.fail('nothing expires'),
+  });
+  t.teardown(() => sweep.stop());
+  await sweep.run();
+  const rows = await db.selectFrom('underwriting_requests').select(['id', 'status', 'upstream_error']).where('id', 'in', [abandoned, young, waiting]).execute();
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  t.match(byId.get(abandoned), { status: 'submit_failed', upstream_error: /^abandoned/ });
+  t.equal(byId.get(young)?.status, 'submitting', 'a submit may still be live');
+  t.equal(byId.get(waiting)?.status, 'submitted', 'a request the provider has waits for its callback timeout');
+  t.match(logs.entries(), [{ msg: 'released abandoned submits: stored as submit_failed', count: 1 }]);
 });

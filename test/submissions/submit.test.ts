@@ -1,12 +1,14 @@
-import t from 'tap';
+import { setTimeout as delay } from 'node:timers/promises';
+import pg from 'pg';
+import t, { type Test } from 'tap';
 import { hashCpf } from '../../src/cpf.js';
 import { TokenUnavailableError } from '../../src/provider/errors.js';
 import { listen, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { dereference } from '../helpers/openapi.js';
-import { databaseBehindRelay } from '../helpers/relay.js';
-import { CPF, PROVIDER_PATH, storedKeys, storedRequests, submitGateway, validRequest } from './fixtures.js';
+import { databaseBehindRelay, type TcpRelay } from '../helpers/relay.js';
+import { CPF, PROVIDER_PATH, type SubmitGateway, storedKeys, storedRequests, submitGateway, validRequest } from './fixtures.js';
 import { accept } from './provider.js';
 
 t.test('an accepted request answers 202, is stored as submitted and reaches the provider exactly as sent', async (t) => {
@@ -231,5 +233,84 @@ if (SERVER_URL) {
     relay.restore();
     const [row] = await storedRequests(database);
     t.match(row, { status: 'submitting' }, 'the row awaits its callback, which matches submitting rows too');
+  });
+
+  /**
+   * A submit whose insert commits but whose answer is lost: the relay swallows the database's
+   * answers from the insert on, and drops the connections once the row is there (seen on a direct connection).
+   */
+  async function submitLosingTheCommit(t: Test, gw: SubmitGateway, relay: TcpRelay, url: string, headers: Record<string, string> = {}) {
+    const direct = new pg.Client({ connectionString: url });
+    await direct.connect();
+    t.teardown(() => direct.end());
+    const before = (await storedRequests(gw.database)).length;
+    relay.blackhole('insert_submitting'); // right after the insert is sent
+    const answer = gw.submit(validRequest(), headers);
+    while (Number((await direct.query('select count(*) as n from underwriting_requests')).rows[0].n) === before) await delay(10);
+    // The connection dies after the commit; new ones get through (a backend ended, a flaky link).
+    relay.cut();
+    relay.restore();
+    return answer;
+  }
+
+  t.test('a 503 submit whose row was committed holds its customer only until the abandoned bound, and never reaches the provider twice', async (t) => {
+    const { database, relay, url } = await databaseBehindRelay(t);
+    let skewMs = 0;
+    const gw = await submitGateway(t, { database, clock: () => new Date(Date.now() + skewMs) });
+    await storedRequests(database); // a pooled connection is open before the answers are swallowed
+
+    const lost = await submitLosingTheCommit(t, gw, relay, url);
+    t.equal(lost.statusCode, 503, 'the submit could not know its row was stored');
+    t.match(await storedRequests(database), [{ status: 'submitting' }], 'but it was');
+    t.equal(gw.provider.received.length, 0);
+
+    const soon = await gw.submit(validRequest());
+    t.equal(soon.statusCode, 409, 'within the bound a submit may still be live');
+
+    skewMs = 12_001; // UPSTREAM_TIMEOUT_MS (2 s in tests) + twice the 5 s send window, and a little
+    const later = await gw.submit(validRequest());
+    t.equal(later.statusCode, 202, 'past the bound the abandoned request no longer holds the customer');
+    t.equal(gw.provider.received.length, 1);
+    t.match(await storedRequests(database), [{ status: 'submit_failed', upstream_status: null, upstream_error: /^abandoned/ }, { status: 'submitted' }]);
+  });
+
+  t.test('a retry with the same Idempotency-Key after a 503 whose row was committed runs at once, with one provider call', async (t) => {
+    const { database, relay, url } = await databaseBehindRelay(t);
+    const gw = await submitGateway(t, { database });
+    await storedRequests(database);
+
+    const lost = await submitLosingTheCommit(t, gw, relay, url, { 'idempotency-key': 'retry-me' });
+    t.equal(lost.statusCode, 503);
+    const retry = await gw.submit(validRequest(), { 'idempotency-key': 'retry-me' });
+    t.equal(retry.statusCode, 202, 'the key was free again, so its leftover row was never sent: released at once');
+    const replay = await gw.submit(validRequest(), { 'idempotency-key': 'retry-me' });
+    t.equal(replay.statusCode, 202);
+    t.equal(replay.headers['idempotent-replayed'], 'true');
+    t.equal(gw.provider.received.length, 1, 'the provider heard of this key once');
+    t.match(await storedRequests(database), [{ status: 'submit_failed', upstream_error: /^not sent/ }, { status: 'submitted' }]);
+  });
+
+  t.test('a key whose 503 could not even free it is taken over past the bound and answered from its row, never sent twice', async (t) => {
+    const { database, relay, url } = await databaseBehindRelay(t);
+    let skewMs = 0;
+    const gw = await submitGateway(t, { database, clock: () => new Date(Date.now() + skewMs) });
+    await storedRequests(database);
+    const direct = new pg.Client({ connectionString: url });
+    await direct.connect();
+    t.teardown(() => direct.end());
+
+    relay.blackhole('insert_submitting');
+    const answer = gw.submit(validRequest(), { 'idempotency-key': 'stuck' });
+    while (Number((await direct.query('select count(*) as n from underwriting_requests')).rows[0].n) === 0) await delay(10);
+    relay.cut(); // and it stays down while the submit answers: the key cannot be freed
+    t.equal((await answer).statusCode, 503);
+    relay.restore();
+
+    skewMs = 12_001;
+    const retry = await gw.submit(validRequest(), { 'idempotency-key': 'stuck' });
+    t.equal(retry.statusCode, 504, 'its fate at the provider is unknown to the key: never risk a second call');
+    const other = await gw.submit(validRequest());
+    t.equal(other.statusCode, 202, 'the customer is not held');
+    t.equal(gw.provider.received.length, 1, 'only the new submit reached the provider');
   });
 }

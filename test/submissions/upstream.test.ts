@@ -91,3 +91,20 @@ t.test('consecutive provider calls reuse one keep-alive connection', async (t) =
   t.equal(provider.received.length, 3);
   t.equal(provider.connections(), 1);
 });
+
+t.test('an echoed CPF survives in no separator form or escape into the stored excerpt or the logs', async (t) => {
+  const escaped = String.raw`\u0037\u0031\u0034\u0032\u0038\u0037\u0039\u0033\u0038\u0036\u0030`;
+  const head = `{"spaced":"714 287 938 60","slashed":"714/287/938/60","escaped":"${escaped}","pad":"`;
+  // The partner token straddles the 500th character, where the excerpt is cut.
+  const echo = `${head}${'z'.repeat(470 - head.length)}${TEST_PARTNER_TOKEN}"}`;
+  const { submit, database, logs } = await submitGateway(t, {
+    handler: (_received, res) => void res.writeHead(422, { 'content-type': 'application/json' }).end(echo),
+  });
+  t.equal((await submit(validRequest())).statusCode, 502);
+  const [row] = await storedRequests(database);
+  const digits = (text: string) => text.replace(/\\u00?3([0-9])/g, '$1').replace(/\D/g, '');
+  t.match(row!.upstream_error, /^\{"spaced":"\[redacted\]","slashed":"\[redacted\]","escaped":"\[redacted\]"/);
+  t.notMatch(digits(row!.upstream_error!), '71428793860');
+  t.notMatch(row!.upstream_error, TEST_PARTNER_TOKEN.slice(0, 16), 'a token at the excerpt cut is not kept in part');
+  t.notMatch(digits(logs.text()), '71428793860');
+});
