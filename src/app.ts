@@ -3,12 +3,7 @@ import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import {
-  jsonSchemaTransform,
-  serializerCompiler,
-  validatorCompiler,
-  type ZodTypeProvider,
-} from 'fastify-type-provider-zod';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { addressMatcher } from './access/addresses.js';
 import { callbackRoutes } from './callbacks/routes.js';
 import { notificationChannel } from './channels/channel.js';
@@ -21,6 +16,7 @@ import { answerClientError, frameworkErrorReply, installErrorHandler } from './e
 import { eventRoutes } from './events/routes.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
+import { swaggerOptions } from './openapi.js';
 import { opsRoutes, storageSuspicion } from './ops/routes.js';
 import { personalDataRoutes } from './personal-data/routes.js';
 import type { BearerTokenSource } from './provider/token-source.js';
@@ -121,23 +117,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // (security-headers.ts). Registered not global: it would rebuild helmet on every request.
   await app.register(helmet, { ...SECURITY_HEADER_OPTIONS, global: false });
   addSecurityHeaders(app, SECURITY_HEADER_OPTIONS);
-  await app.register(swagger, {
-    openapi: {
-      info: {
+  await app.register(
+    swagger,
+    swaggerOptions(
+      {
         title: 'underwriting-gateway',
         description: "Partner-side gateway for the provider's asynchronous credit-card underwriting API",
         version: '0.1.0',
       },
-      tags: [
+      [
         { name: 'underwritings', description: 'Submit requests and read outcomes' },
         { name: 'callbacks', description: "The provider's result callbacks" },
         { name: 'events', description: 'Outcome events: the feed, and redelivery of pushed events' },
         { name: 'operations', description: 'Health, readiness, metrics' },
         { name: 'personal data', description: 'LGPD: export, erasure and the audit trail (admin keys)' },
       ],
-    },
-    transform: jsonSchemaTransform,
-  });
+    ),
+  );
   await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
 
   let tokenSource = deps.tokenSource;

@@ -40,12 +40,15 @@ export function issuePath(path: readonly PropertyKey[]): string {
   return path.map(String).join('.');
 }
 
+/** An HTTP status code (the provider's answer to a submit, say). */
+export const httpStatusSchema = z.number().int().min(100).max(599);
+
 /** The contract's error body, for routes' response schemas. */
-export const errorSchema = z.object({ error: z.string(), message: z.string() });
+export const errorSchema = z.object({ error: z.string(), message: z.string() }).meta({ id: 'ErrorBody' });
 /** A 400 validation_failed body: the error body and where the request went wrong. */
-export const validationErrorSchema = errorSchema.extend({
-  issues: z.array(z.object({ path: z.string(), message: z.string() })),
-});
+export const validationErrorSchema = errorSchema
+  .extend({ issues: z.array(z.object({ path: z.string(), message: z.string() })) })
+  .meta({ id: 'ValidationErrorBody' });
 
 /** The error body every route answers with: {error, message, ...extra}. */
 export function errorBody(err: AppError): Record<string, unknown> {

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { allowlistGuard, callbackTokenGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { errorSchema, validationErrorSchema } from '../errors.js';
+import { operation } from '../openapi.js';
 import { underwritingResultSchema } from '../provider/schemas.js';
 import { type CallbackMetrics, callbackMetrics } from './metrics.js';
 import { webhookTargets } from '../events/targets.js';
@@ -42,6 +43,7 @@ export const callbackRoutes =
         onResponse: countUnhandled(metrics),
         validatorCompiler: documentedOnly,
         schema: {
+          ...operation('receiveUnderwritingCallback', 'callback'),
           tags: ['callbacks'],
           summary: "The provider's underwriting result; answered 2xx only once it is committed",
           querystring: querySchema,

@@ -3,6 +3,7 @@ import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import type { Database } from '../db/database.js';
 import { errorBody, errorSchema, storageUnavailable } from '../errors.js';
+import { operation } from '../openapi.js';
 
 export interface OpsDeps {
   database: Pick<Database, 'ping'>;
@@ -11,6 +12,9 @@ export interface OpsDeps {
 }
 
 const READY_TIMEOUT_MS = 2000;
+/** prom-client's registry.contentType, without the charset it adds. */
+const PROMETHEUS_TEXT = 'text/plain; version=0.0.4';
+
 /** After a route failed on storage, /readyz answers 503 this long, even if `select 1` still works. */
 export const SUSPECT_FOR_MS = 5000;
 
@@ -41,7 +45,7 @@ export const opsRoutes =
   async (app) => {
     app.get(
       '/healthz',
-      { schema: { tags: ['operations'], summary: 'The process is alive', response: { 200: status } } },
+      { schema: { ...operation('getHealth', 'open'), tags: ['operations'], summary: 'The process is alive', response: { 200: status } } },
       async () => ({ status: 'ok' }),
     );
 
@@ -49,6 +53,7 @@ export const opsRoutes =
       '/readyz',
       {
         schema: {
+          ...operation('getReadiness', 'open'),
           tags: ['operations'],
           summary: 'The database answers (503 while it does not)',
           response: { 200: status, 503: errorSchema },
@@ -72,7 +77,19 @@ export const opsRoutes =
 
     app.get(
       '/metrics',
-      { schema: { tags: ['operations'], summary: 'Prometheus metrics', produces: ['text/plain'] } },
+      {
+        schema: {
+          ...operation('getMetrics', 'open'),
+          tags: ['operations'],
+          summary: 'Prometheus metrics',
+          response: {
+            200: {
+              description: 'The Prometheus text exposition format',
+              content: { [PROMETHEUS_TEXT]: { schema: z.string() } },
+            },
+          },
+        },
+      },
       async (_request, reply) => {
         const body = await deps.registry.metrics();
         return reply.type(deps.registry.contentType).send(body);

@@ -6,6 +6,7 @@ import { type Actor, keyFingerprint, readAuditPage, type SubjectRef } from '../a
 import type { CapabilityDeps } from '../deps.js';
 import { AppError, errorSchema, validationErrorSchema } from '../errors.js';
 import { cursorCodec } from '../queries/cursor.js';
+import { operation } from '../openapi.js';
 import { personalDataMetrics } from './metrics.js';
 import {
   auditPageView,
@@ -18,7 +19,9 @@ import {
 } from './schemas.js';
 import { personalDataService } from './service.js';
 
-const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 404: errorSchema, 503: errorSchema };
+// 403 also when ADMIN_API_KEYS is not set (the routes are disabled); the bodies' 413 and 415 as on every JSON route.
+const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 503: errorSchema };
+const bodyErrors = { 413: errorSchema, 415: errorSchema };
 
 const subjectRef = (body: SubjectBody): SubjectRef =>
   body.cpf !== undefined ? { cpf: body.cpf } : { customerUuid: body.customerUuid! };
@@ -43,12 +46,13 @@ export const personalDataRoutes =
       '/v1/personal-data/export',
       {
         schema: {
+          ...operation('exportPersonalData', 'admin'),
           tags: ['personal data'],
           summary: 'Everything stored about a data subject, by CPF or customerUuid; never the full CPF',
           description:
             'By CPF: every request stored with it (under any CPF_HASH_KEY) and everything of the customerUuids those requests carry. Audited.',
           body: subjectBody,
-          response: { 200: exportView, ...errors },
+          response: { 200: exportView, ...errors, ...bodyErrors, 404: errorSchema.describe('not_found: nothing stored about this subject') },
         },
       },
       async (request) => {
@@ -67,12 +71,13 @@ export const personalDataRoutes =
       '/v1/personal-data/erase',
       {
         schema: {
+          ...operation('erasePersonalData', 'admin'),
           tags: ['personal data'],
           summary: 'Deletes every request, callback, event, delivery and idempotency key of a data subject',
           description:
             'One transaction; 409 in_flight, nothing erased, while one of its requests awaits a callback. The audit entry stays (a keyed hash, no personal data).',
           body: subjectBody,
-          response: { 200: erasedView, 409: errorSchema, ...errors },
+          response: { 200: erasedView, ...errors, ...bodyErrors, 409: errorSchema.describe('in_flight: a request of the subject awaits its callback; nothing erased') },
         },
       },
       async (request) => {
@@ -92,6 +97,7 @@ export const personalDataRoutes =
       '/v1/audit',
       {
         schema: {
+          ...operation('listAuditEntries', 'admin'),
           tags: ['personal data'],
           summary: 'The audit trail of lookups by CPF, exports and erasures, newest first',
           description: 'since is inclusive and until exclusive, both on at.',

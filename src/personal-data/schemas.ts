@@ -18,7 +18,8 @@ export const subjectBody = z
       ctx.addIssue({ code: 'custom', path: [], message: 'give exactly one of cpf or customerUuid' });
     }
   })
-  .describe('{cpf} or {customerUuid}');
+  .describe('{cpf} or {customerUuid}')
+  .meta({ id: 'DataSubject' });
 export type SubjectBody = z.infer<typeof subjectBody>;
 
 const exportedRequest = requestView.extend({
@@ -49,7 +50,8 @@ export const exportView = z
     invalid: z.array(exportedInvalid).describe('Callbacks refused as invalid that name the subject'),
     events: z.array(eventView).describe('Outcome events about the subject, newest first, each with its deliveries'),
   })
-  .describe('Everything stored about the subject; CPF-like digit runs in free text are redacted');
+  .describe('Everything stored about the subject; CPF-like digit runs in free text are redacted')
+  .meta({ id: 'PersonalDataExport' });
 export type ExportView = z.infer<typeof exportView>;
 
 export const erasedView = z.object({
@@ -58,7 +60,7 @@ export const erasedView = z.object({
     callbacks: z.number().int(),
     events: z.number().int(),
   }),
-});
+}).meta({ id: 'ErasureResult' });
 
 export const auditQuery = z.strictObject({
   since: instant.optional().describe('entries at or after this instant'),
@@ -76,9 +78,9 @@ export const auditEntryView = z.object({
   actor: z.string().describe("key:<first 12 hex digits of the key's SHA-256>, or peer:<address> for lookups without keys"),
   subject: z.string().describe('A keyed hash of the CPF (cpf:…) or customerUuid (customer:…) asked about'),
   counts: z.record(z.string(), z.number()),
-});
+}).meta({ id: 'AuditEntry' });
 
 export const auditPageView = z.object({
   items: z.array(auditEntryView),
   nextCursor: z.string().nullable(),
-});
+}).meta({ id: 'AuditPage' });

@@ -61,7 +61,7 @@ export const underwritingRequestSchema = z.strictObject({
   cpf: cpfSchema,
   costSavingEnabled: z.boolean(),
   srd: srdSchema.optional(),
-});
+}).meta({ id: 'UnderwritingRequest' });
 export type UnderwritingRequest = z.infer<typeof underwritingRequestSchema>;
 export type Srd = z.infer<typeof srdSchema>;
 
@@ -105,7 +105,7 @@ export const underwritingResultSchema = z.looseObject({
   finished: providerInstant,
   serviceType: z.literal('CREDIT_SCORE'),
   response: underwritingResponseSchema,
-});
+}).meta({ id: 'UnderwritingResult' });
 export type UnderwritingResult = z.infer<typeof underwritingResultSchema>;
 
 /** The contract's decision table, applied to a stored result. */

@@ -5,6 +5,7 @@ import { type Actor, keyFingerprint, recordAudit, subjectHasher } from '../audit
 import type { CapabilityDeps } from '../deps.js';
 import { hashCpfUnderEvery } from '../cpf.js';
 import { errorSchema, notFound, validationErrorSchema } from '../errors.js';
+import { operation } from '../openapi.js';
 import { cursorCodec } from './cursor.js';
 import { queryMetrics } from './metrics.js';
 import {
@@ -27,7 +28,8 @@ import { type ListFilter, readCustomer, readPage } from './sql.js';
 const builtViews: FastifySerializerCompiler<unknown> = (route) =>
   route.httpStatus === '200' ? (data) => JSON.stringify(data) : serializerCompiler(route as Parameters<typeof serializerCompiler>[0]);
 
-const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 404: errorSchema, 503: errorSchema };
+// What the query routes answer besides their 200 (the allowlist's 403, the key's 401, the database's 503).
+const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 503: errorSchema };
 
 export const queryRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
@@ -54,13 +56,19 @@ export const queryRoutes =
       '/v1/underwritings/:customerUuid',
       {
         schema: {
+          ...operation('getUnderwriting', 'query'),
           tags: ['underwritings'],
           summary: "One customer's newest request and result, its history and unmatched callbacks",
           description:
             'With ?wait=N (0-30 s), a request without a result yet holds the reply until its callback is stored (on any instance) or N seconds pass.',
           params: customerParams,
           querystring: customerQuerystring,
-          response: { 200: customerView, ...errors },
+          response: {
+            200: customerView,
+            ...errors,
+            404: errorSchema.describe('not_found: no request for this customerUuid'),
+            503: errorSchema.describe('storage_unavailable, or too_many_waiters: this instance holds its most long-polls'),
+          },
         },
         serializerCompiler: builtViews,
       },
@@ -88,6 +96,7 @@ export const queryRoutes =
       '/v1/underwritings',
       {
         schema: {
+          ...operation('listUnderwritings', 'query'),
           tags: ['underwritings'],
           summary: 'Requests, newest first, filtered and paged by cursor',
           description: 'since is inclusive and until exclusive, both on submittedAt.',
@@ -106,13 +115,14 @@ export const queryRoutes =
       '/v1/underwritings/lookup',
       {
         schema: {
+          ...operation('lookupUnderwritings', 'query'),
           tags: ['underwritings'],
           summary: 'Requests for one CPF (sent in the body, never in a URL), paged like the list',
           description:
             'limit and cursor may be given in the body or the query string; the body wins. Matches under every CPF_HASH_KEY. Every lookup is audited.',
           querystring: lookupQuery,
           body: lookupBody,
-          response: { 200: pageView, ...errors },
+          response: { 200: pageView, ...errors, 413: errorSchema, 415: errorSchema },
         },
         serializerCompiler: builtViews,
       },

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DECISIONS, REQUEST_STATUSES } from '../db/types.js';
+import { httpStatusSchema } from '../errors.js';
 import { addressSchema, cpfSchema, customerUuidSchema, OCCUPATIONS } from '../provider/schemas.js';
 
 /** Long-polls hold a reply at most this long (contract: wait 0-30 s). */
@@ -7,12 +8,14 @@ export const MAX_WAIT_S = 30;
 export const MAX_PAGE = 500;
 export const DEFAULT_PAGE = 50;
 
+/** A whole number in the query string: text on the wire, checked digit by digit, documented as the integer it is. */
 export const wholeNumber = (min: number, max: number) =>
   z
     .string()
     .regex(/^\d{1,6}$/, 'must be a whole number')
     .transform(Number)
-    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
+    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`))
+    .meta({ type: 'integer', minimum: min, maximum: max });
 
 /** A date-time with a zone, or a bare date (midnight UTC); kept as text so microseconds survive. */
 export const instant = z
@@ -53,7 +56,7 @@ export const lookupBody = z.strictObject({
   cpf: cpfSchema,
   limit: z.number().int('must be a whole number').min(1, 'must be at least 1').max(MAX_PAGE, `must be at most ${MAX_PAGE}`).optional(),
   cursor: cursorParam.optional(),
-});
+}).meta({ id: 'LookupRequest' });
 
 // Response schemas list exactly what leaves the service: objects strip anything else.
 
@@ -65,7 +68,7 @@ const srdView = z.object({
   address: z.object(addressSchema.shape).optional(),
   occupation: z.enum(OCCUPATIONS).optional(),
   desiredCreditLimit: z.number().optional(),
-});
+}).meta({ id: 'StoredSrd' });
 
 /** The callback body as stored: the provider's documented fields only. */
 export const resultView = z.object({
@@ -79,7 +82,7 @@ export const resultView = z.object({
     riskBand: z.number(),
     limit: z.number(),
   }),
-});
+}).meta({ id: 'StoredResult' });
 
 export const requestView = z.object({
   customerUuid: z.string(),
@@ -90,26 +93,26 @@ export const requestView = z.object({
   srd: srdView.nullable(),
   submittedAt: z.iso.datetime(),
   completedAt: z.iso.datetime().nullable(),
-  upstreamStatus: z.number().int().nullable(),
+  upstreamStatus: httpStatusSchema.nullable(),
   result: resultView.nullable(),
-});
+}).meta({ id: 'UnderwritingRecord' });
 export type RequestView = z.infer<typeof requestView>;
 
 export const unmatchedView = z.object({
   receivedAt: z.iso.datetime(),
   result: resultView.nullable(),
-});
+}).meta({ id: 'UnmatchedCallback' });
 export type UnmatchedView = z.infer<typeof unmatchedView>;
 
 /** One customer: the newest request at the top level, older ones in history, stray callbacks in unmatched. */
 export const customerView = requestView.extend({
   history: z.array(requestView),
   unmatched: z.array(unmatchedView),
-});
+}).meta({ id: 'CustomerUnderwritings' });
 export type CustomerView = z.infer<typeof customerView>;
 
 export const pageView = z.object({
   items: z.array(requestView),
   nextCursor: z.string().nullable(),
-});
+}).meta({ id: 'UnderwritingPage' });
 export type PageView = z.infer<typeof pageView>;

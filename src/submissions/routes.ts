@@ -2,6 +2,7 @@ import type { FastifyRequest, FastifySchemaCompiler, FastifySerializerCompiler }
 import { type FastifyPluginAsyncZod, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { allowlistGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
+import { operation } from '../openapi.js';
 import { underwritingRequestSchema } from '../provider/schemas.js';
 import { createUnderwritingClient } from '../provider/underwriting-client.js';
 import { outcomeOfStatus, type SubmitOutcome, submitMetrics } from './metrics.js';
@@ -75,6 +76,7 @@ export const submissionRoutes =
           done();
         },
         schema: {
+          ...operation('submitUnderwriting', 'open'),
           tags: ['underwritings'],
           summary: 'Submit an underwriting request to the provider',
           description:

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { errorSchema, validationErrorSchema } from '../errors.js';
+import { errorSchema, httpStatusSchema, validationErrorSchema } from '../errors.js';
 
 /** Printable ASCII, 1-200 characters: enough for a UUID or a composite key, bounded for the index. */
 export const idempotencyKeySchema = z
@@ -17,9 +17,10 @@ export const acceptedSchema = z
     customerUuid: z.string(),
     status: z.literal('submitted').describe('The provider has the request; GET shows its stored state'),
     submittedAt: z.iso.datetime(),
-    upstreamStatus: z.number().int(),
+    upstreamStatus: httpStatusSchema,
   })
-  .describe('The provider accepted the request');
+  .describe('The provider accepted the request')
+  .meta({ id: 'SubmitAccepted' });
 
 const error = (description: string) => errorSchema.describe(description);
 
@@ -32,7 +33,7 @@ export const submitResponses = {
   415: error('unsupported_media_type'),
   422: error('idempotency_key_reused: the key was used with a different body'),
   502: errorSchema
-    .extend({ upstreamStatus: z.number().int().optional() })
+    .extend({ upstreamStatus: httpStatusSchema.optional().describe("The provider's status, for upstream_rejected") })
     .describe('upstream_rejected (the provider answered non-2xx) or upstream_auth_failed (no bearer token)'),
   503: error('storage_unavailable: nothing sent'),
   504: error('upstream_unavailable: the provider was unreachable or did not answer in time'),

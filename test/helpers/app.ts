@@ -7,6 +7,7 @@ import type { Database } from '../../src/db/database.js';
 import type { BearerTokenSource } from '../../src/provider/token-source.js';
 import { freshDatabase } from './database.js';
 import { captureLogs, type LogCapture } from './logs.js';
+import { checkAnswersAgainstDocument } from './openapi.js';
 
 export const TEST_PARTNER_TOKEN = 'T'.repeat(32) + '0123456789abcdefghijklmnopqrstuv';
 export const TEST_CPF_HASH_KEY = 'test-cpf-hash-key-0123456789abcdef';
@@ -50,6 +51,8 @@ export async function buildTestApp(t: Test, options: TestAppOptions = {}): Promi
   if (options.tokenSource) deps.tokenSource = options.tokenSource;
   if (options.serverTimeouts) deps.serverTimeouts = options.serverTimeouts;
   const app = await buildApp(deps);
+  // Every answer of a documented route must match /docs/json (status, content type, body schema).
+  checkAnswersAgainstDocument(t, app);
   t.teardown(() => app.close());
   return { app, database, logs, config };
 }

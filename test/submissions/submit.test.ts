@@ -6,6 +6,7 @@ import { TokenUnavailableError } from '../../src/provider/errors.js';
 import { listen, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
+import { dereference } from '../helpers/openapi.js';
 import { databaseBehindRelay, type TcpRelay } from '../helpers/relay.js';
 import { CPF, PROVIDER_PATH, type SubmitGateway, storedKeys, storedRequests, submitGateway, validRequest } from './fixtures.js';
 import { accept } from './provider.js';
@@ -192,8 +193,8 @@ t.test('the OpenAPI document describes the submit route from the validating sche
   const { app } = await submitGateway(t);
   const spec = (await app.inject({ method: 'GET', url: '/docs/json' })).json();
   const op = spec.paths['/v1/underwritings'].post;
-  t.ok(op.requestBody.content['application/json'].schema.properties.srd, 'the body schema is there');
-  t.same(Object.keys(op.responses).sort(), ['202', '400', '403', '409', '413', '415', '422', '502', '503', '504']);
+  t.ok(dereference(spec, op.requestBody.content['application/json'].schema).properties.srd, 'the body schema is there');
+  t.same(Object.keys(op.responses).sort(), ['202', '400', '403', '409', '413', '415', '422', '500', '502', '503', '504']);
   t.ok(op.parameters.some((p: { in: string; name: string }) => p.in === 'header' && p.name === 'idempotency-key'));
 });
 

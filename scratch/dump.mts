@@ -1,0 +1,11 @@
+import { buildApp } from '../src/app.js';
+import { testConfig } from '../test/helpers/app.js';
+import { openDatabase } from '../src/db/database.js';
+const config = testConfig({});
+const database = await openDatabase({ databaseUrl: 'postgres://postgres@127.0.0.1:5432/postgres', dataDir: '' });
+const app = await buildApp({ config, database });
+await app.ready();
+const r = await app.inject({ method: 'GET', url: '/docs/json' });
+process.stdout.write(r.body);
+await app.close().catch(() => {});
+process.exit(0);

@@ -1,0 +1,254 @@
+import type { SwaggerOptions } from '@fastify/swagger';
+import { createJsonSchemaTransformObject, jsonSchemaTransform } from 'fastify-type-provider-zod';
+
+// The OpenAPI document (/docs/json) is generated from the routes' zod schemas. This module holds
+// the conventions every route follows and the pass that makes the generated document one that
+// validators (ajv) and client generators (openapi-typescript) read as meant.
+//
+// Every documented route spreads `operation(<operationId>, <access>)` into its schema:
+//   schema: { ...operation('getUnderwriting', 'query'), tags: [...], summary: ..., response: {...} }
+// test/openapi/conventions.test.ts fails for a route without an operationId or a security declaration.
+// Schemas worth a name in generated clients get one with zod's `.meta({ id: 'Name' })`.
+
+/** Who may call a route, beyond the address allowlists (which OpenAPI cannot express). */
+export type Access =
+  /** Anyone who can reach the port (operations routes) or whose address is allowlisted (submit). */
+  | 'open'
+  /** The query routes: `Authorization: Bearer` with one of QUERY_API_KEYS, when it is set. */
+  | 'query'
+  /** Administrative routes: `Authorization: Bearer` with one of ADMIN_API_KEYS. */
+  | 'admin'
+  /** The provider's callback: `?token=` with CALLBACK_SECRET, when it is set. */
+  | 'callback';
+
+export const SECURITY_SCHEMES = {
+  queryKey: {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'One of QUERY_API_KEYS. Required only when QUERY_API_KEYS is set; a missing or wrong key is 401.',
+  },
+  adminKey: {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'One of ADMIN_API_KEYS, for the administrative routes.',
+  },
+  callbackToken: {
+    type: 'apiKey',
+    in: 'query',
+    name: 'token',
+    description: 'CALLBACK_SECRET, in the callback URL registered with the provider. Required only when CALLBACK_SECRET is set.',
+  },
+} as const;
+
+type SecurityRequirement = Partial<Record<keyof typeof SECURITY_SCHEMES, string[]>>;
+
+// `{}` as an alternative says the credential is optional: it is demanded only when configured.
+const SECURITY: Record<Access, SecurityRequirement[]> = {
+  open: [],
+  query: [{ queryKey: [] }, {}],
+  admin: [{ adminKey: [] }],
+  callback: [{ callbackToken: [] }, {}],
+};
+
+/** The two things every documented route declares: a stable operationId (a generated client's method name) and its security. */
+export function operation(operationId: string, access: Access): { operationId: string; security: SecurityRequirement[] } {
+  return { operationId, security: SECURITY[access] };
+}
+
+/** What a response status means when the route gave no description of its own. */
+const STATUS_DESCRIPTIONS: Record<string, string> = {
+  200: 'OK',
+  400: 'validation_failed: the request is not valid (issues say where)',
+  401: 'unauthorized: missing or wrong credentials',
+  403: 'forbidden: the caller is not in the allowlist of this route',
+  404: 'not_found',
+  409: 'conflict',
+  413: 'payload_too_large: the request body is too large',
+  415: 'unsupported_media_type: send the body as application/json',
+  503: 'storage_unavailable: the database is unreachable; try again shortly',
+};
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type JsonObject = { [key: string]: Json };
+const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const STRING_ONLY = ['pattern', 'minLength', 'maxLength', 'format'];
+/** null and nothing else, in OpenAPI 3.0 (which has no null type): the type is a formality, the enum decides. */
+const NULL_ONLY: JsonObject = { type: 'object', nullable: true, enum: [null] };
+
+/**
+ * One schema object (OpenAPI 3.0's JSON Schema dialect), fixed in place:
+ * - `nullable: true` with an `enum` without null: OpenAPI 3.0 (and ajv) read the enum as the whole
+ *   set of values, so null must be in it, or every null is refused;
+ * - a nullable reference (zod gives `{nullable, allOf: [{$ref}]}`, which refuses null: `nullable`
+ *   only widens a `type` beside it) becomes "the referenced schema, or null";
+ * - a schema documented as a number (`.meta({ type: 'integer' })` on a query parameter that is text
+ *   on the wire) keeps no string keywords from the text it is parsed from;
+ * - zod's bounds of a bare `.int()` (±2^53-1) say nothing and become absurd examples: gone (a
+ *   number with a real range says so in its zod schema, e.g. httpStatusSchema);
+ * - an `anyOf` left with one branch (zod drops branches it cannot represent) is that branch.
+ */
+function fixSchema(schema: JsonObject): void {
+  if (schema.nullable === true && Array.isArray(schema.enum) && !schema.enum.includes(null)) schema.enum.push(null);
+  const ref = schema.$ref ?? (Array.isArray(schema.allOf) && schema.allOf.length === 1 && isObject(schema.allOf[0]) ? schema.allOf[0].$ref : undefined);
+  if (schema.nullable === true && schema.type === undefined && typeof ref === 'string') {
+    delete schema.nullable;
+    delete schema.allOf;
+    delete schema.$ref;
+    schema.anyOf = [{ $ref: ref }, { ...NULL_ONLY, enum: [null] }];
+  }
+  if (schema.type === 'integer' || schema.type === 'number') for (const key of STRING_ONLY) delete schema[key];
+  if (schema.minimum === -Number.MAX_SAFE_INTEGER) delete schema.minimum;
+  if (schema.maximum === Number.MAX_SAFE_INTEGER) delete schema.maximum;
+  if (Array.isArray(schema.anyOf) && schema.anyOf.length === 1 && isObject(schema.anyOf[0])) {
+    const [only] = schema.anyOf as [JsonObject];
+    delete schema.anyOf;
+    for (const [key, value] of Object.entries(only)) if (!(key in schema)) schema[key] = value;
+    fixSchema(schema);
+  }
+}
+
+const SUBSCHEMA_LISTS = ['allOf', 'anyOf', 'oneOf'];
+const SUBSCHEMAS = ['items', 'additionalProperties', 'not'];
+
+function walkSchema(schema: Json, visit: (s: JsonObject) => void): void {
+  if (!isObject(schema)) return;
+  visit(schema);
+  if (isObject(schema.properties)) for (const child of Object.values(schema.properties)) walkSchema(child, visit);
+  for (const key of SUBSCHEMAS) walkSchema(schema[key] ?? null, visit);
+  for (const key of SUBSCHEMA_LISTS) {
+    const list = schema[key];
+    if (Array.isArray(list)) for (const child of list) walkSchema(child, visit);
+  }
+}
+
+/** Every schema slot of the document: parameters, bodies, responses, components. */
+function* schemaSlots(doc: JsonObject): Generator<{ holder: JsonObject; key: string }> {
+  const components = isObject(doc.components) && isObject(doc.components.schemas) ? doc.components.schemas : {};
+  for (const key of Object.keys(components)) yield { holder: components, key };
+  for (const item of Object.values(isObject(doc.paths) ? doc.paths : {})) {
+    if (!isObject(item)) continue;
+    for (const op of Object.values(item)) {
+      if (!isObject(op)) continue;
+      for (const parameter of Array.isArray(op.parameters) ? op.parameters : []) {
+        if (isObject(parameter) && isObject(parameter.schema)) yield { holder: parameter, key: 'schema' };
+      }
+      const bodies = [op.requestBody, ...Object.values(isObject(op.responses) ? op.responses : {})];
+      for (const body of bodies) {
+        if (!isObject(body) || !isObject(body.content)) continue;
+        for (const media of Object.values(body.content)) if (isObject(media) && isObject(media.schema)) yield { holder: media, key: 'schema' };
+      }
+    }
+  }
+}
+
+const REF = '#/components/schemas/';
+/** The error body of a 500, as errors.ts sends it. */
+const INTERNAL_ERROR: JsonObject = { type: 'object', properties: { error: { type: 'string', enum: ['internal_error'] }, message: { type: 'string' } }, required: ['error', 'message'] };
+
+function referencedComponents(doc: JsonObject): Set<string> {
+  const found = new Set<string>();
+  JSON.stringify(doc, (key, value: unknown) => {
+    if (key === '$ref' && typeof value === 'string' && value.startsWith(REF)) found.add(value.slice(REF.length));
+    return value;
+  });
+  return found;
+}
+
+function renameRefs(value: Json, from: string, to: string): void {
+  if (Array.isArray(value)) for (const v of value) renameRefs(v, from, to);
+  else if (isObject(value)) {
+    for (const [key, child] of Object.entries(value)) {
+      if (key === '$ref' && child === `${REF}${from}`) value[key] = `${REF}${to}`;
+      else renameRefs(child, from, to);
+    }
+  }
+}
+
+const withoutDescription = (schema: JsonObject): string => JSON.stringify({ ...schema, description: undefined });
+
+/**
+ * The whole document, finished: schemas fixed (fixSchema), copies of a named schema that zod
+ * inlined (a `.describe()`d clone, say) pointed at the named one, only the components that are
+ * used, named without the `Input` suffix when there is no output schema of that name, and every
+ * response described.
+ */
+export function finishDocument(doc: JsonObject): JsonObject {
+  const components = (isObject(doc.components) ? doc.components : (doc.components = {})) as JsonObject;
+  const schemas = (isObject(components.schemas) ? components.schemas : (components.schemas = {})) as JsonObject;
+
+  for (const { holder, key } of schemaSlots(doc)) walkSchema(holder[key] ?? null, fixSchema);
+
+  // Relink: a slot holding exactly a named schema (bar its description) becomes a reference to it.
+  const named = new Map<string, string>();
+  for (const [name, schema] of Object.entries(schemas)) if (isObject(schema)) named.set(withoutDescription(schema), name);
+  for (const { holder, key } of schemaSlots(doc)) {
+    if (holder === schemas) continue;
+    const schema = holder[key];
+    if (!isObject(schema) || schema.$ref) continue;
+    const name = named.get(withoutDescription(schema));
+    if (name) holder[key] = { $ref: `${REF}${name}` };
+  }
+
+  // Only the components the paths use, directly or through other components.
+  const used = referencedComponents({ paths: doc.paths ?? null });
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const name of [...used]) {
+      for (const inner of referencedComponents({ schema: schemas[name] ?? null })) {
+        if (!used.has(inner)) {
+          used.add(inner);
+          grew = true;
+        }
+      }
+    }
+  }
+  for (const name of Object.keys(schemas)) if (!used.has(name)) delete schemas[name];
+  for (const name of Object.keys(schemas)) {
+    const plain = name.replace(/Input$/, '');
+    if (plain === name || plain in schemas) continue;
+    schemas[plain] = schemas[name] as Json;
+    delete schemas[name];
+    renameRefs(doc, name, plain);
+  }
+
+  // Only the security schemes some route uses (ADMIN_API_KEYS appears with the first admin route).
+  const schemes = isObject(components.securitySchemes) ? components.securitySchemes : {};
+  const inUse = new Set<string>();
+  for (const item of Object.values(isObject(doc.paths) ? doc.paths : {})) {
+    for (const op of Object.values(isObject(item) ? item : {})) {
+      if (isObject(op) && Array.isArray(op.security)) for (const requirement of op.security) if (isObject(requirement)) for (const name of Object.keys(requirement)) inUse.add(name);
+    }
+  }
+  for (const name of Object.keys(schemes)) if (!inUse.has(name)) delete schemes[name];
+
+  for (const item of Object.values(isObject(doc.paths) ? doc.paths : {})) {
+    for (const op of Object.values(isObject(item) ? item : {})) {
+      if (!isObject(op) || !isObject(op.responses)) continue;
+      // Any route may fail on our side; the error handler then answers 500 internal_error.
+      op.responses['500'] ??= { description: 'internal_error: something went wrong on our side', content: { 'application/json': { schema: INTERNAL_ERROR } } };
+      for (const [status, response] of Object.entries(op.responses)) {
+        if (isObject(response) && response.description === 'Default Response') response.description = STATUS_DESCRIPTIONS[status] ?? `HTTP ${status}`;
+      }
+    }
+  }
+  return doc;
+}
+
+const transformObject = createJsonSchemaTransformObject({});
+
+/** @fastify/swagger's options for the gateway: the zod transforms, then finishDocument. */
+export function swaggerOptions(info: { title: string; description: string; version: string }, tags: { name: string; description: string }[]): SwaggerOptions {
+  return {
+    openapi: {
+      openapi: '3.0.3',
+      info,
+      // Relative: the gateway that serves this document is the server (its address differs per deployment).
+      servers: [{ url: '/', description: 'The gateway serving this document' }],
+      tags,
+      components: { securitySchemes: SECURITY_SCHEMES as never },
+    },
+    transform: jsonSchemaTransform,
+    transformObject: (document) => finishDocument(transformObject(document) as unknown as JsonObject) as never,
+  };
+}
