@@ -5,6 +5,7 @@ import type { CapabilityDeps } from '../deps.js';
 import { errorSchema, notFound, validationErrorSchema } from '../errors.js';
 import { FeedWakeups, eventView, readFeedPage } from './feed.js';
 import { eventMetrics } from './metrics.js';
+import { operation } from '../openapi.js';
 import {
   bulkRedeliverBody,
   DEFAULT_FEED_PAGE,
@@ -69,6 +70,7 @@ export const eventRoutes =
       '/v1/events',
       {
         schema: {
+          ...operation('listEvents', 'query'),
           tags: ['events'],
           summary: 'Outcome events, oldest first, paged by an opaque cursor',
           description:
@@ -90,6 +92,7 @@ export const eventRoutes =
       '/v1/events/:id',
       {
         schema: {
+          ...operation('getEvent', 'query'),
           tags: ['events'],
           summary: 'One event with its deliveries',
           params: eventParams,
@@ -107,6 +110,7 @@ export const eventRoutes =
       '/v1/events/:id/redeliver',
       {
         schema: {
+          ...operation('redeliverEvent', 'query'),
           tags: ['events'],
           summary: 'Queue one event again for every configured URL, even where it was delivered',
           params: eventParams,
@@ -125,6 +129,7 @@ export const eventRoutes =
       '/v1/events/redeliver',
       {
         schema: {
+          ...operation('redeliverDeadEvents', 'query'),
           tags: ['events'],
           summary: 'Queue again every dead delivery (to a configured URL) of events created in [since, until)',
           body: bulkRedeliverBody,

@@ -46,7 +46,7 @@ export const deliveryView = z.object({
   lastAttemptAt: z.iso.datetime().nullable(),
   lastStatus: z.number().int().nullable(),
   lastError: z.string().nullable(),
-});
+}).meta({ id: 'EventDelivery' });
 
 const unmatchedData = z.object({
   customerUuid: z.string(),
@@ -60,13 +60,13 @@ export const eventView = z.object({
   timestamp: z.iso.datetime(),
   data: z.union([requestView, unmatchedData]),
   deliveries: z.array(deliveryView),
-});
+}).meta({ id: 'Event' });
 export type EventView = z.infer<typeof eventView>;
 
 export const feedView = z.object({
   items: z.array(eventView),
   nextCursor: z.string().nullable().describe('Where the next page starts; after the last item, or the given after when there is none'),
-});
+}).meta({ id: 'EventPage' });
 
-export const queuedView = z.object({ queued: z.number().int() });
+export const queuedView = z.object({ queued: z.number().int() }).meta({ id: 'RedeliveryQueued' });
 

@@ -3,6 +3,7 @@ import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { errorSchema, validationErrorSchema } from '../errors.js';
 import { tokenState } from '../provider/token-source.js';
+import { operation } from '../openapi.js';
 import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
 import { statsService } from './service.js';
 
@@ -26,6 +27,7 @@ export const statsRoutes =
       '/v1/stats',
       {
         schema: {
+          ...operation('getStats', 'query'),
           tags: ['operations'],
           summary: 'Counts, decisions and turnaround per hour or day, and what stands now',
           description:
@@ -41,6 +43,7 @@ export const statsRoutes =
       '/v1/callbacks',
       {
         schema: {
+          ...operation('listStrayCallbacks', 'query'),
           tags: ['callbacks'],
           summary: 'Callbacks that matched no request or failed validation, newest first, paged by cursor',
           description: 'rawBody is the stored bytes as UTF-8 text with every CPF-like digit run (11+ digits, any separators) masked.',

@@ -65,7 +65,7 @@ export const statsView = z.object({
   until: isoInstant,
   buckets: z.array(bucketView),
   now: presentView,
-});
+}).meta({ id: 'Stats' });
 export type StatsView = z.infer<typeof statsView>;
 
 const cursorParam = z.string().min(1).max(512).describe('nextCursor of the previous page, as given');
@@ -90,10 +90,10 @@ export const strayCallbackView = z.object({
   kind: z.enum(['unmatched', 'invalid']),
   problem: z.string().nullable().describe('Why an invalid callback was refused; null for unmatched'),
   rawBody: z.string().describe('The bytes received, as UTF-8 text, with CPF-like digit runs masked'),
-});
+}).meta({ id: 'StrayCallback' });
 export type StrayCallbackView = z.infer<typeof strayCallbackView>;
 
 export const strayPageView = z.object({
   items: z.array(strayCallbackView),
   nextCursor: z.string().nullable(),
-});
+}).meta({ id: 'StrayCallbackPage' });
