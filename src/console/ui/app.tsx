@@ -149,7 +149,7 @@ export function App() {
             </table>
           ))}
       </section>
-      <Lists tick={tick} onOpen={setCustomer} />
+      <Lists tick={tick} deadCount={stats?.ok ? stats.data.now.events.dead : undefined} onOpen={setCustomer} />
     </div>
   );
 }
