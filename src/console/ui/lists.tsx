@@ -143,7 +143,10 @@ function DeadEvents({ tick, expected }: { tick: number; expected: number | undef
     const out = await redeliverDead();
     setSaid(out.ok ? `${out.data.queued} dead deliver${out.data.queued === 1 ? 'y' : 'ies'} queued again.` : `Redeliver: ${out.message}`);
     // The events in view are followed until their deliveries settle, as after one redeliver.
-    if (out.ok && dead?.ok) setFollowed(dead.data.events.slice(0, 20).map((e) => e.id));
+    if (out.ok && dead?.ok) {
+      const ids = dead.data.events.map((e) => e.id);
+      setFollowed((was) => [...ids, ...was.filter((x) => !ids.includes(x))].slice(0, 20));
+    }
     setAgain((n) => n + 1);
   };
 
