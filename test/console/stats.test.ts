@@ -1,7 +1,7 @@
 import t from 'tap';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { ensureConsoleBuilt, launchBrowser, watchedPage } from '../helpers/browser.js';
-import { insertRow, insertStray } from '../stats/fixtures.js';
+import { hoursAgo, insertRow, insertStray } from '../stats/fixtures.js';
 
 // The console against the real statistics and callbacks routes, in a real headless Chromium.
 
@@ -45,5 +45,63 @@ t.test('the tiles show the figures /v1/stats gives, and an invalid callback open
   const raw = await invalid.locator('pre.raw-body').innerText();
   t.match(raw, /"customerUuid":"c-raw"/);
   t.notMatch(raw, /529|982|247/, 'the CPF is masked in the view');
+  await page.close();
+});
+
+t.test('the charts show the decisions and turnaround percentiles /v1/stats gives for each bucket', async (t) => {
+  const { app, database } = await buildTestApp(t);
+  const now = new Date();
+  const completed = [
+    { hours: 3, decision: 'approved', turnaroundMs: 4000 },
+    { hours: 3, decision: 'approved', turnaroundMs: 6000 },
+    { hours: 3, decision: 'declined', turnaroundMs: 8000 },
+    { hours: 1, decision: 'filtered', turnaroundMs: 2000 },
+    { hours: 1, decision: 'no_score', turnaroundMs: 30_000 },
+  ] as const;
+  for (const c of completed) {
+    await insertRow(database.db, { status: 'completed', submittedAt: hoursAgo(now, c.hours), decision: c.decision, turnaroundMs: c.turnaroundMs });
+  }
+  await insertRow(database.db, { status: 'submitted', submittedAt: hoursAgo(now, 2) });
+
+  const base = await listen(app);
+  const { page, requests, consoleErrors } = await watchedPage(context);
+  const answered = page.waitForResponse((r) => new URL(r.url()).pathname === '/v1/stats');
+  await page.goto(`${base}/console`);
+  // The figures, asked of the API with the very range the page asked for.
+  const asked = new URL((await answered).url());
+  const api = (await app.inject({ url: `/v1/stats${asked.search}` })).json();
+  const buckets: any[] = api.buckets;
+  const filled = buckets.map((b, i) => ({ b, i })).filter(({ b }) => b.completed > 0);
+  t.equal(filled.length, 2, 'two buckets with completed requests');
+  t.same(filled.map(({ b }) => b.completed), [3, 2]);
+  t.ok(requests.some((r) => r.url() === asked.href));
+
+  const charts = page.getByTestId('charts').locator('.chart');
+  await charts.nth(1).locator('.u-over').waitFor();
+  const locale = await page.evaluate(() => navigator.language);
+  const seconds = (ms: number) => new Intl.NumberFormat(locale).format(ms / 1000);
+  /** Hovers bucket i of a chart and reads its legend: label -> value. */
+  const legendAt = async (chart: number, i: number) => {
+    const over = charts.nth(chart).locator('.u-over');
+    const box = (await over.boundingBox())!;
+    await page.mouse.move(box.x + (box.width * i) / (buckets.length - 1), box.y + box.height / 2);
+    return charts.nth(chart).evaluate((el) =>
+      Object.fromEntries(
+        [...el.querySelectorAll('.u-legend .u-series')].slice(1).map((row) => [row.querySelector('.u-label')?.textContent, row.querySelector('.u-value')?.textContent]),
+      ),
+    );
+  };
+  for (const { b, i } of filled) {
+    const decisions = await legendAt(0, i);
+    t.same(
+      decisions,
+      Object.fromEntries(['approved', 'declined', 'filtered', 'no_score'].map((d) => [d, String(b.decisions[d])])),
+      `decisions of the bucket at ${b.start}`,
+    );
+    const turnaround = await legendAt(1, i);
+    t.same(turnaround, { p50: seconds(b.turnaroundMs.p50), p95: seconds(b.turnaroundMs.p95) }, `turnaround of the bucket at ${b.start}`);
+  }
+  t.match(filled[0]!.b.decisions, { approved: 2, declined: 1 });
+  t.same(consoleErrors.map((m) => m.text()), [], 'no console error');
   await page.close();
 });
