@@ -1,9 +1,12 @@
+import { sql } from 'kysely';
 import t from 'tap';
 import { customer, postCallback, resultBody } from '../callbacks/fixtures.js';
 import { pushEnv, until, webhookSecret } from '../events/fixtures.js';
 import { startReceiver } from '../events/receiver.js';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { ensureConsoleBuilt, launchBrowser, watchedPage } from '../helpers/browser.js';
+import type { Kysely } from 'kysely';
+import type { DB } from '../../src/db/types.js';
 
 // Dead events made for real: a receiver on 127.0.0.1 answers 500 until the deliveries die
 // (EVENT_RETRY_HORIZON_S=1), then 204; the console's redeliver buttons bring them to delivered.
@@ -65,5 +68,57 @@ t.test('dead events are listed; redeliver, one and then all, makes their deliver
 
   t.same(pageErrors.map(String), [], 'no uncaught error');
   t.same(consoleErrors.map((m) => m.text()), [], 'no console error');
+  await page.close();
+});
+
+/** `count` callback.unmatched events in one statement, each with one delivery of `status` (none when null). */
+async function insertEvents(database: { db: Kysely<DB> }, count: number, status: 'dead' | null): Promise<string[]> {
+  const { rows } = await sql<{ public_id: string }>`
+    with made as (
+      insert into events (public_id, type, customer_uuid, created_at, data)
+      select 'evt_' || replace(gen_random_uuid()::text, '-', ''), 'callback.unmatched', 'bulk-' || n, now(),
+             jsonb_build_object('customerUuid', 'bulk-' || n, 'receivedAt', '2026-11-22T03:00:00.000Z', 'result', null)
+      from generate_series(1, ${count}::int) as n
+      returning id, customer_uuid, public_id),
+    delivered as (
+      insert into event_deliveries (event_id, customer_uuid, url_key, url, status, attempts, queued_at, next_attempt_at)
+      select id, customer_uuid, 'key', 'http://127.0.0.1:9/hooks', ${status ?? 'dead'}, 3, now(), now() from made
+      where ${status !== null})
+    select public_id from made order by id`.execute(database.db);
+  return rows.map((r) => r.public_id);
+}
+
+t.test('the dead list is read from the feed at most 20 pages deep, and says so when the scan was cut', async (t) => {
+  const { app, database } = await buildTestApp(t);
+  const [oldest] = await insertEvents(database, 1, 'dead');
+  await insertEvents(database, 10_000, null);
+  const [newest] = await insertEvents(database, 1, 'dead');
+  t.equal((await app.inject({ url: '/v1/stats' })).json().now.events.dead, 2);
+
+  const base = await listen(app);
+  const { page, requests } = await watchedPage(context);
+  await page.goto(`${base}/console`);
+  await page.getByTestId('tile-dead').locator('.tile-value').getByText('2', { exact: true }).waitFor();
+  await page.getByRole('tab', { name: 'Dead events' }).click();
+  const list = page.getByTestId('dead-events');
+  await list.getByTestId('dead-cut').getByText('the oldest 10000 events (20 pages)').waitFor();
+  t.equal(await list.locator(`tr[data-event="${oldest}"]`).count(), 1, 'the dead event within reach is listed');
+  t.equal(await list.locator(`tr[data-event="${newest}"]`).count(), 0, 'the one beyond it is not');
+  t.equal(requests.filter((r) => new URL(r.url()).pathname === '/v1/events').length, 20, 'twenty pages, no more');
+  await page.close();
+});
+
+t.test('the dead-event scan stops once it has found as many dead deliveries as /v1/stats counts', async (t) => {
+  const { app, database } = await buildTestApp(t);
+  const [dead] = await insertEvents(database, 1, 'dead');
+  await insertEvents(database, 1_200, null);
+  const base = await listen(app);
+  const { page, requests } = await watchedPage(context);
+  await page.goto(`${base}/console`);
+  await page.getByTestId('tile-dead').locator('.tile-value').getByText('1', { exact: true }).waitFor();
+  await page.getByRole('tab', { name: 'Dead events' }).click();
+  await page.getByTestId('dead-events').locator(`tr[data-event="${dead}"]`).waitFor();
+  t.equal(requests.filter((r) => new URL(r.url()).pathname === '/v1/events').length, 1, 'one page of the three');
+  t.equal(await page.getByTestId('dead-cut').count(), 0);
   await page.close();
 });
