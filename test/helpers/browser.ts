@@ -1,7 +1,6 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { FastifyInstance } from 'fastify';
 import { type BrowserContext, chromium, type ConsoleMessage, type Page, type Request } from 'playwright-core';
 import type { Test } from 'tap';
 import { buildConsole } from '../../src/console/build.js';
@@ -71,16 +70,4 @@ export async function watchedPage(context: BrowserContext): Promise<Watched> {
     if (r.status() === 404) watched.notFound.push(new URL(r.url()).pathname);
   });
   return watched;
-}
-
-/** The routes the console reads that other work adds; a 404 from one the gateway lacks is expected. */
-const LATER_ROUTES = [
-  { method: 'GET', url: '/v1/stats' },
-  { method: 'GET', url: '/v1/events' },
-  { method: 'GET', url: '/v1/callbacks' },
-] as const;
-
-/** Paths the page may find missing on this gateway (none, once those routes exist). */
-export function routesNotYetBuilt(app: FastifyInstance): string[] {
-  return LATER_ROUTES.filter((r) => !app.hasRoute(r)).map((r) => r.url);
 }

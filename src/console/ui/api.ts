@@ -1,6 +1,10 @@
 // The console is a client of the gateway's HTTP API and nothing else: every path is relative to
 // /console, so the page also works behind a proxy that mounts the gateway under a prefix.
 
+import type { CallbackView, Decision, EventView, Stats } from './shapes.js';
+
+export type { Bucket, CallbackView, Decision, Delivery, EventView, Present, Stats } from './shapes.js';
+
 const KEY_STORAGE = 'ugw.console.apiKey';
 const TIMEOUT_MS = 15_000;
 
@@ -97,7 +101,6 @@ const query = (params: Record<string, string | number | undefined>): string => {
 
 // ---- Shapes the page reads (the contract's; see README "Console") ----
 
-export type Decision = 'approved' | 'declined' | 'no_score' | 'filtered';
 export const DECISIONS: readonly Decision[] = ['approved', 'declined', 'filtered', 'no_score'];
 
 export interface UnderwritingResult {
@@ -131,127 +134,12 @@ export interface Page<T> {
   nextCursor: string | null;
 }
 
-export interface Delivery {
-  url: string;
-  status: 'pending' | 'delivered' | 'dead';
-  attempts: number;
-  lastAttemptAt: string | null;
-  lastStatus: number | null;
-  lastError: string | null;
-}
-
-export interface EventView {
-  id: string;
-  type: string;
-  timestamp: string;
-  data: unknown;
-  deliveries: Delivery[];
-}
-
-export interface CallbackView {
-  id: string | number;
-  customerUuid: string | null;
-  receivedAt: string;
-  kind: 'unmatched' | 'invalid';
-  problem: string | null;
-  rawBody: string;
-}
-
-export interface Bucket {
-  start: number; // ms since the epoch
-  submitted: number | null;
-  completed: number | null;
-  expired: number | null;
-  submitFailed: number | null;
-  decisions: Record<Decision, number | null>;
-  p50Ms: number | null;
-  p95Ms: number | null;
-}
-
-export interface Present {
-  pending: number | null;
-  oldestPendingAgeS: number | null;
-  unmatched24h: number | null;
-  invalid24h: number | null;
-  eventsPending: number | null;
-  eventsDead: number | null;
-  token: { configured: boolean; expiresAt: string | null; renewAt: string | null } | null;
-}
-
-export interface Stats {
-  buckets: Bucket[];
-  now: Present;
-}
-
-// ---- Reading /v1/stats: one place that knows its field names ----
-
-type Json = Record<string, unknown>;
-const obj = (v: unknown): Json => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Json) : {});
-/** The first of the named fields that holds a finite number (the stats route's names, then their snake_case). */
-const num = (o: Json, ...names: string[]): number | null => {
-  for (const n of names) {
-    const v = o[n];
-    if (typeof v === 'number' && Number.isFinite(v)) return v;
-  }
-  return null;
-};
-const text = (v: unknown): string | null => (typeof v === 'string' ? v : null);
-
-export function readStats(body: unknown): Stats {
-  const root = obj(body);
-  const buckets = (Array.isArray(root.buckets) ? root.buckets : []).flatMap((raw): Bucket[] => {
-    const b = obj(raw);
-    const start = Date.parse(text(b.start) ?? text(b.bucketStart) ?? '');
-    if (Number.isNaN(start)) return [];
-    const decided = obj(b.decisions);
-    const turnaround = obj(b.turnaroundMs ?? b.turnaround_ms);
-    return [
-      {
-        start,
-        submitted: num(b, 'submitted'),
-        completed: num(b, 'completed'),
-        expired: num(b, 'expired'),
-        submitFailed: num(b, 'submitFailed', 'submit_failed'),
-        decisions: {
-          approved: num(decided, 'approved') ?? num(b, 'approved'),
-          declined: num(decided, 'declined') ?? num(b, 'declined'),
-          filtered: num(decided, 'filtered') ?? num(b, 'filtered'),
-          no_score: num(decided, 'no_score', 'noScore') ?? num(b, 'no_score', 'noScore'),
-        },
-        p50Ms: num(turnaround, 'p50') ?? num(b, 'turnaroundP50Ms', 'turnaround_p50_ms'),
-        p95Ms: num(turnaround, 'p95') ?? num(b, 'turnaroundP95Ms', 'turnaround_p95_ms'),
-      },
-    ];
-  });
-  buckets.sort((a, b) => a.start - b.start);
-  const now = obj(root.now);
-  const events = obj(now.events);
-  const token = obj(now.token ?? now.tokenClient);
-  return {
-    buckets,
-    now: {
-      pending: num(now, 'pending'),
-      oldestPendingAgeS: num(now, 'oldestPendingAgeS', 'oldest_pending_age_s'),
-      unmatched24h: num(now, 'unmatched24h', 'unmatched_24h'),
-      invalid24h: num(now, 'invalid24h', 'invalid_24h'),
-      eventsPending: num(events, 'pending') ?? num(now, 'eventsPending', 'events_pending'),
-      eventsDead: num(events, 'dead') ?? num(now, 'eventsDead', 'events_dead'),
-      token:
-        typeof token.configured === 'boolean'
-          ? { configured: token.configured, expiresAt: text(token.expiresAt), renewAt: text(token.renewAt) }
-          : null,
-    },
-  };
-}
-
+// The answers of /v1/stats, /v1/callbacks and /v1/events: see shapes.ts.
 // ---- The calls ----
 
 export type Range = { since: string; until: string; bucket: 'hour' | 'day' };
 
-export async function getStats(range: Range): Promise<Outcome<Stats>> {
-  const out = await call<unknown>('GET', `v1/stats${query(range)}`);
-  return out.ok ? { ...out, data: readStats(out.data) } : out;
-}
+export const getStats = (range: Range) => call<Stats>('GET', `v1/stats${query(range)}`);
 
 export const getReady = () => call<{ status: string }>('GET', 'readyz');
 
@@ -265,7 +153,7 @@ export const listRecent = (limit: number) => call<Page<RequestView>>('GET', `v1/
 export const lookupCpf = (cpf: string, cursor?: string) =>
   call<Page<RequestView>>('POST', 'v1/underwritings/lookup', cursor ? { cpf, cursor } : { cpf });
 
-export const listEvents = (params: { customerUuid?: string; after?: string; limit?: number; status?: string }) =>
+export const listEvents = (params: { customerUuid?: string; after?: string; limit?: number }) =>
   call<Page<EventView>>('GET', `v1/events${query(params)}`);
 
 export const listCallbacks = (kind: 'unmatched' | 'invalid', cursor?: string) =>
@@ -273,30 +161,49 @@ export const listCallbacks = (kind: 'unmatched' | 'invalid', cursor?: string) =>
 
 export const getEvent = (id: string) => call<EventView>('GET', `v1/events/${encodeURIComponent(id)}`);
 
-export const redeliver = (id: string) => call<unknown>('POST', `v1/events/${encodeURIComponent(id)}/redeliver`, {});
+export const redeliver = (id: string) => call<{ queued: number }>('POST', `v1/events/${encodeURIComponent(id)}/redeliver`, {});
 
-export const redeliverDead = () => call<{ queued?: number }>('POST', 'v1/events/redeliver', { status: 'dead' });
+export const redeliverDead = () => call<{ queued: number }>('POST', 'v1/events/redeliver', { status: 'dead' });
 
-const SCAN_PAGES = 20;
+/** The feed's largest page, and how many of them one look at the dead events reads at most. */
+const FEED_PAGE = 500;
+export const SCAN_PAGES = 20;
 
-/**
- * Events with a dead delivery: asks the feed for status=dead; a feed without that filter (400)
- * is read page by page (at most 20 of 500) and filtered here.
- */
-export async function listDeadEvents(): Promise<Outcome<EventView[]>> {
-  const filtered = await listEvents({ status: 'dead', limit: 500 });
-  if (filtered.ok) return { ...filtered, data: filtered.data.items.filter(isDead) };
-  if (filtered.kind !== 'invalid') return filtered;
-  const dead: EventView[] = [];
-  let after: string | undefined;
-  for (let i = 0; i < SCAN_PAGES; i++) {
-    const page = await listEvents({ limit: 500, after });
-    if (!page.ok) return page;
-    dead.push(...page.data.items.filter(isDead));
-    if (!page.data.nextCursor || page.data.items.length === 0) break;
-    after = page.data.nextCursor;
-  }
-  return { ok: true, status: 200, data: dead };
+export interface DeadScan {
+  events: EventView[];
+  /** Events read from the feed. */
+  scanned: number;
+  /** The scan stopped at SCAN_PAGES pages with more events unread: some dead ones may be missing. */
+  cut: boolean;
 }
 
-const isDead = (e: EventView) => (e.deliveries ?? []).some((d) => d.status === 'dead');
+/**
+ * Events with a dead delivery. GET /v1/events has no delivery-status filter, so the feed is read
+ * page by page (oldest first) and filtered here: it stops once it has found as many dead
+ * deliveries as /v1/stats counts (`expectedDead`, when known), at the end of the feed, or after
+ * SCAN_PAGES pages of FEED_PAGE, which it reports as cut.
+ */
+export async function listDeadEvents(expectedDead?: number): Promise<Outcome<DeadScan>> {
+  const events: EventView[] = [];
+  let found = 0;
+  let scanned = 0;
+  let after: string | undefined;
+  if (expectedDead === 0) return { ok: true, status: 200, data: { events, scanned, cut: false } };
+  for (let page = 0; page < SCAN_PAGES; page++) {
+    const out = await listEvents({ limit: FEED_PAGE, after });
+    if (!out.ok) return out;
+    const { items, nextCursor } = out.data;
+    scanned += items.length;
+    for (const e of items) {
+      const dead = e.deliveries.filter((d) => d.status === 'dead').length;
+      if (dead > 0) events.push(e);
+      found += dead;
+    }
+    const done = items.length < FEED_PAGE || nextCursor === null || nextCursor === after;
+    if (done || (expectedDead !== undefined && found >= expectedDead)) {
+      return { ok: true, status: 200, data: { events, scanned, cut: false } };
+    }
+    after = nextCursor;
+  }
+  return { ok: true, status: 200, data: { events, scanned, cut: true } };
+}

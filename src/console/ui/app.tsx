@@ -10,6 +10,8 @@ import { Tiles } from './tiles.js';
 
 /** How often the page reads the gateway again while it is visible. */
 export const REFRESH_MS = 15_000;
+/** How often it asks /readyz while the gateway or the database is unreachable. */
+const RETRY_MS = 2_000;
 const RECENT = 10;
 
 type Health = 'unknown' | 'ok' | 'database' | 'gateway';
@@ -60,12 +62,26 @@ export function App() {
     return () => clearInterval(timer);
   }, []);
 
+  // While the gateway or its database is down, everything is read again every few seconds (not
+  // /readyz alone: it stays 503 after the database is back until a route's query has succeeded).
+  const down = health === 'database' || health === 'gateway';
+  useEffect(() => {
+    if (!down) return;
+    const timer = setInterval(() => {
+      if (document.visibilityState === 'visible') refresh();
+    }, RETRY_MS);
+    return () => clearInterval(timer);
+  }, [down]);
+
   useEffect(() => {
     let current = true;
+    // The health line follows /readyz alone: a slow statistics query must not hold it back.
+    void getReady().then((ready) => {
+      if (current) setHealth(ready.ok ? 'ok' : ready.kind === 'network' ? 'gateway' : 'database');
+    });
     void (async () => {
-      const [ready, figures, latest] = await Promise.all([getReady(), getStats(rangeOf(range)), listRecent(RECENT)]);
+      const [figures, latest] = await Promise.all([getStats(rangeOf(range)), listRecent(RECENT)]);
       if (!current) return;
-      setHealth(ready.ok ? 'ok' : ready.kind === 'network' ? 'gateway' : 'database');
       setStats(figures);
       setRecent(latest);
       setRefreshedAt(new Date().toISOString());
@@ -149,7 +165,7 @@ export function App() {
             </table>
           ))}
       </section>
-      <Lists tick={tick} onOpen={setCustomer} />
+      <Lists tick={tick} deadCount={stats?.ok ? stats.data.now.events.dead : undefined} onOpen={setCustomer} />
     </div>
   );
 }

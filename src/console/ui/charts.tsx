@@ -10,6 +10,8 @@ const COLOURS: Record<Decision, string> = {
   no_score: '#757575',
 };
 const HEIGHT = 220;
+/** A bucket's start as uPlot's x: seconds since the epoch. */
+const seconds = (b: Bucket) => Date.parse(b.start) / 1000;
 
 /** One uPlot chart that follows its container's width and its data; destroyed with the component. */
 function Plot({ options, data, label }: { options: Omit<uPlot.Options, 'width' | 'height'>; data: uPlot.AlignedData; label: string }) {
@@ -36,8 +38,8 @@ function Plot({ options, data, label }: { options: Omit<uPlot.Options, 'width' |
  * first, so each shows as its own band; the legend shows each decision's own count.
  */
 function decisionChart(buckets: Bucket[], bucket: 'hour' | 'day'): [Omit<uPlot.Options, 'width' | 'height'>, uPlot.AlignedData] {
-  const xs = buckets.map((b) => b.start / 1000);
-  const own = DECISIONS.map((d) => buckets.map((b) => b.decisions[d] ?? 0));
+  const xs = buckets.map(seconds);
+  const own = DECISIONS.map((d) => buckets.map((b) => b.decisions[d]));
   const stacked = own.map((_, i) => buckets.map((_, j) => own.slice(i).reduce((sum, series) => sum + (series[j] ?? 0), 0)));
   const bars = uPlot.paths.bars?.({ size: [0.7, 60], align: 0 });
   const options: Omit<uPlot.Options, 'width' | 'height'> = {
@@ -60,7 +62,7 @@ function decisionChart(buckets: Bucket[], bucket: 'hour' | 'day'): [Omit<uPlot.O
 }
 
 function turnaroundChart(buckets: Bucket[]): [Omit<uPlot.Options, 'width' | 'height'>, uPlot.AlignedData] {
-  const seconds = (ms: number | null) => (ms === null ? null : ms / 1000);
+  const inSeconds = (ms: number | null) => (ms === null ? null : ms / 1000);
   const options: Omit<uPlot.Options, 'width' | 'height'> = {
     title: 'Turnaround, submit to callback (seconds)',
     scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
@@ -70,7 +72,10 @@ function turnaroundChart(buckets: Bucket[]): [Omit<uPlot.Options, 'width' | 'hei
       { label: 'p95', stroke: '#b5651d', width: 2, dash: [6, 4], spanGaps: false },
     ],
   };
-  return [options, [buckets.map((b) => b.start / 1000), buckets.map((b) => seconds(b.p50Ms)), buckets.map((b) => seconds(b.p95Ms))]];
+  return [
+    options,
+    [buckets.map(seconds), buckets.map((b) => inSeconds(b.turnaroundMs.p50)), buckets.map((b) => inSeconds(b.turnaroundMs.p95))],
+  ];
 }
 
 export function Charts({ stats, bucket }: { stats: Outcome<Stats> | null; bucket: 'hour' | 'day' }) {
@@ -82,7 +87,7 @@ export function Charts({ stats, bucket }: { stats: Outcome<Stats> | null; bucket
   if (!charts) {
     return (
       <div class="charts charts-empty" data-testid="charts">
-        <p class="note">— {stats && !stats.ok && stats.kind === 'missing' ? 'no statistics from this gateway yet' : 'no figures to show'}</p>
+        <p class="note">— no figures to show</p>
       </div>
     );
   }

@@ -1,12 +1,13 @@
 import { useEffect, useState } from 'preact/hooks';
-import { type CallbackView, type EventView, getEvent, listCallbacks, listDeadEvents, type Outcome, redeliver, redeliverDead } from './api.js';
+import { type CallbackView, type DeadScan, type EventView, getEvent, listCallbacks, listDeadEvents, type Outcome, redeliver, redeliverDead, SCAN_PAGES } from './api.js';
 import { DASH, when } from './format.js';
 import { EventRow, Failure, Raw } from './parts.js';
 
 type Tab = 'unmatched' | 'invalid' | 'dead';
 const TABS: Record<Tab, string> = { unmatched: 'Unmatched callbacks', invalid: 'Invalid callbacks', dead: 'Dead events' };
 
-export function Lists({ tick, onOpen }: { tick: number; onOpen: (customerUuid: string) => void }) {
+/** `deadCount`: the dead deliveries /v1/stats counts, so the dead-event scan can stop once it has them all. */
+export function Lists({ tick, deadCount, onOpen }: { tick: number; deadCount: number | undefined; onOpen: (customerUuid: string) => void }) {
   const [tab, setTab] = useState<Tab>('unmatched');
   return (
     <section class="panel">
@@ -17,7 +18,7 @@ export function Lists({ tick, onOpen }: { tick: number; onOpen: (customerUuid: s
           </button>
         ))}
       </div>
-      {tab === 'dead' ? <DeadEvents tick={tick} /> : <Callbacks key={tab} kind={tab} tick={tick} onOpen={onOpen} />}
+      {tab === 'dead' ? <DeadEvents tick={tick} expected={deadCount} /> : <Callbacks key={tab} kind={tab} tick={tick} onOpen={onOpen} />}
     </section>
   );
 }
@@ -105,8 +106,8 @@ const FOLLOW_MS = 2_000;
  * Events with a dead delivery, each with a redeliver button, and one button for all of them.
  * A redelivered event leaves the dead list; it stays in view, read again, until its deliveries settle.
  */
-function DeadEvents({ tick }: { tick: number }) {
-  const [dead, setDead] = useState<Outcome<EventView[]> | null>(null);
+function DeadEvents({ tick, expected }: { tick: number; expected: number | undefined }) {
+  const [dead, setDead] = useState<Outcome<DeadScan> | null>(null);
   const [said, setSaid] = useState<string | null>(null);
   const [confirming, setConfirming] = useState(false);
   const [again, setAgain] = useState(0);
@@ -115,16 +116,16 @@ function DeadEvents({ tick }: { tick: number }) {
 
   useEffect(() => {
     let current = true;
-    void listDeadEvents().then((out) => current && setDead(out));
+    void listDeadEvents(expected).then((out) => current && setDead(out));
     void Promise.all(followed.map(getEvent)).then((outs) => {
       if (current) setRedelivered(outs.flatMap((o) => (o.ok ? [o.data] : [])));
     });
     return () => {
       current = false;
     };
-  }, [tick, again, followed]);
+  }, [tick, again, followed, expected]);
 
-  const unsettled = redelivered.some((e) => (e.deliveries ?? []).some((d) => d.status === 'pending'));
+  const unsettled = redelivered.some((e) => e.deliveries.some((d) => d.status === 'pending'));
   useEffect(() => {
     if (!unsettled) return;
     const timer = setTimeout(() => setAgain((n) => n + 1), FOLLOW_MS);
@@ -140,7 +141,12 @@ function DeadEvents({ tick }: { tick: number }) {
   const all = async () => {
     setConfirming(false);
     const out = await redeliverDead();
-    setSaid(out.ok ? `${out.data?.queued ?? 'Every'} dead deliver${out.data?.queued === 1 ? 'y' : 'ies'} queued again.` : `Redeliver: ${out.message}`);
+    setSaid(out.ok ? `${out.data.queued} dead deliver${out.data.queued === 1 ? 'y' : 'ies'} queued again.` : `Redeliver: ${out.message}`);
+    // The events in view are followed until their deliveries settle, as after one redeliver.
+    if (out.ok && dead?.ok) {
+      const ids = dead.data.events.map((e) => e.id);
+      setFollowed((was) => [...ids, ...was.filter((x) => !ids.includes(x))].slice(0, 20));
+    }
     setAgain((n) => n + 1);
   };
 
@@ -153,7 +159,13 @@ function DeadEvents({ tick }: { tick: number }) {
           {said}
         </p>
       )}
-      {dead.data.length === 0 ? (
+      {dead.data.cut && (
+        <p class="note" data-testid="dead-cut">
+          The event feed has no delivery-status filter: this list comes from the oldest {dead.data.scanned} events ({SCAN_PAGES}{' '}
+          pages) and may miss newer dead ones. Redeliver all still queues every dead delivery.
+        </p>
+      )}
+      {dead.data.events.length === 0 ? (
         <p class="muted">None.</p>
       ) : (
         <>
@@ -185,7 +197,7 @@ function DeadEvents({ tick }: { tick: number }) {
               </tr>
             </thead>
             <tbody>
-              {dead.data.map((e) => (
+              {dead.data.events.map((e) => (
                 <EventRow
                   event={e}
                   action={

@@ -85,14 +85,14 @@ export function RequestHead() {
 }
 
 export function Deliveries({ deliveries }: { deliveries: Delivery[] }) {
-  if (!deliveries?.length) return <span class="muted">no deliveries</span>;
+  if (!deliveries.length) return <span class="muted">no deliveries</span>;
   return (
     <ul class="deliveries">
       {deliveries.map((d) => (
         <li>
           <span class={`delivery delivery-${d.status}`}>{d.status}</span> {d.url} · {d.attempts} attempt{d.attempts === 1 ? '' : 's'}
           {d.lastAttemptAt ? ` · last ${when(d.lastAttemptAt)}` : ''}
-          {d.lastStatus !== null && d.lastStatus !== undefined ? ` · HTTP ${d.lastStatus}` : ''}
+          {d.lastStatus !== null ? ` · HTTP ${d.lastStatus}` : ''}
           {d.lastError ? ` · ${d.lastError}` : ''}
         </li>
       ))}
@@ -101,14 +101,13 @@ export function Deliveries({ deliveries }: { deliveries: Delivery[] }) {
 }
 
 export function EventRow({ event, action }: { event: EventView; action?: ComponentChildren }) {
-  const subject = (event.data as { customerUuid?: unknown } | null)?.customerUuid;
   return (
     <tr data-event={event.id}>
       <td>
         <code>{event.id}</code>
       </td>
       <td>{event.type}</td>
-      <td>{typeof subject === 'string' ? subject : DASH}</td>
+      <td>{event.data.customerUuid}</td>
       <td>{when(event.timestamp)}</td>
       <td>
         <Deliveries deliveries={event.deliveries} />

@@ -23,9 +23,9 @@ export function Tiles({ stats }: { stats: Outcome<Stats> | null }) {
       <Tile
         id="dead"
         label="Dead events"
-        value={count(now?.eventsDead)}
-        sub={now?.eventsPending === null || now?.eventsPending === undefined ? undefined : `${count(now.eventsPending)} pending`}
-        alert={(now?.eventsDead ?? 0) > 0}
+        value={count(now?.events.dead)}
+        sub={now ? `${count(now.events.pending)} pending` : undefined}
+        alert={(now?.events.dead ?? 0) > 0}
       />
       <Tile
         id="token"
@@ -35,7 +35,7 @@ export function Tiles({ stats }: { stats: Outcome<Stats> | null }) {
       />
       {stats && !stats.ok && stats.kind !== 'unauthorized' && (
         <p class="note" data-testid="stats-note">
-          {stats.kind === 'missing' ? 'This gateway has no statistics route (GET /v1/stats) yet.' : `Statistics: ${stats.message}`}
+          Statistics: {stats.message}
         </p>
       )}
     </section>
