@@ -42,7 +42,21 @@ export async function insertRow(db: Kysely<DB>, row: Row): Promise<number> {
     .returning('id')
     .executeTakeFirstOrThrow();
   if (completed) {
-    const body = { customerUuid: customer, started: submitted.toISOString(), finished: completed.toISOString() };
+    const decision = row.decision ?? 'approved';
+    // A whole documented result, as the provider sends it, matching the decision it is stored with.
+    const response = {
+      approved: { costSavingEnabled: false, score: 720, riskBand: 2, limit: 5000 },
+      declined: { costSavingEnabled: false, score: 410, riskBand: 5, limit: 0 },
+      no_score: { costSavingEnabled: false, score: -1, riskBand: -1, limit: -1 },
+      filtered: { costSavingEnabled: true, score: -1, riskBand: -1, limit: -1 },
+    }[decision];
+    const body = {
+      customerUuid: customer,
+      started: submitted.toISOString(),
+      finished: completed.toISOString(),
+      serviceType: 'CREDIT_SCORE',
+      response,
+    };
     const cb = await db
       .insertInto('callbacks')
       .values({
@@ -53,7 +67,7 @@ export async function insertRow(db: Kysely<DB>, row: Row): Promise<number> {
         started: submitted,
         finished: completed,
         body: JSON.stringify(body),
-        decision: row.decision ?? 'approved',
+        decision,
         request_id: request.id,
       })
       .returning('id')
