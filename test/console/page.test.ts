@@ -1,4 +1,7 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import t from 'tap';
+import { SUSPECT_FOR_MS } from '../../src/ops/routes.js';
+import { httpRequest } from '../helpers/http.js';
 import { CPF, insertRequest, OTHER_CPF, resultBody } from '../queries/fixtures.js';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { SERVER_URL } from '../helpers/database.js';
@@ -179,6 +182,14 @@ if (SERVER_URL) {
     await page.getByRole('button', { name: 'Refresh' }).click();
     await health.getByText('The database is unreachable').waitFor();
     relay.restore();
+    // /readyz itself holds 503 for SUSPECT_FOR_MS after the last route failed on storage (the
+    // outage's 503s): the page can say "up" only once the gateway does. No event marks the end of
+    // that window, so ask the gateway, bounded well beyond it.
+    const deadline = Date.now() + SUSPECT_FOR_MS + 20_000;
+    while ((await httpRequest(`${base}/readyz`)).status !== 200) {
+      if (Date.now() > deadline) throw new Error('/readyz never answered 200 after the database came back');
+      await delay(250);
+    }
     await page.getByRole('button', { name: 'Refresh' }).click();
     await health.getByText('Gateway and database up').waitFor();
     t.pass('down, then up again');
