@@ -61,7 +61,12 @@ export function loggedRequestUrl(url: string): string {
 
 /** An error as logged: its type, code and message and stack scrubbed; never a driver's detail fields (values). */
 function serializeError(err: unknown): Record<string, unknown> {
-  if (!(err instanceof Error)) return { message: scrubText(String(err)) };
+  if (!(err instanceof Error)) {
+    // Much of the code logs `err: { message }` (the message alone, never a driver's fields): keep it,
+    // rather than String() of the object ("[object Object]"), which hid every such message.
+    const message = (err as { message?: unknown } | null)?.message;
+    return { message: scrubText(typeof message === 'string' ? message : String(err)) };
+  }
   const code = (err as { code?: unknown }).code;
   return {
     type: err.name,

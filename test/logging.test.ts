@@ -92,6 +92,15 @@ t.test('an error is logged with its message scrubbed and without the driver fiel
   t.notMatch(digitsOf(logs.text()), '71428793860');
 });
 
+t.test('an error logged as its message alone ({ err: { message } }) keeps that message, scrubbed', async (t) => {
+  const logs = captureLogs();
+  logs.logger.warn({ err: { message: (new Error('Query read timeout for 714 287 938 60') as Error).message } }, 'could not announce');
+  logs.logger.warn({ err: 'plain text' }, 'a string');
+  const [entry, text] = logs.entries();
+  t.same(entry!.err, { message: 'Query read timeout for [redacted]' }, 'not "[object Object]"');
+  t.same(text!.err, { message: 'plain text' });
+});
+
 t.test('the scrubber leaves no 11-digit run in any separator form or escape, and keeps other text', async (t) => {
   for (const form of [
     '71428793860',

@@ -99,11 +99,20 @@ if (SERVER_URL) {
     }
 
     // The provider's redeliveries of everything complete every request exactly once.
-    const again = await Promise.all(customers.map((c) => httpRequest(`${restarted}${CALLBACK_URL}`, { body: resultBody(c) })));
-    t.ok(
-      again.every((r) => r.status === 200),
-      'redeliveries are all acknowledged',
-    );
+    // 300 at once at a process just started can find every pooled connection busy for longer than
+    // the pool's connect timeout on a loaded machine: that is answered 503 "try again shortly", and
+    // the provider does try again. Anything but 503 on the way, or anything but 200 in the end, fails.
+    const interim: number[] = [];
+    const redeliver = async (c: string): Promise<number> => {
+      for (let attempt = 1; ; attempt += 1) {
+        const res = await httpRequest(`${restarted}${CALLBACK_URL}`, { body: resultBody(c) });
+        if (res.status !== 503 || attempt === 5) return res.status;
+        interim.push(res.status);
+      }
+    };
+    const again = await Promise.all(customers.map(redeliver));
+    const notOk = again.filter((s) => s !== 200);
+    t.same(notOk, [], `redeliveries are all acknowledged (${interim.length} were first answered 503 and retried)`);
     const stored = await database.db
       .selectFrom('callbacks')
       .select((eb) => eb.fn.countAll<number>().as('n'))

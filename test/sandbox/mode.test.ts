@@ -18,6 +18,11 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+// Genuinely long work: two real gateways (tsx compiling the entry's import graph, PGlite opening
+// and migrating a data directory) started one after the other, plus a third that must fail. A few
+// seconds each when idle, but past the suite's 120 s per-file bound on a machine at load 20.
+t.setTimeout(300_000);
+
 const SCENARIOS = [
   { customerUuid: 'demo-cost-saving', cpf: SANDBOX_DEFAULT_CPFS.costSavingReject, costSavingEnabled: true, decision: 'filtered' },
   { customerUuid: 'demo-standard-reject', cpf: SANDBOX_DEFAULT_CPFS.standardReject, costSavingEnabled: false, decision: 'declined' },

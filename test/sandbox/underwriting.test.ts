@@ -169,7 +169,9 @@ t.test('an unreachable callback URL is retried, then abandoned after the retry w
   const { base, logs } = await startSandbox(
     t,
     { SANDBOX_CALLBACK_URL: 'http://127.0.0.1:1/v1/callbacks/underwriting' },
-    { retry: { firstRetryMs: 5, maxRetryMs: 10, giveUpAfterMs: 60 } },
+    // A window many retries wide (5-10 ms apart) but short: at 60 ms, one attempt slowed by a loaded
+    // machine used up the whole window and the callback was abandoned after a single try.
+    { retry: { firstRetryMs: 5, maxRetryMs: 10, giveUpAfterMs: 1000 } },
   );
   await httpRequest(`${base}${UNDERWRITINGS}`, { headers: AUTH, body: requestBody({ customerUuid: 'nobody-home' }) });
   const abandoned = await logs.waitFor((e) => e.msg === 'sandbox: callback abandoned after retries');
