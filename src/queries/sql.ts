@@ -1,8 +1,9 @@
 import { type Kysely, sql } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { Decision, DB, RequestStatus } from '../db/types.js';
-import type { Position } from './cursor.js';
-import type { CustomerView, RequestView, UnmatchedView } from './schemas.js';
+import type { Position } from '../http/cursor.js';
+import type { RequestView } from '../requests/schemas.js';
+import type { CustomerView, UnmatchedView } from './schemas.js';
 import { buildRequestView, buildResult, type Json, type RequestRow } from './views.js';
 
 /** One customer's answer carries at most this many older requests and unmatched callbacks. */
