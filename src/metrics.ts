@@ -37,3 +37,8 @@ export function instrumentRequests(app: FastifyInstance, registry: Registry): vo
 export function outcomeCounter(registry: Registry, name: string, help: string): Counter<'outcome'> {
   return new Counter({ name, help, labelNames: ['outcome'] as const, registers: [registry] });
 }
+
+/** A histogram without labels, registered on this app's registry. */
+export function histogram(registry: Registry, name: string, help: string, buckets: number[]): Histogram {
+  return new Histogram({ name, help, buckets, registers: [registry] });
+}

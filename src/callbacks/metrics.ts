@@ -1,5 +1,5 @@
-import { Histogram, type Registry } from 'prom-client';
-import { outcomeCounter } from '../metrics.js';
+import type { Registry } from 'prom-client';
+import { histogram, outcomeCounter } from '../metrics.js';
 
 export const CALLBACK_METRIC_OUTCOMES = [
   'matched',
@@ -33,18 +33,18 @@ export function callbackMetrics(registry: Registry): CallbackMetrics {
   );
   // Every outcome is exported from the start, so an alert on a rate never starts from "no data".
   for (const outcome of CALLBACK_METRIC_OUTCOMES) callbacks.inc({ outcome }, 0);
-  const turnaround = new Histogram({
-    name: 'underwriting_callback_turnaround_seconds',
-    help: 'Time from the request being submitted to its result callback arriving',
-    buckets: [1, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400],
-    registers: [registry],
-  });
-  const batches = new Histogram({
-    name: 'underwriting_callback_batch_size',
-    help: 'Valid callbacks stored per statement and commit (callbacks arriving during a write share the next one)',
-    buckets: [1, 2, 4, 8, 16, 32, 64],
-    registers: [registry],
-  });
+  const turnaround = histogram(
+    registry,
+    'underwriting_callback_turnaround_seconds',
+    'Time from the request being submitted to its result callback arriving',
+    [1, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400],
+  );
+  const batches = histogram(
+    registry,
+    'underwriting_callback_batch_size',
+    'Valid callbacks stored per statement and commit (callbacks arriving during a write share the next one)',
+    [1, 2, 4, 8, 16, 32, 64],
+  );
   return {
     count: (outcome) => callbacks.inc({ outcome }),
     turnaround: (seconds) => turnaround.observe(Math.max(0, seconds)),

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { DB } from '../db/types.js';
+import { histogram } from '../metrics.js';
 import { pendingSummary } from './sql.js';
 
 /** A scrape never hangs on an unreachable database: the last known values stay. */
@@ -19,12 +20,12 @@ export function eventMetrics(registry: Registry, db: Kysely<DB>, clock: () => Da
     labelNames: ['result'] as const,
     registers: [registry],
   });
-  const lag = new Histogram({
-    name: 'underwriting_event_delivery_lag_seconds',
-    help: "Seconds from an event's commit to its receiver's 2xx, for deliveries this instance made",
-    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
-    registers: [registry],
-  });
+  const lag = histogram(
+    registry,
+    'underwriting_event_delivery_lag_seconds',
+    "Seconds from an event's commit to its receiver's 2xx, for deliveries this instance made",
+    [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
+  );
   const oldest = new Gauge({
     name: 'underwriting_event_delivery_oldest_pending_seconds',
     help: 'Age of the oldest pending event delivery (since it was queued), across every instance; 0 when none',

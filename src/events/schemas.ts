@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DELIVERY_STATUSES, EVENT_TYPES } from '../db/types.js';
 import { customerUuidSchema } from '../provider/schemas.js';
-import { requestView, resultView } from '../queries/schemas.js';
+import { requestView, resultView } from '../requests/schemas.js';
 
 export const MAX_FEED_PAGE = 500;
 export const DEFAULT_FEED_PAGE = 100;

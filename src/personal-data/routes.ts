@@ -5,7 +5,7 @@ import { adminKeyGuard, allowlistGuard, presentedBearer } from '../access/guards
 import { type Actor, keyFingerprint, readAuditPage, type SubjectRef } from '../audit/trail.js';
 import type { CapabilityDeps } from '../deps.js';
 import { AppError, errorSchema, validationErrorSchema } from '../errors.js';
-import { cursorCodec } from '../queries/cursor.js';
+import { cursorCodec } from '../http/cursor.js';
 import { operation } from '../openapi.js';
 import { personalDataMetrics } from './metrics.js';
 import {

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { AUDIT_ACTIONS } from '../db/types.js';
 import { eventView } from '../events/schemas.js';
 import { cpfSchema, customerUuidSchema } from '../provider/schemas.js';
-import { cursorParam, instant, requestView, resultView, wholeNumber } from '../queries/schemas.js';
+import { cursorParam, instant, wholeNumber } from '../http/query.js';
+import { requestView, resultView } from '../requests/schemas.js';
 
 export const MAX_AUDIT_PAGE = 500;
 export const DEFAULT_AUDIT_PAGE = 50;

@@ -2,6 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import type { DB, Decision, RequestStatus } from '../db/types.js';
 import { AppError } from '../errors.js';
 import type { EventRow } from '../events/sql.js';
+import { selectRequestsWithResult } from '../requests/read.js';
 import { anonymousInvalidNaming, inList, type Subject } from './subject.js';
 
 /**
@@ -55,25 +56,8 @@ const DELIVERIES = sql<EventRow['deliveries']>`(
 
 /** Everything stored about the subject, newest first. Run it in one snapshot (repeatable read). */
 export async function readStored(db: Kysely<DB>, subject: Subject): Promise<Stored> {
-  const requests = await db
-    .selectFrom('underwriting_requests as r')
-    .leftJoin('callbacks as c', 'c.id', 'r.result_callback_id')
-    .select([
-      'r.id',
-      'r.customer_uuid',
-      'r.status',
-      'r.decision',
-      'r.cpf_masked',
-      'r.cost_saving_enabled',
-      'r.srd',
-      'r.submitted_at',
-      'r.updated_at',
-      'r.completed_at',
-      'r.upstream_status',
-      'r.upstream_error',
-      'r.idempotency_key',
-      'c.body as result',
-    ])
+  const requests = await selectRequestsWithResult(db)
+    .select(['r.updated_at', 'r.upstream_error', 'r.idempotency_key'])
     .where(inList('r.customer_uuid', subject.customerUuids))
     .orderBy('r.id', 'desc')
     .execute();

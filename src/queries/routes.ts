@@ -6,7 +6,7 @@ import type { CapabilityDeps } from '../deps.js';
 import { hashCpfUnderEvery } from '../cpf.js';
 import { errorSchema, notFound, validationErrorSchema } from '../errors.js';
 import { operation } from '../openapi.js';
-import { cursorCodec } from './cursor.js';
+import { cursorCodec } from '../http/cursor.js';
 import { queryMetrics } from './metrics.js';
 import {
   customerParams,

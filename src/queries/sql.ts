@@ -1,8 +1,10 @@
 import { type Kysely, sql } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { Decision, DB, RequestStatus } from '../db/types.js';
-import type { Position } from './cursor.js';
-import type { CustomerView, RequestView, UnmatchedView } from './schemas.js';
+import type { Position } from '../http/cursor.js';
+import { selectRequestsWithResult } from '../requests/read.js';
+import type { RequestView } from '../requests/schemas.js';
+import type { CustomerView, UnmatchedView } from './schemas.js';
 import { buildRequestView, buildResult, type Json, type RequestRow } from './views.js';
 
 /** One customer's answer carries at most this many older requests and unmatched callbacks. */
@@ -81,23 +83,8 @@ export interface ListFilter {
  * filter has an index that yields this order directly (list, status_list, decision_list, cpf_list).
  */
 export function pageQuery(db: Kysely<DB>, filter: ListFilter, after: Position | undefined, limit: number) {
-  return db
-    .selectFrom('underwriting_requests as r')
-    .leftJoin('callbacks as c', 'c.id', 'r.result_callback_id')
-    .select([
-      'r.id',
-      'r.customer_uuid',
-      'r.status',
-      'r.decision',
-      'r.cpf_masked',
-      'r.cost_saving_enabled',
-      'r.srd',
-      'r.submitted_at',
-      'r.completed_at',
-      'r.upstream_status',
-      'c.body as result',
-      POSITION_T.as('position_t'),
-    ])
+  return selectRequestsWithResult(db)
+    .select(POSITION_T.as('position_t'))
     .$if(filter.status !== undefined, (q) => q.where('r.status', '=', filter.status!))
     .$if(filter.decision !== undefined, (q) => q.where('r.decision', '=', filter.decision!))
     .$if(filter.cpfHashes !== undefined, (q) =>

@@ -1,5 +1,5 @@
 import type { Decision, RequestStatus } from '../db/types.js';
-import type { RequestView } from './schemas.js';
+import type { RequestView } from '../requests/schemas.js';
 
 // The answers' bodies, built from our own rows (sql.ts reads them; a new column never leaks into an answer).
 

@@ -1,10 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
-import { isStorageUnavailable, runStatement, type Statement } from '../db/database.js';
+import { runStatement, type Statement } from '../db/database.js';
 import type { DB } from '../db/types.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, targetParameters } from '../events/record.js';
 import type { WebhookTarget } from '../events/targets.js';
+import { type Periodic, startPeriodic } from '../periodic.js';
 import { releaseAbandoned, REQUEST_DATA_COLUMNS } from './store.js';
 
 /** Rows expired per statement: a long backlog (after an outage) never becomes one huge transaction. */
@@ -105,48 +106,24 @@ export interface SweepDeps {
   announce?: (customerUuid: string) => void;
 }
 
-export interface Sweep {
-  /** Runs one sweep now (skipped when one is already running); never throws. */
-  run(): Promise<void>;
-  stop(): Promise<void>;
-}
+export type Sweep = Periodic;
 
 /** The periodic expiry sweep of one instance; every instance runs one. */
 export function startExpirySweep(deps: SweepDeps): Sweep {
-  let running: Promise<void> | undefined;
-  const run = () => {
-    running ??= (async () => {
-      try {
-        const now = deps.clock();
-        const targets = deps.targets ?? [];
-        const released = await releaseAbandoned(deps.db, { now, afterMs: deps.stuckAfterS * 1000, targets });
-        if (released.length > 0) {
-          for (const r of released) deps.announce?.(r.customerUuid);
-          deps.log.warn({ count: released.length, afterS: deps.stuckAfterS }, 'released abandoned submits: stored as submit_failed');
-        }
-        const expired = await expireOverdueRequests(deps.db, now, deps.timeoutS, targets);
-        for (const r of expired) deps.announce?.(r.customer_uuid);
-        const ids = expired.map((r) => r.id);
-        if (ids.length > 0) {
-          deps.onExpired(ids.length);
-          deps.log.info({ count: ids.length, timeoutS: deps.timeoutS }, 'expired requests whose callback never came');
-        }
-      } catch (err) {
-        if (isStorageUnavailable(err)) deps.log.warn({ err: { message: (err as Error).message } }, 'expiry sweep skipped: database unavailable');
-        else deps.log.error({ err }, 'expiry sweep failed');
-      } finally {
-        running = undefined;
-      }
-    })();
-    return running;
-  };
-  const timer = setInterval(() => void run(), sweepIntervalMs(deps.timeoutS));
-  timer.unref();
-  return {
-    run,
-    async stop() {
-      clearInterval(timer);
-      await running;
-    },
-  };
+  return startPeriodic('expiry sweep', sweepIntervalMs(deps.timeoutS), deps.log, async () => {
+    const now = deps.clock();
+    const targets = deps.targets ?? [];
+    const released = await releaseAbandoned(deps.db, { now, afterMs: deps.stuckAfterS * 1000, targets });
+    if (released.length > 0) {
+      for (const r of released) deps.announce?.(r.customerUuid);
+      deps.log.warn({ count: released.length, afterS: deps.stuckAfterS }, 'released abandoned submits: stored as submit_failed');
+    }
+    const expired = await expireOverdueRequests(deps.db, now, deps.timeoutS, targets);
+    for (const r of expired) deps.announce?.(r.customer_uuid);
+    const ids = expired.map((r) => r.id);
+    if (ids.length > 0) {
+      deps.onExpired(ids.length);
+      deps.log.info({ count: ids.length, timeoutS: deps.timeoutS }, 'expired requests whose callback never came');
+    }
+  });
 }

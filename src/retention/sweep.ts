@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
-import { isStorageUnavailable } from '../db/database.js';
 import type { DB } from '../db/types.js';
+import { type Periodic, startPeriodic } from '../periodic.js';
 import { foldRequests, foldStrayCallbacks, idArray } from '../stats/aggregates.js';
 
 /** Tables the sweep deletes from, as the purged-rows metric labels them. */
@@ -131,40 +131,15 @@ export interface RetentionDeps {
   intervalMs?: number;
 }
 
-export interface RetentionSweep {
-  /** Runs one pass now (or joins the one running); never throws. */
-  run(): Promise<void>;
-  stop(): Promise<void>;
-}
+export type RetentionSweep = Periodic;
 
 /** The periodic retention sweep of one instance; every instance runs one. */
 export function startRetentionSweep(deps: RetentionDeps): RetentionSweep {
-  let running: Promise<void> | undefined;
-  const run = () => {
-    running ??= (async () => {
-      try {
-        const purged = await purgePass(deps.db, deps.clock(), deps.retentionDays, deps.limits);
-        deps.onPurged(purged);
-        if (purged.underwriting_requests + purged.callbacks > 0) {
-          deps.log.info({ purged, retentionDays: deps.retentionDays }, 'purged rows past retention');
-        }
-      } catch (err) {
-        if (isStorageUnavailable(err)) deps.log.warn({ err: { message: (err as Error).message } }, 'retention sweep skipped: database unavailable');
-        // A deadlock or serialization failure only loses this pass; the next one takes the rows again.
-        else deps.log.error({ err }, 'retention sweep failed');
-      } finally {
-        running = undefined;
-      }
-    })();
-    return running;
-  };
-  const timer = setInterval(() => void run(), deps.intervalMs ?? RETENTION_INTERVAL_MS);
-  timer.unref();
-  return {
-    run,
-    async stop() {
-      clearInterval(timer);
-      await running;
-    },
-  };
+  return startPeriodic('retention sweep', deps.intervalMs ?? RETENTION_INTERVAL_MS, deps.log, async () => {
+    const purged = await purgePass(deps.db, deps.clock(), deps.retentionDays, deps.limits);
+    deps.onPurged(purged);
+    if (purged.underwriting_requests + purged.callbacks > 0) {
+      deps.log.info({ purged, retentionDays: deps.retentionDays }, 'purged rows past retention');
+    }
+  });
 }

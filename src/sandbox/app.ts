@@ -1,6 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { listenError } from '../config-error.js';
 import { BODY_LIMIT_BYTES } from '../deps.js';
 import { installErrorHandler } from '../errors.js';
 import type { SandboxConfig } from './config.js';
@@ -48,4 +49,17 @@ export async function buildSandboxApp(config: Readonly<SandboxConfig>, deps: San
   await app.register(tokenRoutes(config, await createTokenSigner()));
   await app.register(underwritingRoutes({ config, delivery, clock }));
   return app;
+}
+
+/** Listens at SANDBOX_HOST:SANDBOX_PORT; a taken or unusable address becomes a ConfigError naming them. */
+export async function listenSandbox(app: FastifyInstance, config: Pick<SandboxConfig, 'host' | 'port'>): Promise<void> {
+  await app
+    .listen({
+      host: config.host,
+      port: config.port,
+      listenTextResolver: (address) => `sandbox provider listening at ${address}`,
+    })
+    .catch((err: unknown) => {
+      throw listenError(err, { host: 'SANDBOX_HOST', port: 'SANDBOX_PORT' }, config);
+    });
 }

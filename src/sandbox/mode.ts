@@ -1,9 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
-import { listenError } from '../config-error.js';
 import { BANNER_FIELD, redactUrl } from '../logger.js';
-import { buildSandboxApp } from './app.js';
+import { buildSandboxApp, listenSandbox } from './app.js';
 import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
 import type { CallbackDelivery } from './delivery.js';
 
@@ -50,15 +49,7 @@ export async function startSandboxMode(
     ...(dataDir.includes('://') ? {} : { pendingFile: pendingDeliveriesFile(dataDir) }),
     onDeliveries: (d) => (delivery = d),
   });
-  await app
-    .listen({
-      host: config.host,
-      port: config.port,
-      listenTextResolver: (address) => `sandbox provider listening at ${address}`,
-    })
-    .catch((err: unknown) => {
-      throw listenError(err, { host: 'SANDBOX_HOST', port: 'SANDBOX_PORT' }, config);
-    });
+  await listenSandbox(app, config);
   const { port } = app.server.address() as AddressInfo;
   const providerBaseUrl = `http://${config.host}:${port}`;
   log.warn({ providerBaseUrl, [BANNER_FIELD]: SANDBOX_MODE_BANNER }, SANDBOX_MODE_WARNING);

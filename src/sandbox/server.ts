@@ -1,6 +1,6 @@
-import { configOrExit, listenError } from '../config-error.js';
+import { configOrExit } from '../config-error.js';
 import { createLogger, defaultLogFormat, redactUrl } from '../logger.js';
-import { buildSandboxApp } from './app.js';
+import { buildSandboxApp, listenSandbox } from './app.js';
 import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
 import type { CallbackDelivery } from './delivery.js';
 
@@ -19,17 +19,7 @@ async function main(): Promise<void> {
   if (config.callbackUrl === undefined) {
     log.warn('SANDBOX_CALLBACK_URL is not set: underwritings are accepted but no callback is ever delivered');
   }
-  await configOrExit(() =>
-    app
-      .listen({
-        host: config.host,
-        port: config.port,
-        listenTextResolver: (address) => `sandbox provider listening at ${address}`,
-      })
-      .catch((err: unknown) => {
-        throw listenError(err, { host: 'SANDBOX_HOST', port: 'SANDBOX_PORT' }, config);
-      }),
-  );
+  await configOrExit(() => listenSandbox(app, config));
 
   await delivery?.resume();
 

@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
 import type { DB } from '../db/types.js';
 import { ORIGIN, turnaroundBin } from './turnaround.js';
 
@@ -9,32 +9,35 @@ import { ORIGIN, turnaroundBin } from './turnaround.js';
 
 const HOUR = sql`date_bin(interval '1 hour', r.submitted_at, ${ORIGIN})`;
 
-/** Adds these requests (ids as a PostgreSQL array literal) to their submission hour's counts and turnaround bins. */
-export async function foldRequests(trx: Kysely<DB>, ids: string): Promise<void> {
-  await sql`
-    insert into statistics_hourly
-      (hour, submitted, completed, expired, submit_failed, approved, declined, no_score, filtered)
-    select ${HOUR}, count(*),
-           count(*) filter (where r.status = 'completed'),
-           count(*) filter (where r.status = 'expired'),
-           count(*) filter (where r.status = 'submit_failed'),
-           count(*) filter (where r.decision = 'approved'),
-           count(*) filter (where r.decision = 'declined'),
-           count(*) filter (where r.decision = 'no_score'),
-           count(*) filter (where r.decision = 'filtered')
-      from underwriting_requests r
-     where r.id = any (${ids}::bigint[])
+/**
+ * Adds counts over the rows `ids` of `from` (aliased) to their hours in statistics_hourly: each
+ * column of `counts` gets its aggregate (fixed SQL text, never input) added to what the hour has.
+ */
+function addToHours(trx: Kysely<DB>, hour: RawBuilder<unknown>, from: 'underwriting_requests r' | 'callbacks c', counts: Record<string, string>, ids: string) {
+  const columns = Object.keys(counts);
+  return sql`
+    insert into statistics_hourly (hour, ${sql.raw(columns.join(', '))})
+    select ${hour}, ${sql.raw(Object.values(counts).join(',\n           '))}
+      from ${sql.raw(from)}
+     where ${sql.raw(from.slice(-1))}.id = any (${ids}::bigint[])
      group by 1
      order by 1
     on conflict (hour) do update set
-      submitted = statistics_hourly.submitted + excluded.submitted,
-      completed = statistics_hourly.completed + excluded.completed,
-      expired = statistics_hourly.expired + excluded.expired,
-      submit_failed = statistics_hourly.submit_failed + excluded.submit_failed,
-      approved = statistics_hourly.approved + excluded.approved,
-      declined = statistics_hourly.declined + excluded.declined,
-      no_score = statistics_hourly.no_score + excluded.no_score,
-      filtered = statistics_hourly.filtered + excluded.filtered`.execute(trx);
+      ${sql.raw(columns.map((c) => `${c} = statistics_hourly.${c} + excluded.${c}`).join(',\n      '))}`.execute(trx);
+}
+
+/** Adds these requests (ids as a PostgreSQL array literal) to their submission hour's counts and turnaround bins. */
+export async function foldRequests(trx: Kysely<DB>, ids: string): Promise<void> {
+  await addToHours(trx, HOUR, 'underwriting_requests r', {
+    submitted: 'count(*)',
+    completed: "count(*) filter (where r.status = 'completed')",
+    expired: "count(*) filter (where r.status = 'expired')",
+    submit_failed: "count(*) filter (where r.status = 'submit_failed')",
+    approved: "count(*) filter (where r.decision = 'approved')",
+    declined: "count(*) filter (where r.decision = 'declined')",
+    no_score: "count(*) filter (where r.decision = 'no_score')",
+    filtered: "count(*) filter (where r.decision = 'filtered')",
+  }, ids);
   await sql`
     insert into turnaround_hourly (hour, bin, requests)
     select ${HOUR}, ${turnaroundBin('r')}, count(*)
@@ -47,18 +50,10 @@ export async function foldRequests(trx: Kysely<DB>, ids: string): Promise<void> 
 
 /** Adds these unmatched and invalid callbacks to their arrival hour's counts. */
 export async function foldStrayCallbacks(trx: Kysely<DB>, ids: string): Promise<void> {
-  await sql`
-    insert into statistics_hourly (hour, unmatched, invalid)
-    select date_bin(interval '1 hour', c.received_at, ${ORIGIN}),
-           count(*) filter (where c.outcome = 'unmatched'),
-           count(*) filter (where c.outcome = 'invalid')
-      from callbacks c
-     where c.id = any (${ids}::bigint[])
-     group by 1
-     order by 1
-    on conflict (hour) do update set
-      unmatched = statistics_hourly.unmatched + excluded.unmatched,
-      invalid = statistics_hourly.invalid + excluded.invalid`.execute(trx);
+  await addToHours(trx, sql`date_bin(interval '1 hour', c.received_at, ${ORIGIN})`, 'callbacks c', {
+    unmatched: "count(*) filter (where c.outcome = 'unmatched')",
+    invalid: "count(*) filter (where c.outcome = 'invalid')",
+  }, ids);
 }
 
 /** A list of ids as a PostgreSQL array literal: one parameter, the same on pg and PGlite. */

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { DB } from '../db/types.js';
-import type { Position } from '../queries/cursor.js';
+import type { Position } from '../http/cursor.js';
 import { maskCpfLike } from './mask.js';
 import type { StrayCallbackView } from './schemas.js';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { instant } from '../queries/schemas.js';
+import { instant } from '../http/query.js';
 
 /** At most this many buckets per answer (41 days of hours, 2.7 years of days). */
 export const MAX_BUCKETS = 1000;

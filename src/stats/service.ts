@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import type { DB } from '../db/types.js';
 import { validationFailed } from '../errors.js';
 import type { TokenState } from '../provider/token-source.js';
-import { cursorCodec } from '../queries/cursor.js';
+import { cursorCodec } from '../http/cursor.js';
 import { readStrayPage } from './callbacks.js';
 import {
   type BucketView,

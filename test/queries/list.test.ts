@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import t from 'tap';
 import { hashCpf, maskCpf } from '../../src/cpf.js';
-import { cursorCodec } from '../../src/queries/cursor.js';
+import { cursorCodec } from '../../src/http/cursor.js';
 import { buildTestApp, TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { CPF, emptyTables, insertRequest, OTHER_CPF, resultBody } from './fixtures.js';
 import { freshDatabase } from '../helpers/database.js';
