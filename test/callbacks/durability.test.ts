@@ -1,6 +1,6 @@
 import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
-import { buildTestApp, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
+import { buildTestApp, gatewayProcessEnv, TEST_PARTNER_TOKEN } from '../helpers/app.js';
 import { freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { startProcess } from '../helpers/process.js';
@@ -51,14 +51,7 @@ if (SERVER_URL) {
 
   t.test('every callback answered 2xx survives kill -9 of the gateway mid-burst', async (t) => {
     const url = await freshDatabaseUrl(t);
-    const env = {
-      DATABASE_URL: url,
-      HOST: '127.0.0.1',
-      PORT: '0',
-      PROVIDER_BASE_URL: 'http://127.0.0.1:9',
-      PARTNER_TOKEN: TEST_PARTNER_TOKEN,
-      CPF_HASH_KEY: TEST_CPF_HASH_KEY,
-    };
+    const env = gatewayProcessEnv(url);
     const first = startProcess(t, env);
     const base = await first.listening();
 

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
-import { buildTestApp, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
+import { buildTestApp, gatewayProcessEnv } from '../helpers/app.js';
 import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { startProcess } from '../helpers/process.js';
@@ -15,15 +15,7 @@ if (SERVER_URL) {
     const receiver = await startReceiver(t);
     const secret = webhookSecret();
     const url = await freshDatabaseUrl(t);
-    const env = {
-      DATABASE_URL: url,
-      HOST: '127.0.0.1',
-      PORT: '0',
-      PROVIDER_BASE_URL: 'http://127.0.0.1:9',
-      PARTNER_TOKEN: TEST_PARTNER_TOKEN,
-      CPF_HASH_KEY: TEST_CPF_HASH_KEY,
-      ...pushEnv([receiver.url], secret),
-    };
+    const env = { ...gatewayProcessEnv(url), ...pushEnv([receiver.url], secret) };
     const first = startProcess(t, env);
     const base = await first.listening();
     const database = await openDatabase({ databaseUrl: url, dataDir: 'unused' });

@@ -12,6 +12,18 @@ import { checkAnswersAgainstDocument } from './openapi.js';
 export const TEST_PARTNER_TOKEN = 'T'.repeat(32) + '0123456789abcdefghijklmnopqrstuv';
 export const TEST_CPF_HASH_KEY = 'test-cpf-hash-key-0123456789abcdef';
 
+/** The environment of a gateway child process (startProcess) on a real database, at a free port. */
+export function gatewayProcessEnv(databaseUrl: string): Record<string, string> {
+  return {
+    DATABASE_URL: databaseUrl,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    PROVIDER_BASE_URL: 'http://127.0.0.1:9',
+    PARTNER_TOKEN: TEST_PARTNER_TOKEN,
+    CPF_HASH_KEY: TEST_CPF_HASH_KEY,
+  };
+}
+
 /** Configuration as the gateway would parse it, from test defaults plus the given variables. */
 export function testConfig(env: Record<string, string | undefined> = {}): Readonly<Config> {
   return loadConfig({
