@@ -14,6 +14,7 @@ import type { Database } from './db/database.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { answerClientError, frameworkErrorReply, installErrorHandler } from './errors.js';
 import { eventRoutes } from './events/routes.js';
+import { ingestLoad } from './ingest-load.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { swaggerOptions } from './openapi.js';
@@ -149,6 +150,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     tokenSource,
     registry,
     results: notificationChannel(deps.database, RESULTS_CHANNEL, app.log),
+    ingest: ingestLoad(),
   };
   await app.register(opsRoutes({ database: deps.database, registry, storage }));
   await app.register(requestLifecycle(capabilityDeps));

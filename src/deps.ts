@@ -2,6 +2,7 @@ import type { Registry } from 'prom-client';
 import type { NotificationChannel } from './channels/channel.js';
 import type { Config } from './config.js';
 import type { Database } from './db/database.js';
+import type { IngestLoad } from './ingest-load.js';
 import type { BearerTokenSource } from './provider/token-source.js';
 
 // What app.ts hands to every capability; it lives below both so that arrows only run downwards.
@@ -18,6 +19,8 @@ export interface CapabilityDeps {
   registry: Registry;
   /** Committed callback results, announced by customerUuid; long-polls wait on it. */
   results: NotificationChannel;
+  /** Callbacks being answered now: the event push yields to a burst of them. */
+  ingest: IngestLoad;
 }
 
 /** Bodies above this are refused (413) before they are parsed. */

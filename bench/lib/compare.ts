@@ -130,6 +130,11 @@ export interface TargetHandle {
   pid: number;
   /** CPU so far of each PostgreSQL backend serving the target, by pid. */
   dbCpu: () => Promise<Map<number, number> | null>;
+  /**
+   * Untimed, after each of the target's runs: waits until the work the run left behind is done
+   * (so that it does not run during the other target's round), and says how long that took.
+   */
+  settle?: () => Promise<string>;
 }
 
 const ratioOf = (a: number, b: number) => (b > 0 ? Math.round((a / b) * 1000) / 1000 : 0);
@@ -161,6 +166,8 @@ export async function compareAb(
     };
     // Sized on every answer, not only 2xx: a fast error path must not outrun the seeded rows.
     rateHint = Math.max(rateHint ?? 0, figures.durationS > 0 ? figures.requests / figures.durationS : 0);
+    const settle = targets[target].settle;
+    if (settle) progress(`    ${target} settled: ${await settle()}`);
     return figures;
   };
 

@@ -142,6 +142,8 @@ export async function deliveryScenario(
     const warm = 'dlw-';
     await seedSubmitted(db.pool, warm, Math.round(settings.rate * settings.warmupS));
     await steadyCallbacks(on.baseUrl, warm, settings.rate, settings.warmupS);
+    // The measured run starts with nothing left over from the warm-up (a cold process may fall behind).
+    say(`  warm-up settled: ${await drainDeliveries(db)}`);
 
     const prefix = 'dl-';
     await seedSubmitted(db.pool, prefix, Math.round(settings.rate * settings.durationS));
@@ -174,7 +176,9 @@ export async function deliveryScenario(
     say('  callback ingest, push on (as "gateway") against push off (as "baseline"):');
     off = await startGateway({}, 'delivery-off');
     const targets = {
-      gateway: { ...on, dbCpu: () => backendCpuSnapshot(db, 'underwriting-gateway') },
+      // Deliveries still pending after a push-on run go out before the push-off run starts: ingest
+      // is compared with the push's work done, none of it carried over into the other round.
+      gateway: { ...on, dbCpu: () => backendCpuSnapshot(db, 'underwriting-gateway'), settle: () => drainDeliveries(db) },
       baseline: { ...off, dbCpu: async () => null },
     };
     const walBytes = async () => {
@@ -204,6 +208,23 @@ export async function deliveryScenario(
     await Promise.all([on.stop(), off?.stop()]);
     await receiver.close();
   }
+}
+
+/** Waits until no delivery is pending; says how many were and how long they took to go out. */
+async function drainDeliveries(db: BenchDatabase, limitMs = 120_000): Promise<string> {
+  const pending = async () => {
+    const { rows } = await db.pool.query<{ n: string }>(`select count(*) as n from event_deliveries where status = 'pending'`);
+    return Number(rows[0]?.n ?? 0);
+  };
+  const started = performance.now();
+  const backlog = await pending();
+  let left = backlog;
+  while (left > 0 && performance.now() - started < limitMs) {
+    await sleep(50);
+    left = await pending();
+  }
+  const took = Math.round(performance.now() - started);
+  return left > 0 ? `${left} of ${backlog} deliveries still pending after ${took} ms` : `${backlog} pending deliveries went out in ${took} ms`;
 }
 
 export function renderDelivery(r: DeliveryReport): string {

@@ -60,7 +60,12 @@ export const callbackRoutes =
       },
       async (request) => {
         const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-        await receiver.receive({ receivedAt: deps.clock(), peer: request.ip ?? null, rawBody }, request.log);
+        const leave = deps.ingest.enter();
+        try {
+          await receiver.receive({ receivedAt: deps.clock(), peer: request.ip ?? null, rawBody }, request.log);
+        } finally {
+          leave();
+        }
         return { received: true as const };
       },
     );

@@ -53,6 +53,7 @@ export const eventRoutes =
         horizonS: deps.config.eventRetryHorizonS,
         log: app.log,
         onResult: (result, lagS) => metrics.result(result, lagS),
+        ingest: deps.ingest,
       });
       worker = started;
       // A change committed on any instance: its event may be due here.

@@ -4,6 +4,7 @@ import type { Kysely } from 'kysely';
 import { Agent, request } from 'undici';
 import { isStorageUnavailable } from '../db/database.js';
 import type { DB } from '../db/types.js';
+import type { IngestLoad } from '../ingest-load.js';
 import { retryDelayS } from './backoff.js';
 import type { WebhookSigner } from './signature.js';
 import { type AttemptOutcome, type ClaimedDelivery, claimDeliveries, recordOutcomes } from './sql.js';
@@ -23,6 +24,11 @@ export interface DeliveryWorkerDeps {
   concurrency?: number;
   /** Looks for due work at least this often, notifications or not (retries, other instances' leases). */
   pollMs?: number;
+  /**
+   * This instance's callback ingest: while it is busy, deliveries go out as a trickle (one small
+   * claim per pollMs); once it is not, the whole backlog goes out before the worker yields again.
+   */
+  ingest?: Pick<IngestLoad, 'busy' | 'onIdle'>;
 }
 
 export interface DeliveryWorker {
@@ -37,6 +43,8 @@ const ANSWER_MAX_BYTES = 16 * 1024;
 const ERROR_MAX_CHARS = 300;
 /** How long a wake waits for more changes before it claims. */
 const CLAIM_GATHER_MS = 5;
+/** Deliveries claimed per pollMs while callback ingest is busy: progress, at a cost ingest does not feel. */
+export const TRICKLE_CLAIM = 16;
 
 /**
  * Pushes pending deliveries: claims a batch under a lease (SKIP LOCKED, so instances share the
@@ -61,6 +69,11 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   let claiming: Promise<void> | undefined;
   let again = false;
   let backoffUntil = 0;
+  let trickleAt = 0;
+  // Set when a burst of callbacks ends: the backlog it left goes out in full, even if answering
+  // callbacks slows meanwhile (else the catching up itself would keep ingest busy and the backlog
+  // would never drain). Cleared once nothing is due.
+  let catchingUp = false;
   const sends = new Set<Promise<void>>();
   const outcomes: AttemptOutcome[] = [];
   let flushing: Promise<void> | undefined;
@@ -93,7 +106,14 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   async function claim(): Promise<void> {
     if (Date.now() < backoffUntil) return;
     while (!stopped && inFlight < concurrency) {
-      const limit = concurrency - inFlight;
+      let limit = concurrency - inFlight;
+      if (!catchingUp && deps.ingest?.busy()) {
+        // Answering the provider comes first: on a busy instance pushing would take the CPU and
+        // the database time that callbacks need. The backlog goes out once ingest is idle again.
+        if (Date.now() < trickleAt) return;
+        trickleAt = Date.now() + pollMs;
+        limit = Math.min(limit, TRICKLE_CLAIM);
+      }
       let claimed: ClaimedDelivery[];
       const lease = token();
       try {
@@ -111,7 +131,10 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         });
         sends.add(send);
       }
-      if (claimed.length < limit) return;
+      if (claimed.length < limit) {
+        catchingUp = false;
+        return;
+      }
     }
   }
 
@@ -203,6 +226,10 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
 
   const timer = setInterval(wake, pollMs);
   timer.unref();
+  const unsubscribeIdle = deps.ingest?.onIdle(() => {
+    catchingUp = true;
+    wake();
+  });
   claimNow();
 
   return {
@@ -210,6 +237,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     async stop() {
       stopped = true;
       clearInterval(timer);
+      unsubscribeIdle?.();
       clearTimeout(soon);
       stopping.abort();
       await claiming;

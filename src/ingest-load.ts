@@ -1,0 +1,79 @@
+// How busy this instance is answering callbacks. Answering the provider comes first: the
+// outcome-event push, which competes for the same CPU and database, holds back while callbacks
+// pile up and catches up as soon as they no longer do.
+
+/**
+ * Busy from this many callbacks handled at once on average over the last tenth of a second or so
+ * (a burst: 32 connections posting as fast as they are answered keep 15-30 in hand on two cores);
+ * idle again below IDLE_LEVEL. One slow callback, or a lull of a few milliseconds inside a burst,
+ * flips neither.
+ */
+export const BUSY_LEVEL = 12;
+export const IDLE_LEVEL = 6;
+/** Time constant of the average, ms. */
+const AVERAGE_MS = 100;
+
+export interface IngestLoad {
+  /** A callback is being handled; call the returned function once it is answered (or failed). */
+  enter(): () => void;
+  /** True while callbacks pile up. */
+  busy(): boolean;
+  /** Told each time the instance stops being busy; returns the unsubscribe. */
+  onIdle(listener: () => void): () => void;
+}
+
+export interface IngestLoadOptions {
+  busyLevel?: number;
+  idleLevel?: number;
+  /** Milliseconds, monotonic; tests step it. */
+  now?: () => number;
+}
+
+export function ingestLoad(options: IngestLoadOptions = {}): IngestLoad {
+  const { busyLevel = BUSY_LEVEL, idleLevel = IDLE_LEVEL, now = () => performance.now() } = options;
+  let handling = 0;
+  let level = 0;
+  let at = now();
+  let busy = false;
+  // Only while busy: the end of a burst is noticed with no callback arriving to tell.
+  let watch: NodeJS.Timeout | undefined;
+  const listeners = new Set<() => void>();
+
+  /** Folds the time since the last change, at the count that held during it, into the average. */
+  function update(): void {
+    const t = now();
+    level += (handling - level) * (1 - Math.exp(-(t - at) / AVERAGE_MS));
+    at = t;
+    if (!busy && level >= busyLevel) {
+      busy = true;
+      watch = setInterval(update, AVERAGE_MS / 2);
+      watch.unref();
+    } else if (busy && level < idleLevel) {
+      busy = false;
+      clearInterval(watch);
+      for (const listener of listeners) listener();
+    }
+  }
+
+  return {
+    enter() {
+      update();
+      handling++;
+      let left = false;
+      return () => {
+        if (left) return;
+        left = true;
+        update();
+        handling--;
+      };
+    },
+    busy() {
+      update();
+      return busy;
+    },
+    onIdle(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+}

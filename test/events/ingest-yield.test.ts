@@ -1,0 +1,112 @@
+import { sql } from 'kysely';
+import pino from 'pino';
+import t from 'tap';
+import { recordEventsSql, targetParameters } from '../../src/events/record.js';
+import { webhookSigner } from '../../src/events/signature.js';
+import { webhookTarget } from '../../src/events/targets.js';
+import { startDeliveryWorker, TRICKLE_CLAIM } from '../../src/events/worker.js';
+import { BUSY_LEVEL, ingestLoad } from '../../src/ingest-load.js';
+import { freshDatabase } from '../helpers/database.js';
+import { until, webhookSecret } from './fixtures.js';
+import { startReceiver } from './receiver.js';
+
+// Answering the provider comes first: while this instance is busy with callbacks, the push goes
+// out as a trickle, and the backlog follows at once when the burst is over.
+
+const database = await freshDatabase(t);
+const { db } = database;
+
+/** Records `count` events for distinct customers, each with a pending delivery to the target. */
+async function recordEvents(prefix: string, count: number, target: ReturnType<typeof webhookTarget>): Promise<void> {
+  const [[key], [shown]] = targetParameters([target]);
+  const literal = (value: string) => `'{"${value}"}'`;
+  await sql`
+    with source as (
+      select 'underwriting.completed' as type, ${prefix} || g as customer_uuid, now() as created_at,
+             null::bigint as request_id, null::bigint as callback_id, jsonb_build_object('customerUuid', ${prefix} || g) as data
+      from generate_series(1, ${count}::int) g
+    ),
+    ${sql.raw(recordEventsSql('source', literal(key!), literal(shown!)))}
+    select 1`.execute(db);
+}
+
+/** An ingest load on a clock the test steps. */
+function steppedLoad() {
+  let ms = 0;
+  const load = ingestLoad({ now: () => ms });
+  return { load, step: (by: number) => (ms += by) };
+}
+
+t.test('the ingest load is busy while callbacks pile up, not for one at a time, and says when a burst is over', async (t) => {
+  const { load, step } = steppedLoad();
+  let idle = 0;
+  load.onIdle(() => idle++);
+  for (let i = 0; i < 200; i++) {
+    const leave = load.enter();
+    step(2);
+    leave();
+    step(1);
+  }
+  t.notOk(load.busy(), 'one callback at a time, however many');
+  const burst = Array.from({ length: 32 }, () => load.enter());
+  t.notOk(load.busy(), 'a burst that has only just begun is not busy yet');
+  step(200);
+  t.ok(load.busy(), `32 in hand for 200 ms is busy (from ${BUSY_LEVEL} on average)`);
+  for (const leave of burst.slice(0, 10)) leave();
+  burst[0]!(); // answering twice counts once
+  step(200);
+  t.ok(load.busy(), 'still busy with 22 in hand');
+  for (const leave of burst) leave();
+  t.ok(load.busy(), 'the average does not drop at once');
+  step(200);
+  t.notOk(load.busy(), 'idle once the burst has been answered for a while');
+  t.equal(idle, 1, 'told once as it stops being busy');
+  load.enter()();
+  step(200);
+  t.notOk(load.busy());
+  t.equal(idle, 1, 'not told again while it stays idle');
+});
+
+t.test('while callback ingest is busy only a trickle of deliveries goes out; the rest follows once it is idle', async (t) => {
+  const receiver = await startReceiver(t);
+  const target = webhookTarget(receiver.url);
+  const events = TRICKLE_CLAIM * 4;
+  await recordEvents('yield-', events, target);
+
+  const { load, step } = steppedLoad();
+  const burst = Array.from({ length: 32 }, () => load.enter());
+  step(200);
+  t.ok(load.busy(), 'busy from the start');
+  const worker = startDeliveryWorker({
+    db,
+    targets: [target],
+    signer: webhookSigner(webhookSecret()),
+    clock: () => new Date(),
+    timeoutMs: 5000,
+    horizonS: 3600,
+    log: pino({ level: 'silent' }),
+    // Far longer than the test: the only trickle is the one at start.
+    pollMs: 600_000,
+    ingest: load,
+  });
+  t.teardown(() => worker.stop());
+
+  await receiver.count(TRICKLE_CLAIM);
+  // The trickle's claim is settled once no delivery is leased any more: its outcomes are written.
+  const settled = await until(async () => {
+    const row = await db
+      .selectFrom('event_deliveries')
+      .select((eb) => [eb.fn.countAll<string>().as('leased')])
+      .where('lease_token', 'is not', null)
+      .executeTakeFirstOrThrow();
+    return Number(row.leased) === 0 ? true : undefined;
+  });
+  t.ok(settled);
+  t.equal(receiver.received.length, TRICKLE_CLAIM, 'one trickle claim while busy, not the whole backlog');
+
+  for (const leave of burst) leave();
+  step(200);
+  t.notOk(load.busy(), 'the burst is over'); // which tells the worker
+  const all = await receiver.count(events);
+  t.equal(new Set(all.map((r) => r.json.data.customerUuid)).size, events, 'every event delivered once ingest is idle');
+});
