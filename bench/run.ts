@@ -166,7 +166,7 @@ interface StatementStats {
   walFpiPerCall: number;
 }
 
-/** What pg_stat_statements saw on the private cluster during the A/B scenarios (--own-postgres). */
+/** What pg_stat_statements saw on the private cluster during the scenarios (--own-postgres). */
 async function topStatements(url: string): Promise<StatementStats[]> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -263,8 +263,6 @@ async function main(): Promise<void> {
     await seedGetOne(database.pool, { rows: settings.getOneRows, customers: settings.getOneCustomers });
     ab.push(await abScenario(database, stub.baseUrl, getOneScenario({ customers: settings.getOneCustomers })));
   }
-  let statements: StatementStats[] | undefined;
-  if (own) statements = await topStatements(own.url);
   const longPoll = wanted('long-poll') ? await longPollScenario(database, stub.baseUrl) : undefined;
   const db = database;
   const delivery: DeliveryReport | undefined = wanted('delivery')
@@ -277,6 +275,8 @@ async function main(): Promise<void> {
         minCallbackRows: settings.minCallbackRows,
       }, say)
     : undefined;
+  let statements: StatementStats[] | undefined;
+  if (own) statements = await topStatements(own.url);
 
   let coldStart: ColdStart | undefined;
   // Cold start runs by default in full runs; in --quick only when asked for (PGlite's first start

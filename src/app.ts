@@ -13,6 +13,7 @@ import { consoleRoutes } from './console/routes.js';
 import type { Database } from './db/database.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { answerClientError, frameworkErrorReply, installErrorHandler } from './errors.js';
+import { deliveryHandoff } from './events/handoff.js';
 import { eventRoutes } from './events/routes.js';
 import { ingestLoad } from './ingest-load.js';
 import { requestLoggerFactory } from './logger.js';
@@ -151,6 +152,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     registry,
     results: notificationChannel(deps.database, RESULTS_CHANNEL, app.log),
     ingest: ingestLoad(),
+    handoff: deliveryHandoff(),
   };
   await app.register(opsRoutes({ database: deps.database, registry, storage }));
   await app.register(requestLifecycle(capabilityDeps));

@@ -26,7 +26,7 @@ export const callbackRoutes =
       db: deps.database.db,
       metrics,
       announce: (customerUuid) => deps.results.announce(customerUuid),
-      recording: { skewS: deps.config.correlationSkewS, targets: webhookTargets(deps.config) },
+      recording: { skewS: deps.config.correlationSkewS, targets: webhookTargets(deps.config), handoff: deps.handoff },
     });
     app.addHook('onClose', async () => receiver.close());
 

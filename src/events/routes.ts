@@ -56,14 +56,17 @@ export const eventRoutes =
         ingest: deps.ingest,
       });
       worker = started;
-      // A change committed on any instance: its event may be due here.
-      unsubscribe.push(deps.results.onAny(started.wake));
+      // A change committed on any instance: its event may be due here (what this instance
+      // writes, it sends as it commits: see the handoff).
+      unsubscribe.push(deps.results.onAny(started.nudge));
+      deps.handoff.attach(started);
       app.log.info({ urls: targets.map((t) => t.shown) }, 'pushing outcome events');
     });
     app.addHook('preClose', async () => closing.abort());
     app.addHook('onClose', async () => {
       closing.abort();
       for (const stop of unsubscribe) stop();
+      deps.handoff.attach(undefined);
       await worker?.stop();
     });
 

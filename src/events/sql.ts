@@ -197,11 +197,15 @@ export const CLAIM_DELIVERIES: Statement = {
       select d.id from event_deliveries d
       where d.status = 'pending' and d.next_attempt_at <= $1::timestamptz
         and (d.lease_until is null or d.lease_until <= $1::timestamptz)
-        and d.url_key = any($2::text[])
-        and not exists (
-          select 1 from event_deliveries p
-          where p.status = 'pending' and p.url_key = d.url_key and p.customer_uuid = d.customer_uuid
-            and p.event_id < d.event_id)
+        -- Written so that the plan walks event_deliveries_due in order and stops at the limit,
+        -- even on statistics from before a backlog: "url_key = any(...)" and "not exists" would
+        -- let the planner read every pending delivery by event_deliveries_order (an index
+        -- condition, a merge anti join) and sort them all: a claim in proportion to the backlog.
+        and array_position($2::text[], d.url_key) is not null
+        and (select p.id from event_deliveries p
+             where p.status = 'pending' and p.url_key = d.url_key and p.customer_uuid = d.customer_uuid
+               and p.event_id < d.event_id
+             limit 1) is null
       order by d.next_attempt_at, d.id
       limit $3
       for update skip locked

@@ -6,6 +6,7 @@ import { isStorageUnavailable } from '../db/database.js';
 import type { DB } from '../db/types.js';
 import type { IngestLoad } from '../ingest-load.js';
 import { retryDelayS } from './backoff.js';
+import type { DeliveryHandoff } from './handoff.js';
 import type { WebhookSigner } from './signature.js';
 import { type AttemptOutcome, type ClaimedDelivery, claimDeliveries, recordOutcomes } from './sql.js';
 import { scrubTarget, type WebhookTarget } from './targets.js';
@@ -31,9 +32,11 @@ export interface DeliveryWorkerDeps {
   ingest?: Pick<IngestLoad, 'busy' | 'onIdle'>;
 }
 
-export interface DeliveryWorker {
-  /** Something may be due now (a notification, a redelivery): look at once. */
+export interface DeliveryWorker extends DeliveryHandoff {
+  /** Something is due now (a redelivery): look at once. */
   wake(): void;
+  /** Something may be due (a change committed on some instance): look soon. */
+  nudge(): void;
   /** Stops claiming, waits for attempts in flight and writes their outcomes. */
   stop(): Promise<void>;
 }
@@ -43,13 +46,53 @@ const ANSWER_MAX_BYTES = 16 * 1024;
 const ERROR_MAX_CHARS = 300;
 /** How long a wake waits for more changes before it claims. */
 const CLAIM_GATHER_MS = 5;
+/**
+ * How long a nudge (a change committed on some instance) waits: what this instance writes it
+ * sends as it commits, so a nudge only matters for another instance's leftovers.
+ */
+const NUDGE_GATHER_MS = 100;
 /** Deliveries claimed per pollMs while callback ingest is busy: progress, at a cost ingest does not feel. */
 export const TRICKLE_CLAIM = 16;
 
+/** One attempt's delivery: leased to this worker under `token`, with the body it sends. */
+interface Sendable {
+  id: number;
+  urlKey: string;
+  customer: string;
+  /** Claimed (not handed over as written): its outcome may free a later delivery of the customer. */
+  claimed: boolean;
+  token: string;
+  publicId: string;
+  body: string;
+  createdAt: Date;
+  queuedAt: Date;
+  attempts: number;
+}
+
+/** What a claimed delivery sends: the event as the feed shows it. */
+function claimedSendable(delivery: ClaimedDelivery, token: string): Sendable {
+  const createdAt = new Date(delivery.created_at);
+  return {
+    id: delivery.id,
+    urlKey: delivery.url_key,
+    customer: delivery.customer_uuid,
+    claimed: true,
+    token,
+    publicId: delivery.public_id,
+    body: JSON.stringify({ id: delivery.public_id, type: delivery.type, timestamp: createdAt.toISOString(), data: delivery.data }),
+    createdAt,
+    queuedAt: new Date(delivery.queued_at),
+    attempts: delivery.attempts,
+  };
+}
+
 /**
- * Pushes pending deliveries: claims a batch under a lease (SKIP LOCKED, so instances share the
- * work and each sends a delivery once in normal operation), POSTs each signed event, and writes
- * outcomes in batches. A crashed instance's leases run out and others take them over.
+ * Pushes pending deliveries. A delivery this instance writes (a callback's event) is leased to it
+ * in the same statement and handed over as it commits (adopt); everything else (retries, other
+ * instances' expired leases, events of the sweeps, the backlog of a burst) is claimed in batches
+ * under a lease (SKIP LOCKED, so instances share the work and each sends a delivery once in
+ * normal operation). Each event is POSTed signed; outcomes are written in batches. A crashed
+ * instance's leases run out and others take them over.
  */
 export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const concurrency = deps.concurrency ?? 64;
@@ -76,15 +119,25 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   let catchingUp = false;
   const sends = new Set<Promise<void>>();
   const outcomes: AttemptOutcome[] = [];
+  /** Outcomes being written, by what their delivery was: did they free a later one? */
+  const frees = new Map<number, boolean>();
+  /** Customers with a delivery waiting behind one being sent (see adopt). */
+  const held = new Set<string>();
   let flushing: Promise<void> | undefined;
   const token = () => randomBytes(12).toString('base64url');
 
   let soon: NodeJS.Timeout | undefined;
+  let soonMs = 0;
 
   /** Claims a few milliseconds after the first wake: the changes committed meanwhile share one claim. */
-  function wake(): void {
-    if (stopped || soon) return;
-    soon = setTimeout(claimNow, CLAIM_GATHER_MS);
+  function wake(gatherMs = CLAIM_GATHER_MS): void {
+    if (stopped) return;
+    if (soon) {
+      if (gatherMs >= soonMs) return;
+      clearTimeout(soon);
+    }
+    soonMs = gatherMs;
+    soon = setTimeout(claimNow, gatherMs);
   }
 
   function claimNow(): void {
@@ -124,28 +177,30 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         return;
       }
       for (const delivery of claimed) {
-        inFlight++;
-        const send = attempt(delivery, lease).finally(() => {
-          inFlight--;
-          sends.delete(send);
-        });
-        sends.add(send);
+        held.delete(delivery.customer_uuid);
+        send(claimedSendable(delivery, lease));
       }
       if (claimed.length < limit) {
         catchingUp = false;
+        // Nothing due, nothing of ours in flight: no one here is waiting behind anything.
+        if (inFlight === 0) held.clear();
         return;
       }
     }
   }
 
-  async function attempt(delivery: ClaimedDelivery, lease: string): Promise<void> {
-    const target = byKey.get(delivery.url_key)!;
-    const body = JSON.stringify({
-      id: delivery.public_id,
-      type: delivery.type,
-      timestamp: new Date(delivery.created_at).toISOString(),
-      data: delivery.data,
+  function send(delivery: Sendable): void {
+    inFlight++;
+    const sending = attempt(delivery).finally(() => {
+      inFlight--;
+      sends.delete(sending);
     });
+    sends.add(sending);
+  }
+
+  async function attempt(delivery: Sendable): Promise<void> {
+    const target = byKey.get(delivery.urlKey)!;
+    const { body, token: lease } = delivery;
     const at = deps.clock();
     let httpStatus: number | null = null;
     let error: string | null = null;
@@ -153,7 +208,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const headers: Record<string, string> = {
         'content-type': 'application/json',
         'user-agent': 'underwriting-gateway-events',
-        ...deps.signer.headers(delivery.public_id, Math.floor(at.getTime() / 1000), body),
+        ...deps.signer.headers(delivery.publicId, Math.floor(at.getTime() / 1000), body),
       };
       if (target.authorization) headers.authorization = target.authorization;
       const res = await request(target.url, {
@@ -177,21 +232,22 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       outcome = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error: 'interrupted: the instance was stopping', nextAt: done };
     } else if (error === null) {
       outcome = { id: delivery.id, token: lease, status: 'delivered', at: done, httpStatus, error: null, nextAt: null };
-      deps.onResult?.('delivered', (done.getTime() - new Date(delivery.created_at).getTime()) / 1000);
+      deps.onResult?.('delivered', (done.getTime() - delivery.createdAt.getTime()) / 1000);
     } else {
-      const deadline = new Date(delivery.queued_at).getTime() + deps.horizonS * 1000;
+      const deadline = delivery.queuedAt.getTime() + deps.horizonS * 1000;
       const attempts = delivery.attempts + 1;
       if (done.getTime() >= deadline) {
         outcome = { id: delivery.id, token: lease, status: 'dead', at: done, httpStatus, error, nextAt: null };
         deps.onResult?.('dead');
-        deps.log.warn({ event: delivery.public_id, url: target.shown, attempts, status: httpStatus, error }, 'event delivery dead: no 2xx within the retry horizon');
+        deps.log.warn({ event: delivery.publicId, url: target.shown, attempts, status: httpStatus, error }, 'event delivery dead: no 2xx within the retry horizon');
       } else {
         const nextAt = new Date(Math.min(deadline, done.getTime() + retryDelayS(attempts) * 1000));
         outcome = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error, nextAt };
         deps.onResult?.('failed');
-        deps.log.info({ event: delivery.public_id, url: target.shown, attempts, status: httpStatus, error, nextAt }, 'event delivery failed; will retry');
+        deps.log.info({ event: delivery.publicId, url: target.shown, attempts, status: httpStatus, error, nextAt }, 'event delivery failed; will retry');
       }
     }
+    frees.set(delivery.id, delivery.claimed || (outcome.status !== 'pending' && held.delete(delivery.customer)));
     outcomes.push(outcome);
     flush();
   }
@@ -199,10 +255,15 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   /** One outcome statement in flight at a time; whatever finishes meanwhile rides on the next. */
   function flush(): void {
     flushing ??= (async () => {
+      let freed = false;
       while (outcomes.length > 0) {
         const batch = outcomes.splice(0, 500);
         try {
           await recordOutcomes(deps.db, batch);
+          for (const o of batch) {
+            freed ||= frees.get(o.id) === true;
+            frees.delete(o.id);
+          }
         } catch (err) {
           // Kept and written once the database is back; meanwhile the leases may run out and the
           // deliveries be sent again (at least once).
@@ -214,7 +275,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
       flushing = undefined;
       // A delivered or dead delivery may free the customer's next one.
-      wake();
+      if (freed) wake();
     })();
   }
 
@@ -224,7 +285,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     else deps.log.error(detail, message);
   }
 
-  const timer = setInterval(wake, pollMs);
+  const timer = setInterval(() => wake(), pollMs);
   timer.unref();
   const unsubscribeIdle = deps.ingest?.onIdle(() => {
     catchingUp = true;
@@ -233,7 +294,19 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   claimNow();
 
   return {
-    wake,
+    wake: () => wake(),
+    nudge: () => wake(NUDGE_GATHER_MS),
+    lease() {
+      // A busy instance leaves new deliveries to the claims (a trickle, then the backlog).
+      if (stopped || (!catchingUp && deps.ingest?.busy())) return undefined;
+      return { token: token(), until: new Date(deps.clock().getTime() + leaseS * 1000) };
+    },
+    adopt(deliveries, heldCustomers) {
+      // Stopped meanwhile: the leases run out and the next claim (here or elsewhere) sends them.
+      if (stopped) return;
+      for (const customer of heldCustomers) held.add(customer);
+      for (const d of deliveries) send({ ...d, claimed: false, queuedAt: d.createdAt, attempts: 0 });
+    },
     async stop() {
       stopped = true;
       clearInterval(timer);

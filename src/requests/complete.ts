@@ -1,7 +1,8 @@
 import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { DB, Decision } from '../db/types.js';
-import { EVENT_TYPE, recordEventsSql, requestDataSql, targetParameters, unmatchedDataSql } from '../events/record.js';
+import type { DeliveryHandoff, LeasedDelivery } from '../events/handoff.js';
+import { EVENT_TYPE, eventBodySql, recordEventsSql, requestDataSql, targetParameters, unmatchedDataSql } from '../events/record.js';
 import type { WebhookTarget } from '../events/targets.js';
 
 /** What is known about any callback the moment it arrives. */
@@ -32,6 +33,13 @@ interface RecordedRow {
   id: number;
   request_id: number | null;
   submitted_at: Date | string | null;
+  /** The event's deliveries leased to this instance as they were written, and what they send. */
+  leased: Array<{ id: number; url_key: string }> | null;
+  /** Some of the event's deliveries were not leased: an earlier one of the customer is pending. */
+  held: boolean | null;
+  event_id: string | null;
+  event_at: Date | string | null;
+  event_body: string | null;
 }
 
 /** What the callback statement needs besides the batch. */
@@ -40,6 +48,8 @@ export interface RecordOptions {
   skewS: number;
   /** Where the batch's events are to be pushed (none: events are recorded for the feed only). */
   targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[];
+  /** This instance's pushing: takes the batch's new deliveries as they commit, without a claim. */
+  handoff?: DeliveryHandoff | undefined;
 }
 
 /**
@@ -105,16 +115,28 @@ export const RECORD_RESULTS: Statement = {
       select '${EVENT_TYPE.unmatched}', x.customer_uuid, x.received_at, null::bigint, x.id, ${unmatchedDataSql('x')}
       from inserted x where x.request_id is null
     ),
-    ${recordEventsSql('event_source', '$3', '$4')}
-    select i.n, x.id, x.request_id, c.submitted_at
+    ${recordEventsSql('event_source', '$3', '$4', { token: '$5', until: '$6' })},
+    leased as (
+      select d.event_id, bool_or(d.lease_token is null) as held,
+             json_agg(json_build_object('id', d.id, 'url_key', d.url_key)) filter (where d.lease_token is not null) as deliveries
+      from new_deliveries d
+      where $5::text is not null
+      group by d.event_id
+    )
+    select i.n, x.id, x.request_id, c.submitted_at, l.deliveries as leased, l.held,
+           case when l.deliveries is not null then e.public_id end as event_id,
+           case when l.deliveries is not null then e.created_at end as event_at,
+           case when l.deliveries is not null then ${eventBodySql('e')} end as event_body
     from inserted x
     join input i on i.customer_uuid = x.customer_uuid
-    left join completed c on c.id = x.request_id`,
+    left join completed c on c.id = x.request_id
+    left join new_events e on e.callback_id = x.id
+    left join leased l on l.event_id = e.id`,
 };
 
 /** The parameters of RECORD_RESULTS for one batch (already in the order it is written). */
-export function recordResultsParameters(batch: readonly ValidResult[], options: RecordOptions): unknown[] {
-  return [batchJson(batch), options.skewS, ...targetParameters(options.targets)];
+export function recordResultsParameters(batch: readonly ValidResult[], options: RecordOptions, lease?: { token: string; until: Date }): unknown[] {
+  return [batchJson(batch), options.skewS, ...targetParameters(options.targets), lease?.token ?? null, lease?.until ?? null];
 }
 
 /**
@@ -125,16 +147,27 @@ export async function recordResults(db: Kysely<DB>, batch: readonly ValidResult[
   const ordered = batch.map((cb, index) => ({ cb, index })).sort((a, b) => (a.cb.customerUuid < b.cb.customerUuid ? -1 : 1));
   const customers = new Set(batch.map((cb) => cb.customerUuid));
   if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');
+  const lease = options.targets.length > 0 ? options.handoff?.lease() : undefined;
   // A prepared statement: planned once per connection instead of on every batch.
-  const rows = await runStatement<RecordedRow>(db, RECORD_RESULTS, recordResultsParameters(ordered.map((o) => o.cb), options));
+  const rows = await runStatement<RecordedRow>(db, RECORD_RESULTS, recordResultsParameters(ordered.map((o) => o.cb), options, lease));
   const recorded: Recorded[] = batch.map(() => ({ outcome: 'duplicate' }));
+  const leased: LeasedDelivery[] = [];
+  const held: string[] = [];
   for (const row of rows) {
+    if (row.held) held.push(ordered[row.n]!.cb.customerUuid);
+    if (lease && row.leased && row.event_id !== null && row.event_body !== null && row.event_at !== null) {
+      for (const d of row.leased) {
+        const customer = ordered[row.n]!.cb.customerUuid;
+        leased.push({ id: d.id, urlKey: d.url_key, customer, token: lease.token, publicId: row.event_id, body: row.event_body, createdAt: new Date(row.event_at) });
+      }
+    }
     const { cb, index } = ordered[row.n]!;
     recorded[index] =
       row.request_id === null || row.submitted_at === null
         ? { outcome: 'unmatched', callbackId: row.id }
         : { outcome: 'matched', callbackId: row.id, requestId: row.request_id, submittedAt: new Date(row.submitted_at), decision: cb.decision };
   }
+  if (leased.length > 0 || held.length > 0) options.handoff!.adopt(leased, held);
   return recorded;
 }
 

@@ -1,0 +1,65 @@
+import pino from 'pino';
+import t from 'tap';
+import { Webhook } from 'standardwebhooks';
+import { webhookSigner } from '../../src/events/signature.js';
+import { webhookTarget } from '../../src/events/targets.js';
+import { startDeliveryWorker } from '../../src/events/worker.js';
+import { recordResults } from '../../src/requests/complete.js';
+import { customer, insertRequest, resultBody } from '../callbacks/fixtures.js';
+import { freshDatabase } from '../helpers/database.js';
+import { until, webhookSecret } from './fixtures.js';
+import { startReceiver } from './receiver.js';
+
+// What the callback statement writes, this instance sends as it commits: the delivery is leased
+// to it in the same statement, so no claim (and no notification) stands between the two.
+
+const database = await freshDatabase(t);
+const { db } = database;
+
+t.test("a callback's event is sent as its statement commits, with no claim", async (t) => {
+  const receiver = await startReceiver(t);
+  const target = webhookTarget(receiver.url);
+  const secret = webhookSecret();
+  const worker = startDeliveryWorker({
+    db,
+    targets: [target],
+    signer: webhookSigner(secret),
+    clock: () => new Date(),
+    timeoutMs: 5000,
+    horizonS: 3600,
+    log: pino({ level: 'silent' }),
+    // No claim after the one at start (which finds nothing) for far longer than the test.
+    pollMs: 600_000,
+  });
+  t.teardown(() => worker.stop());
+
+  const cust = customer('handoff');
+  await insertRequest(db, cust, 'submitted');
+  const body = resultBody(cust);
+  const json = JSON.stringify(body);
+  const [recorded] = await recordResults(
+    db,
+    [{ receivedAt: new Date(), peer: null, rawBody: Buffer.from(json), customerUuid: cust, started: body.started, finished: body.finished, body: json, decision: 'approved' }],
+    { skewS: 300, targets: [target], handoff: worker },
+  );
+  t.equal(recorded!.outcome, 'matched');
+
+  const arrived = await Promise.race([receiver.count(1), new Promise<undefined>((resolve) => setTimeout(resolve, 10_000, undefined))]);
+  t.ok(arrived, 'delivered without a claim');
+  const got = arrived![0]!;
+  const event = new Webhook(secret).verify(got.body, got.headers as Record<string, string>) as Record<string, any>;
+  t.match(event, { type: 'underwriting.completed', data: { customerUuid: cust, status: 'completed', decision: 'approved', result: body } });
+  t.match(event.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+  t.same(Object.keys(event).sort(), ['data', 'id', 'timestamp', 'type']);
+
+  // The stored delivery says delivered, at the first attempt, its lease released.
+  const row = await until(async () => {
+    const found = await db
+      .selectFrom('event_deliveries')
+      .select(['status', 'attempts', 'lease_token'])
+      .where('customer_uuid', '=', cust)
+      .executeTakeFirstOrThrow();
+    return found.status === 'pending' ? undefined : found;
+  });
+  t.match(row, { status: 'delivered', attempts: 1, lease_token: null });
+});
