@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { isStorageUnavailable } from '../db/database.js';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { validationFailed } from '../errors.js';
 import { decide, toUtcInstant } from '../provider/schemas.js';
 import { type Intake, readCallback } from './intake.js';
@@ -14,7 +14,7 @@ type Invalid = Extract<Intake, { valid: false }>;
 type Valid = Extract<Intake, { valid: true }>;
 
 export interface ReceiverDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   metrics: CallbackMetrics;
   /** Told the customer of every newly stored result (not of a duplicate), after its commit. */
   announce(customerUuid: string): void;

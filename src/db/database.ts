@@ -5,7 +5,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import { CompiledQuery, type DialectAdapter, Kysely, PostgresAdapter, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { PGliteDialect } from './pglite-dialect.js';
-import type { DB } from './types.js';
+import type { Tables } from './types.js';
 
 export type Engine = 'postgres' | 'pglite';
 
@@ -23,12 +23,12 @@ export type HealthEvent = 'timeout' | 'recovered';
 export const DEFAULT_QUERY_TIMEOUT_MS = 15_000;
 
 export interface Database {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   /**
    * One connection of its own (PostgreSQL; the same as db on PGlite) for the after-commit NOTIFY,
    * so that it never queues behind the main pool's writes.
    */
-  notifyDb: Kysely<DB>;
+  notifyDb: Kysely<Tables>;
   engine: Engine;
   /** Set on PostgreSQL: DATABASE_URL. */
   connectionString: string | undefined;
@@ -95,10 +95,10 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
     },
   };
   const main = new GuardedPool(openPool(connectionString, options.poolSize ?? 10, settings), settings);
-  const db = new Kysely<DB>({ dialect: new GatewayPostgresDialect({ pool: main }) });
+  const db = new Kysely<Tables>({ dialect: new GatewayPostgresDialect({ pool: main }) });
   pools.set(db, main);
   const notify = new GuardedPool(openPool(connectionString, 1, settings), settings);
-  const notifyDb = new Kysely<DB>({ dialect: new GatewayPostgresDialect({ pool: notify }) });
+  const notifyDb = new Kysely<Tables>({ dialect: new GatewayPostgresDialect({ pool: notify }) });
   pools.set(notifyDb, notify);
   return {
     db,
@@ -357,7 +357,7 @@ export interface Statement {
   text: string;
 }
 
-const pools = new WeakMap<Kysely<DB>, GuardedPool>();
+const pools = new WeakMap<Kysely<Tables>, GuardedPool>();
 
 /**
  * Runs a statement: on PostgreSQL in session mode as a named prepared statement (parsed and
@@ -365,7 +365,7 @@ const pools = new WeakMap<Kysely<DB>, GuardedPool>();
  * unnamed (a named statement lives on one server connection, and the next transaction may get
  * another, or a connection where another client prepared the same name); on PGlite as plain SQL.
  */
-export async function runStatement<R>(db: Kysely<DB>, statement: Statement, parameters: readonly unknown[]): Promise<R[]> {
+export async function runStatement<R>(db: Kysely<Tables>, statement: Statement, parameters: readonly unknown[]): Promise<R[]> {
   const guarded = pools.get(db);
   if (!guarded) return (await db.executeQuery<R>(CompiledQuery.raw(statement.text, [...parameters]))).rows;
   const client = await guarded.connect();
@@ -390,7 +390,7 @@ async function openPglite(dataDir: string): Promise<Database> {
     const reason = err instanceof Error && err.message ? err.message : `${(err as { name?: string })?.name ?? 'error'} ${(err as { errno?: number })?.errno ?? ''}`.trim();
     throw new Error(`DATA_DIR: the embedded database cannot be opened in ${dataDir} (${reason}); it must be a directory this user can create and write to`, { cause: err });
   }
-  const db = new Kysely<DB>({ dialect: new PGliteDialect({ pglite }) });
+  const db = new Kysely<Tables>({ dialect: new PGliteDialect({ pglite }) });
   return {
     db,
     notifyDb: db,

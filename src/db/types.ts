@@ -139,7 +139,8 @@ export interface TurnaroundHourlyTable {
   requests: number;
 }
 
-export interface DB {
+/** Every table's column types, as Kysely sees them: `Kysely<Tables>`. */
+export interface Tables {
   underwriting_requests: UnderwritingRequestsTable;
   callbacks: CallbacksTable;
   idempotency_keys: IdempotencyKeysTable;

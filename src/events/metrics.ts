@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { histogram } from '../metrics.js';
 import { pendingSummary } from './sql.js';
 
@@ -13,7 +13,7 @@ export interface EventMetrics {
   waiting(delta: 1 | -1): void;
 }
 
-export function eventMetrics(registry: Registry, db: Kysely<DB>, clock: () => Date): EventMetrics {
+export function eventMetrics(registry: Registry, db: Kysely<Tables>, clock: () => Date): EventMetrics {
   const deliveries = new Counter({
     name: 'underwriting_event_deliveries_total',
     help: 'Event delivery attempts made by this instance, by result (delivered, failed and retried later, dead)',

@@ -3,14 +3,14 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { Agent, request } from 'undici';
 import { isStorageUnavailable } from '../db/database.js';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { retryDelayS } from './backoff.js';
 import type { WebhookSigner } from './signature.js';
 import { type AttemptOutcome, type ClaimedDelivery, claimDeliveries, recordOutcomes } from './sql.js';
 import { scrubTarget, type WebhookTarget } from './targets.js';
 
 export interface DeliveryWorkerDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   targets: readonly WebhookTarget[];
   signer: WebhookSigner;
   clock: () => Date;

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { type Actor, recordAudit, type SubjectRef, subjectHasher } from '../audit/trail.js';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { notFound } from '../errors.js';
 import type { ExportView } from './schemas.js';
 import { type ErasedCounts, eraseStored, readStored } from './store.js';
@@ -8,7 +8,7 @@ import { resolveSubject } from './subject.js';
 import { exportView } from './views.js';
 
 export interface PersonalDataDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   clock: () => Date;
   /** Every CPF_HASH_KEY, newest first. */
   cpfHashKeys: readonly string[];

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
-import type { DB, Decision } from '../db/types.js';
+import type { Decision, Tables } from '../db/types.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, targetParameters, unmatchedDataSql } from '../events/record.js';
 import type { WebhookTarget } from '../events/targets.js';
 
@@ -121,7 +121,7 @@ export function recordResultsParameters(batch: readonly ValidResult[], options: 
  * Records a batch of valid results, at most one per customer; answers in the batch's order.
  * Any failure fails the whole batch: nothing of it is stored.
  */
-export async function recordResults(db: Kysely<DB>, batch: readonly ValidResult[], options: RecordOptions): Promise<Recorded[]> {
+export async function recordResults(db: Kysely<Tables>, batch: readonly ValidResult[], options: RecordOptions): Promise<Recorded[]> {
   const ordered = batch.map((cb, index) => ({ cb, index })).sort((a, b) => (a.cb.customerUuid < b.cb.customerUuid ? -1 : 1));
   const customers = new Set(batch.map((cb) => cb.customerUuid));
   if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { countPending } from './store.js';
 
 /** A scrape never hangs on an unreachable database: the last known value stays. */
@@ -10,7 +10,7 @@ export interface LifecycleMetrics {
   expired: Counter;
 }
 
-export function lifecycleMetrics(registry: Registry, db: Kysely<DB>): LifecycleMetrics {
+export function lifecycleMetrics(registry: Registry, db: Kysely<Tables>): LifecycleMetrics {
   new Gauge({
     name: 'underwriting_pending_requests',
     help: 'Requests awaiting the provider (submitting or submitted), across every instance sharing the database',

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { type Periodic, startPeriodic } from '../periodic.js';
 import { foldRequests, foldStrayCallbacks, idArray } from '../stats/aggregates.js';
 
@@ -58,7 +58,7 @@ export function strayBatchQuery(cutoff: Date, batch: number) {
  * (the expiry sweep settles it first). Found by submitted_at (indexed, never updated): a request
  * changed before the cutoff was submitted before it too.
  */
-export async function purgeRequestBatch(db: Kysely<DB>, cutoff: Date, batch: number): Promise<Purged> {
+export async function purgeRequestBatch(db: Kysely<Tables>, cutoff: Date, batch: number): Promise<Purged> {
   return db.transaction().execute(async (trx) => {
     const { rows } = await requestBatchQuery(cutoff, batch).execute(trx);
     if (rows.length === 0) return none();
@@ -83,7 +83,7 @@ export async function purgeRequestBatch(db: Kysely<DB>, cutoff: Date, batch: num
 }
 
 /** One batch of unmatched and invalid callbacks that arrived before the cutoff, with their events: locked, folded, deleted. */
-export async function purgeStrayCallbackBatch(db: Kysely<DB>, cutoff: Date, batch: number): Promise<Purged> {
+export async function purgeStrayCallbackBatch(db: Kysely<Tables>, cutoff: Date, batch: number): Promise<Purged> {
   return db.transaction().execute(async (trx) => {
     const { rows } = await strayBatchQuery(cutoff, batch).execute(trx);
     if (rows.length === 0) return none();
@@ -103,7 +103,7 @@ export async function purgeStrayCallbackBatch(db: Kysely<DB>, cutoff: Date, batc
  * One pass: batches until nothing is left before the cutoff or maxBatches of each kind are done.
  * Safe with any number of instances at once: each batch takes only rows nobody else holds.
  */
-export async function purgePass(db: Kysely<DB>, now: Date, retentionDays: number, limits = DEFAULT_LIMITS): Promise<Purged> {
+export async function purgePass(db: Kysely<Tables>, now: Date, retentionDays: number, limits = DEFAULT_LIMITS): Promise<Purged> {
   const cutoff = retentionCutoff(now, retentionDays);
   const total = none();
   const kinds = [
@@ -122,7 +122,7 @@ export async function purgePass(db: Kysely<DB>, now: Date, retentionDays: number
 }
 
 export interface RetentionDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   clock: () => Date;
   retentionDays: number;
   log: FastifyBaseLogger;

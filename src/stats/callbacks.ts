@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import type { Position } from '../http/cursor.js';
 import { maskCpfLike } from './mask.js';
 import type { StrayCallbackView } from './schemas.js';
@@ -59,7 +59,7 @@ export function rawBodyView(bytes: Uint8Array): string {
   return maskCpfLike(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
 }
 
-export async function readStrayPage(db: Kysely<DB>, filter: StrayFilter, after: Position | undefined, limit: number): Promise<StrayPage> {
+export async function readStrayPage(db: Kysely<Tables>, filter: StrayFilter, after: Position | undefined, limit: number): Promise<StrayPage> {
   const { rows } = await strayPageQuery(filter, after, limit).execute(db);
   const page = rows.slice(0, limit);
   const last = page.at(-1);

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { z } from 'zod';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { validationFailed } from '../errors.js';
 import type { TokenState } from '../provider/token-source.js';
 import { cursorCodec } from '../http/cursor.js';
@@ -22,7 +22,7 @@ const DAY_MS = 24 * 3600_000;
 const DEFAULT_SPAN_MS = { hour: DAY_MS, day: 30 * DAY_MS } as const;
 
 export interface StatsDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   clock: () => Date;
   /** The token client's state as it is now (never the token). */
   token: () => TokenState;

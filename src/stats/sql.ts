@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { ORIGIN, turnaroundBin } from './turnaround.js';
 
 export type BucketUnit = 'hour' | 'day';
@@ -106,7 +106,7 @@ export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
      order by g.start`;
 }
 
-export async function readBuckets(db: Kysely<DB>, since: Date, until: Date, unit: BucketUnit): Promise<BucketRow[]> {
+export async function readBuckets(db: Kysely<Tables>, since: Date, until: Date, unit: BucketUnit): Promise<BucketRow[]> {
   const { rows } = await bucketsQuery(since, until, unit).execute(db);
   return rows;
 }
@@ -142,7 +142,7 @@ export function presentQuery(dayAgo: Date) {
              where x.status = 'pending') d`;
 }
 
-export async function readPresent(db: Kysely<DB>, dayAgo: Date): Promise<PresentRow> {
+export async function readPresent(db: Kysely<Tables>, dayAgo: Date): Promise<PresentRow> {
   const { rows } = await presentQuery(dayAgo).execute(db);
   return rows[0]!;
 }

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
 import { hashCpf, maskCpf } from '../cpf.js';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { StorageUnavailableError } from '../db/database.js';
 import { AppError, errorBody } from '../errors.js';
 import { TokenUnavailableError, UpstreamRejectedError, UpstreamUnavailableError } from '../provider/errors.js';
@@ -37,7 +37,7 @@ import {
 import type { WebhookTarget } from '../events/targets.js';
 
 export interface SubmitDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   client: Pick<UnderwritingClient, 'submitUnderwriting'>;
   clock: Clock;
   cpfHashKey: string;
