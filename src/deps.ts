@@ -1,7 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { NotificationChannel } from './channels/channel.js';
 import type { Config } from './config.js';
-import type { Database } from './db/database.js';
+import type { DatabaseHandle } from './db/database.js';
 import type { BearerTokenSource } from './provider/token-source.js';
 
 // What app.ts hands to every capability; it lives below both so that arrows only run downwards.
@@ -11,7 +11,7 @@ export type Clock = () => Date;
 /** What every capability plugin receives: the app's dependencies, resolved. */
 export interface CapabilityDeps {
   config: Readonly<Config>;
-  database: Database;
+  database: DatabaseHandle;
   clock: Clock;
   /** Set when AUTH_URL/CLIENT_ID are configured: upstream calls then carry a bearer token too. */
   tokenSource: BearerTokenSource | undefined;

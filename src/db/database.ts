@@ -22,7 +22,8 @@ export type HealthEvent = 'timeout' | 'recovered';
 /** A query that has not answered in this long fails, and its connection is destroyed. */
 export const DEFAULT_QUERY_TIMEOUT_MS = 15_000;
 
-export interface Database {
+/** What openDatabase gives: the Kysely instances (`db` for queries), the engine's details, health, ping and close. */
+export interface DatabaseHandle {
   db: Kysely<Tables>;
   /**
    * One connection of its own (PostgreSQL; the same as db on PGlite) for the after-commit NOTIFY,
@@ -74,12 +75,12 @@ const pgTypes = {
     oid === PG_INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
+export async function openDatabase(options: OpenDatabaseOptions): Promise<DatabaseHandle> {
   if (options.databaseUrl) return openPostgres(options.databaseUrl, options);
   return openPglite(options.dataDir);
 }
 
-function openPostgres(connectionString: string, options: OpenDatabaseOptions): Database {
+function openPostgres(connectionString: string, options: OpenDatabaseOptions): DatabaseHandle {
   const poolMode = options.poolMode ?? 'session';
   const queryTimeoutMs = options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS;
   const healthListeners = new Set<(event: HealthEvent) => void>();
@@ -378,7 +379,7 @@ export async function runStatement<R>(db: Kysely<Tables>, statement: Statement, 
   }
 }
 
-async function openPglite(dataDir: string): Promise<Database> {
+async function openPglite(dataDir: string): Promise<DatabaseHandle> {
   // Loaded only when used: a gateway on PostgreSQL never carries the embedded engine's code.
   const { PGlite } = await import('@electric-sql/pglite');
   let pglite: PGlite;

@@ -6,7 +6,7 @@ import type { Test } from 'tap';
 import { maskCpf } from '../../src/cpf.js';
 import type { Tables } from '../../src/db/types.js';
 import { buildTestApp, type TestApp, type TestAppOptions } from '../helpers/app.js';
-import type { TestDatabase } from '../helpers/database.js';
+import type { TestDatabaseHandle } from '../helpers/database.js';
 import { insertRequest, insertUnmatched, resultBody } from '../queries/fixtures.js';
 
 export const ADMIN_KEY = 'admin-key-0123456789abcdef';
@@ -159,7 +159,7 @@ export async function rowCounts(db: Kysely<Tables>): Promise<Record<string, numb
  * The whole database as text: pg_dump of the test's own database on PostgreSQL, and on either engine
  * every row of every table read as text (bytea as hex, as pg_dump writes it).
  */
-export async function dumpDatabase(database: TestDatabase): Promise<string> {
+export async function dumpDatabase(database: TestDatabaseHandle): Promise<string> {
   const parts: string[] = [];
   if (database.url) {
     const { stdout } = await promisify(execFile)('pg_dump', ['--no-owner', '--dbname', database.url], { maxBuffer: 256 * 1024 * 1024 });

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Test } from 'tap';
 import type { Decision, RequestStatus, Tables } from '../../src/db/types.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { freshDatabase, type TestDatabaseHandle } from '../helpers/database.js';
 
 // Rows written directly, backdated as a test needs: what the submit and callback routes would have stored.
 
@@ -135,7 +135,7 @@ export const daysAgo = (now: Date, days: number) => hoursAgo(now, days * 24);
  * One database for a whole test file, emptied before each test: a fresh PGlite costs seconds, and
  * the tests of a file need nothing but empty tables.
  */
-export async function sharedDatabase(t: Test): Promise<TestDatabase> {
+export async function sharedDatabase(t: Test): Promise<TestDatabaseHandle> {
   const database = await freshDatabase(t);
   t.beforeEach(async () => {
     await sql`truncate underwriting_requests, callbacks, idempotency_keys, statistics_hourly, turnaround_hourly,
