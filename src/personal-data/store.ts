@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import type { Decision, RequestStatus, Tables } from '../db/types.js';
+import type { Decision, RequestStatus, StrayCallbackKind, Tables } from '../db/types.js';
 import { AppError } from '../errors.js';
 import type { EventRow } from '../events/sql.js';
 import { selectRequestsWithResult } from '../requests/read.js';
@@ -32,7 +32,8 @@ export interface StoredRequest {
 export interface StoredCallback {
   id: number;
   customer_uuid: string | null;
-  outcome: 'unmatched' | 'invalid';
+  /** The callback's kind (the column callbacks.outcome). */
+  outcome: StrayCallbackKind;
   received_at: Date;
   body: unknown;
   error: string | null;
