@@ -22,10 +22,11 @@ export interface ValidResult extends Arrival {
   decision: Decision;
 }
 
+/** What recording one valid result came to: it completed a request, was stored unmatched, or was already stored. */
 export type Recorded =
-  | { outcome: 'matched'; callbackId: number; requestId: number; submittedAt: Date; decision: Decision }
-  | { outcome: 'unmatched'; callbackId: number }
-  | { outcome: 'duplicate' };
+  | { disposition: 'matched'; callbackId: number; requestId: number; submittedAt: Date; decision: Decision }
+  | { disposition: 'unmatched'; callbackId: number }
+  | { disposition: 'duplicate' };
 
 interface RecordedRow {
   n: number;
@@ -127,13 +128,13 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
   if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');
   // A prepared statement: planned once per connection instead of on every batch.
   const rows = await runStatement<RecordedRow>(db, RECORD_RESULTS, recordResultsParameters(ordered.map((o) => o.cb), options));
-  const recorded: Recorded[] = batch.map(() => ({ outcome: 'duplicate' }));
+  const recorded: Recorded[] = batch.map(() => ({ disposition: 'duplicate' }));
   for (const row of rows) {
     const { cb, index } = ordered[row.n]!;
     recorded[index] =
       row.request_id === null || row.submitted_at === null
-        ? { outcome: 'unmatched', callbackId: row.id }
-        : { outcome: 'matched', callbackId: row.id, requestId: row.request_id, submittedAt: new Date(row.submitted_at), decision: cb.decision };
+        ? { disposition: 'unmatched', callbackId: row.id }
+        : { disposition: 'matched', callbackId: row.id, requestId: row.request_id, submittedAt: new Date(row.submitted_at), decision: cb.decision };
   }
   return recorded;
 }
