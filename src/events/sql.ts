@@ -220,8 +220,8 @@ export async function claimDeliveries(
   return runStatement<ClaimedDelivery>(db, CLAIM_DELIVERIES, [claim.now, claim.keys, claim.limit, claim.leaseS, claim.token]);
 }
 
-/** What one attempt came to. */
-export interface AttemptOutcome {
+/** One finished delivery attempt: what its delivery row becomes. */
+export interface FinishedAttempt {
   id: number;
   token: string;
   status: DeliveryStatus;
@@ -232,7 +232,7 @@ export interface AttemptOutcome {
   nextAt: Date | null;
 }
 
-const RECORD_OUTCOMES: Statement = {
+const RECORD_FINISHED_ATTEMPTS: Statement = {
   name: 'record_event_delivery_outcomes',
   text: `
     update event_deliveries d
@@ -243,20 +243,20 @@ const RECORD_OUTCOMES: Statement = {
     where d.id = o.id and d.lease_token = o.token`,
 };
 
-/** Writes attempts' outcomes in one statement; one whose lease was taken over (or requeued) is ignored. */
-export async function recordOutcomes(db: Kysely<Tables>, outcomes: readonly AttemptOutcome[]): Promise<void> {
+/** Writes finished attempts in one statement; one whose lease was taken over (or requeued) is ignored. */
+export async function recordFinishedAttempts(db: Kysely<Tables>, attempts: readonly FinishedAttempt[]): Promise<void> {
   const json = JSON.stringify(
-    outcomes.map((o) => ({
-      id: o.id,
-      token: o.token,
-      status: o.status,
-      at: o.at.toISOString(),
-      http_status: o.httpStatus,
-      error: o.error,
-      next_at: o.nextAt?.toISOString() ?? null,
+    attempts.map((a) => ({
+      id: a.id,
+      token: a.token,
+      status: a.status,
+      at: a.at.toISOString(),
+      http_status: a.httpStatus,
+      error: a.error,
+      next_at: a.nextAt?.toISOString() ?? null,
     })),
   );
-  await runStatement(db, RECORD_OUTCOMES, [json]);
+  await runStatement(db, RECORD_FINISHED_ATTEMPTS, [json]);
 }
 
 export async function pendingSummary(db: Kysely<Tables>): Promise<{ pending: number; oldest: Date | null }> {

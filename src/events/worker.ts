@@ -6,7 +6,7 @@ import { isStorageUnavailable } from '../db/database.js';
 import type { Tables } from '../db/types.js';
 import { retryDelayS } from './backoff.js';
 import type { WebhookSigner } from './signature.js';
-import { type AttemptOutcome, type ClaimedDelivery, claimDeliveries, recordOutcomes } from './sql.js';
+import { type ClaimedDelivery, claimDeliveries, type FinishedAttempt, recordFinishedAttempts } from './sql.js';
 import { scrubTarget, type WebhookTarget } from './targets.js';
 
 export interface DeliveryWorkerDeps {
@@ -28,7 +28,7 @@ export interface DeliveryWorkerDeps {
 export interface DeliveryWorker {
   /** Something may be due now (a notification, a redelivery): look at once. */
   wake(): void;
-  /** Stops claiming, waits for attempts in flight and writes their outcomes. */
+  /** Stops claiming, waits for attempts in flight and writes them. */
   stop(): Promise<void>;
 }
 
@@ -41,12 +41,12 @@ const CLAIM_GATHER_MS = 5;
 /**
  * Pushes pending deliveries: claims a batch under a lease (SKIP LOCKED, so instances share the
  * work and each sends a delivery once in normal operation), POSTs each signed event, and writes
- * outcomes in batches. A crashed instance's leases run out and others take them over.
+ * finished attempts in batches. A crashed instance's leases run out and others take them over.
  */
 export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const concurrency = deps.concurrency ?? 64;
   const pollMs = deps.pollMs ?? 1000;
-  // Long enough for one attempt and the write of its outcome; short enough that a dead
+  // Long enough for one attempt and its write; short enough that a dead
   // instance's deliveries move on within seconds.
   const leaseS = deps.timeoutMs / 1000 + 5;
   const byKey = new Map(deps.targets.map((t) => [t.key, t]));
@@ -62,7 +62,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   let again = false;
   let backoffUntil = 0;
   const sends = new Set<Promise<void>>();
-  const outcomes: AttemptOutcome[] = [];
+  const finished: FinishedAttempt[] = [];
   let flushing: Promise<void> | undefined;
   const token = () => randomBytes(12).toString('base64url');
 
@@ -149,41 +149,41 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       error = describe(err, target, deps.timeoutMs);
     }
     const done = deps.clock();
-    let outcome: AttemptOutcome;
+    let finishedAttempt: FinishedAttempt;
     if (stopping.signal.aborted && error !== null) {
-      outcome = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error: 'interrupted: the instance was stopping', nextAt: done };
+      finishedAttempt = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error: 'interrupted: the instance was stopping', nextAt: done };
     } else if (error === null) {
-      outcome = { id: delivery.id, token: lease, status: 'delivered', at: done, httpStatus, error: null, nextAt: null };
+      finishedAttempt = { id: delivery.id, token: lease, status: 'delivered', at: done, httpStatus, error: null, nextAt: null };
       deps.onResult?.('delivered', (done.getTime() - new Date(delivery.created_at).getTime()) / 1000);
     } else {
       const deadline = new Date(delivery.queued_at).getTime() + deps.horizonS * 1000;
       const attempts = delivery.attempts + 1;
       if (done.getTime() >= deadline) {
-        outcome = { id: delivery.id, token: lease, status: 'dead', at: done, httpStatus, error, nextAt: null };
+        finishedAttempt = { id: delivery.id, token: lease, status: 'dead', at: done, httpStatus, error, nextAt: null };
         deps.onResult?.('dead');
         deps.log.warn({ event: delivery.public_id, url: target.shown, attempts, status: httpStatus, error }, 'event delivery dead: no 2xx within the retry horizon');
       } else {
         const nextAt = new Date(Math.min(deadline, done.getTime() + retryDelayS(attempts) * 1000));
-        outcome = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error, nextAt };
+        finishedAttempt = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error, nextAt };
         deps.onResult?.('failed');
         deps.log.info({ event: delivery.public_id, url: target.shown, attempts, status: httpStatus, error, nextAt }, 'event delivery failed; will retry');
       }
     }
-    outcomes.push(outcome);
+    finished.push(finishedAttempt);
     flush();
   }
 
-  /** One outcome statement in flight at a time; whatever finishes meanwhile rides on the next. */
+  /** One write of finished attempts in flight at a time; whatever finishes meanwhile rides on the next. */
   function flush(): void {
     flushing ??= (async () => {
-      while (outcomes.length > 0) {
-        const batch = outcomes.splice(0, 500);
+      while (finished.length > 0) {
+        const batch = finished.splice(0, 500);
         try {
-          await recordOutcomes(deps.db, batch);
+          await recordFinishedAttempts(deps.db, batch);
         } catch (err) {
           // Kept and written once the database is back; meanwhile the leases may run out and the
           // deliveries be sent again (at least once).
-          outcomes.unshift(...batch);
+          finished.unshift(...batch);
           warnStorage(err, 'could not record event delivery outcomes; retrying');
           if (stopped) break;
           await new Promise((resolve) => setTimeout(resolve, pollMs));
