@@ -264,7 +264,7 @@ class GuardedPool {
       try {
         client = await this.pool.connect();
       } catch (err) {
-        this.outcome(err);
+        this.settled(err);
         throw err;
       }
       // One wrapper per connection, as Kysely keeps its own state per client object.
@@ -276,7 +276,8 @@ class GuardedPool {
     }
   }
 
-  outcome(err: unknown): void {
+  /** A query or connect finished: undefined when it succeeded, else its error. */
+  settled(err: unknown): void {
     if (err === undefined) {
       if (this.failingSince === undefined) return;
       this.failingSince = undefined;
@@ -315,11 +316,11 @@ class GuardedClient {
     if (result instanceof Promise) {
       return result.then(
         (value: unknown) => {
-          this.owner.outcome(undefined);
+          this.owner.settled(undefined);
           return value;
         },
         (err: unknown) => {
-          this.owner.outcome(err);
+          this.owner.settled(err);
           this.#noteFailure(err);
           throw err;
         },
