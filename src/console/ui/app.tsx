@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { getReady, getStats, listRecent, onAnswer, type Outcome, type Page, type Range, type RequestView, type Stats, storedKey, storeKey } from './api.js';
+import { type Answer, getReady, getStats, listRecent, onAnswer, type Page, type Range, type RequestView, type Stats, storedKey, storeKey } from './api.js';
 import { Charts } from './charts.js';
 import { CustomerPanel } from './customer.js';
 import { when } from './format.js';
@@ -39,10 +39,10 @@ export function App() {
   const [needKey, setNeedKey] = useState(false);
   const [hasKey, setHasKey] = useState(storedKey() !== null);
   const [range, setRange] = useState<RangeName>('24h');
-  const [stats, setStats] = useState<Outcome<Stats> | null>(null);
+  const [stats, setStats] = useState<Answer<Stats> | null>(null);
   const [refreshedAt, setRefreshedAt] = useState<string | null>(null);
   const [customer, setCustomer] = useState<string | null>(null);
-  const [recent, setRecent] = useState<Outcome<Page<RequestView>> | null>(null);
+  const [recent, setRecent] = useState<Answer<Page<RequestView>> | null>(null);
 
   const refresh = () => setTick((n) => n + 1);
 
@@ -150,7 +150,7 @@ export function App() {
       {customer && <CustomerPanel customerUuid={customer} tick={tick} onClose={() => setCustomer(null)} />}
       <section class="panel">
         <h2>Latest requests</h2>
-        {recent && !recent.ok && <Failure outcome={recent} what="requests" />}
+        {recent && !recent.ok && <Failure answer={recent} what="requests" />}
         {recent?.ok &&
           (recent.data.items.length === 0 ? (
             <p class="muted">None yet.</p>

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { type CallbackView, type DeadScan, type EventView, getEvent, listCallbacks, listDeadEvents, type Outcome, redeliver, redeliverDead, SCAN_PAGES } from './api.js';
+import { type Answer, type CallbackView, type DeadScan, type EventView, getEvent, listCallbacks, listDeadEvents, redeliver, redeliverDead, SCAN_PAGES } from './api.js';
 import { DASH, when } from './format.js';
 import { EventRow, Failure, Raw } from './parts.js';
 
@@ -27,7 +27,7 @@ export function Lists({ tick, deadCount, onOpen }: { tick: number; deadCount: nu
 function Callbacks({ kind, tick, onOpen }: { kind: 'unmatched' | 'invalid'; tick: number; onOpen: (customerUuid: string) => void }) {
   const [items, setItems] = useState<CallbackView[]>([]);
   const [next, setNext] = useState<string | null>(null);
-  const [failure, setFailure] = useState<Outcome<unknown> | null>(null);
+  const [failure, setFailure] = useState<Answer<unknown> | null>(null);
   const [pages, setPages] = useState(1);
 
   useEffect(() => {
@@ -53,7 +53,7 @@ function Callbacks({ kind, tick, onOpen }: { kind: 'unmatched' | 'invalid'; tick
     setPages((n) => n + 1);
   };
 
-  if (failure) return <Failure outcome={failure} what={`${kind} callbacks`} />;
+  if (failure) return <Failure answer={failure} what={`${kind} callbacks`} />;
   return (
     <div data-testid={`callbacks-${kind}`}>
       {items.length === 0 ? (
@@ -107,7 +107,7 @@ const FOLLOW_MS = 2_000;
  * A redelivered event leaves the dead list; it stays in view, read again, until its deliveries settle.
  */
 function DeadEvents({ tick, expected }: { tick: number; expected: number | undefined }) {
-  const [dead, setDead] = useState<Outcome<DeadScan> | null>(null);
+  const [dead, setDead] = useState<Answer<DeadScan> | null>(null);
   const [said, setSaid] = useState<string | null>(null);
   const [confirming, setConfirming] = useState(false);
   const [again, setAgain] = useState(0);
@@ -151,7 +151,7 @@ function DeadEvents({ tick, expected }: { tick: number; expected: number | undef
   };
 
   if (!dead) return <p class="muted">Loading…</p>;
-  if (!dead.ok) return <Failure outcome={dead} what="dead events" />;
+  if (!dead.ok) return <Failure answer={dead} what="dead events" />;
   return (
     <div data-testid="dead-events">
       {said && (

@@ -1,6 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
-import type { Delivery, EventView, Outcome, RequestView } from './api.js';
+import type { Answer, Delivery, EventView, RequestView } from './api.js';
 import { count, DASH, json, when } from './format.js';
 import { maskCpfLike } from './mask.js';
 
@@ -20,15 +20,15 @@ export function Raw({ label, text }: { label: string; text: string }) {
 export const pretty = (value: unknown) => maskCpfLike(json(value));
 
 /** What a failed read says in place of its data: quiet for a route this gateway does not have. */
-export function Failure({ outcome, what }: { outcome: Outcome<unknown>; what: string }) {
-  if (outcome.ok) return null;
+export function Failure({ answer, what }: { answer: Answer<unknown>; what: string }) {
+  if (answer.ok) return null;
   const text =
-    outcome.kind === 'missing'
+    answer.kind === 'missing'
       ? `${DASH} (${what}: not available on this gateway)`
-      : outcome.kind === 'unauthorized'
+      : answer.kind === 'unauthorized'
         ? `${DASH} (${what}: needs an API key)`
-        : `${what}: ${outcome.message}`;
-  return <p class={`note note-${outcome.kind}`}>{text}</p>;
+        : `${what}: ${answer.message}`;
+  return <p class={`note note-${answer.kind}`}>{text}</p>;
 }
 
 export function DecisionBadge({ decision }: { decision: string | null }) {
