@@ -136,7 +136,7 @@ export interface StatisticsHourlyTable {
   invalid: ColumnType<number, number | undefined, number>;
 }
 
-/** Turnaround of purged completed requests: a log-scale histogram per UTC hour (see stats/turnaround.ts). */
+/** Turnaround of purged completed requests: a log-scale histogram per UTC hour (see aggregates/turnaround.ts). */
 export interface TurnaroundHourlyTable {
   hour: Timestamp;
   bin: number;

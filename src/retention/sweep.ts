@@ -1,8 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
+import { foldRequests, foldStrayCallbacks, idArray } from '../aggregates/fold.js';
 import type { Tables } from '../db/types.js';
 import { type Periodic, startPeriodic } from '../periodic.js';
-import { foldRequests, foldStrayCallbacks, idArray } from '../stats/aggregates.js';
 
 /** Tables the sweep deletes from, as the purged-rows metric labels them. */
 export const PURGED_TABLES = ['underwriting_requests', 'callbacks', 'idempotency_keys', 'events', 'event_deliveries'] as const;

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { z } from 'zod';
+import { binMs } from '../aggregates/turnaround.js';
 import type { Tables } from '../db/types.js';
 import { validationFailed } from '../errors.js';
 import type { TokenState } from '../provider/token-source.js';
@@ -16,7 +17,6 @@ import {
   type strayPageView,
 } from './schemas.js';
 import { BUCKET_MS, type BucketRow, readBuckets, readPresent } from './sql.js';
-import { binMs } from './turnaround.js';
 
 const DAY_MS = 24 * 3600_000;
 const DEFAULT_SPAN_MS = { hour: DAY_MS, day: 30 * DAY_MS } as const;

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
+import { ORIGIN, turnaroundBin } from '../aggregates/turnaround.js';
 import type { Tables } from '../db/types.js';
-import { ORIGIN, turnaroundBin } from './turnaround.js';
 
 export type BucketUnit = 'hour' | 'day';
 
@@ -21,7 +21,7 @@ export interface BucketRow {
   filtered: number;
   unmatched: number;
   invalid: number;
-  /** Turnaround bins (see turnaround.ts) holding the 50th and 95th percentiles; null without a completed request. */
+  /** Turnaround bins (see aggregates/turnaround.ts) holding the 50th and 95th percentiles; null without a completed request. */
   p50_bin: number | null;
   p95_bin: number | null;
 }
