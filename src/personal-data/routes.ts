@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes, presentedBearer } from '../access/guards.js';
 import { type Actor, keyFingerprint, readAuditPage, type SubjectRef } from '../audit/trail.js';
 import type { CapabilityDeps } from '../deps.js';
-import { AppError, errorSchema, guardedRouteErrors } from '../errors.js';
+import { errorSchema, guardedRouteErrors } from '../errors.js';
 import { cursorCodec } from '../http/cursor.js';
 import { operation } from '../openapi.js';
 import { personalDataMetrics } from './metrics.js';
@@ -33,8 +33,12 @@ export const personalDataRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const { db } = deps.database;
-    const service = personalDataService({ db, clock: deps.clock, cpfHashKeys: deps.config.cpfHashKeys });
-    const metrics = personalDataMetrics(deps.registry);
+    const service = personalDataService({
+      db,
+      clock: deps.clock,
+      cpfHashKeys: deps.config.cpfHashKeys,
+      metrics: personalDataMetrics(deps.registry),
+    });
     // A key of its own, so an audit cursor is never a valid list cursor and says nothing of CPF hashes.
     const cursors = cursorCodec(createHmac('sha256', deps.config.cpfHashKey).update('underwriting-gateway/audit-cursor/v1').digest('hex'));
 
@@ -53,16 +57,7 @@ export const personalDataRoutes =
           response: { 200: exportView, ...guardedRouteErrors, ...bodyErrors, 404: errorSchema.describe('not_found: nothing stored about this subject') },
         },
       },
-      async (request) => {
-        try {
-          const view = await service.exportSubject(subjectRef(request.body), actorOf(request));
-          metrics.exported('exported');
-          return view;
-        } catch (err) {
-          if (err instanceof AppError && err.code === 'not_found') metrics.exported('not_found');
-          throw err;
-        }
-      },
+      async (request) => service.exportSubject(subjectRef(request.body), actorOf(request)),
     );
 
     app.post(
@@ -79,15 +74,9 @@ export const personalDataRoutes =
         },
       },
       async (request) => {
-        try {
-          const counts = await service.eraseSubject(subjectRef(request.body), actorOf(request));
-          metrics.erased('erased', counts);
-          request.log.info({ erased: counts }, 'personal data erased');
-          return { erased: { requests: counts.requests, callbacks: counts.callbacks, events: counts.events } };
-        } catch (err) {
-          if (err instanceof AppError && err.code === 'in_flight') metrics.erased('in_flight');
-          throw err;
-        }
+        const counts = await service.eraseSubject(subjectRef(request.body), actorOf(request));
+        request.log.info({ erased: counts }, 'personal data erased');
+        return { erased: { requests: counts.requests, callbacks: counts.callbacks, events: counts.events } };
       },
     );
 
