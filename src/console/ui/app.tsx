@@ -4,7 +4,7 @@ import { Charts } from './charts.js';
 import { CustomerPanel } from './customer.js';
 import { when } from './format.js';
 import { Lists } from './lists.js';
-import { Failure, RequestHead, RequestRow } from './parts.js';
+import { Failure, RequestTable } from './parts.js';
 import { Search } from './search.js';
 import { Tiles } from './tiles.js';
 
@@ -155,14 +155,7 @@ export function App() {
           (recent.data.items.length === 0 ? (
             <p class="muted">None yet.</p>
           ) : (
-            <table data-testid="recent">
-              <RequestHead />
-              <tbody>
-                {recent.data.items.map((r) => (
-                  <RequestRow request={r} onOpen={setCustomer} />
-                ))}
-              </tbody>
-            </table>
+            <RequestTable requests={recent.data.items} onOpen={setCustomer} testId="recent" />
           ))}
       </section>
       <Lists tick={tick} deadCount={stats?.ok ? stats.data.now.events.dead : undefined} onOpen={setCustomer} />

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { type Answer, type CustomerView, type EventView, getCustomer, listEvents, type Page, type RequestView } from './api.js';
 import { DASH, when } from './format.js';
-import { EventRow, Failure, pretty, Raw, RequestHead, RequestRow } from './parts.js';
+import { EVENT_COLUMNS, EventRow, Failure, pretty, Raw, RequestTable, TableHead } from './parts.js';
 
 /** One customer: its requests (newest first) with results, its unmatched callbacks and its events with their deliveries. */
 export function CustomerPanel({ customerUuid, tick, onClose }: { customerUuid: string; tick: number; onClose: () => void }) {
@@ -41,14 +41,7 @@ export function CustomerPanel({ customerUuid, tick, onClose }: { customerUuid: s
       {view?.ok && (
         <>
           <h3>Requests</h3>
-          <table data-testid="customer-requests">
-            <RequestHead />
-            <tbody>
-              {requests.map((r) => (
-                <RequestRow request={r} />
-              ))}
-            </tbody>
-          </table>
+          <RequestTable requests={requests} testId="customer-requests" />
           {requests.map((r, i) => (
             <div class="detail">
               <span class="muted">
@@ -79,15 +72,7 @@ export function CustomerPanel({ customerUuid, tick, onClose }: { customerUuid: s
           <p class="muted">None.</p>
         ) : (
           <table data-testid="customer-events">
-            <thead>
-              <tr>
-                <th>Event</th>
-                <th>Type</th>
-                <th>Customer</th>
-                <th>At</th>
-                <th>Deliveries</th>
-              </tr>
-            </thead>
+            <TableHead columns={EVENT_COLUMNS} />
             <tbody>
               {events.data.items.map((e) => (
                 <EventRow event={e} />

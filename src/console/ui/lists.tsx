@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { type Answer, type CallbackView, type DeadScan, type EventView, getEvent, listCallbacks, listDeadEvents, redeliver, redeliverDead, SCAN_PAGES } from './api.js';
 import { DASH, when } from './format.js';
-import { EventRow, Failure, Raw } from './parts.js';
+import { EVENT_COLUMNS, EventRow, Failure, Raw, TableHead } from './parts.js';
 
 type Tab = 'unmatched' | 'invalid' | 'dead';
 const TABS: Record<Tab, string> = { unmatched: 'Unmatched callbacks', invalid: 'Invalid callbacks', dead: 'Dead events' };
@@ -60,14 +60,7 @@ function Callbacks({ kind, tick, onOpen }: { kind: 'unmatched' | 'invalid'; tick
         <p class="muted">None.</p>
       ) : (
         <table>
-          <thead>
-            <tr>
-              <th>Received</th>
-              <th>customerUuid</th>
-              <th>{kind === 'invalid' ? 'Problem' : ''}</th>
-              <th>Raw body</th>
-            </tr>
-          </thead>
+          <TableHead columns={['Received', 'customerUuid', kind === 'invalid' ? 'Problem' : '', 'Raw body']} />
           <tbody>
             {items.map((c) => (
               <tr data-callback={String(c.id)}>
@@ -186,16 +179,7 @@ function DeadEvents({ tick, expected }: { tick: number; expected: number | undef
             )}
           </p>
           <table>
-            <thead>
-              <tr>
-                <th>Event</th>
-                <th>Type</th>
-                <th>Customer</th>
-                <th>At</th>
-                <th>Deliveries</th>
-                <th />
-              </tr>
-            </thead>
+            <TableHead columns={[...EVENT_COLUMNS, '']} />
             <tbody>
               {dead.data.events.map((e) => (
                 <EventRow

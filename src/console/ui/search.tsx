@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { type Answer, lookupCpf, type Page, type RequestView } from './api.js';
-import { Failure, RequestHead, RequestRow } from './parts.js';
+import { Failure, RequestTable } from './parts.js';
 
 type Kind = 'customerUuid' | 'cpf';
 
@@ -77,16 +77,7 @@ export function Search({ onOpen }: { onOpen: (customerUuid: string) => void }) {
               ? 'No request for that CPF.'
               : `${found.data.items.length} request${found.data.items.length === 1 ? '' : 's'} for that CPF${found.data.nextCursor ? ' (the newest; more exist)' : ''}:`}
           </p>
-          {found.data.items.length > 0 && (
-            <table>
-              <RequestHead />
-              <tbody>
-                {found.data.items.map((r) => (
-                  <RequestRow request={r} onOpen={onOpen} />
-                ))}
-              </tbody>
-            </table>
-          )}
+          {found.data.items.length > 0 && <RequestTable requests={found.data.items} onOpen={onOpen} />}
         </div>
       )}
     </section>
