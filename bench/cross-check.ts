@@ -74,10 +74,10 @@ async function main() {
   own = ownPostgres ? await startOwnPostgres() : undefined;
   const adminUrl = own?.url ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
   database = await createBenchDatabase(adminUrl);
-  const db = database;
+  const bench = database;
   const admin = new pg.Pool({ connectionString: adminUrl, max: 1 });
   const stub = await startChild({ name: 'stub', script: here('./stub.js'), readyPath: '/healthz', env: {} });
-  const common = { DATABASE_URL: db.url, PROVIDER_BASE_URL: stub.baseUrl, ...secrets, CALLBACK_ALLOWED_IPS: '127.0.0.1/32' };
+  const common = { DATABASE_URL: bench.url, PROVIDER_BASE_URL: stub.baseUrl, ...secrets, CALLBACK_ALLOWED_IPS: '127.0.0.1/32' };
   const started = new Map<string, Child>();
   const variants: Variant[] = variantNames.map((name) => ({ name, ...VARIANTS[name]! }));
   for (const v of variants) {
@@ -92,7 +92,7 @@ async function main() {
   let prefixCounter = 0;
 
   const seed = async (prefix: string, count: number) => {
-    if (seedHow === 'sql' || !submitter) return seedSubmitted(db.pool, prefix, count);
+    if (seedHow === 'sql' || !submitter) return seedSubmitted(bench.pool, prefix, count);
     const r = await runLoad({
       baseUrl: submitter.baseUrl,
       connections: 32,
@@ -116,7 +116,7 @@ async function main() {
     if (warm > 0) {
       const child = started.get(v.name)!;
       const prefix = `w${++prefixCounter}-`;
-      await seedSubmitted(db.pool, prefix, warm);
+      await seedSubmitted(bench.pool, prefix, warm);
       await runLoad({ baseUrl: child.baseUrl, connections: 32, durationS: 0, amount: warm, build: (n) => ({ method: 'POST', path: v.path, body: callbackBody(`${prefix}${n}`, n) }) });
     }
   }
@@ -125,10 +125,10 @@ async function main() {
       const child = started.get(v.name)!;
       const prefix = `x${++prefixCounter}-`;
       await seed(prefix, generator === 'wrk' ? amount * 3 : amount);
-      if (analyze) await db.pool.query('analyze underwriting_requests; analyze callbacks');
-      await db.pool.query('checkpoint').catch(() => undefined);
+      if (analyze) await bench.pool.query('analyze underwriting_requests; analyze callbacks');
+      await bench.pool.query('checkpoint').catch(() => undefined);
       const app = v.kind === 'gateway' ? 'underwriting-gateway' : 'bench-baseline';
-      const [cpu0, dbCpu0, lsn0] = [cpuTimeMs(child.pid), await backendCpuSnapshot(db, app), await lsn()];
+      const [cpu0, dbCpu0, lsn0] = [cpuTimeMs(child.pid), await backendCpuSnapshot(bench, app), await lsn()];
       let ok: number;
       let line: string;
       if (generator === 'wrk') {
@@ -140,7 +140,7 @@ async function main() {
         ok = r.ok;
         line = `${String(ok).padStart(6)}  ${String(Math.round(r.rps)).padStart(8)}  ${String(Math.round(r.autocannonRps)).padStart(8)} (${r.autocannonDurationS})  own ${r.durationS} s  ${r.p50}  ${r.p99}`;
       }
-      const [cpu1, dbCpu1, lsn1] = [cpuTimeMs(child.pid), await backendCpuSnapshot(db, app), await lsn()];
+      const [cpu1, dbCpu1, lsn1] = [cpuTimeMs(child.pid), await backendCpuSnapshot(bench, app), await lsn()];
       const per = (a: number | null, b: number | null) => (a === null || b === null ? '-' : ((b - a) / ok).toFixed(3));
       const dbMs = backendCpuBetween(dbCpu0, dbCpu1);
       say(`${v.name.padEnd(18)} ${line}  ${per(cpu0, cpu1)}  ${dbMs === null ? '-' : (dbMs / ok).toFixed(3)}  ${((await lsnBytes(lsn0, lsn1)) / ok).toFixed(0)}`);

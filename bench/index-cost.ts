@@ -68,16 +68,16 @@ try {
   const rows: Record<string, number[][]> = {};
   for (let rep = 0; rep < reps; rep++) {
     for (const v of variants) {
-      const db = await createBenchDatabase(own.url);
+      const database = await createBenchDatabase(own.url);
       try {
-        for (const ddl of v.ddl) await db.pool.query(ddl);
+        for (const ddl of v.ddl) await database.pool.query(ddl);
         // The table as a day of traffic leaves it: many requests already answered, then the waiting ones.
-        await seedSubmitted(db.pool, 'old-', 40_000);
-        await db.pool.query(`update underwriting_requests set status = 'expired' where customer_uuid like 'old-%'`);
-        await seedSubmitted(db.pool, 'c-', callbacks);
-        await db.pool.query('vacuum analyze underwriting_requests');
-        await db.pool.query('vacuum analyze callbacks');
-        const client = new pg.Client({ connectionString: db.url, application_name: 'index-cost' });
+        await seedSubmitted(database.pool, 'old-', 40_000);
+        await database.pool.query(`update underwriting_requests set status = 'expired' where customer_uuid like 'old-%'`);
+        await seedSubmitted(database.pool, 'c-', callbacks);
+        await database.pool.query('vacuum analyze underwriting_requests');
+        await database.pool.query('vacuum analyze callbacks');
+        const client = new pg.Client({ connectionString: database.url, application_name: 'index-cost' });
         await client.connect();
         // Warm the prepared statement and the caches with a first batch not counted.
         await client.query({ name: RECORD_RESULTS.name, text: RECORD_RESULTS.text, values: [batchJson(results('c-', 0, batchSize))] });
@@ -102,7 +102,7 @@ try {
           )
         ).rows[0]!;
         const idx = (
-          await db.pool.query<{ n: string; b: string }>(
+          await database.pool.query<{ n: string; b: string }>(
             `select count(*) as n, (select pg_total_relation_size('underwriting_requests') / greatest(1, (select count(*) from underwriting_requests))) as b
              from pg_indexes where tablename = 'underwriting_requests'`,
           )
@@ -121,7 +121,7 @@ try {
           `${v.name.padEnd(24)}  ${fig.map((x, i) => x.toFixed(i >= 3 ? 2 : 0).padStart(i === 0 ? 8 : 10)).join('')}  ${idx.n.padStart(7)}  ${idx.b.padStart(9)}`,
         );
       } finally {
-        await db.drop();
+        await database.drop();
       }
     }
   }

@@ -76,7 +76,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-async function startGateway(db: BenchDatabase, providerBaseUrl: string, label: string, extraEnv: Record<string, string> = {}): Promise<Child> {
+async function startGateway(database: BenchDatabase, providerBaseUrl: string, label: string, extraEnv: Record<string, string> = {}): Promise<Child> {
   return startChild({
     name: 'gateway',
     script: GATEWAY_ENTRY,
@@ -85,7 +85,7 @@ async function startGateway(db: BenchDatabase, providerBaseUrl: string, label: s
     env: {
       NODE_ENV: 'production',
       LOG_LEVEL: 'warn',
-      DATABASE_URL: db.url,
+      DATABASE_URL: database.url,
       PROVIDER_BASE_URL: providerBaseUrl,
       ...secrets,
       CALLBACK_ALLOWED_IPS: '127.0.0.1/32',
@@ -94,34 +94,34 @@ async function startGateway(db: BenchDatabase, providerBaseUrl: string, label: s
   });
 }
 
-async function startBaseline(db: BenchDatabase, providerBaseUrl: string): Promise<Child> {
+async function startBaseline(database: BenchDatabase, providerBaseUrl: string): Promise<Child> {
   return startChild({
     name: 'baseline',
     script: BASELINE_ENTRY,
     readyPath: '/healthz',
-    env: { NODE_ENV: 'production', DATABASE_URL: db.url, PROVIDER_BASE_URL: providerBaseUrl, ...secrets },
+    env: { NODE_ENV: 'production', DATABASE_URL: database.url, PROVIDER_BASE_URL: providerBaseUrl, ...secrets },
   });
 }
 
 /** WAL position in bytes: differences are what a run wrote (the whole server's). */
-async function walBytes(db: BenchDatabase): Promise<number> {
-  const { rows } = await db.pool.query<{ b: string }>(`select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint as b`);
+async function walBytes(database: BenchDatabase): Promise<number> {
+  const { rows } = await database.pool.query<{ b: string }>(`select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint as b`);
   return Number(rows[0]?.b ?? 0);
 }
 
 let withWrk = false;
 
-async function abScenario(db: BenchDatabase, stubUrl: string, scenario: AbScenario): Promise<AbReport> {
+async function abScenario(database: BenchDatabase, stubUrl: string, scenario: AbScenario): Promise<AbReport> {
   say(`\n${scenario.name}: ${scenario.connections} connections, ${settings.rounds} rounds of ${settings.durationS} s per target`);
-  const [gateway, baseline] = await Promise.all([startGateway(db, stubUrl, scenario.name), startBaseline(db, stubUrl)]);
+  const [gateway, baseline] = await Promise.all([startGateway(database, stubUrl, scenario.name), startBaseline(database, stubUrl)]);
   const gatewayRss = new RssSampler(gateway.pid);
   const baselineRss = new RssSampler(baseline.pid);
   try {
     const targets = {
-      gateway: { ...gateway, dbCpu: () => backendCpuSnapshot(db, 'underwriting-gateway') },
-      baseline: { ...baseline, dbCpu: () => backendCpuSnapshot(db, 'bench-baseline') },
+      gateway: { ...gateway, dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway') },
+      baseline: { ...baseline, dbCpu: () => backendCpuSnapshot(database, 'bench-baseline') },
     };
-    const result = await compareAb(scenario, targets, () => walBytes(db), { ...settings, wrkRounds: withWrk ? settings.wrkRounds : 0 }, say);
+    const result = await compareAb(scenario, targets, () => walBytes(database), { ...settings, wrkRounds: withWrk ? settings.wrkRounds : 0 }, say);
     const gatewayPeakRssMb = gatewayRss.finish();
     return {
       scenario: scenario.name,
@@ -138,16 +138,16 @@ async function abScenario(db: BenchDatabase, stubUrl: string, scenario: AbScenar
   }
 }
 
-async function longPollScenario(db: BenchDatabase, stubUrl: string): Promise<LongPollReport> {
+async function longPollScenario(database: BenchDatabase, stubUrl: string): Promise<LongPollReport> {
   say(`\nlong-poll: ${settings.longPolls} concurrent GET ?wait=${LONG_POLL_WAIT_S}, then their callbacks`);
-  const gateway = await startGateway(db, stubUrl, 'long-poll');
+  const gateway = await startGateway(database, stubUrl, 'long-poll');
   const rss = new RssSampler(gateway.pid, 50);
   try {
     const round = { waitS: LONG_POLL_WAIT_S, settleMs: settings.settleMs, callbackConcurrency: numberArg('long-poll-callbacks', 32) };
     // A smaller unreported round first, so that the measured one meets warm code, as in production.
-    const warm = await runLongPolls(db.pool, gateway.baseUrl, { ...round, prefix: 'lpw-', count: Math.ceil(settings.longPolls / 4) });
+    const warm = await runLongPolls(database.pool, gateway.baseUrl, { ...round, prefix: 'lpw-', count: Math.ceil(settings.longPolls / 4) });
     say(`  warm-up: ${warm.count} long-polls, answer after callback p50 ${warm.delayMs.p50} ms`);
-    const figures = await runLongPolls(db.pool, gateway.baseUrl, { ...round, prefix: 'lp-', count: settings.longPolls });
+    const figures = await runLongPolls(database.pool, gateway.baseUrl, { ...round, prefix: 'lp-', count: settings.longPolls });
     const peak = rss.finish();
     return { scenario: 'long-poll', ...figures, gatewayPeakRssMb: peak, goals: longPollGoals(figures, peak) };
   } finally {
@@ -202,7 +202,7 @@ function cpuPressure(): number | null {
  * Cold start to ready: spawn to the first 200 of /readyz (polled every 5 ms), on PostgreSQL (the
  * database already migrated) and on PGlite (an empty data directory, then the same one again).
  */
-async function measureColdStart(db: BenchDatabase, stubUrl: string, tries: number): Promise<ColdStart> {
+async function measureColdStart(database: BenchDatabase, stubUrl: string, tries: number): Promise<ColdStart> {
   const result: ColdStart = { postgres: [], pgliteFresh: [], pgliteExisting: [] };
   const base = { LOG_LEVEL: 'warn', PROVIDER_BASE_URL: stubUrl, ...secrets, CALLBACK_ALLOWED_IPS: '127.0.0.1/32' };
   const once = async (env: Record<string, string>) => {
@@ -211,7 +211,7 @@ async function measureColdStart(db: BenchDatabase, stubUrl: string, tries: numbe
     return child.readyMs;
   };
   for (let i = 0; i < tries; i++) {
-    result.postgres.push(await once({ ...base, NODE_ENV: 'production', DATABASE_URL: db.url }));
+    result.postgres.push(await once({ ...base, NODE_ENV: 'production', DATABASE_URL: database.url }));
     const dir = await mkdtemp(join(tmpdir(), 'ugw-bench-pglite-'));
     try {
       // NODE_ENV=production requires DATABASE_URL: PGlite is the development engine.
@@ -264,9 +264,9 @@ async function main(): Promise<void> {
     ab.push(await abScenario(database, stub.baseUrl, getOneScenario({ customers: settings.getOneCustomers })));
   }
   const longPoll = wanted('long-poll') ? await longPollScenario(database, stub.baseUrl) : undefined;
-  const db = database;
+  const bench = database;
   const delivery: DeliveryReport | undefined = wanted('delivery')
-    ? await deliveryScenario(db, (env, label) => startGateway(db, stub.baseUrl, label, env), {
+    ? await deliveryScenario(bench, (env, label) => startGateway(bench, stub.baseUrl, label, env), {
         rate: numberArg('delivery-rate', 500),
         durationS: settings.durationS,
         warmupS: settings.warmupS,

@@ -1,5 +1,5 @@
 import { CompiledQuery, Kysely, PostgresDialect } from 'kysely';
-import type { DB } from '../src/db/types.js';
+import type { Tables } from '../src/db/types.js';
 import { requestBatchQuery, retentionCutoff, strayBatchQuery } from '../src/retention/sweep.js';
 import { strayPageQuery } from '../src/stats/callbacks.js';
 import { bucketsQuery, presentQuery } from '../src/stats/sql.js';
@@ -17,7 +17,7 @@ const END = new Date('2026-11-23T04:00:00Z');
 const H = 3600_000;
 const D = 24 * H;
 
-async function explain(db: Kysely<DB>, query: CompiledQuery): Promise<{ scans: string[]; ms: number; plan: string }> {
+async function explain(db: Kysely<Tables>, query: CompiledQuery): Promise<{ scans: string[]; ms: number; plan: string }> {
   let best = Infinity;
   let plan = '';
   for (let i = 0; i < 3; i++) {
@@ -35,7 +35,7 @@ async function explain(db: Kysely<DB>, query: CompiledQuery): Promise<{ scans: s
 async function main(): Promise<void> {
   const bench = await createBenchDatabase(adminUrl);
   // The bench pool: no statement timeout, the seeding takes minutes.
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: bench.pool }) });
+  const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: bench.pool }) });
   try {
     const started = Date.now();
     await seedStatsData(db, { requests, days: 100, end: END, purgedDays: 60 });

@@ -10,7 +10,7 @@ import { notificationChannel } from './channels/channel.js';
 import { RESULTS_CHANNEL } from './channels/names.js';
 import type { Config } from './config.js';
 import { consoleRoutes } from './console/routes.js';
-import type { Database } from './db/database.js';
+import type { DatabaseHandle } from './db/database.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { answerClientError, frameworkErrorReply, installErrorHandler } from './errors.js';
 import { deliveryHandoff } from './events/handoff.js';
@@ -34,7 +34,7 @@ export type { Clock } from './deps.js';
 
 export interface AppDeps {
   config: Readonly<Config>;
-  database: Database;
+  database: DatabaseHandle;
   /** A pino logger; tests pass one writing to a captured stream. Unset: no logging. */
   logger?: FastifyBaseLogger;
   clock?: Clock;

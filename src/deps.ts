@@ -1,7 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { NotificationChannel } from './channels/channel.js';
 import type { Config } from './config.js';
-import type { Database } from './db/database.js';
+import type { DatabaseHandle } from './db/database.js';
 import type { deliveryHandoff } from './events/handoff.js';
 import type { IngestLoad } from './ingest-load.js';
 import type { BearerTokenSource } from './provider/token-source.js';
@@ -13,7 +13,7 @@ export type Clock = () => Date;
 /** What every capability plugin receives: the app's dependencies, resolved. */
 export interface CapabilityDeps {
   config: Readonly<Config>;
-  database: Database;
+  database: DatabaseHandle;
   clock: Clock;
   /** Set when AUTH_URL/CLIENT_ID are configured: upstream calls then carry a bearer token too. */
   tokenSource: BearerTokenSource | undefined;

@@ -49,6 +49,11 @@ export const errorSchema = z.object({ error: z.string(), message: z.string() }).
 export const validationErrorSchema = errorSchema
   .extend({ issues: z.array(z.object({ path: z.string(), message: z.string() })) })
   .meta({ id: 'ValidationErrorBody' });
+/**
+ * What a route behind guardRoutes answers besides its own statuses: an invalid request (400), the
+ * key's 401, the allowlist's 403, the database's 503.
+ */
+export const guardedRouteErrors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 503: errorSchema };
 
 /** The error body every route answers with: {error, message, ...extra}. */
 export function errorBody(err: AppError): Record<string, unknown> {

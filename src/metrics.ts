@@ -38,6 +38,24 @@ export function outcomeCounter(registry: Registry, name: string, help: string): 
   return new Counter({ name, help, labelNames: ['outcome'] as const, registers: [registry] });
 }
 
+/** A scrape never hangs on an unreachable database: a gauge's read gives up after this long. */
+const SCRAPE_READ_TIMEOUT_MS = 1000;
+
+/** A gauge's database read, bounded by SCRAPE_READ_TIMEOUT_MS: rejects past it, and the gauge keeps its last value. */
+export async function readForScrape<T>(read: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      read,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('timeout')), SCRAPE_READ_TIMEOUT_MS);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** A histogram without labels, registered on this app's registry. */
 export function histogram(registry: Registry, name: string, help: string, buckets: number[]): Histogram {
   return new Histogram({ name, help, buckets, registers: [registry] });

@@ -125,10 +125,10 @@ export async function seedHistory(
  * CPU used so far by the PostgreSQL backends serving one application in this database (their
  * processes are visible when the server runs on this machine); null when they are not.
  */
-export async function backendCpuMs(db: Pick<BenchDatabase, 'pool' | 'name'>, applicationName: string): Promise<number | null> {
-  const { rows } = await db.pool.query<{ pid: number }>(
+export async function backendCpuMs(database: Pick<BenchDatabase, 'pool' | 'name'>, applicationName: string): Promise<number | null> {
+  const { rows } = await database.pool.query<{ pid: number }>(
     'select pid from pg_stat_activity where datname = $1 and application_name = $2',
-    [db.name, applicationName],
+    [database.name, applicationName],
   );
   let total = 0;
   for (const { pid } of rows) {
@@ -140,10 +140,10 @@ export async function backendCpuMs(db: Pick<BenchDatabase, 'pool' | 'name'>, app
 }
 
 /** CPU used so far by each PostgreSQL backend serving one application in this database, by pid. */
-export async function backendCpuSnapshot(db: Pick<BenchDatabase, 'pool' | 'name'>, applicationName: string): Promise<Map<number, number> | null> {
-  const { rows } = await db.pool.query<{ pid: number }>(
+export async function backendCpuSnapshot(database: Pick<BenchDatabase, 'pool' | 'name'>, applicationName: string): Promise<Map<number, number> | null> {
+  const { rows } = await database.pool.query<{ pid: number }>(
     'select pid from pg_stat_activity where datname = $1 and application_name = $2',
-    [db.name, applicationName],
+    [database.name, applicationName],
   );
   const snapshot = new Map<number, number>();
   for (const { pid } of rows) {

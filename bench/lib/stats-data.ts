@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import type { DB } from '../../src/db/types.js';
+import type { Tables } from '../../src/db/types.js';
 
 // Data shaped like a gateway in service, for the statistics plans: the test's small copy and the
 // 1M-row check in bench/stats-plans.ts use the same SQL.
@@ -13,7 +13,7 @@ export interface StatsData {
   purgedDays: number;
 }
 
-export async function seedStatsData(db: Kysely<DB>, d: StatsData): Promise<void> {
+export async function seedStatsData(db: Kysely<Tables>, d: StatsData): Promise<void> {
   const stepS = (d.days * 86_400) / d.requests;
   const customers = Math.max(1, Math.floor(d.requests / 3));
   // 85% completed (decisions in turn, turnaround 1-120 s), 8% expired, 7% failed; the newest 0.05%

@@ -124,7 +124,7 @@ async function steadyCallbacks(baseUrl: string, prefix: string, rate: number, du
 }
 
 export async function deliveryScenario(
-  db: BenchDatabase,
+  database: BenchDatabase,
   startGateway: (extraEnv: Record<string, string>, label: string) => Promise<Child>,
   settings: DeliverySettings,
   say: (line: string) => void,
@@ -140,13 +140,13 @@ export async function deliveryScenario(
   let off: Child | undefined;
   try {
     const warm = 'dlw-';
-    await seedSubmitted(db.pool, warm, Math.round(settings.rate * settings.warmupS));
+    await seedSubmitted(database.pool, warm, Math.round(settings.rate * settings.warmupS));
     await steadyCallbacks(on.baseUrl, warm, settings.rate, settings.warmupS);
     // The measured run starts with nothing left over from the warm-up (a cold process may fall behind).
-    say(`  warm-up settled: ${await drainDeliveries(db)}`);
+    say(`  warm-up settled: ${await drainDeliveries(database)}`);
 
     const prefix = 'dl-';
-    await seedSubmitted(db.pool, prefix, Math.round(settings.rate * settings.durationS));
+    await seedSubmitted(database.pool, prefix, Math.round(settings.rate * settings.durationS));
     const run = await steadyCallbacks(on.baseUrl, prefix, settings.rate, settings.durationS);
     const deadline = performance.now() + settings.settleMs;
     const ours = () => [...run.answered.keys()].filter((c) => receiver.arrivals.has(c)).length;
@@ -178,14 +178,14 @@ export async function deliveryScenario(
     const targets = {
       // Deliveries still pending after a push-on run go out before the push-off run starts: ingest
       // is compared with the push's work done, none of it carried over into the other round.
-      gateway: { ...on, dbCpu: () => backendCpuSnapshot(db, 'underwriting-gateway'), settle: () => drainDeliveries(db) },
+      gateway: { ...on, dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway'), settle: () => drainDeliveries(database) },
       baseline: { ...off, dbCpu: async () => null },
     };
     const walBytes = async () => {
-      const { rows } = await db.pool.query<{ b: string }>(`select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint as b`);
+      const { rows } = await database.pool.query<{ b: string }>(`select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint as b`);
       return Number(rows[0]?.b ?? 0);
     };
-    const ingest = await compareAb(callbackScenario(db.pool, { minRows: settings.minCallbackRows }), targets, walBytes, { ...settings.ab, wrkRounds: 0 }, say);
+    const ingest = await compareAb(callbackScenario(database.pool, { minRows: settings.minCallbackRows }), targets, walBytes, { ...settings.ab, wrkRounds: 0 }, say);
     const goals: Goal[] = [
       { goal: `delivery lag p99 <= ${LAG_GOAL_P99_MS} ms at ${settings.rate} callbacks/s`, measured: `${lagMs.p99} ms`, met: lagMs.p99 <= LAG_GOAL_P99_MS && delivered === run.answered.size },
       { goal: `push on costs callback ingest <= ${Math.round((1 - INGEST_COST_GOAL) * 100)}%`, measured: `${ingest.ratio}x (rounds ${ingest.roundRatios.join(', ')})`, met: ingest.ratio >= INGEST_COST_GOAL },
@@ -211,9 +211,9 @@ export async function deliveryScenario(
 }
 
 /** Waits until no delivery is pending; says how many were and how long they took to go out. */
-async function drainDeliveries(db: BenchDatabase, limitMs = 120_000): Promise<string> {
+async function drainDeliveries(database: BenchDatabase, limitMs = 120_000): Promise<string> {
   const pending = async () => {
-    const { rows } = await db.pool.query<{ n: string }>(`select count(*) as n from event_deliveries where status = 'pending'`);
+    const { rows } = await database.pool.query<{ n: string }>(`select count(*) as n from event_deliveries where status = 'pending'`);
     return Number(rows[0]?.n ?? 0);
   };
   const started = performance.now();

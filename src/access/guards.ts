@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { Config } from '../config.js';
 import { AppError, errorBody, forbidden, unauthorized } from '../errors.js';
 import { partnerTokenSchema } from '../provider/schemas.js';
 import { addressMatcher } from './addresses.js';
@@ -70,6 +71,19 @@ export function adminKeyGuard(keys: readonly string[]) {
     request.log.warn({ client: request.ip }, 'refused: missing or wrong admin key');
     throw unauthorized('a valid admin key is required: Authorization: Bearer <key>');
   };
+}
+
+/**
+ * The checks of every route of a plugin, as onRequest hooks: the query allowlist (403), then a key.
+ * `query`: one of QUERY_API_KEYS when it is set (401); `admin`: one of ADMIN_API_KEYS (403 while unset, 401).
+ */
+export function guardRoutes(
+  app: Pick<FastifyInstance, 'addHook'>,
+  access: 'query' | 'admin',
+  config: Pick<Config, 'queryAllowedIps' | 'queryApiKeys' | 'adminApiKeys'>,
+): void {
+  app.addHook('onRequest', allowlistGuard('query', config.queryAllowedIps));
+  app.addHook('onRequest', access === 'query' ? apiKeyGuard(config.queryApiKeys) : adminKeyGuard(config.adminApiKeys));
 }
 
 /** When CALLBACK_SECRET is set, ?token= must carry it (401); checked before the body is read. */

@@ -1,6 +1,6 @@
 import { createHash, createHmac } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
-import type { AuditAction, DB } from '../db/types.js';
+import type { AuditAction, Tables } from '../db/types.js';
 
 /** Who did it: a key's short fingerprint, or the peer when the route has no keys configured. */
 export type Actor = `key:${string}` | `peer:${string}`;
@@ -34,7 +34,7 @@ export interface AuditEntry {
 }
 
 /** Writes one entry; pass the transaction of the work it records, so neither commits without the other. */
-export async function recordAudit(db: Kysely<DB>, entry: AuditEntry): Promise<void> {
+export async function recordAudit(db: Kysely<Tables>, entry: AuditEntry): Promise<void> {
   await db
     .insertInto('audit_log')
     .values({ at: entry.at, action: entry.action, actor: entry.actor, subject: entry.subject, counts: JSON.stringify(entry.counts) })
@@ -67,7 +67,7 @@ const POSITION_T = sql<string>`to_char(a.at at time zone 'UTC', 'YYYY-MM-DD"T"HH
 
 /** One page of the trail, newest first, by keyset on (at, id) (indexes audit_log_at, audit_log_action_at). */
 export async function readAuditPage(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   filter: AuditFilter,
   after: AuditPosition | undefined,
   limit: number,

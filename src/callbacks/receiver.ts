@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { isStorageUnavailable } from '../db/database.js';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { validationFailed } from '../errors.js';
 import { decide, toUtcInstant } from '../provider/schemas.js';
 import { type Intake, readCallback } from './intake.js';
@@ -14,7 +14,7 @@ type Invalid = Extract<Intake, { valid: false }>;
 type Valid = Extract<Intake, { valid: true }>;
 
 export interface ReceiverDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   metrics: CallbackMetrics;
   /** Told the customer of every newly stored result (not of a duplicate), after its commit. */
   announce(customerUuid: string): void;
@@ -68,13 +68,13 @@ export function callbackReceiver(deps: ReceiverDeps): CallbackReceiver {
   }
 
   function stored(arrival: Arrival, customerUuid: string, recorded: Recorded, log: FastifyBaseLogger): void {
-    metrics.count(recorded.outcome);
-    if (recorded.outcome !== 'duplicate') deps.announce(customerUuid);
-    if (recorded.outcome === 'matched') {
+    metrics.count(recorded.disposition);
+    if (recorded.disposition !== 'duplicate') deps.announce(customerUuid);
+    if (recorded.disposition === 'matched') {
       metrics.turnaround((arrival.receivedAt.getTime() - recorded.submittedAt.getTime()) / 1000);
       const { callbackId, requestId } = recorded;
       log.info({ customerUuid, callbackId, requestId, decision: recorded.decision }, 'callback matched');
-    } else if (recorded.outcome === 'unmatched') {
+    } else if (recorded.disposition === 'unmatched') {
       log.warn({ customerUuid, callbackId: recorded.callbackId }, 'callback stored unmatched: no request awaits it');
     } else {
       log.info({ customerUuid }, 'duplicate callback: already stored');
@@ -84,12 +84,12 @@ export function callbackReceiver(deps: ReceiverDeps): CallbackReceiver {
   return {
     async receive(arrival, log) {
       const intake = readCallback(arrival.rawBody);
-      const outcome = intake.valid ? await storeValid(arrival, intake) : intake;
-      if ('valid' in outcome) {
-        await keepInvalid(arrival, outcome, log);
-        throw validationFailed(outcome.issues, 'the callback is not a valid underwriting result');
+      const storedOrInvalid = intake.valid ? await storeValid(arrival, intake) : intake;
+      if ('valid' in storedOrInvalid) {
+        await keepInvalid(arrival, storedOrInvalid, log);
+        throw validationFailed(storedOrInvalid.issues, 'the callback is not a valid underwriting result');
       }
-      stored(arrival, (intake as Valid).result.customerUuid, outcome, log);
+      stored(arrival, (intake as Valid).result.customerUuid, storedOrInvalid, log);
     },
     close: () => writer.close(),
   };

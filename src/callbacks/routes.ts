@@ -80,7 +80,7 @@ function ignoreContentType(request: FastifyRequest, _reply: FastifyReply, payloa
   done(null, payload as never);
 }
 
-/** Outcomes decided outside the handler, by status. */
+/** Counts the answers decided outside the handler, by status. */
 function countUnhandled(metrics: CallbackMetrics) {
   return function count(request: FastifyRequest, reply: FastifyReply, done: () => void) {
     const status = reply.statusCode;

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import type { Arrival } from '../requests/complete.js';
 
 export interface InvalidCallback extends Arrival {
@@ -9,7 +9,7 @@ export interface InvalidCallback extends Arrival {
 }
 
 /** Keeps a callback that is not a valid result: the raw bytes and why, for a human to look at. */
-export async function recordInvalid(db: Kysely<DB>, cb: InvalidCallback): Promise<number> {
+export async function recordInvalid(db: Kysely<Tables>, cb: InvalidCallback): Promise<number> {
   const row = await db
     .insertInto('callbacks')
     .values({

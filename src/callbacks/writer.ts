@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { isStorageUnavailable } from '../db/database.js';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { type RecordOptions, type Recorded, recordResults, type ValidResult } from '../requests/complete.js';
 
 export interface ResultWriter {
@@ -47,7 +47,7 @@ interface Pending {
  * starts a batch in the same turn of the event loop. Each caller still hears only once its own
  * result is committed.
  */
-export function resultWriter(db: Kysely<DB>, options: ResultWriterOptions = {}): ResultWriter {
+export function resultWriter(db: Kysely<Tables>, options: ResultWriterOptions = {}): ResultWriter {
   const limits = options.limits ?? RESULT_WRITER_LIMITS;
   const recording = options.recording ?? DEFAULT_RECORDING;
   const queue: Pending[] = [];

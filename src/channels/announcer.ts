@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 
 export interface Announcer {
   /** Queues a NOTIFY of key for something just committed; never waits, never throws. */
@@ -20,7 +20,7 @@ const BATCH = 500;
  * per second). This transaction is not durable (synchronous_commit off; notifications never are):
  * if it is lost, a long-poll answers at its deadline from what is stored.
  */
-export function announcer(db: Kysely<DB>, channel: string, log: FastifyBaseLogger): Announcer {
+export function announcer(db: Kysely<Tables>, channel: string, log: FastifyBaseLogger): Announcer {
   const pending = new Set<string>();
   let flushing: Promise<void> | undefined;
 

@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { FastifyBaseLogger, FastifyPluginAsync } from 'fastify';
-import type { Database } from '../db/database.js';
+import type { DatabaseHandle } from '../db/database.js';
 import { type Announcer, announcer } from './announcer.js';
 import { acquireListener, type ListenerLease } from './listener.js';
 import { type LongPoll, longPoll } from './longpoll.js';
@@ -26,7 +26,7 @@ export interface NotificationChannel {
   plugin: FastifyPluginAsync;
 }
 
-export function notificationChannel(database: Database, name: string, log: FastifyBaseLogger): NotificationChannel {
+export function notificationChannel(database: DatabaseHandle, name: string, log: FastifyBaseLogger): NotificationChannel {
   const sender: Announcer = announcer(database.notifyDb, name, log);
   const closing = new AbortController();
   // Every waiting long-poll listens on this one signal; thousands of them are expected, not a leak.

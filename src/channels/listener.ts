@@ -3,7 +3,7 @@ import net from 'node:net';
 import type { PGlite } from '@electric-sql/pglite';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
-import type { Database } from '../db/database.js';
+import type { DatabaseHandle } from '../db/database.js';
 
 type Log = Pick<FastifyBaseLogger, 'info' | 'warn' | 'debug'>;
 
@@ -75,7 +75,7 @@ interface Source {
 }
 
 /** What a listener needs of the database. */
-export type ListenTarget = Pick<Database, 'engine' | 'listenConnectionString' | 'pglite' | 'queryTimeoutMs' | 'onHealth'>;
+export type ListenTarget = Pick<DatabaseHandle, 'engine' | 'listenConnectionString' | 'pglite' | 'queryTimeoutMs' | 'onHealth'>;
 
 /**
  * Listens on one NOTIFY channel over a single connection and wakes the waiters registered under the

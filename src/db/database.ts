@@ -5,7 +5,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import { CompiledQuery, type DialectAdapter, Kysely, PostgresAdapter, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { PGliteDialect } from './pglite-dialect.js';
-import type { DB } from './types.js';
+import type { Tables } from './types.js';
 
 export type Engine = 'postgres' | 'pglite';
 
@@ -22,13 +22,14 @@ export type HealthEvent = 'timeout' | 'recovered';
 /** A query that has not answered in this long fails, and its connection is destroyed. */
 export const DEFAULT_QUERY_TIMEOUT_MS = 15_000;
 
-export interface Database {
-  db: Kysely<DB>;
+/** What openDatabase gives: the Kysely instances (`db` for queries), the engine's details, health, ping and close. */
+export interface DatabaseHandle {
+  db: Kysely<Tables>;
   /**
    * One connection of its own (PostgreSQL; the same as db on PGlite) for the after-commit NOTIFY,
    * so that it never queues behind the main pool's writes.
    */
-  notifyDb: Kysely<DB>;
+  notifyDb: Kysely<Tables>;
   engine: Engine;
   /** Set on PostgreSQL: DATABASE_URL. */
   connectionString: string | undefined;
@@ -74,12 +75,12 @@ const pgTypes = {
     oid === PG_INT8 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
-export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
+export async function openDatabase(options: OpenDatabaseOptions): Promise<DatabaseHandle> {
   if (options.databaseUrl) return openPostgres(options.databaseUrl, options);
   return openPglite(options.dataDir);
 }
 
-function openPostgres(connectionString: string, options: OpenDatabaseOptions): Database {
+function openPostgres(connectionString: string, options: OpenDatabaseOptions): DatabaseHandle {
   const poolMode = options.poolMode ?? 'session';
   const queryTimeoutMs = options.queryTimeoutMs ?? DEFAULT_QUERY_TIMEOUT_MS;
   const healthListeners = new Set<(event: HealthEvent) => void>();
@@ -95,10 +96,10 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
     },
   };
   const main = new GuardedPool(openPool(connectionString, options.poolSize ?? 10, settings), settings);
-  const db = new Kysely<DB>({ dialect: new GatewayPostgresDialect({ pool: main }) });
+  const db = new Kysely<Tables>({ dialect: new GatewayPostgresDialect({ pool: main }) });
   pools.set(db, main);
   const notify = new GuardedPool(openPool(connectionString, 1, settings), settings);
-  const notifyDb = new Kysely<DB>({ dialect: new GatewayPostgresDialect({ pool: notify }) });
+  const notifyDb = new Kysely<Tables>({ dialect: new GatewayPostgresDialect({ pool: notify }) });
   pools.set(notifyDb, notify);
   return {
     db,
@@ -263,7 +264,7 @@ class GuardedPool {
       try {
         client = await this.pool.connect();
       } catch (err) {
-        this.outcome(err);
+        this.settled(err);
         throw err;
       }
       // One wrapper per connection, as Kysely keeps its own state per client object.
@@ -275,7 +276,8 @@ class GuardedPool {
     }
   }
 
-  outcome(err: unknown): void {
+  /** A query or connect finished: undefined when it succeeded, else its error. */
+  settled(err: unknown): void {
     if (err === undefined) {
       if (this.failingSince === undefined) return;
       this.failingSince = undefined;
@@ -314,11 +316,11 @@ class GuardedClient {
     if (result instanceof Promise) {
       return result.then(
         (value: unknown) => {
-          this.owner.outcome(undefined);
+          this.owner.settled(undefined);
           return value;
         },
         (err: unknown) => {
-          this.owner.outcome(err);
+          this.owner.settled(err);
           this.#noteFailure(err);
           throw err;
         },
@@ -357,7 +359,7 @@ export interface Statement {
   text: string;
 }
 
-const pools = new WeakMap<Kysely<DB>, GuardedPool>();
+const pools = new WeakMap<Kysely<Tables>, GuardedPool>();
 
 /**
  * Runs a statement: on PostgreSQL in session mode as a named prepared statement (parsed and
@@ -365,7 +367,7 @@ const pools = new WeakMap<Kysely<DB>, GuardedPool>();
  * unnamed (a named statement lives on one server connection, and the next transaction may get
  * another, or a connection where another client prepared the same name); on PGlite as plain SQL.
  */
-export async function runStatement<R>(db: Kysely<DB>, statement: Statement, parameters: readonly unknown[]): Promise<R[]> {
+export async function runStatement<R>(db: Kysely<Tables>, statement: Statement, parameters: readonly unknown[]): Promise<R[]> {
   const guarded = pools.get(db);
   if (!guarded) return (await db.executeQuery<R>(CompiledQuery.raw(statement.text, [...parameters]))).rows;
   const client = await guarded.connect();
@@ -378,7 +380,7 @@ export async function runStatement<R>(db: Kysely<DB>, statement: Statement, para
   }
 }
 
-async function openPglite(dataDir: string): Promise<Database> {
+async function openPglite(dataDir: string): Promise<DatabaseHandle> {
   // Loaded only when used: a gateway on PostgreSQL never carries the embedded engine's code.
   const { PGlite } = await import('@electric-sql/pglite');
   let pglite: PGlite;
@@ -390,7 +392,7 @@ async function openPglite(dataDir: string): Promise<Database> {
     const reason = err instanceof Error && err.message ? err.message : `${(err as { name?: string })?.name ?? 'error'} ${(err as { errno?: number })?.errno ?? ''}`.trim();
     throw new Error(`DATA_DIR: the embedded database cannot be opened in ${dataDir} (${reason}); it must be a directory this user can create and write to`, { cause: err });
   }
-  const db = new Kysely<DB>({ dialect: new PGliteDialect({ pglite }) });
+  const db = new Kysely<Tables>({ dialect: new PGliteDialect({ pglite }) });
   return {
     db,
     notifyDb: db,

@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FileMigrationProvider, Migrator, sql } from 'kysely';
-import { type Database, MIGRATION_LOCK_ID } from './database.js';
+import { type DatabaseHandle, MIGRATION_LOCK_ID } from './database.js';
 
 // src/db/ -> migrations/, both in the source tree and in dist/.
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations', import.meta.url));
@@ -20,7 +20,7 @@ export class MigrationError extends Error {
  * of racing, and nothing outlives the transaction (no session lock, so it works behind a
  * transaction-pooling PgBouncer too). A failed migration rolls every one of them back.
  */
-export async function migrateToLatest(database: Pick<Database, 'db'>): Promise<string[]> {
+export async function migrateToLatest(database: Pick<DatabaseHandle, 'db'>): Promise<string[]> {
   // One connection, one transaction of our own (the migrator's own would start after its lock).
   return database.db.connection().execute(async (conn) => {
     await sql`begin`.execute(conn);

@@ -50,11 +50,11 @@ class PGliteConnection implements DatabaseConnection {
   async begin(): Promise<void> {
     let begun!: () => void;
     const started = new Promise<void>((resolve) => (begun = resolve));
-    const outcome = new Promise<boolean>((resolve) => (this.#finish = resolve));
+    const commits = new Promise<boolean>((resolve) => (this.#finish = resolve));
     this.#closed = this.pglite.transaction(async (tx) => {
       this.#transaction = tx;
       begun();
-      if (!(await outcome)) await tx.rollback();
+      if (!(await commits)) await tx.rollback();
     });
     await Promise.race([started, this.#closed]);
   }

@@ -12,8 +12,11 @@ export type RequestStatus = (typeof REQUEST_STATUSES)[number];
 export const DECISIONS = ['approved', 'declined', 'no_score', 'filtered'] as const;
 export type Decision = (typeof DECISIONS)[number];
 
-export const CALLBACK_OUTCOMES = ['matched', 'unmatched', 'invalid'] as const;
-export type CallbackOutcome = (typeof CALLBACK_OUTCOMES)[number];
+/** What a stored callback is: the result of a request, a valid result no request awaited, or an invalid body. */
+export const CALLBACK_KINDS = ['matched', 'unmatched', 'invalid'] as const;
+export type CallbackKind = (typeof CALLBACK_KINDS)[number];
+/** The callbacks that are no request's result. */
+export type StrayCallbackKind = Exclude<CallbackKind, 'matched'>;
 
 export interface UnderwritingRequestsTable {
   id: Generated<number>;
@@ -41,7 +44,8 @@ export interface CallbacksTable {
   peer: string | null;
   /** Exactly the bytes the provider sent, valid or not. */
   raw_body: Buffer | Uint8Array;
-  outcome: CallbackOutcome;
+  /** The callback's kind: the column keeps its name, outcome (renaming it takes a migration). */
+  outcome: CallbackKind;
   /** Why an invalid callback was refused. */
   error: string | null;
   customer_uuid: string | null;
@@ -132,14 +136,15 @@ export interface StatisticsHourlyTable {
   invalid: ColumnType<number, number | undefined, number>;
 }
 
-/** Turnaround of purged completed requests: a log-scale histogram per UTC hour (see stats/turnaround.ts). */
+/** Turnaround of purged completed requests: a log-scale histogram per UTC hour (see aggregates/turnaround.ts). */
 export interface TurnaroundHourlyTable {
   hour: Timestamp;
   bin: number;
   requests: number;
 }
 
-export interface DB {
+/** Every table's column types, as Kysely sees them: `Kysely<Tables>`. */
+export interface Tables {
   underwriting_requests: UnderwritingRequestsTable;
   callbacks: CallbacksTable;
   idempotency_keys: IdempotencyKeysTable;

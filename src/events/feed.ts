@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Kysely } from 'kysely';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { AppError } from '../errors.js';
 import { decodeFeedCursor, encodeFeedCursor } from './cursor.js';
 import type { EventView } from './schemas.js';
@@ -73,7 +73,7 @@ export class FeedWakeups {
 }
 
 export interface FeedDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   wakeups: FeedWakeups | undefined;
   closing: AbortSignal;
   onWaiting?: (delta: 1 | -1) => void;

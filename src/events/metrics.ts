@@ -1,11 +1,8 @@
 import type { Kysely } from 'kysely';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { DB } from '../db/types.js';
-import { histogram } from '../metrics.js';
+import type { Tables } from '../db/types.js';
+import { histogram, readForScrape } from '../metrics.js';
 import { pendingSummary } from './sql.js';
-
-/** A scrape never hangs on an unreachable database: the last known values stay. */
-const SUMMARY_TIMEOUT_MS = 1000;
 
 export interface EventMetrics {
   result(result: 'delivered' | 'failed' | 'dead', lagS?: number): void;
@@ -13,7 +10,7 @@ export interface EventMetrics {
   waiting(delta: 1 | -1): void;
 }
 
-export function eventMetrics(registry: Registry, db: Kysely<DB>, clock: () => Date): EventMetrics {
+export function eventMetrics(registry: Registry, db: Kysely<Tables>, clock: () => Date): EventMetrics {
   const deliveries = new Counter({
     name: 'underwriting_event_deliveries_total',
     help: 'Event delivery attempts made by this instance, by result (delivered, failed and retried later, dead)',
@@ -38,20 +35,13 @@ export function eventMetrics(registry: Registry, db: Kysely<DB>, clock: () => Da
     registers: [registry],
     async collect() {
       summary ??= (async () => {
-        let timer: NodeJS.Timeout | undefined;
         try {
-          const s = await Promise.race([
-            pendingSummary(db),
-            new Promise<never>((_, reject) => {
-              timer = setTimeout(() => reject(new Error('timeout')), SUMMARY_TIMEOUT_MS);
-            }),
-          ]);
+          const s = await readForScrape(pendingSummary(db));
           this.set(s.pending);
           oldest.set(s.oldest ? Math.max(0, (clock().getTime() - s.oldest.getTime()) / 1000) : 0);
         } catch {
           // Keep the previous values; /readyz is where an unreachable database shows.
         } finally {
-          clearTimeout(timer);
           summary = undefined;
         }
       })();

@@ -1,8 +1,8 @@
 import { setMaxListeners } from 'node:events';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
+import { guardRoutes } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
-import { errorSchema, notFound, validationErrorSchema } from '../errors.js';
+import { errorSchema, guardedRouteErrors, notFound } from '../errors.js';
 import { FeedWakeups, eventView, readFeedPage } from './feed.js';
 import { eventMetrics } from './metrics.js';
 import { operation } from '../openapi.js';
@@ -20,7 +20,7 @@ import { readEvent, redeliverDead, redeliverEvent } from './sql.js';
 import { webhookTargets } from './targets.js';
 import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
 
-const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 404: errorSchema, 503: errorSchema };
+const errors = { ...guardedRouteErrors, 404: errorSchema };
 
 /**
  * Outcome events: the feed and redelivery routes (query allowlist and keys), and, when
@@ -39,8 +39,7 @@ export const eventRoutes =
     const unsubscribe = [deps.results.onAny(wakeups.bump)];
     let worker: DeliveryWorker | undefined;
 
-    app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
-    app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
+    guardRoutes(app, 'query', deps.config);
 
     app.addHook('onReady', async () => {
       if (webhooks === undefined) return;

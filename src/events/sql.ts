@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
-import type { DB, DeliveryStatus, EventType } from '../db/types.js';
+import type { DeliveryStatus, EventType, Tables } from '../db/types.js';
 import { targetParameters } from './record.js';
 import type { WebhookTarget } from './targets.js';
 
@@ -71,7 +71,7 @@ const HORIZON = sql<{ horizon: string }>`
   )::text as horizon
   from s`;
 
-export async function feedHorizon(db: Kysely<DB>): Promise<string> {
+export async function feedHorizon(db: Kysely<Tables>): Promise<string> {
   const { rows } = await HORIZON.execute(db);
   return rows[0]!.horizon;
 }
@@ -81,7 +81,7 @@ export async function feedHorizon(db: Kysely<DB>): Promise<string> {
  * an event committed late by a transaction that began early still sorts before everything read
  * after it, so paging never skips it (no gaps) and never reads anything twice (no duplicates).
  */
-export async function readFeed(db: Kysely<DB>, filter: FeedFilter, after: FeedPosition | undefined, limit: number): Promise<EventRow[]> {
+export async function readFeed(db: Kysely<Tables>, filter: FeedFilter, after: FeedPosition | undefined, limit: number): Promise<EventRow[]> {
   const horizon = await feedHorizon(db);
   const rows = await db
     .selectFrom('events as e')
@@ -102,7 +102,7 @@ export async function readFeed(db: Kysely<DB>, filter: FeedFilter, after: FeedPo
  * still running: a long-poll then looks again shortly instead of waiting for a notification that
  * the blocking transaction may never send.
  */
-export async function feedHeldBack(db: Kysely<DB>, filter: FeedFilter, after: FeedPosition | undefined): Promise<boolean> {
+export async function feedHeldBack(db: Kysely<Tables>, filter: FeedFilter, after: FeedPosition | undefined): Promise<boolean> {
   const horizon = await feedHorizon(db);
   const row = await db
     .selectFrom('events as e')
@@ -116,7 +116,7 @@ export async function feedHeldBack(db: Kysely<DB>, filter: FeedFilter, after: Fe
   return row !== undefined;
 }
 
-export async function readEvent(db: Kysely<DB>, publicId: string): Promise<EventRow | undefined> {
+export async function readEvent(db: Kysely<Tables>, publicId: string): Promise<EventRow | undefined> {
   const row = await db
     .selectFrom('events as e')
     .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', DELIVERIES.as('deliveries')])
@@ -130,7 +130,7 @@ const REQUEUE = `status = 'pending', attempts = 0, queued_at = excluded.queued_a
 
 /** Queues one event again for every target (delivered or not); undefined when there is no such event. */
 export async function redeliverEvent(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   publicId: string,
   targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[],
   now: Date,
@@ -152,7 +152,7 @@ export async function redeliverEvent(
 
 /** Queues again every dead delivery to a configured target of events created in [since, until). */
 export async function redeliverDead(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   range: { since?: string | undefined; until?: string | undefined },
   targets: readonly Pick<WebhookTarget, 'key'>[],
   now: Date,
@@ -218,14 +218,14 @@ export const CLAIM_DELIVERIES: Statement = {
 };
 
 export async function claimDeliveries(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   claim: { now: Date; keys: readonly string[]; limit: number; leaseS: number; token: string },
 ): Promise<ClaimedDelivery[]> {
   return runStatement<ClaimedDelivery>(db, CLAIM_DELIVERIES, [claim.now, claim.keys, claim.limit, claim.leaseS, claim.token]);
 }
 
-/** What one attempt came to. */
-export interface AttemptOutcome {
+/** One finished delivery attempt: what its delivery row becomes. */
+export interface FinishedAttempt {
   id: number;
   token: string;
   status: DeliveryStatus;
@@ -236,7 +236,7 @@ export interface AttemptOutcome {
   nextAt: Date | null;
 }
 
-const RECORD_OUTCOMES: Statement = {
+const RECORD_FINISHED_ATTEMPTS: Statement = {
   name: 'record_event_delivery_outcomes',
   text: `
     update event_deliveries d
@@ -247,23 +247,23 @@ const RECORD_OUTCOMES: Statement = {
     where d.id = o.id and d.lease_token = o.token`,
 };
 
-/** Writes attempts' outcomes in one statement; one whose lease was taken over (or requeued) is ignored. */
-export async function recordOutcomes(db: Kysely<DB>, outcomes: readonly AttemptOutcome[]): Promise<void> {
+/** Writes finished attempts in one statement; one whose lease was taken over (or requeued) is ignored. */
+export async function recordFinishedAttempts(db: Kysely<Tables>, attempts: readonly FinishedAttempt[]): Promise<void> {
   const json = JSON.stringify(
-    outcomes.map((o) => ({
-      id: o.id,
-      token: o.token,
-      status: o.status,
-      at: o.at.toISOString(),
-      http_status: o.httpStatus,
-      error: o.error,
-      next_at: o.nextAt?.toISOString() ?? null,
+    attempts.map((a) => ({
+      id: a.id,
+      token: a.token,
+      status: a.status,
+      at: a.at.toISOString(),
+      http_status: a.httpStatus,
+      error: a.error,
+      next_at: a.nextAt?.toISOString() ?? null,
     })),
   );
-  await runStatement(db, RECORD_OUTCOMES, [json]);
+  await runStatement(db, RECORD_FINISHED_ATTEMPTS, [json]);
 }
 
-export async function pendingSummary(db: Kysely<DB>): Promise<{ pending: number; oldest: Date | null }> {
+export async function pendingSummary(db: Kysely<Tables>): Promise<{ pending: number; oldest: Date | null }> {
   const row = await db
     .selectFrom('event_deliveries')
     .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.min('queued_at').as('oldest')])

@@ -3,16 +3,16 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { Agent, request } from 'undici';
 import { isStorageUnavailable } from '../db/database.js';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import type { IngestLoad } from '../ingest-load.js';
 import { retryDelayS } from './backoff.js';
 import type { DeliveryHandoff } from './handoff.js';
 import type { WebhookSigner } from './signature.js';
-import { type AttemptOutcome, type ClaimedDelivery, claimDeliveries, recordOutcomes } from './sql.js';
+import { type ClaimedDelivery, claimDeliveries, type FinishedAttempt, recordFinishedAttempts } from './sql.js';
 import { scrubTarget, type WebhookTarget } from './targets.js';
 
 export interface DeliveryWorkerDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   targets: readonly WebhookTarget[];
   signer: WebhookSigner;
   clock: () => Date;
@@ -37,7 +37,7 @@ export interface DeliveryWorker extends DeliveryHandoff {
   wake(): void;
   /** Something may be due (a change committed on some instance): look soon. */
   nudge(): void;
-  /** Stops claiming, waits for attempts in flight and writes their outcomes. */
+  /** Stops claiming, waits for attempts in flight and writes their finished. */
   stop(): Promise<void>;
 }
 
@@ -59,7 +59,7 @@ interface Sendable {
   id: number;
   urlKey: string;
   customer: string;
-  /** Claimed (not handed over as written): its outcome may free a later delivery of the customer. */
+  /** Claimed (not handed over as written): its finished attempt may free a later delivery of the customer. */
   claimed: boolean;
   token: string;
   publicId: string;
@@ -91,13 +91,13 @@ function claimedSendable(delivery: ClaimedDelivery, token: string): Sendable {
  * in the same statement and handed over as it commits (adopt); everything else (retries, other
  * instances' expired leases, events of the sweeps, the backlog of a burst) is claimed in batches
  * under a lease (SKIP LOCKED, so instances share the work and each sends a delivery once in
- * normal operation). Each event is POSTed signed; outcomes are written in batches. A crashed
+ * normal operation). Each event is POSTed signed; finished are written in batches. A crashed
  * instance's leases run out and others take them over.
  */
 export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const concurrency = deps.concurrency ?? 64;
   const pollMs = deps.pollMs ?? 1000;
-  // Long enough for one attempt and the write of its outcome; short enough that a dead
+  // Long enough for one attempt and the write of it; short enough that a dead
   // instance's deliveries move on within seconds.
   const leaseS = deps.timeoutMs / 1000 + 5;
   const byKey = new Map(deps.targets.map((t) => [t.key, t]));
@@ -118,8 +118,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   // would never drain). Cleared once nothing is due.
   let catchingUp = false;
   const sends = new Set<Promise<void>>();
-  const outcomes: AttemptOutcome[] = [];
-  /** Outcomes being written, by what their delivery was: did they free a later one? */
+  const finished: FinishedAttempt[] = [];
+  /** Finished attempts being written, by what their delivery was: did they free a later one? */
   const frees = new Map<number, boolean>();
   /** Customers with a delivery waiting behind one being sent (see adopt). */
   const held = new Set<string>();
@@ -227,39 +227,39 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       error = describe(err, target, deps.timeoutMs);
     }
     const done = deps.clock();
-    let outcome: AttemptOutcome;
+    let finishedAttempt: FinishedAttempt;
     if (stopping.signal.aborted && error !== null) {
-      outcome = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error: 'interrupted: the instance was stopping', nextAt: done };
+      finishedAttempt = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error: 'interrupted: the instance was stopping', nextAt: done };
     } else if (error === null) {
-      outcome = { id: delivery.id, token: lease, status: 'delivered', at: done, httpStatus, error: null, nextAt: null };
+      finishedAttempt = { id: delivery.id, token: lease, status: 'delivered', at: done, httpStatus, error: null, nextAt: null };
       deps.onResult?.('delivered', (done.getTime() - delivery.createdAt.getTime()) / 1000);
     } else {
       const deadline = delivery.queuedAt.getTime() + deps.horizonS * 1000;
       const attempts = delivery.attempts + 1;
       if (done.getTime() >= deadline) {
-        outcome = { id: delivery.id, token: lease, status: 'dead', at: done, httpStatus, error, nextAt: null };
+        finishedAttempt = { id: delivery.id, token: lease, status: 'dead', at: done, httpStatus, error, nextAt: null };
         deps.onResult?.('dead');
         deps.log.warn({ event: delivery.publicId, url: target.shown, attempts, status: httpStatus, error }, 'event delivery dead: no 2xx within the retry horizon');
       } else {
         const nextAt = new Date(Math.min(deadline, done.getTime() + retryDelayS(attempts) * 1000));
-        outcome = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error, nextAt };
+        finishedAttempt = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error, nextAt };
         deps.onResult?.('failed');
         deps.log.info({ event: delivery.publicId, url: target.shown, attempts, status: httpStatus, error, nextAt }, 'event delivery failed; will retry');
       }
     }
-    frees.set(delivery.id, delivery.claimed || (outcome.status !== 'pending' && held.delete(delivery.customer)));
-    outcomes.push(outcome);
+    frees.set(delivery.id, delivery.claimed || (finishedAttempt.status !== 'pending' && held.delete(delivery.customer)));
+    finished.push(finishedAttempt);
     flush();
   }
 
-  /** One outcome statement in flight at a time; whatever finishes meanwhile rides on the next. */
+  /** One write of finished attempts in flight at a time; whatever finishes meanwhile rides on the next. */
   function flush(): void {
     flushing ??= (async () => {
       let freed = false;
-      while (outcomes.length > 0) {
-        const batch = outcomes.splice(0, 500);
+      while (finished.length > 0) {
+        const batch = finished.splice(0, 500);
         try {
-          await recordOutcomes(deps.db, batch);
+          await recordFinishedAttempts(deps.db, batch);
           for (const o of batch) {
             freed ||= frees.get(o.id) === true;
             frees.delete(o.id);
@@ -267,8 +267,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         } catch (err) {
           // Kept and written once the database is back; meanwhile the leases may run out and the
           // deliveries be sent again (at least once).
-          outcomes.unshift(...batch);
-          warnStorage(err, 'could not record event delivery outcomes; retrying');
+          finished.unshift(...batch);
+          warnStorage(err, 'could not record event delivery finished; retrying');
           if (stopped) break;
           await new Promise((resolve) => setTimeout(resolve, pollMs));
         }

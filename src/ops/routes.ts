@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
-import type { Database } from '../db/database.js';
+import type { DatabaseHandle } from '../db/database.js';
 import { errorBody, errorSchema, storageUnavailable } from '../errors.js';
 import { operation } from '../openapi.js';
 
 export interface OpsDeps {
-  database: Pick<Database, 'ping'>;
+  database: Pick<DatabaseHandle, 'ping'>;
   registry: Registry;
   storage: StorageSuspicion;
 }

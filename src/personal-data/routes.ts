@@ -1,10 +1,10 @@
 import { createHmac } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { adminKeyGuard, allowlistGuard, presentedBearer } from '../access/guards.js';
+import { guardRoutes, presentedBearer } from '../access/guards.js';
 import { type Actor, keyFingerprint, readAuditPage, type SubjectRef } from '../audit/trail.js';
 import type { CapabilityDeps } from '../deps.js';
-import { AppError, errorSchema, validationErrorSchema } from '../errors.js';
+import { errorSchema, guardedRouteErrors } from '../errors.js';
 import { cursorCodec } from '../http/cursor.js';
 import { operation } from '../openapi.js';
 import { personalDataMetrics } from './metrics.js';
@@ -19,8 +19,7 @@ import {
 } from './schemas.js';
 import { personalDataService } from './service.js';
 
-// 403 also when ADMIN_API_KEYS is not set (the routes are disabled); the bodies' 413 and 415 as on every JSON route.
-const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 503: errorSchema };
+// The guards' 403 also when ADMIN_API_KEYS is not set (the routes are disabled); the bodies' 413 and 415 as on every JSON route.
 const bodyErrors = { 413: errorSchema, 415: errorSchema };
 
 const subjectRef = (body: SubjectBody): SubjectRef =>
@@ -34,13 +33,16 @@ export const personalDataRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const { db } = deps.database;
-    const service = personalDataService({ db, clock: deps.clock, cpfHashKeys: deps.config.cpfHashKeys });
-    const metrics = personalDataMetrics(deps.registry);
+    const service = personalDataService({
+      db,
+      clock: deps.clock,
+      cpfHashKeys: deps.config.cpfHashKeys,
+      metrics: personalDataMetrics(deps.registry),
+    });
     // A key of its own, so an audit cursor is never a valid list cursor and says nothing of CPF hashes.
     const cursors = cursorCodec(createHmac('sha256', deps.config.cpfHashKey).update('underwriting-gateway/audit-cursor/v1').digest('hex'));
 
-    app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
-    app.addHook('onRequest', adminKeyGuard(deps.config.adminApiKeys));
+    guardRoutes(app, 'admin', deps.config);
 
     app.post(
       '/v1/personal-data/export',
@@ -52,19 +54,10 @@ export const personalDataRoutes =
           description:
             'By CPF: every request stored with it (under any CPF_HASH_KEY) and everything of the customerUuids those requests carry. Audited.',
           body: subjectBody,
-          response: { 200: exportView, ...errors, ...bodyErrors, 404: errorSchema.describe('not_found: nothing stored about this subject') },
+          response: { 200: exportView, ...guardedRouteErrors, ...bodyErrors, 404: errorSchema.describe('not_found: nothing stored about this subject') },
         },
       },
-      async (request) => {
-        try {
-          const view = await service.exportSubject(subjectRef(request.body), actorOf(request));
-          metrics.exported('exported');
-          return view;
-        } catch (err) {
-          if (err instanceof AppError && err.code === 'not_found') metrics.exported('not_found');
-          throw err;
-        }
-      },
+      async (request) => service.exportSubject(subjectRef(request.body), actorOf(request)),
     );
 
     app.post(
@@ -77,19 +70,13 @@ export const personalDataRoutes =
           description:
             'One transaction; 409 in_flight, nothing erased, while one of its requests awaits a callback. The audit entry stays (a keyed hash, no personal data).',
           body: subjectBody,
-          response: { 200: erasedView, ...errors, ...bodyErrors, 409: errorSchema.describe('in_flight: a request of the subject awaits its callback; nothing erased') },
+          response: { 200: erasedView, ...guardedRouteErrors, ...bodyErrors, 409: errorSchema.describe('in_flight: a request of the subject awaits its callback; nothing erased') },
         },
       },
       async (request) => {
-        try {
-          const counts = await service.eraseSubject(subjectRef(request.body), actorOf(request));
-          metrics.erased('erased', counts);
-          request.log.info({ erased: counts }, 'personal data erased');
-          return { erased: { requests: counts.requests, callbacks: counts.callbacks, events: counts.events } };
-        } catch (err) {
-          if (err instanceof AppError && err.code === 'in_flight') metrics.erased('in_flight');
-          throw err;
-        }
+        const counts = await service.eraseSubject(subjectRef(request.body), actorOf(request));
+        request.log.info({ erased: counts }, 'personal data erased');
+        return { erased: { requests: counts.requests, callbacks: counts.callbacks, events: counts.events } };
       },
     );
 
@@ -102,7 +89,7 @@ export const personalDataRoutes =
           summary: 'The audit trail of lookups by CPF, exports and erasures, newest first',
           description: 'since is inclusive and until exclusive, both on at.',
           querystring: auditQuery,
-          response: { 200: auditPageView, ...errors },
+          response: { 200: auditPageView, ...guardedRouteErrors },
         },
       },
       async (request) => {

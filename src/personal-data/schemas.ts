@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { AUDIT_ACTIONS } from '../db/types.js';
 import { eventView } from '../events/schemas.js';
 import { cpfSchema, customerUuidSchema } from '../provider/schemas.js';
+import { pageOf } from '../http/page.js';
 import { cursorParam, instant, wholeNumber } from '../http/query.js';
 import { requestView, resultView } from '../requests/schemas.js';
 
@@ -81,7 +82,4 @@ export const auditEntryView = z.object({
   counts: z.record(z.string(), z.number()),
 }).meta({ id: 'AuditEntry' });
 
-export const auditPageView = z.object({
-  items: z.array(auditEntryView),
-  nextCursor: z.string().nullable(),
-}).meta({ id: 'AuditPage' });
+export const auditPageView = pageOf(auditEntryView).meta({ id: 'AuditPage' });

@@ -1,20 +1,22 @@
 import type { Kysely } from 'kysely';
 import { type Actor, recordAudit, type SubjectRef, subjectHasher } from '../audit/trail.js';
-import type { DB } from '../db/types.js';
-import { notFound } from '../errors.js';
+import type { Tables } from '../db/types.js';
+import { AppError, notFound } from '../errors.js';
+import type { PersonalDataMetrics } from './metrics.js';
 import type { ExportView } from './schemas.js';
 import { type ErasedCounts, eraseStored, readStored } from './store.js';
 import { resolveSubject } from './subject.js';
 import { exportView } from './views.js';
 
 export interface PersonalDataDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   clock: () => Date;
   /** Every CPF_HASH_KEY, newest first. */
   cpfHashKeys: readonly string[];
+  metrics: PersonalDataMetrics;
 }
 
-/** The data subject's rights (access, erasure), each answered and audited in one transaction. */
+/** The data subject's rights (access, erasure), each answered and audited in one transaction, and counted. */
 export function personalDataService(deps: PersonalDataDeps) {
   const subjectOf = subjectHasher(deps.cpfHashKeys[0]!);
   const cpfOf = (ref: SubjectRef) => ('cpf' in ref ? ref.cpf : undefined);
@@ -32,18 +34,29 @@ export function personalDataService(deps: PersonalDataDeps) {
           await recordAudit(tx, { at: deps.clock(), action: 'export', actor, subject: subjectOf(ref), counts });
           return stored.requests.length + stored.callbacks.length + stored.events.length === 0 ? undefined : exportView(stored, subject.customerUuids, cpfOf(ref));
         });
-      if (!view) throw notFound('nothing is stored about this subject');
+      if (!view) {
+        deps.metrics.exported('not_found');
+        throw notFound('nothing is stored about this subject');
+      }
+      deps.metrics.exported('exported');
       return view;
     },
 
     /** Deletes every row of the subject; 409 in_flight, nothing erased, while a request awaits its callback. */
     async eraseSubject(ref: SubjectRef, actor: Actor): Promise<ErasedCounts> {
-      return deps.db.transaction().execute(async (tx) => {
-        const subject = await resolveSubject(tx, ref, deps.cpfHashKeys);
-        const counts = await eraseStored(tx, subject);
-        await recordAudit(tx, { at: deps.clock(), action: 'erase', actor, subject: subjectOf(ref), counts: { ...counts } });
+      try {
+        const counts = await deps.db.transaction().execute(async (tx) => {
+          const subject = await resolveSubject(tx, ref, deps.cpfHashKeys);
+          const erased = await eraseStored(tx, subject);
+          await recordAudit(tx, { at: deps.clock(), action: 'erase', actor, subject: subjectOf(ref), counts: { ...erased } });
+          return erased;
+        });
+        deps.metrics.erased('erased', counts);
         return counts;
-      });
+      } catch (err) {
+        if (err instanceof AppError && err.code === 'in_flight') deps.metrics.erased('in_flight');
+        throw err;
+      }
     },
   };
 }

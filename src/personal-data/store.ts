@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import type { DB, Decision, RequestStatus } from '../db/types.js';
+import type { Decision, RequestStatus, StrayCallbackKind, Tables } from '../db/types.js';
 import { AppError } from '../errors.js';
 import type { EventRow } from '../events/sql.js';
 import { selectRequestsWithResult } from '../requests/read.js';
@@ -32,7 +32,8 @@ export interface StoredRequest {
 export interface StoredCallback {
   id: number;
   customer_uuid: string | null;
-  outcome: 'unmatched' | 'invalid';
+  /** The callback's kind (the column callbacks.outcome). */
+  outcome: StrayCallbackKind;
   received_at: Date;
   body: unknown;
   error: string | null;
@@ -55,7 +56,7 @@ const DELIVERIES = sql<EventRow['deliveries']>`(
   from event_deliveries d where d.event_id = e.id)`;
 
 /** Everything stored about the subject, newest first. Run it in one snapshot (repeatable read). */
-export async function readStored(db: Kysely<DB>, subject: Subject): Promise<Stored> {
+export async function readStored(db: Kysely<Tables>, subject: Subject): Promise<Stored> {
   const requests = await selectRequestsWithResult(db)
     .select(['r.updated_at', 'r.upstream_error', 'r.idempotency_key'])
     .where(inList('r.customer_uuid', subject.customerUuids))
@@ -95,7 +96,7 @@ export const inFlight = () =>
  * Deletes every row of the subject, inside the caller's transaction. Throws 409 in_flight (the
  * caller's transaction then rolls back, nothing erased) while one of its requests awaits a callback.
  */
-export async function eraseStored(tx: Kysely<DB>, subject: Subject): Promise<ErasedCounts> {
+export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise<ErasedCounts> {
   // Locked so that no callback completes (and no expiry moves) one of them while we decide.
   const requests = await tx
     .selectFrom('underwriting_requests')

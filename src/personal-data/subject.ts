@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { SubjectRef } from '../audit/trail.js';
 import { formatCpf, hashCpfUnderEvery } from '../cpf.js';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 
 /** Everything that identifies a data subject's rows. */
 export interface Subject {
@@ -20,7 +20,7 @@ export interface Subject {
 /** Shorter customerUuids ("42") would match unrelated bytes; they tie only callbacks that name them. */
 export const MIN_NEEDLE_LENGTH = 8;
 
-export async function resolveSubject(db: Kysely<DB>, ref: SubjectRef, cpfHashKeys: readonly string[]): Promise<Subject> {
+export async function resolveSubject(db: Kysely<Tables>, ref: SubjectRef, cpfHashKeys: readonly string[]): Promise<Subject> {
   if ('customerUuid' in ref) {
     return { customerUuids: [ref.customerUuid], needles: longEnough([ref.customerUuid]) };
   }

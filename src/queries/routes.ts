@@ -1,10 +1,10 @@
 import type { FastifyRequest, FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler } from 'fastify-type-provider-zod';
-import { allowlistGuard, apiKeyGuard, presentedBearer } from '../access/guards.js';
+import { guardRoutes, presentedBearer } from '../access/guards.js';
 import { type Actor, keyFingerprint, recordAudit, subjectHasher } from '../audit/trail.js';
 import type { CapabilityDeps } from '../deps.js';
 import { hashCpfUnderEvery } from '../cpf.js';
-import { errorSchema, notFound, validationErrorSchema } from '../errors.js';
+import { errorSchema, guardedRouteErrors, notFound } from '../errors.js';
 import { operation } from '../openapi.js';
 import { cursorCodec } from '../http/cursor.js';
 import { queryMetrics } from './metrics.js';
@@ -28,9 +28,6 @@ import { type ListFilter, readCustomer, readPage } from './sql.js';
 const builtViews: FastifySerializerCompiler<unknown> = (route) =>
   route.httpStatus === '200' ? (data) => JSON.stringify(data) : serializerCompiler(route as Parameters<typeof serializerCompiler>[0]);
 
-// What the query routes answer besides their 200 (the allowlist's 403, the key's 401, the database's 503).
-const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 503: errorSchema };
-
 export const queryRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
@@ -42,9 +39,7 @@ export const queryRoutes =
     const actorOf = (request: FastifyRequest): Actor =>
       deps.config.queryApiKeys.length > 0 ? keyFingerprint(presentedBearer(request) ?? '') : `peer:${request.ip}`;
 
-    app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
-    app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
-
+    guardRoutes(app, 'query', deps.config);
 
     const page = async (filter: ListFilter, limit: number | undefined, cursor: string | undefined): Promise<PageView> => {
       const after = cursor === undefined ? undefined : cursors.decode(cursor);
@@ -65,7 +60,7 @@ export const queryRoutes =
           querystring: customerQuerystring,
           response: {
             200: customerView,
-            ...errors,
+            ...guardedRouteErrors,
             404: errorSchema.describe('not_found: no request for this customerUuid'),
             503: errorSchema.describe('storage_unavailable, or too_many_waiters: this instance holds its most long-polls'),
           },
@@ -101,7 +96,7 @@ export const queryRoutes =
           summary: 'Requests, newest first, filtered and paged by cursor',
           description: 'since is inclusive and until exclusive, both on submittedAt.',
           querystring: listQuery,
-          response: { 200: pageView, ...errors },
+          response: { 200: pageView, ...guardedRouteErrors },
         },
         serializerCompiler: builtViews,
       },
@@ -122,7 +117,7 @@ export const queryRoutes =
             'limit and cursor may be given in the body or the query string; the body wins. Matches under every CPF_HASH_KEY. Every lookup is audited.',
           querystring: lookupQuery,
           body: lookupBody,
-          response: { 200: pageView, ...errors, 413: errorSchema, 415: errorSchema },
+          response: { 200: pageView, ...guardedRouteErrors, 413: errorSchema, 415: errorSchema },
         },
         serializerCompiler: builtViews,
       },

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DECISIONS, REQUEST_STATUSES } from '../db/types.js';
+import { pageOf } from '../http/page.js';
 import { cursorParam, instant, wholeNumber } from '../http/query.js';
 import { cpfSchema, customerUuidSchema } from '../provider/schemas.js';
 import { requestView, resultView } from '../requests/schemas.js';
@@ -50,8 +51,5 @@ export const customerView = requestView.extend({
 }).meta({ id: 'CustomerUnderwritings' });
 export type CustomerView = z.infer<typeof customerView>;
 
-export const pageView = z.object({
-  items: z.array(requestView),
-  nextCursor: z.string().nullable(),
-}).meta({ id: 'UnderwritingPage' });
+export const pageView = pageOf(requestView).meta({ id: 'UnderwritingPage' });
 export type PageView = z.infer<typeof pageView>;

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
-import type { Decision, DB, RequestStatus } from '../db/types.js';
+import type { Decision, RequestStatus, Tables } from '../db/types.js';
 import type { Position } from '../http/cursor.js';
 import { selectRequestsWithResult } from '../requests/read.js';
 import type { RequestView } from '../requests/schemas.js';
@@ -49,7 +49,7 @@ export function customerQuery(customerUuid: string) {
 /** customerQuery as a prepared statement: its UNION ALL took longer to plan (~0.33 ms) than to run. */
 let customerStatement: Statement | undefined;
 
-export async function readCustomer(db: Kysely<DB>, customerUuid: string): Promise<CustomerView | undefined> {
+export async function readCustomer(db: Kysely<Tables>, customerUuid: string): Promise<CustomerView | undefined> {
   customerStatement ??= { name: 'read_customer', text: customerQuery('').compile(db).sql };
   // customerQuery's parameters, in its order.
   const rows = await runStatement<CustomerRow>(db, customerStatement, [customerUuid, HISTORY_LIMIT + 1, customerUuid, UNMATCHED_LIMIT]);
@@ -82,7 +82,7 @@ export interface ListFilter {
  * One page, newest first, by keyset: (submitted_at, id) strictly after the cursor position. Each
  * filter has an index that yields this order directly (list, status_list, decision_list, cpf_list).
  */
-export function pageQuery(db: Kysely<DB>, filter: ListFilter, after: Position | undefined, limit: number) {
+export function pageQuery(db: Kysely<Tables>, filter: ListFilter, after: Position | undefined, limit: number) {
   return selectRequestsWithResult(db)
     .select(POSITION_T.as('position_t'))
     .$if(filter.status !== undefined, (q) => q.where('r.status', '=', filter.status!))
@@ -108,7 +108,7 @@ export interface Page {
 }
 
 export async function readPage(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   filter: ListFilter,
   after: Position | undefined,
   limit: number,

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
-import type { DB, Decision } from '../db/types.js';
+import type { Decision, Tables } from '../db/types.js';
 import type { DeliveryHandoff, LeasedDelivery } from '../events/handoff.js';
 import { EVENT_TYPE, eventBodySql, recordEventsSql, requestDataSql, targetParameters, unmatchedDataSql } from '../events/record.js';
 import type { WebhookTarget } from '../events/targets.js';
@@ -23,10 +23,11 @@ export interface ValidResult extends Arrival {
   decision: Decision;
 }
 
+/** What recording one valid result came to: it completed a request, was stored unmatched, or was already stored. */
 export type Recorded =
-  | { outcome: 'matched'; callbackId: number; requestId: number; submittedAt: Date; decision: Decision }
-  | { outcome: 'unmatched'; callbackId: number }
-  | { outcome: 'duplicate' };
+  | { disposition: 'matched'; callbackId: number; requestId: number; submittedAt: Date; decision: Decision }
+  | { disposition: 'unmatched'; callbackId: number }
+  | { disposition: 'duplicate' };
 
 interface RecordedRow {
   n: number;
@@ -143,14 +144,14 @@ export function recordResultsParameters(batch: readonly ValidResult[], options: 
  * Records a batch of valid results, at most one per customer; answers in the batch's order.
  * Any failure fails the whole batch: nothing of it is stored.
  */
-export async function recordResults(db: Kysely<DB>, batch: readonly ValidResult[], options: RecordOptions): Promise<Recorded[]> {
+export async function recordResults(db: Kysely<Tables>, batch: readonly ValidResult[], options: RecordOptions): Promise<Recorded[]> {
   const ordered = batch.map((cb, index) => ({ cb, index })).sort((a, b) => (a.cb.customerUuid < b.cb.customerUuid ? -1 : 1));
   const customers = new Set(batch.map((cb) => cb.customerUuid));
   if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');
   const lease = options.targets.length > 0 ? options.handoff?.lease() : undefined;
   // A prepared statement: planned once per connection instead of on every batch.
   const rows = await runStatement<RecordedRow>(db, RECORD_RESULTS, recordResultsParameters(ordered.map((o) => o.cb), options, lease));
-  const recorded: Recorded[] = batch.map(() => ({ outcome: 'duplicate' }));
+  const recorded: Recorded[] = batch.map(() => ({ disposition: 'duplicate' }));
   const leased: LeasedDelivery[] = [];
   const held: string[] = [];
   for (const row of rows) {
@@ -164,8 +165,8 @@ export async function recordResults(db: Kysely<DB>, batch: readonly ValidResult[
     const { cb, index } = ordered[row.n]!;
     recorded[index] =
       row.request_id === null || row.submitted_at === null
-        ? { outcome: 'unmatched', callbackId: row.id }
-        : { outcome: 'matched', callbackId: row.id, requestId: row.request_id, submittedAt: new Date(row.submitted_at), decision: cb.decision };
+        ? { disposition: 'unmatched', callbackId: row.id }
+        : { disposition: 'matched', callbackId: row.id, requestId: row.request_id, submittedAt: new Date(row.submitted_at), decision: cb.decision };
   }
   if (leased.length > 0 || held.length > 0) options.handoff!.adopt(leased, held);
   return recorded;

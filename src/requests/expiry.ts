@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
 import { runStatement, type Statement } from '../db/database.js';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, targetParameters } from '../events/record.js';
 import type { WebhookTarget } from '../events/targets.js';
 import { type Periodic, startPeriodic } from '../periodic.js';
@@ -27,7 +27,7 @@ export interface ExpiredRequest {
  * abandoned bound the sweep ends it as submit_failed, see releaseAbandoned in store.ts.)
  */
 export async function expireOverdue(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   now: Date,
   timeoutS: number,
   targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[] = [],
@@ -36,7 +36,7 @@ export async function expireOverdue(
 }
 
 export async function expireOverdueRequests(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   now: Date,
   timeoutS: number,
   targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[],
@@ -93,7 +93,7 @@ export function sweepIntervalMs(timeoutS: number): number {
 }
 
 export interface SweepDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   clock: Clock;
   timeoutS: number;
   /** How long a `submitting` request may stay so before it counts as abandoned (abandonedAfterMs). */

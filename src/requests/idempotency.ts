@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import type { DB, IdempotencyKeyRow, UnderwritingRequestRow } from '../db/types.js';
+import type { IdempotencyKeyRow, Tables, UnderwritingRequestRow } from '../db/types.js';
 
 /** A key names one attempt for this long; after that it is as if it had never been used. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
@@ -36,7 +36,7 @@ function canonicalJson(value: unknown): string {
  * other existing row is returned for the caller to judge.
  */
 export async function claimKey(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   claim: { key: string; hash: string; now: Date; leaseMs: number },
 ): Promise<Claim> {
   const { key, hash, now } = claim;
@@ -70,7 +70,7 @@ export async function claimKey(
   return { claimed: false, row };
 }
 
-export async function recordAnswer(db: Kysely<DB>, key: string, requestId: number | null, answer: StoredAnswer): Promise<void> {
+export async function recordAnswer(db: Kysely<Tables>, key: string, requestId: number | null, answer: StoredAnswer): Promise<void> {
   await db
     .updateTable('idempotency_keys')
     .set({ request_id: requestId, response_status: answer.statusCode, response_body: JSON.stringify(answer.body) })
@@ -79,12 +79,12 @@ export async function recordAnswer(db: Kysely<DB>, key: string, requestId: numbe
 }
 
 /** Gives a key back when its request got no final answer (storage failed), so a retry may run it. */
-export async function releaseKey(db: Kysely<DB>, key: string): Promise<void> {
+export async function releaseKey(db: Kysely<Tables>, key: string): Promise<void> {
   await db.deleteFrom('idempotency_keys').where('key', '=', key).where('response_status', 'is', null).execute();
 }
 
 /** Deletes a bounded batch of expired keys; expired keys are already ignored, this only saves space. */
-export async function purgeExpiredKeys(db: Kysely<DB>, now: Date, batch = 500): Promise<void> {
+export async function purgeExpiredKeys(db: Kysely<Tables>, now: Date, batch = 500): Promise<void> {
   await db
     .deleteFrom('idempotency_keys')
     .where('key', 'in', (qb) => qb.selectFrom('idempotency_keys').select('key').where('expires_at', '<=', now).limit(batch))
@@ -98,7 +98,7 @@ export function storedAnswer(row: IdempotencyKeyRow): StoredAnswer | undefined {
 
 /** The request a key's earlier attempt stored within the key's lifetime, if any. */
 export async function requestOfKey(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   key: string,
   now: Date,
 ): Promise<Pick<UnderwritingRequestRow, 'id' | 'customer_uuid' | 'status' | 'upstream_status' | 'upstream_error' | 'submitted_at'> | undefined> {

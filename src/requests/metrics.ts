@@ -1,34 +1,23 @@
 import type { Kysely } from 'kysely';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
+import { readForScrape } from '../metrics.js';
 import { countPending } from './store.js';
-
-/** A scrape never hangs on an unreachable database: the last known value stays. */
-const COUNT_TIMEOUT_MS = 1000;
 
 export interface LifecycleMetrics {
   expired: Counter;
 }
 
-export function lifecycleMetrics(registry: Registry, db: Kysely<DB>): LifecycleMetrics {
+export function lifecycleMetrics(registry: Registry, db: Kysely<Tables>): LifecycleMetrics {
   new Gauge({
     name: 'underwriting_pending_requests',
     help: 'Requests awaiting the provider (submitting or submitted), across every instance sharing the database',
     registers: [registry],
     async collect() {
-      let timer: NodeJS.Timeout | undefined;
       try {
-        const n = await Promise.race([
-          countPending(db),
-          new Promise<never>((_, reject) => {
-            timer = setTimeout(() => reject(new Error('timeout')), COUNT_TIMEOUT_MS);
-          }),
-        ]);
-        this.set(n);
+        this.set(await readForScrape(countPending(db)));
       } catch {
         // Keep the previous value; /readyz is where an unreachable database shows.
-      } finally {
-        clearTimeout(timer);
       }
     },
   });

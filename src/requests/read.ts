@@ -1,11 +1,11 @@
 import type { Kysely } from 'kysely';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 
 /**
  * Requests joined to their result, selecting the columns a request's answer is built from (its
  * schema is in schemas.ts). Readers add their filters, order and any columns of their own.
  */
-export function selectRequestsWithResult(db: Kysely<DB>) {
+export function selectRequestsWithResult(db: Kysely<Tables>) {
   return db
     .selectFrom('underwriting_requests as r')
     .leftJoin('callbacks as c', 'c.id', 'r.result_callback_id')

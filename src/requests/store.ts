@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
-import type { DB, RequestStatus } from '../db/types.js';
+import type { RequestStatus, Tables } from '../db/types.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, targetParameters } from '../events/record.js';
 import type { WebhookTarget } from '../events/targets.js';
 
@@ -66,7 +66,7 @@ const MARK_SUBMITTED: Statement = {
 };
 
 /** Commits the request as `submitting`; throws a unique violation (isInFlightConflict) if one is in flight. */
-export async function insertSubmitting(db: Kysely<DB>, s: NewSubmission): Promise<{ id: number; submittedAt: Date }> {
+export async function insertSubmitting(db: Kysely<Tables>, s: NewSubmission): Promise<{ id: number; submittedAt: Date }> {
   const rows = await runStatement<{ id: number; submitted_at: Date }>(db, INSERT_SUBMITTING, [
     s.customerUuid,
     s.cpfHash,
@@ -84,7 +84,7 @@ export async function insertSubmitting(db: Kysely<DB>, s: NewSubmission): Promis
  * Records the provider's acceptance. The callback may have overtaken this reply and completed the
  * row already: only `submitting` moves on, nothing ever moves back. Returns the state as stored.
  */
-export async function markSubmitted(db: Kysely<DB>, id: number, upstreamStatus: number, now: Date): Promise<StoredState> {
+export async function markSubmitted(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date): Promise<StoredState> {
   const rows = await runStatement<{ status: RequestStatus; submitted_at: Date }>(db, MARK_SUBMITTED, [upstreamStatus, now, id]);
   const row = rows[0];
   if (!row) throw new Error(`underwriting request ${id} vanished before its acceptance was recorded`);
@@ -123,7 +123,7 @@ const MARK_SUBMIT_FAILED: Statement = {
  * true when it was recorded (and its event with it).
  */
 export async function markSubmitFailed(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   id: number,
   failure: { upstreamStatus: number | null; error: string },
   now: Date,
@@ -147,7 +147,7 @@ type Targets = readonly Pick<WebhookTarget, 'key' | 'shown'>[];
  * to `limit` of any (the sweep). A late callback still completes them. Returns what it ended.
  */
 export async function releaseAbandoned(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   options: { now: Date; afterMs: number; customerUuid?: string; limit?: number; targets?: Targets },
 ): Promise<Released[]> {
   const cutoff = new Date(options.now.getTime() - options.afterMs);
@@ -172,7 +172,7 @@ const NOT_SENT_RETRIED = 'not sent: the submit failed on storage after storing i
  * so it was never sent. Returns what it ended.
  */
 export async function releaseUnsentOfKey(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   options: { customerUuid: string; key: string; now: Date; targets?: Targets },
 ): Promise<Released[]> {
   const rows = await db
@@ -186,7 +186,7 @@ export async function releaseUnsentOfKey(
 }
 
 async function endEach(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   rows: readonly { id: number; customer_uuid: string }[],
   error: string,
   options: { now: Date; targets?: Targets },
@@ -202,7 +202,7 @@ async function endEach(
 }
 
 /** Requests awaiting their callback or the provider's answer to the submit. */
-export async function countPending(db: Kysely<DB>): Promise<number> {
+export async function countPending(db: Kysely<Tables>): Promise<number> {
   const row = await db
     .selectFrom('underwriting_requests')
     .select((eb) => eb.fn.countAll<number>().as('n'))

@@ -1,8 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { type Kysely, sql } from 'kysely';
-import type { DB } from '../db/types.js';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
+import { foldRequests, foldStrayCallbacks, idArray } from '../aggregates/fold.js';
+import type { Tables } from '../db/types.js';
 import { type Periodic, startPeriodic } from '../periodic.js';
-import { foldRequests, foldStrayCallbacks, idArray } from '../stats/aggregates.js';
 
 /** Tables the sweep deletes from, as the purged-rows metric labels them. */
 export const PURGED_TABLES = ['underwriting_requests', 'callbacks', 'idempotency_keys', 'events', 'event_deliveries'] as const;
@@ -51,22 +51,28 @@ export function strayBatchQuery(cutoff: Date, batch: number) {
      for update skip locked`;
 }
 
+/** One kind of batch: how its rows are locked, folded into the aggregates and deleted. */
+interface BatchKind {
+  lock(cutoff: Date, batch: number): RawBuilder<{ id: number }>;
+  fold(trx: Kysely<Tables>, ids: string): Promise<void>;
+  /** Deletes the rows `ids` (a PostgreSQL array literal) and what hangs on them, counted by table. */
+  remove(ids: string): RawBuilder<Purged>;
+  /** How many of the kind's own rows a batch took (a short batch: nothing more is free now). */
+  taken(purged: Purged): number;
+}
+
 /**
- * One batch of requests whose last change is before the cutoff, with their callbacks, idempotency
- * keys, events and event deliveries: locked (rows another sweep holds are skipped), folded into the hourly
- * statistics, deleted, in one transaction. A request still awaiting the provider is never purged
- * (the expiry sweep settles it first). Found by submitted_at (indexed, never updated): a request
- * changed before the cutoff was submitted before it too.
+ * Requests whose last change is before the cutoff, with their callbacks, idempotency keys, events
+ * and event deliveries. A request still awaiting the provider is never purged (the expiry sweep
+ * settles it first). Found by submitted_at (indexed, never updated): a request changed before the
+ * cutoff was submitted before it too.
  */
-export async function purgeRequestBatch(db: Kysely<DB>, cutoff: Date, batch: number): Promise<Purged> {
-  return db.transaction().execute(async (trx) => {
-    const { rows } = await requestBatchQuery(cutoff, batch).execute(trx);
-    if (rows.length === 0) return none();
-    const ids = idArray(rows.map((r) => r.id));
-    await foldRequests(trx, ids);
-    // One statement: requests and their callbacks reference each other, and the foreign keys are
-    // checked at its end. Events and deliveries would go by cascade; deleted here, they are counted.
-    const { rows: deleted } = await sql<Purged>`
+const REQUESTS: BatchKind = {
+  lock: requestBatchQuery,
+  fold: foldRequests,
+  // One statement: requests and their callbacks reference each other, and the foreign keys are
+  // checked at its end. Events and deliveries would go by cascade; deleted here, they are counted.
+  remove: (ids) => sql<Purged>`
       with k as (delete from idempotency_keys where request_id = any (${ids}::bigint[]) returning 1),
            c as (delete from callbacks where request_id = any (${ids}::bigint[]) returning id),
            e as (delete from events
@@ -77,52 +83,63 @@ export async function purgeRequestBatch(db: Kysely<DB>, cutoff: Date, batch: num
              (select count(*) from c)::int as callbacks,
              (select count(*) from k)::int as idempotency_keys,
              (select count(*) from e)::int as events,
-             (select count(*) from d)::int as event_deliveries`.execute(trx);
-    return deleted[0] ?? none();
-  });
-}
+             (select count(*) from d)::int as event_deliveries`,
+  taken: (purged) => purged.underwriting_requests,
+};
 
-/** One batch of unmatched and invalid callbacks that arrived before the cutoff, with their events: locked, folded, deleted. */
-export async function purgeStrayCallbackBatch(db: Kysely<DB>, cutoff: Date, batch: number): Promise<Purged> {
-  return db.transaction().execute(async (trx) => {
-    const { rows } = await strayBatchQuery(cutoff, batch).execute(trx);
-    if (rows.length === 0) return none();
-    const ids = idArray(rows.map((r) => r.id));
-    await foldStrayCallbacks(trx, ids);
-    const { rows: deleted } = await sql<Purged>`
+/** Unmatched and invalid callbacks that arrived before the cutoff, with their events. */
+const STRAY_CALLBACKS: BatchKind = {
+  lock: strayBatchQuery,
+  fold: foldStrayCallbacks,
+  remove: (ids) => sql<Purged>`
       with e as (delete from events where callback_id = any (${ids}::bigint[]) returning id),
            d as (delete from event_deliveries where event_id in (select id from e) returning 1),
            c as (delete from callbacks where id = any (${ids}::bigint[]) returning 1)
       select 0 as underwriting_requests, (select count(*) from c)::int as callbacks, 0 as idempotency_keys,
-             (select count(*) from e)::int as events, (select count(*) from d)::int as event_deliveries`.execute(trx);
+             (select count(*) from e)::int as events, (select count(*) from d)::int as event_deliveries`,
+  taken: (purged) => purged.callbacks,
+};
+
+/**
+ * One batch of a kind, in one transaction: locked (rows another sweep holds are skipped), folded
+ * into the hourly statistics, deleted.
+ */
+async function purgeBatch(db: Kysely<Tables>, kind: BatchKind, cutoff: Date, batch: number): Promise<Purged> {
+  return db.transaction().execute(async (trx) => {
+    const { rows } = await kind.lock(cutoff, batch).execute(trx);
+    if (rows.length === 0) return none();
+    const ids = idArray(rows.map((r) => r.id));
+    await kind.fold(trx, ids);
+    const { rows: deleted } = await kind.remove(ids).execute(trx);
     return deleted[0] ?? none();
   });
+}
+
+/** One batch of requests past the cutoff with everything that hangs on them (see REQUESTS). */
+export function purgeRequestBatch(db: Kysely<Tables>, cutoff: Date, batch: number): Promise<Purged> {
+  return purgeBatch(db, REQUESTS, cutoff, batch);
 }
 
 /**
  * One pass: batches until nothing is left before the cutoff or maxBatches of each kind are done.
  * Safe with any number of instances at once: each batch takes only rows nobody else holds.
  */
-export async function purgePass(db: Kysely<DB>, now: Date, retentionDays: number, limits = DEFAULT_LIMITS): Promise<Purged> {
+export async function purgePass(db: Kysely<Tables>, now: Date, retentionDays: number, limits = DEFAULT_LIMITS): Promise<Purged> {
   const cutoff = retentionCutoff(now, retentionDays);
   const total = none();
-  const kinds = [
-    [purgeRequestBatch, (p: Purged) => p.underwriting_requests],
-    [purgeStrayCallbackBatch, (p: Purged) => p.callbacks],
-  ] as const;
-  for (const [purge, rows] of kinds) {
+  for (const kind of [REQUESTS, STRAY_CALLBACKS]) {
     for (let i = 0; i < limits.maxBatches; i++) {
-      const purged = await purge(db, cutoff, limits.batch);
+      const purged = await purgeBatch(db, kind, cutoff, limits.batch);
       add(total, purged);
       // A short batch: nothing more is free to take now (the rest, if any, another sweep holds).
-      if (rows(purged) < limits.batch) break;
+      if (kind.taken(purged) < limits.batch) break;
     }
   }
   return total;
 }
 
 export interface RetentionDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   clock: () => Date;
   retentionDays: number;
   log: FastifyBaseLogger;

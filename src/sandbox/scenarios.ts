@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Srd, UnderwritingRequest, UnderwritingResult } from '../provider/schemas.js';
 import type { ScenarioCpfs } from './config.js';
 
-export type Outcome = UnderwritingResult['response'];
+type UnderwritingResponse = UnderwritingResult['response'];
 
 /** The provider's "cannot score / filtered" answer: every figure -1. */
 const NO_SCORE = { score: -1, riskBand: -1, limit: -1 } as const;
@@ -47,7 +47,7 @@ export function limitFor(score: number, srd: Srd | undefined): number {
 }
 
 /** What the simulated model answers for one request (a pure function of the request). */
-export function underwrite(request: UnderwritingRequest, cpfs: ScenarioCpfs): Outcome {
+export function underwrite(request: UnderwritingRequest, cpfs: ScenarioCpfs): UnderwritingResponse {
   const { cpf, costSavingEnabled, srd } = request;
   const { first, second } = draws(cpf);
 

@@ -1,16 +1,15 @@
 import { type Kysely, sql } from 'kysely';
-import type { DB } from '../db/types.js';
+import type { StrayCallbackKind, Tables } from '../db/types.js';
 import type { Position } from '../http/cursor.js';
 import { maskCpfLike } from './mask.js';
 import type { StrayCallbackView } from './schemas.js';
-
-export type StrayKind = 'unmatched' | 'invalid';
 
 interface StrayRow {
   id: number;
   customer_uuid: string | null;
   received_at: Date;
-  outcome: StrayKind;
+  /** The callback's kind (the column callbacks.outcome). */
+  outcome: StrayCallbackKind;
   error: string | null;
   raw_body: Uint8Array;
   position_t: string;
@@ -18,13 +17,13 @@ interface StrayRow {
 
 export interface StrayFilter {
   /** Unset: both kinds. */
-  kind?: StrayKind | undefined;
+  kind?: StrayCallbackKind | undefined;
   /** Inclusive lower bound on received_at. */
   since?: string | undefined;
 }
 
 /** One kind's newest-first page, by keyset on (received_at, id) through callbacks_stray. */
-function strayKindQuery(kind: StrayKind, filter: StrayFilter, after: Position | undefined, limit: number) {
+function strayKindQuery(kind: StrayCallbackKind, filter: StrayFilter, after: Position | undefined, limit: number) {
   return sql<StrayRow>`
     select c.id, c.customer_uuid, c.received_at, c.outcome, c.error, c.raw_body,
            to_char(c.received_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as position_t
@@ -59,7 +58,7 @@ export function rawBodyView(bytes: Uint8Array): string {
   return maskCpfLike(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
 }
 
-export async function readStrayPage(db: Kysely<DB>, filter: StrayFilter, after: Position | undefined, limit: number): Promise<StrayPage> {
+export async function readStrayPage(db: Kysely<Tables>, filter: StrayFilter, after: Position | undefined, limit: number): Promise<StrayPage> {
   const { rows } = await strayPageQuery(filter, after, limit).execute(db);
   const page = rows.slice(0, limit);
   const last = page.at(-1);

@@ -1,13 +1,11 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { allowlistGuard, apiKeyGuard } from '../access/guards.js';
+import { guardRoutes } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
-import { errorSchema, validationErrorSchema } from '../errors.js';
+import { guardedRouteErrors } from '../errors.js';
 import { tokenState } from '../provider/token-source.js';
 import { operation } from '../openapi.js';
 import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
 import { statsService } from './service.js';
-
-const errors = { 400: validationErrorSchema, 401: errorSchema, 403: errorSchema, 503: errorSchema };
 
 /** Operations views: statistics and the callbacks that matched nothing or failed validation. Query allowlist and keys. */
 export const statsRoutes =
@@ -20,8 +18,7 @@ export const statsRoutes =
       cursorSecret: deps.config.cpfHashKey,
     });
 
-    app.addHook('onRequest', allowlistGuard('query', deps.config.queryAllowedIps));
-    app.addHook('onRequest', apiKeyGuard(deps.config.queryApiKeys));
+    guardRoutes(app, 'query', deps.config);
 
     app.get(
       '/v1/stats',
@@ -33,7 +30,7 @@ export const statsRoutes =
           description:
             "A bucket's request figures are about the requests submitted in it, as they stand now (a late callback moves one from expired to completed); its unmatched and invalid counts are callbacks that arrived in it. Buckets are whole UTC hours or days: since is rounded down and until up. Days purged by RETENTION_DAYS are read from the aggregates kept for them.",
           querystring: statsQuery,
-          response: { 200: statsView, ...errors },
+          response: { 200: statsView, ...guardedRouteErrors },
         },
       },
       async (request) => stats.read(request.query),
@@ -48,7 +45,7 @@ export const statsRoutes =
           summary: 'Callbacks that matched no request or failed validation, newest first, paged by cursor',
           description: 'rawBody is the stored bytes as UTF-8 text with every CPF-like digit run (11+ digits, any separators) masked.',
           querystring: strayListQuery,
-          response: { 200: strayPageView, ...errors },
+          response: { 200: strayPageView, ...guardedRouteErrors },
         },
       },
       async (request) => stats.strayCallbacks(request.query),

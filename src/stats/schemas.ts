@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { instant } from '../http/query.js';
+import { pageOf } from '../http/page.js';
+import { cursorParam, instant } from '../http/query.js';
 
 /** At most this many buckets per answer (41 days of hours, 2.7 years of days). */
 export const MAX_BUCKETS = 1000;
@@ -68,8 +69,6 @@ export const statsView = z.object({
 }).meta({ id: 'Stats' });
 export type StatsView = z.infer<typeof statsView>;
 
-const cursorParam = z.string().min(1).max(512).describe('nextCursor of the previous page, as given');
-
 export const strayListQuery = z.strictObject({
   kind: z.enum(['unmatched', 'invalid']).optional().describe('Unset: both'),
   since: instant.optional().describe('receivedAt at or after this instant'),
@@ -93,7 +92,4 @@ export const strayCallbackView = z.object({
 }).meta({ id: 'StrayCallback' });
 export type StrayCallbackView = z.infer<typeof strayCallbackView>;
 
-export const strayPageView = z.object({
-  items: z.array(strayCallbackView),
-  nextCursor: z.string().nullable(),
-}).meta({ id: 'StrayCallbackPage' });
+export const strayPageView = pageOf(strayCallbackView).meta({ id: 'StrayCallbackPage' });

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { z } from 'zod';
-import type { DB } from '../db/types.js';
+import { binMs } from '../aggregates/turnaround.js';
+import type { Tables } from '../db/types.js';
 import { validationFailed } from '../errors.js';
 import type { TokenState } from '../provider/token-source.js';
 import { cursorCodec } from '../http/cursor.js';
@@ -16,13 +17,12 @@ import {
   type strayPageView,
 } from './schemas.js';
 import { BUCKET_MS, type BucketRow, readBuckets, readPresent } from './sql.js';
-import { binMs } from './turnaround.js';
 
 const DAY_MS = 24 * 3600_000;
 const DEFAULT_SPAN_MS = { hour: DAY_MS, day: 30 * DAY_MS } as const;
 
 export interface StatsDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   clock: () => Date;
   /** The token client's state as it is now (never the token). */
   token: () => TokenState;

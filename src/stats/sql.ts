@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
-import type { DB } from '../db/types.js';
-import { ORIGIN, turnaroundBin } from './turnaround.js';
+import { ORIGIN, turnaroundBin } from '../aggregates/turnaround.js';
+import type { Tables } from '../db/types.js';
 
 export type BucketUnit = 'hour' | 'day';
 
@@ -21,7 +21,7 @@ export interface BucketRow {
   filtered: number;
   unmatched: number;
   invalid: number;
-  /** Turnaround bins (see turnaround.ts) holding the 50th and 95th percentiles; null without a completed request. */
+  /** Turnaround bins (see aggregates/turnaround.ts) holding the 50th and 95th percentiles; null without a completed request. */
   p50_bin: number | null;
   p95_bin: number | null;
 }
@@ -106,7 +106,7 @@ export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
      order by g.start`;
 }
 
-export async function readBuckets(db: Kysely<DB>, since: Date, until: Date, unit: BucketUnit): Promise<BucketRow[]> {
+export async function readBuckets(db: Kysely<Tables>, since: Date, until: Date, unit: BucketUnit): Promise<BucketRow[]> {
   const { rows } = await bucketsQuery(since, until, unit).execute(db);
   return rows;
 }
@@ -142,7 +142,7 @@ export function presentQuery(dayAgo: Date) {
              where x.status = 'pending') d`;
 }
 
-export async function readPresent(db: Kysely<DB>, dayAgo: Date): Promise<PresentRow> {
+export async function readPresent(db: Kysely<Tables>, dayAgo: Date): Promise<PresentRow> {
   const { rows } = await presentQuery(dayAgo).execute(db);
   return rows[0]!;
 }

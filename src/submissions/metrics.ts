@@ -2,7 +2,8 @@ import { Histogram, type Registry } from 'prom-client';
 import { outcomeCounter } from '../metrics.js';
 import type { UpstreamMetricOutcome } from '../provider/underwriting-client.js';
 
-export type SubmitOutcome =
+/** How a submit was answered, as the `outcome` label of underwriting_submissions_total. */
+export type SubmitMetricOutcome =
   | 'submitted'
   | 'rejected'
   | 'unavailable'
@@ -17,7 +18,7 @@ export type SubmitOutcome =
   | 'error';
 
 export interface SubmitMetrics {
-  outcome(outcome: SubmitOutcome): void;
+  answered(outcome: SubmitMetricOutcome): void;
   upstream(seconds: number, outcome: UpstreamMetricOutcome): void;
 }
 
@@ -31,13 +32,13 @@ export function submitMetrics(registry: Registry): SubmitMetrics {
     registers: [registry],
   });
   return {
-    outcome: (outcome) => submissions.inc({ outcome }),
+    answered: (outcome) => submissions.inc({ outcome }),
     upstream: (seconds, outcome) => upstream.observe({ outcome }, seconds),
   };
 }
 
-/** Outcomes of answers the submit handler never produced itself (refused before or around it). */
-export function outcomeOfStatus(statusCode: number): SubmitOutcome {
+/** The metric outcome of an answer the submit handler never produced itself (refused before or around it). */
+export function metricOutcomeOfStatus(statusCode: number): SubmitMetricOutcome {
   if (statusCode === 400) return 'invalid';
   if (statusCode === 403) return 'forbidden';
   if (statusCode === 413) return 'too_large';

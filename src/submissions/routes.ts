@@ -5,13 +5,13 @@ import type { CapabilityDeps } from '../deps.js';
 import { operation } from '../openapi.js';
 import { underwritingRequestSchema } from '../provider/schemas.js';
 import { createUnderwritingClient } from '../provider/underwriting-client.js';
-import { outcomeOfStatus, type SubmitOutcome, submitMetrics } from './metrics.js';
+import { metricOutcomeOfStatus, type SubmitMetricOutcome, submitMetrics } from './metrics.js';
 import { acceptedSchema, idempotencyKeySchema, submitHeadersSchema, submitResponses } from './schemas.js';
 import { submitter } from './submit.js';
 import { webhookTargets } from '../events/targets.js';
 
-const OUTCOME = Symbol('submitOutcome');
-type WithOutcome = FastifyRequest & { [OUTCOME]: SubmitOutcome | null };
+const METRIC_OUTCOME = Symbol('submitMetricOutcome');
+type WithMetricOutcome = FastifyRequest & { [METRIC_OUTCOME]: SubmitMetricOutcome | null };
 
 /** The 202's fields in the schema's order: a replay read back from jsonb has its keys reordered. */
 const ACCEPTED_FIELDS = Object.keys(acceptedSchema.shape);
@@ -63,16 +63,16 @@ export const submissionRoutes =
       eventTargets: webhookTargets(config),
       announce: (customerUuid) => deps.results.announce(customerUuid),
     });
-    // Answers the handler produced carry their outcome; the rest (400, 403, 413, 503) are named by status.
+    // Answers the handler produced carry their metric outcome; the rest (400, 403, 413, 503) are named by status.
     // A decorated field, not a WeakMap: a weak entry per submit is extra work for the garbage collector.
-    app.decorateRequest(OUTCOME, null);
+    app.decorateRequest(METRIC_OUTCOME, null);
 
     app.post(
       '/v1/underwritings',
       {
         onRequest: allowlistGuard('submit', config.submitAllowedIps),
         onResponse: (request, reply, done) => {
-          metrics.outcome((request as WithOutcome)[OUTCOME] ?? outcomeOfStatus(reply.statusCode));
+          metrics.answered((request as WithMetricOutcome)[METRIC_OUTCOME] ?? metricOutcomeOfStatus(reply.statusCode));
           done();
         },
         schema: {
@@ -90,7 +90,7 @@ export const submissionRoutes =
       },
       async (request, reply) => {
         const answer = await submit(request.body, request.headers['idempotency-key'], request.log);
-        (request as WithOutcome)[OUTCOME] = answer.outcome;
+        (request as WithMetricOutcome)[METRIC_OUTCOME] = answer.metricOutcome;
         if (answer.replayed) void reply.header('idempotent-replayed', 'true');
         // Stored answers are replayed verbatim; their shape is the route's response schema for that status.
         return reply.code(answer.statusCode as 202).send(answer.body as never);

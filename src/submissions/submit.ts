@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
 import { hashCpf, maskCpf } from '../cpf.js';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { StorageUnavailableError } from '../db/database.js';
 import { AppError, errorBody } from '../errors.js';
 import { TokenUnavailableError, UpstreamRejectedError, UpstreamUnavailableError } from '../provider/errors.js';
@@ -20,7 +20,7 @@ import {
   type StoredAnswer,
   storedAnswer,
 } from '../requests/idempotency.js';
-import type { SubmitOutcome } from './metrics.js';
+import type { SubmitMetricOutcome } from './metrics.js';
 import {
   abandonedAfterMs,
   insertSubmitting,
@@ -37,7 +37,7 @@ import {
 import type { WebhookTarget } from '../events/targets.js';
 
 export interface SubmitDeps {
-  db: Kysely<DB>;
+  db: Kysely<Tables>;
   client: Pick<UnderwritingClient, 'submitUnderwriting'>;
   clock: Clock;
   cpfHashKey: string;
@@ -51,7 +51,7 @@ export interface SubmitDeps {
 }
 
 export interface SubmitAnswer extends StoredAnswer {
-  outcome: SubmitOutcome;
+  metricOutcome: SubmitMetricOutcome;
   replayed: boolean;
 }
 
@@ -85,13 +85,13 @@ export function submitter(deps: SubmitDeps) {
       if (row === undefined) continue; // released or purged in between: try to take it again
       if (row.body_hash !== hash) {
         const reused = new AppError(422, 'idempotency_key_reused', 'this Idempotency-Key was used with a different request body');
-        return { statusCode: 422, body: errorBody(reused), outcome: 'idempotency_key_reused', replayed: false };
+        return { statusCode: 422, body: errorBody(reused), metricOutcome: 'idempotency_key_reused', replayed: false };
       }
       const stored = storedAnswer(row);
-      if (stored) return { ...stored, outcome: 'idempotent_replay', replayed: true };
+      if (stored) return { ...stored, metricOutcome: 'idempotent_replay', replayed: true };
       if (Date.now() >= deadline) {
         const busy = inFlight('a request with this Idempotency-Key is still being processed; retry later');
-        return { statusCode: 409, body: errorBody(busy), outcome: 'in_flight', replayed: false };
+        return { statusCode: 409, body: errorBody(busy), metricOutcome: 'in_flight', replayed: false };
       }
       if (round === 0) log.debug('waiting for the first request with this Idempotency-Key');
       await delay(IDEMPOTENCY_POLL_MS[Math.min(round, IDEMPOTENCY_POLL_MS.length - 1)]);
@@ -148,7 +148,7 @@ export function submitter(deps: SubmitDeps) {
       stored = await insertSubmitting(deps.db, submission);
     } catch (err) {
       if (!isInFlightConflict(err)) throw err;
-      const inFlightAnswer = { answer: { statusCode: 409, body: errorBody(inFlight()), outcome: 'in_flight' as const, replayed: false }, requestId: null };
+      const inFlightAnswer = { answer: { statusCode: 409, body: errorBody(inFlight()), metricOutcome: 'in_flight' as const, replayed: false }, requestId: null };
       // The request in flight may be one nobody will finish (see releaseBlocking): then it no longer holds the customer.
       if (!(await releaseBlocking(body.customerUuid, key, log))) return inFlightAnswer;
       try {
@@ -179,7 +179,7 @@ export function submitter(deps: SubmitDeps) {
         },
         (dbErr: Error) => log.error({ err: { message: dbErr.message } }, 'could not record a failed submit'),
       );
-      const answer = { statusCode: failure.error.statusCode, body: errorBody(failure.error), outcome: failure.outcome, replayed: false };
+      const answer = { statusCode: failure.error.statusCode, body: errorBody(failure.error), metricOutcome: failure.metricOutcome, replayed: false };
       return { answer, requestId: stored.id };
     }
 
@@ -199,7 +199,7 @@ export function submitter(deps: SubmitDeps) {
       submittedAt: state.submittedAt.toISOString(),
       upstreamStatus,
     };
-    return { answer: { statusCode: 202, body: accepted, outcome: 'submitted', replayed: false }, requestId: stored.id };
+    return { answer: { statusCode: 202, body: accepted, metricOutcome: 'submitted', replayed: false }, requestId: stored.id };
   }
 
   /**
@@ -230,11 +230,11 @@ function answerOf(row: NonNullable<Awaited<ReturnType<typeof requestOfKey>>>): S
   const status = row.upstream_status;
   if (status !== null && status >= 200 && status < 300) {
     const body = { customerUuid: row.customer_uuid, status: 'submitted', submittedAt: row.submitted_at.toISOString(), upstreamStatus: status };
-    return { statusCode: 202, body, outcome: 'idempotent_replay', replayed: true };
+    return { statusCode: 202, body, metricOutcome: 'idempotent_replay', replayed: true };
   }
   if (status !== null) {
     const error = new AppError(502, 'upstream_rejected', `the provider refused the request (HTTP ${status})`, { upstreamStatus: status });
-    return { statusCode: 502, body: errorBody(error), outcome: 'idempotent_replay', replayed: true };
+    return { statusCode: 502, body: errorBody(error), metricOutcome: 'idempotent_replay', replayed: true };
   }
   // Unknown at the provider (the attempt died mid-call) or unreachable: never risk a second call.
   const error = new AppError(
@@ -242,12 +242,12 @@ function answerOf(row: NonNullable<Awaited<ReturnType<typeof requestOfKey>>>): S
     'upstream_unavailable',
     'an earlier attempt with this Idempotency-Key stopped before the provider answered; its callback may still arrive',
   );
-  return { statusCode: 504, body: errorBody(error), outcome: 'idempotent_replay', replayed: true };
+  return { statusCode: 504, body: errorBody(error), metricOutcome: 'idempotent_replay', replayed: true };
 }
 
 interface Failure {
   error: AppError;
-  outcome: SubmitOutcome;
+  metricOutcome: SubmitMetricOutcome;
   stored: { upstreamStatus: number | null; error: string };
 }
 
@@ -256,7 +256,7 @@ function describeFailure(err: unknown, secrets: Array<string | undefined>): Fail
   if (err instanceof TokenUnavailableError) {
     return {
       error: new AppError(502, 'upstream_auth_failed', 'no bearer token could be obtained for the provider; nothing was sent'),
-      outcome: 'auth_failed',
+      metricOutcome: 'auth_failed',
       stored: { upstreamStatus: null, error: redact(`bearer token unavailable: ${err.message}`, secrets) },
     };
   }
@@ -264,14 +264,14 @@ function describeFailure(err: unknown, secrets: Array<string | undefined>): Fail
     const { upstreamStatus } = err;
     return {
       error: new AppError(502, 'upstream_rejected', `the provider refused the request (HTTP ${upstreamStatus})`, { upstreamStatus }),
-      outcome: 'rejected',
+      metricOutcome: 'rejected',
       stored: { upstreamStatus, error: redact(err.bodyExcerpt, secrets) || `provider answered ${upstreamStatus} with no body` },
     };
   }
   const reason = err instanceof UpstreamUnavailableError ? err.message : 'the provider call failed unexpectedly';
   return {
     error: new AppError(504, 'upstream_unavailable', 'the provider could not be reached or did not answer in time'),
-    outcome: 'unavailable',
+    metricOutcome: 'unavailable',
     stored: { upstreamStatus: null, error: redact(reason, secrets) },
   };
 }

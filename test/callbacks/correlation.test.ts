@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import type { Database } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/database.js';
 import { RESULTS_CHANNEL } from '../../src/channels/names.js';
 import type { RequestStatus } from '../../src/db/types.js';
 import { buildTestApp } from '../helpers/app.js';
@@ -269,7 +269,7 @@ t.test('every result of a concurrent burst is announced, once per customer', asy
 });
 
 /** LISTENs on the results channel the way a long-poll on another instance would. */
-async function listenForResults(t: Test, database: Database) {
+async function listenForResults(t: Test, database: DatabaseHandle) {
   const payloads: string[] = [];
   const waiting: Array<(p: string) => void> = [];
   const deliver = (payload: string) => {

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { Kysely } from 'kysely';
-import type { DB } from '../../src/db/types.js';
+import type { Tables } from '../../src/db/types.js';
 import { freshDatabase } from '../helpers/database.js';
 import { submitGateway, validRequest } from '../submissions/fixtures.js';
 import { accept } from '../submissions/provider.js';
@@ -10,7 +10,7 @@ import { callbacksOf, customer, postCallback, resultBody } from './fixtures.js';
 // One database for the file (each test has its own customers): a fresh PGlite costs seconds.
 const database = await freshDatabase(t);
 
-const requestsOf = (db: Kysely<DB>, customerUuid: string) =>
+const requestsOf = (db: Kysely<Tables>, customerUuid: string) =>
   db.selectFrom('underwriting_requests').selectAll().where('customer_uuid', '=', customerUuid).orderBy('id').execute();
 
 t.test('a request submitted through the gateway is completed by its callback', async (t) => {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import { hashCpf, maskCpf } from '../../src/cpf.js';
-import type { CallbackRow, DB, RequestStatus, UnderwritingRequestRow } from '../../src/db/types.js';
+import type { CallbackRow, RequestStatus, Tables, UnderwritingRequestRow } from '../../src/db/types.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 
 export const CALLBACK_URL = '/v1/callbacks/underwriting';
@@ -10,7 +10,7 @@ export const CPF = '52998224725';
 
 /** A request row as the submit route would have stored it. */
 export async function insertRequest(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   customerUuid: string,
   status: RequestStatus,
   options: { submittedAt?: Date; costSavingEnabled?: boolean } = {},
@@ -83,20 +83,20 @@ export function customer(name: string): string {
 }
 
 /** The callbacks stored for one customer, oldest first. */
-export async function callbacksOf(db: Kysely<DB>, customerUuid: string): Promise<CallbackRow[]> {
+export async function callbacksOf(db: Kysely<Tables>, customerUuid: string): Promise<CallbackRow[]> {
   return db.selectFrom('callbacks').selectAll().where('customer_uuid', '=', customerUuid).orderBy('id').execute();
 }
 
 /** The callbacks stored after the given id (invalid ones may carry no customerUuid). */
-export async function callbacksAfter(db: Kysely<DB>, id: number): Promise<CallbackRow[]> {
+export async function callbacksAfter(db: Kysely<Tables>, id: number): Promise<CallbackRow[]> {
   return db.selectFrom('callbacks').selectAll().where('id', '>', id).orderBy('id').execute();
 }
 
-export async function lastCallbackId(db: Kysely<DB>): Promise<number> {
+export async function lastCallbackId(db: Kysely<Tables>): Promise<number> {
   const row = await db.selectFrom('callbacks').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst();
   return Number(row?.id ?? 0);
 }
 
-export async function requestById(db: Kysely<DB>, id: number): Promise<UnderwritingRequestRow> {
+export async function requestById(db: Kysely<Tables>, id: number): Promise<UnderwritingRequestRow> {
   return db.selectFrom('underwriting_requests').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
 }

@@ -44,7 +44,7 @@ t.test('results recorded while a batch is written share the next statement, and 
   for (const [i, c] of customers.entries()) {
     const [callback, ...others] = await callbacksOf(db, c);
     t.equal(others.length, 0);
-    t.match(recorded[i], { outcome: 'matched', callbackId: callback!.id, requestId: requestIds[i], decision: i % 2 === 0 ? 'approved' : 'declined' });
+    t.match(recorded[i], { disposition: 'matched', callbackId: callback!.id, requestId: requestIds[i], decision: i % 2 === 0 ? 'approved' : 'declined' });
     t.match(await requestById(db, requestIds[i]!), { status: 'completed', result_callback_id: callback!.id, decision: callback!.decision });
   }
 });
@@ -55,7 +55,7 @@ t.test('one customer is never twice in a batch: a redelivery is a duplicate, a d
   const requestId = await insertRequest(db, first, 'submitted');
   await insertRequest(db, other, 'submitted');
 
-  const outcomes = await Promise.all([
+  const recorded = await Promise.all([
     writer.record(valid(first)),
     writer.record(valid(first)),
     writer.record(valid(first, { started: startedPlus(5) })),
@@ -63,7 +63,7 @@ t.test('one customer is never twice in a batch: a redelivery is a duplicate, a d
   ]);
   t.same(batches, [1, 2, 1], 'the second copy waits for the next batch, the third result for the one after');
   t.same(
-    outcomes.map((o: Recorded) => o.outcome),
+    recorded.map((r: Recorded) => r.disposition),
     ['matched', 'duplicate', 'unmatched', 'matched'],
   );
   const stored = await callbacksOf(db, first);
@@ -105,9 +105,9 @@ t.test('a batch holds at most batchSize results and, past the first, batchBytes 
   t.same(byBytes, [1, 2, 2], 'two bodies fit the byte limit, three do not');
 
   const { writer: oversize, batches: alone } = writerSeeingBatches({ inFlight: 1, batchSize: 64, batchBytes: size - 1 });
-  const outcomes = await Promise.all(Array.from({ length: 3 }, () => oversize.record(valid(customer('oversize')))));
+  const recorded = await Promise.all(Array.from({ length: 3 }, () => oversize.record(valid(customer('oversize')))));
   t.same(alone, [1, 1, 1], 'a body larger than the limit still goes, alone');
-  t.same(outcomes.map((o) => o.outcome), ['unmatched', 'unmatched', 'unmatched']);
+  t.same(recorded.map((r) => r.disposition), ['unmatched', 'unmatched', 'unmatched']);
 });
 
 t.test('close resolves once everything queued is written', async (t) => {
@@ -116,7 +116,7 @@ t.test('close resolves once everything queued is written', async (t) => {
   const pending = customers.map((c) => writer.record(valid(c)));
   await writer.close();
   for (const c of customers) t.equal((await callbacksOf(db, c)).length, 1, `${c} is stored before close resolves`);
-  t.same((await Promise.all(pending)).map((r) => r.outcome), Array(6).fill('unmatched'));
+  t.same((await Promise.all(pending)).map((r) => r.disposition), Array(6).fill('unmatched'));
   await writer.close();
   t.pass('closing an idle writer resolves at once');
 });
@@ -128,7 +128,7 @@ t.test('every close waits, however many ask', async (t) => {
   const closed: number[] = [];
   await Promise.all([writer.close().then(() => closed.push(1)), writer.close().then(() => closed.push(2))]);
   t.same(closed.sort(), [1, 2]);
-  t.match(await pending, { outcome: 'unmatched' });
+  t.match(await pending, { disposition: 'unmatched' });
 });
 
 t.test('a flood of one customer is written one per batch, in arrival order, and nothing is lost', async (t) => {
@@ -139,9 +139,9 @@ t.test('a flood of one customer is written one per batch, in arrival order, and 
     ...Array.from({ length: 5 }, (_, i) => valid(flooded, { started: startedPlus(i) })),
     ...others.map((c) => valid(c)),
   ];
-  const outcomes = await Promise.all(results.map((r) => writer.record(r)));
+  const recorded = await Promise.all(results.map((r) => writer.record(r)));
   t.same(batches, [1, 4, 1, 1, 1], "the others ride with the flooded customer's second result");
-  t.equal(outcomes.filter((o) => o.outcome === 'unmatched').length, 8);
+  t.equal(recorded.filter((r) => r.disposition === 'unmatched').length, 8);
   const stored = await callbacksOf(db, flooded);
   t.same(
     stored.map((c) => c.started!.toISOString()),
@@ -171,6 +171,6 @@ t.test("a customer's results are written in arrival order, even past the byte li
     two.writer.record(valid(waiting, { started: startedPlus(2) })),
   ]);
   t.same(two.batches, [1, 1], 'not two writes at once for one customer');
-  t.match(earlier, { outcome: 'matched', requestId }, 'the result that arrived first completes the request');
-  t.match(later, { outcome: 'unmatched' });
+  t.match(earlier, { disposition: 'matched', requestId }, 'the result that arrived first completes the request');
+  t.match(later, { disposition: 'unmatched' });
 });

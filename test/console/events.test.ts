@@ -6,7 +6,7 @@ import { startReceiver } from '../events/receiver.js';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { ensureConsoleBuilt, launchBrowser, watchedPage } from '../helpers/browser.js';
 import type { Kysely } from 'kysely';
-import type { DB } from '../../src/db/types.js';
+import type { Tables } from '../../src/db/types.js';
 
 // Dead events made for real: a receiver on 127.0.0.1 answers 500 until the deliveries die
 // (EVENT_RETRY_HORIZON_S=1), then 204; the console's redeliver buttons bring them to delivered.
@@ -72,7 +72,7 @@ t.test('dead events are listed; redeliver, one and then all, makes their deliver
 });
 
 /** `count` callback.unmatched events in one statement, each with one delivery of `status` (none when null). */
-async function insertEvents(database: { db: Kysely<DB> }, count: number, status: 'dead' | null): Promise<string[]> {
+async function insertEvents(database: { db: Kysely<Tables> }, count: number, status: 'dead' | null): Promise<string[]> {
   const { rows } = await sql<{ public_id: string }>`
     with made as (
       insert into events (public_id, type, customer_uuid, created_at, data)

@@ -41,9 +41,9 @@ t.test('the query timeout is set without a startup parameter a pooler refuses', 
   const { database } = await databaseBehindRelay(t);
   const session = await sql<{ statement_timeout: string }>`show statement_timeout`.execute(database.db);
   t.equal(session.rows[0]!.statement_timeout, '15s', 'session mode: SET after connecting');
-  const tx = await openDatabase({ databaseUrl: database.connectionString, dataDir: 'unused', poolMode: 'transaction' });
-  t.teardown(() => tx.close());
-  const pooled = await sql<{ statement_timeout: string }>`show statement_timeout`.execute(tx.db);
+  const transactionPooled = await openDatabase({ databaseUrl: database.connectionString, dataDir: 'unused', poolMode: 'transaction' });
+  t.teardown(() => transactionPooled.close());
+  const pooled = await sql<{ statement_timeout: string }>`show statement_timeout`.execute(transactionPooled.db);
   t.equal(pooled.rows[0]!.statement_timeout, '0', 'transaction mode: no session state at all');
 });
 

@@ -42,7 +42,7 @@ t.test("a callback's event is sent as its statement commits, with no claim", asy
     [{ receivedAt: new Date(), peer: null, rawBody: Buffer.from(json), customerUuid: cust, started: body.started, finished: body.finished, body: json, decision: 'approved' }],
     { skewS: 300, targets: [target], handoff: worker },
   );
-  t.equal(recorded!.outcome, 'matched');
+  t.equal(recorded!.disposition, 'matched');
 
   const arrived = await Promise.race([receiver.count(1), new Promise<undefined>((resolve) => setTimeout(resolve, 10_000, undefined))]);
   t.ok(arrived, 'delivered without a claim');

@@ -92,7 +92,7 @@ t.test('while callback ingest is busy only a trickle of deliveries goes out; the
   t.teardown(() => worker.stop());
 
   await receiver.count(TRICKLE_CLAIM);
-  // The trickle's claim is settled once no delivery is leased any more: its outcomes are written.
+  // The trickle's claim is settled once no delivery is leased any more: its finished attempts are written.
   const settled = await until(async () => {
     const row = await db
       .selectFrom('event_deliveries')

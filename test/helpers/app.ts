@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Test } from 'tap';
 import { type AppDeps, buildApp, type Clock } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config.js';
-import type { Database } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/database.js';
 import type { BearerTokenSource } from '../../src/provider/token-source.js';
 import { freshDatabase } from './database.js';
 import { captureLogs, type LogCapture } from './logs.js';
@@ -38,7 +38,7 @@ export function testConfig(env: Record<string, string | undefined> = {}): Readon
 
 export interface TestApp {
   app: FastifyInstance;
-  database: Database;
+  database: DatabaseHandle;
   logs: LogCapture;
   config: Readonly<Config>;
 }
@@ -46,7 +46,7 @@ export interface TestApp {
 export interface TestAppOptions {
   env?: Record<string, string | undefined>;
   /** Share a database (e.g. a second instance); default: a fresh one. */
-  database?: Database;
+  database?: DatabaseHandle;
   clock?: Clock;
   tokenSource?: BearerTokenSource;
   logs?: LogCapture;

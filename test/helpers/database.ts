@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Test } from 'tap';
-import { type Database, openDatabase } from '../../src/db/database.js';
+import { type DatabaseHandle, openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 
 /** Set: tests run on this real PostgreSQL server (a database per test file); unset: PGlite. */
 export const SERVER_URL = process.env.DATABASE_URL || undefined;
 export const ENGINE = SERVER_URL ? 'postgres' : 'pglite';
 
-export interface TestDatabase extends Database {
+export interface TestDatabaseHandle extends DatabaseHandle {
   /** The database's own URL (PostgreSQL only), e.g. for a child process or a second instance. */
   url: string | undefined;
 }
@@ -36,7 +36,7 @@ export async function freshDatabaseUrl(t: Test): Promise<string> {
  * A fresh, migrated database for one test: its own PostgreSQL database when DATABASE_URL is set,
  * otherwise an in-memory PGlite. Closed (and dropped) at teardown.
  */
-export async function freshDatabase(t: Test, options: { migrate?: boolean } = {}): Promise<TestDatabase> {
+export async function freshDatabase(t: Test, options: { migrate?: boolean } = {}): Promise<TestDatabaseHandle> {
   const url = SERVER_URL ? await freshDatabaseUrl(t) : undefined;
   const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolSize: 20 });
   t.teardown(() => database.close());
@@ -48,7 +48,7 @@ export async function freshDatabase(t: Test, options: { migrate?: boolean } = {}
  * Another connection to the same database, as a second gateway instance would have. On PGlite
  * (one process, one engine) that is the same instance, closed only once.
  */
-export async function anotherConnection(t: Test, database: TestDatabase): Promise<Database> {
+export async function anotherConnection(t: Test, database: TestDatabaseHandle): Promise<DatabaseHandle> {
   if (!database.url) return { ...database, close: async () => {} };
   const other = await openDatabase({ databaseUrl: database.url, dataDir: 'memory://' });
   t.teardown(() => other.close());

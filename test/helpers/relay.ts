@@ -1,6 +1,6 @@
 import net from 'node:net';
 import type { Test } from 'tap';
-import { type Database, type OpenDatabaseOptions, openDatabase } from '../../src/db/database.js';
+import { type DatabaseHandle, type OpenDatabaseOptions, openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { freshDatabaseUrl } from './database.js';
 
@@ -141,7 +141,7 @@ export function throughRelay(databaseUrl: string, relay: TcpRelay): string {
 export async function databaseBehindRelay(
   t: Test,
   options: Omit<OpenDatabaseOptions, 'databaseUrl' | 'dataDir'> = {},
-): Promise<{ database: Database; relay: TcpRelay; url: string }> {
+): Promise<{ database: DatabaseHandle; relay: TcpRelay; url: string }> {
   const url = await freshDatabaseUrl(t);
   const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
   t.teardown(() => relay.close());

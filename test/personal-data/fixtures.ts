@@ -4,9 +4,9 @@ import type { FastifyInstance } from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import type { Test } from 'tap';
 import { maskCpf } from '../../src/cpf.js';
-import type { DB } from '../../src/db/types.js';
+import type { Tables } from '../../src/db/types.js';
 import { buildTestApp, type TestApp, type TestAppOptions } from '../helpers/app.js';
-import type { TestDatabase } from '../helpers/database.js';
+import type { TestDatabaseHandle } from '../helpers/database.js';
 import { insertRequest, insertUnmatched, resultBody } from '../queries/fixtures.js';
 
 export const ADMIN_KEY = 'admin-key-0123456789abcdef';
@@ -36,7 +36,7 @@ export function get(app: FastifyInstance, url: string, key: string | null = ADMI
  * result, an idempotency key, an unmatched callback, an invalid callback naming the customer whose
  * raw bytes carry the CPF, and two events (completed, unmatched) with a dead delivery each.
  */
-export async function seedSubject(db: Kysely<DB>, customerUuid: string, cpf: string): Promise<void> {
+export async function seedSubject(db: Kysely<Tables>, customerUuid: string, cpf: string): Promise<void> {
   await insertRequest(db, {
     customerUuid,
     cpf,
@@ -76,7 +76,7 @@ export async function seedSubject(db: Kysely<DB>, customerUuid: string, cpf: str
 let events = 0;
 
 /** An outcome event with one delivery, as the events capability records it. */
-export async function insertEvent(db: Kysely<DB>, e: { customerUuid: string; requestId: number | null; cpf: string }): Promise<void> {
+export async function insertEvent(db: Kysely<Tables>, e: { customerUuid: string; requestId: number | null; cpf: string }): Promise<void> {
   events += 1;
   const type = e.requestId === null ? 'callback.unmatched' : 'underwriting.completed';
   const data =
@@ -126,7 +126,7 @@ export async function insertEvent(db: Kysely<DB>, e: { customerUuid: string; req
 }
 
 /** An invalid callback as the callback route keeps it: raw bytes, why, and the customer when recognisable. */
-export async function insertInvalid(db: Kysely<DB>, cb: { customerUuid: string | null; raw: string }): Promise<void> {
+export async function insertInvalid(db: Kysely<Tables>, cb: { customerUuid: string | null; raw: string }): Promise<void> {
   let body: string | null = null;
   try {
     body = JSON.stringify(JSON.parse(cb.raw));
@@ -147,7 +147,7 @@ export async function insertInvalid(db: Kysely<DB>, cb: { customerUuid: string |
 }
 
 /** Rows per table, to show what an operation left alone. */
-export async function rowCounts(db: Kysely<DB>): Promise<Record<string, number>> {
+export async function rowCounts(db: Kysely<Tables>): Promise<Record<string, number>> {
   const { rows } = await sql<{ requests: number; callbacks: number; keys: number; audit: number; events: number; deliveries: number }>`
     select (select count(*) from underwriting_requests)::int as requests, (select count(*) from callbacks)::int as callbacks,
            (select count(*) from idempotency_keys)::int as keys, (select count(*) from audit_log)::int as audit,
@@ -159,7 +159,7 @@ export async function rowCounts(db: Kysely<DB>): Promise<Record<string, number>>
  * The whole database as text: pg_dump of the test's own database on PostgreSQL, and on either engine
  * every row of every table read as text (bytea as hex, as pg_dump writes it).
  */
-export async function dumpDatabase(database: TestDatabase): Promise<string> {
+export async function dumpDatabase(database: TestDatabaseHandle): Promise<string> {
   const parts: string[] = [];
   if (database.url) {
     const { stdout } = await promisify(execFile)('pg_dump', ['--no-owner', '--dbname', database.url], { maxBuffer: 256 * 1024 * 1024 });

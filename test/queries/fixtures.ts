@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import { hashCpf, maskCpf } from '../../src/cpf.js';
 import { RESULTS_CHANNEL } from '../../src/channels/names.js';
-import type { Decision, DB, RequestStatus } from '../../src/db/types.js';
+import type { Decision, RequestStatus, Tables } from '../../src/db/types.js';
 import { decide, type UnderwritingResult } from '../../src/provider/schemas.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 
@@ -38,7 +38,7 @@ export interface RequestFixture {
   result?: UnderwritingResult;
 }
 
-export async function insertRequest(db: Kysely<DB>, f: RequestFixture): Promise<number> {
+export async function insertRequest(db: Kysely<Tables>, f: RequestFixture): Promise<number> {
   const cpf = f.cpf ?? CPF;
   const row = await db
     .insertInto('underwriting_requests')
@@ -60,7 +60,7 @@ export async function insertRequest(db: Kysely<DB>, f: RequestFixture): Promise<
 
 /** What the callback route does for a matched callback, in one transaction, announced on commit. */
 export async function storeResult(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   requestId: number,
   body: UnderwritingResult,
   status: RequestStatus = 'completed',
@@ -91,7 +91,7 @@ export async function storeResult(
   });
 }
 
-export async function insertUnmatched(db: Kysely<DB>, body: UnderwritingResult): Promise<void> {
+export async function insertUnmatched(db: Kysely<Tables>, body: UnderwritingResult): Promise<void> {
   await db
     .insertInto('callbacks')
     .values({
@@ -108,6 +108,6 @@ export async function insertUnmatched(db: Kysely<DB>, body: UnderwritingResult):
 }
 
 /** Empties every table, so that tests sharing one database (a fresh PGlite costs seconds) start clean. */
-export async function emptyTables(db: Kysely<DB>): Promise<void> {
+export async function emptyTables(db: Kysely<Tables>): Promise<void> {
   await sql`truncate underwriting_requests, callbacks, idempotency_keys restart identity cascade`.execute(db);
 }

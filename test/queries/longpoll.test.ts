@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { Test } from 'tap';
 import t from 'tap';
 import { RESULTS_CHANNEL } from '../../src/channels/names.js';
-import type { Database } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
 import { acquireListener, type ChannelListener } from '../../src/channels/listener.js';
 import { buildTestApp, listen } from '../helpers/app.js';
@@ -20,7 +20,7 @@ const database = await freshDatabase(t);
 const NO_FULL_WAIT = { timeout: 20_000 };
 
 /** The process-wide listener the app's long-polls use (shared, so this is the very same one). */
-function listenerOf(t: Test, database: Database): ChannelListener {
+function listenerOf(t: Test, database: DatabaseHandle): ChannelListener {
   const lease = acquireListener(database, RESULTS_CHANNEL, captureLogs().logger);
   t.teardown(() => lease.release());
   return lease.listener;

@@ -3,14 +3,14 @@ import t from 'tap';
 import { CLAIM_DELIVERIES } from '../../src/events/sql.js';
 import { RECORD_RESULTS, recordResultsParameters } from '../../src/requests/complete.js';
 import { hashCpf } from '../../src/cpf.js';
-import type { DB } from '../../src/db/types.js';
+import type { Tables } from '../../src/db/types.js';
 import { EXPIRE_BATCH, expireBatchParameters } from '../../src/requests/expiry.js';
 import { customerQuery, pageQuery } from '../../src/queries/sql.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
 import { CPF } from './fixtures.js';
 
-async function plan(db: Kysely<DB>, query: CompiledQuery): Promise<string> {
+async function plan(db: Kysely<Tables>, query: CompiledQuery): Promise<string> {
   const { rows } = await db.executeQuery<{ 'QUERY PLAN': string }>(
     CompiledQuery.raw(`explain ${query.sql}`, [...query.parameters]),
   );

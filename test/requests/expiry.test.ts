@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
-import { type Database } from '../../src/db/database.js';
+import { type DatabaseHandle } from '../../src/db/database.js';
 import { expireOverdue, startExpirySweep, sweepIntervalMs } from '../../src/requests/expiry.js';
 import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
@@ -105,7 +105,7 @@ t.test('a sweep against an unreachable database logs and carries on', async (t) 
 });
 
 /** A migrated database that then goes away: PostgreSQL behind a cut relay, or a closed PGlite. */
-async function unreachableDatabase(t: Test): Promise<Database> {
+async function unreachableDatabase(t: Test): Promise<DatabaseHandle> {
   if (!SERVER_URL) {
     const closed = await freshDatabase(t);
     await closed.pglite!.close();

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
-import { type Database, openDatabase } from '../../src/db/database.js';
+import { type DatabaseHandle, openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { purgePass, purgeRequestBatch, retentionCutoff } from '../../src/retention/sweep.js';
 import { loadConfig } from '../../src/config.js';
@@ -13,14 +13,14 @@ const NOW = new Date('2026-11-23T04:00:00Z');
 const shared = await sharedDatabase(t);
 
 /** PGlite in memory, migrated: the retention storage also runs on the embedded engine. */
-async function pgliteDatabase(t: Test): Promise<Database> {
+async function pgliteDatabase(t: Test): Promise<DatabaseHandle> {
   const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://' });
   t.teardown(() => database.close());
   await migrateToLatest(database);
   return database;
 }
 
-async function aggregates(database: Database) {
+async function aggregates(database: DatabaseHandle) {
   const { rows } = await sql<Record<string, number>>`
     select coalesce(sum(submitted), 0)::int as submitted, coalesce(sum(completed), 0)::int as completed,
            coalesce(sum(expired), 0)::int as expired, coalesce(sum(submit_failed), 0)::int as submit_failed,
@@ -31,7 +31,7 @@ async function aggregates(database: Database) {
   return rows[0]!;
 }
 
-const engines: Array<[string, (t: Test) => Promise<Database>]> = [[ENGINE, async () => shared]];
+const engines: Array<[string, (t: Test) => Promise<DatabaseHandle>]> = [[ENGINE, async () => shared]];
 if (ENGINE === 'postgres') engines.push(['pglite', pgliteDatabase]);
 
 for (const [engine, open] of engines) {

@@ -65,11 +65,11 @@ t.test("the gateway's environment passes its own production configuration", asyn
   t.equal(config.nodeEnv, 'production');
   t.equal(config.sandboxMode, false);
   t.equal(config.port, 3000);
-  const db = new URL(config.databaseUrl!);
-  t.equal(db.hostname, 'postgres', 'DATABASE_URL points at the postgres service');
-  t.equal(db.username, envOf('postgres').POSTGRES_USER);
-  t.equal(db.password, envOf('postgres').POSTGRES_PASSWORD);
-  t.equal(db.pathname, `/${envOf('postgres').POSTGRES_DB}`);
+  const databaseUrl = new URL(config.databaseUrl!);
+  t.equal(databaseUrl.hostname, 'postgres', 'DATABASE_URL points at the postgres service');
+  t.equal(databaseUrl.username, envOf('postgres').POSTGRES_USER);
+  t.equal(databaseUrl.password, envOf('postgres').POSTGRES_PASSWORD);
+  t.equal(databaseUrl.pathname, `/${envOf('postgres').POSTGRES_DB}`);
 });
 
 t.test('gateway and sandbox point at each other and share the partner token', async (t) => {

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Test } from 'tap';
-import type { Decision, DB, RequestStatus } from '../../src/db/types.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import type { Decision, RequestStatus, Tables } from '../../src/db/types.js';
+import { freshDatabase, type TestDatabaseHandle } from '../helpers/database.js';
 
 // Rows written directly, backdated as a test needs: what the submit and callback routes would have stored.
 
@@ -19,7 +19,7 @@ export interface Row {
   idempotencyKey?: string;
 }
 
-export async function insertRow(db: Kysely<DB>, row: Row): Promise<number> {
+export async function insertRow(db: Kysely<Tables>, row: Row): Promise<number> {
   sequence += 1;
   const customer = row.customerUuid ?? `cust-${sequence}`;
   const submitted = new Date(row.submittedAt);
@@ -92,7 +92,7 @@ export async function insertRow(db: Kysely<DB>, row: Row): Promise<number> {
 }
 
 export async function insertStray(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   kind: 'unmatched' | 'invalid',
   receivedAt: Date | string,
   options: { rawBody?: string | Buffer; customerUuid?: string | null; error?: string } = {},
@@ -118,7 +118,7 @@ export async function insertStray(
   return row.id;
 }
 
-export async function countRows(db: Kysely<DB>): Promise<Record<string, number>> {
+export async function countRows(db: Kysely<Tables>): Promise<Record<string, number>> {
   const { rows } = await sql<Record<string, number>>`
     select (select count(*) from underwriting_requests)::int as requests,
            (select count(*) from callbacks)::int as callbacks,
@@ -135,7 +135,7 @@ export const daysAgo = (now: Date, days: number) => hoursAgo(now, days * 24);
  * One database for a whole test file, emptied before each test: a fresh PGlite costs seconds, and
  * the tests of a file need nothing but empty tables.
  */
-export async function sharedDatabase(t: Test): Promise<TestDatabase> {
+export async function sharedDatabase(t: Test): Promise<TestDatabaseHandle> {
   const database = await freshDatabase(t);
   t.beforeEach(async () => {
     await sql`truncate underwriting_requests, callbacks, idempotency_keys, statistics_hourly, turnaround_hourly,
@@ -146,7 +146,7 @@ export async function sharedDatabase(t: Test): Promise<TestDatabase> {
 
 /** An outcome event as the events capability records it, with one delivery per given status. */
 export async function insertEvent(
-  db: Kysely<DB>,
+  db: Kysely<Tables>,
   e: { requestId?: number; callbackId?: number; createdAt: Date | string; deliveries?: Array<{ status: 'pending' | 'delivered' | 'dead'; queuedAt?: Date | string }> },
 ): Promise<number> {
   sequence += 1;

@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import t from 'tap';
 import { seedStatsData } from '../../bench/lib/stats-data.js';
-import type { DB } from '../../src/db/types.js';
+import type { Tables } from '../../src/db/types.js';
 import { requestBatchQuery, retentionCutoff, strayBatchQuery } from '../../src/retention/sweep.js';
 import { strayPageQuery } from '../../src/stats/callbacks.js';
 import { bucketsQuery, presentQuery } from '../../src/stats/sql.js';
@@ -9,7 +9,7 @@ import { freshDatabase } from '../helpers/database.js';
 
 // The same reads at 1M rows, with timings: bench/stats-plans.ts (figures in bench/README.md).
 
-async function plan(db: Kysely<DB>, query: CompiledQuery): Promise<string> {
+async function plan(db: Kysely<Tables>, query: CompiledQuery): Promise<string> {
   const { rows } = await db.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`explain ${query.sql}`, [...query.parameters]));
   return rows.map((r) => r['QUERY PLAN']).join('\n');
 }

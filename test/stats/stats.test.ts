@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import t from 'tap';
 import { purgePass } from '../../src/retention/sweep.js';
-import { binMs } from '../../src/stats/turnaround.js';
+import { binMs } from '../../src/aggregates/turnaround.js';
 import { buildTestApp } from '../helpers/app.js';
 import { daysAgo, insertEvent, insertRow, insertStray, sharedDatabase } from './fixtures.js';
 

@@ -1,6 +1,6 @@
 import type { LightMyRequestResponse as Response } from 'fastify';
 import type { Test } from 'tap';
-import type { Database } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/database.js';
 import type { BearerTokenSource } from '../../src/provider/token-source.js';
 import type { UnderwritingRequest } from '../../src/provider/schemas.js';
 import { buildTestApp, type TestAppOptions } from '../helpers/app.js';
@@ -52,10 +52,10 @@ export async function submitGateway(
   };
 }
 
-export async function storedRequests(database: Database) {
+export async function storedRequests(database: DatabaseHandle) {
   return database.db.selectFrom('underwriting_requests').selectAll().orderBy('id').execute();
 }
 
-export async function storedKeys(database: Database) {
+export async function storedKeys(database: DatabaseHandle) {
   return database.db.selectFrom('idempotency_keys').selectAll().orderBy('created_at').execute();
 }

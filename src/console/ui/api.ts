@@ -34,7 +34,8 @@ export type FailureKind =
   | 'failed' // any other status
   | 'network'; // no answer at all
 
-export type Outcome<T> = { ok: true; status: number; data: T } | { ok: false; status: number; kind: FailureKind; message: string };
+/** The gateway's answer to one call: its data, or why there is none. */
+export type Answer<T> = { ok: true; status: number; data: T } | { ok: false; status: number; kind: FailureKind; message: string };
 
 type Listener = (kind: FailureKind | 'ok') => void;
 const listeners = new Set<Listener>();
@@ -44,7 +45,7 @@ export function onAnswer(listener: Listener): () => void {
   return () => listeners.delete(listener);
 }
 
-async function call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Outcome<T>> {
+async function call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Answer<T>> {
   const headers: Record<string, string> = { accept: 'application/json' };
   const key = storedKey();
   if (key) headers.authorization = `Bearer ${key}`;
@@ -183,7 +184,7 @@ export interface DeadScan {
  * deliveries as /v1/stats counts (`expectedDead`, when known), at the end of the feed, or after
  * SCAN_PAGES pages of FEED_PAGE, which it reports as cut.
  */
-export async function listDeadEvents(expectedDead?: number): Promise<Outcome<DeadScan>> {
+export async function listDeadEvents(expectedDead?: number): Promise<Answer<DeadScan>> {
   const events: EventView[] = [];
   let found = 0;
   let scanned = 0;

@@ -1,10 +1,10 @@
 import { useEffect, useState } from 'preact/hooks';
-import { getReady, getStats, listRecent, onAnswer, type Outcome, type Page, type Range, type RequestView, type Stats, storedKey, storeKey } from './api.js';
+import { type Answer, getReady, getStats, listRecent, onAnswer, type Page, type Range, type RequestView, type Stats, storedKey, storeKey } from './api.js';
 import { Charts } from './charts.js';
 import { CustomerPanel } from './customer.js';
 import { when } from './format.js';
 import { Lists } from './lists.js';
-import { Failure, RequestHead, RequestRow } from './parts.js';
+import { Failure, RequestTable } from './parts.js';
 import { Search } from './search.js';
 import { Tiles } from './tiles.js';
 
@@ -39,10 +39,10 @@ export function App() {
   const [needKey, setNeedKey] = useState(false);
   const [hasKey, setHasKey] = useState(storedKey() !== null);
   const [range, setRange] = useState<RangeName>('24h');
-  const [stats, setStats] = useState<Outcome<Stats> | null>(null);
+  const [stats, setStats] = useState<Answer<Stats> | null>(null);
   const [refreshedAt, setRefreshedAt] = useState<string | null>(null);
   const [customer, setCustomer] = useState<string | null>(null);
-  const [recent, setRecent] = useState<Outcome<Page<RequestView>> | null>(null);
+  const [recent, setRecent] = useState<Answer<Page<RequestView>> | null>(null);
 
   const refresh = () => setTick((n) => n + 1);
 
@@ -150,19 +150,12 @@ export function App() {
       {customer && <CustomerPanel customerUuid={customer} tick={tick} onClose={() => setCustomer(null)} />}
       <section class="panel">
         <h2>Latest requests</h2>
-        {recent && !recent.ok && <Failure outcome={recent} what="requests" />}
+        {recent && !recent.ok && <Failure answer={recent} what="requests" />}
         {recent?.ok &&
           (recent.data.items.length === 0 ? (
             <p class="muted">None yet.</p>
           ) : (
-            <table data-testid="recent">
-              <RequestHead />
-              <tbody>
-                {recent.data.items.map((r) => (
-                  <RequestRow request={r} onOpen={setCustomer} />
-                ))}
-              </tbody>
-            </table>
+            <RequestTable requests={recent.data.items} onOpen={setCustomer} testId="recent" />
           ))}
       </section>
       <Lists tick={tick} deadCount={stats?.ok ? stats.data.now.events.dead : undefined} onOpen={setCustomer} />

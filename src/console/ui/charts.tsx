@@ -1,7 +1,7 @@
 import { useEffect, useMemo, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
-import { type Bucket, DECISIONS, type Decision, type Outcome, type Stats } from './api.js';
+import { type Answer, type Bucket, DECISIONS, type Decision, type Stats } from './api.js';
 
 const COLOURS: Record<Decision, string> = {
   approved: '#2e7d32',
@@ -78,7 +78,7 @@ function turnaroundChart(buckets: Bucket[]): [Omit<uPlot.Options, 'width' | 'hei
   ];
 }
 
-export function Charts({ stats, bucket }: { stats: Outcome<Stats> | null; bucket: 'hour' | 'day' }) {
+export function Charts({ stats, bucket }: { stats: Answer<Stats> | null; bucket: 'hour' | 'day' }) {
   // Built once per answer, so a re-render for another reason does not redraw the charts.
   const charts = useMemo(
     () => (stats?.ok ? { decisions: decisionChart(stats.data.buckets, bucket), turnaround: turnaroundChart(stats.data.buckets) } : null),

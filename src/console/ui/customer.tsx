@@ -1,12 +1,12 @@
 import { useEffect, useState } from 'preact/hooks';
-import { type CustomerView, type EventView, getCustomer, listEvents, type Outcome, type Page, type RequestView } from './api.js';
+import { type Answer, type CustomerView, type EventView, getCustomer, listEvents, type Page, type RequestView } from './api.js';
 import { DASH, when } from './format.js';
-import { EventRow, Failure, pretty, Raw, RequestHead, RequestRow } from './parts.js';
+import { EVENT_COLUMNS, EventRow, Failure, pretty, Raw, RequestTable, TableHead } from './parts.js';
 
 /** One customer: its requests (newest first) with results, its unmatched callbacks and its events with their deliveries. */
 export function CustomerPanel({ customerUuid, tick, onClose }: { customerUuid: string; tick: number; onClose: () => void }) {
-  const [view, setView] = useState<Outcome<CustomerView> | null>(null);
-  const [events, setEvents] = useState<Outcome<Page<EventView>> | null>(null);
+  const [view, setView] = useState<Answer<CustomerView> | null>(null);
+  const [events, setEvents] = useState<Answer<Page<EventView>> | null>(null);
 
   useEffect(() => {
     setView(null);
@@ -37,18 +37,11 @@ export function CustomerPanel({ customerUuid, tick, onClose }: { customerUuid: s
         </button>
       </div>
       {!view && <p class="muted">Loading…</p>}
-      {view && !view.ok && (view.kind === 'not_found' ? <p class="note">No request for this customerUuid.</p> : <Failure outcome={view} what="customer" />)}
+      {view && !view.ok && (view.kind === 'not_found' ? <p class="note">No request for this customerUuid.</p> : <Failure answer={view} what="customer" />)}
       {view?.ok && (
         <>
           <h3>Requests</h3>
-          <table data-testid="customer-requests">
-            <RequestHead />
-            <tbody>
-              {requests.map((r) => (
-                <RequestRow request={r} />
-              ))}
-            </tbody>
-          </table>
+          <RequestTable requests={requests} testId="customer-requests" />
           {requests.map((r, i) => (
             <div class="detail">
               <span class="muted">
@@ -73,21 +66,13 @@ export function CustomerPanel({ customerUuid, tick, onClose }: { customerUuid: s
         </>
       )}
       <h3>Events</h3>
-      {events && !events.ok && <Failure outcome={events} what="events" />}
+      {events && !events.ok && <Failure answer={events} what="events" />}
       {events?.ok &&
         (events.data.items.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
           <table data-testid="customer-events">
-            <thead>
-              <tr>
-                <th>Event</th>
-                <th>Type</th>
-                <th>Customer</th>
-                <th>At</th>
-                <th>Deliveries</th>
-              </tr>
-            </thead>
+            <TableHead columns={EVENT_COLUMNS} />
             <tbody>
               {events.data.items.map((e) => (
                 <EventRow event={e} />

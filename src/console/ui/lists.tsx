@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
-import { type CallbackView, type DeadScan, type EventView, getEvent, listCallbacks, listDeadEvents, type Outcome, redeliver, redeliverDead, SCAN_PAGES } from './api.js';
+import { type Answer, type CallbackView, type DeadScan, type EventView, getEvent, listCallbacks, listDeadEvents, redeliver, redeliverDead, SCAN_PAGES } from './api.js';
 import { DASH, when } from './format.js';
-import { EventRow, Failure, Raw } from './parts.js';
+import { EVENT_COLUMNS, EventRow, Failure, Raw, TableHead } from './parts.js';
 
 type Tab = 'unmatched' | 'invalid' | 'dead';
 const TABS: Record<Tab, string> = { unmatched: 'Unmatched callbacks', invalid: 'Invalid callbacks', dead: 'Dead events' };
@@ -27,7 +27,7 @@ export function Lists({ tick, deadCount, onOpen }: { tick: number; deadCount: nu
 function Callbacks({ kind, tick, onOpen }: { kind: 'unmatched' | 'invalid'; tick: number; onOpen: (customerUuid: string) => void }) {
   const [items, setItems] = useState<CallbackView[]>([]);
   const [next, setNext] = useState<string | null>(null);
-  const [failure, setFailure] = useState<Outcome<unknown> | null>(null);
+  const [failure, setFailure] = useState<Answer<unknown> | null>(null);
   const [pages, setPages] = useState(1);
 
   useEffect(() => {
@@ -53,21 +53,14 @@ function Callbacks({ kind, tick, onOpen }: { kind: 'unmatched' | 'invalid'; tick
     setPages((n) => n + 1);
   };
 
-  if (failure) return <Failure outcome={failure} what={`${kind} callbacks`} />;
+  if (failure) return <Failure answer={failure} what={`${kind} callbacks`} />;
   return (
     <div data-testid={`callbacks-${kind}`}>
       {items.length === 0 ? (
         <p class="muted">None.</p>
       ) : (
         <table>
-          <thead>
-            <tr>
-              <th>Received</th>
-              <th>customerUuid</th>
-              <th>{kind === 'invalid' ? 'Problem' : ''}</th>
-              <th>Raw body</th>
-            </tr>
-          </thead>
+          <TableHead columns={['Received', 'customerUuid', kind === 'invalid' ? 'Problem' : '', 'Raw body']} />
           <tbody>
             {items.map((c) => (
               <tr data-callback={String(c.id)}>
@@ -107,7 +100,7 @@ const FOLLOW_MS = 2_000;
  * A redelivered event leaves the dead list; it stays in view, read again, until its deliveries settle.
  */
 function DeadEvents({ tick, expected }: { tick: number; expected: number | undefined }) {
-  const [dead, setDead] = useState<Outcome<DeadScan> | null>(null);
+  const [dead, setDead] = useState<Answer<DeadScan> | null>(null);
   const [said, setSaid] = useState<string | null>(null);
   const [confirming, setConfirming] = useState(false);
   const [again, setAgain] = useState(0);
@@ -151,7 +144,7 @@ function DeadEvents({ tick, expected }: { tick: number; expected: number | undef
   };
 
   if (!dead) return <p class="muted">Loading…</p>;
-  if (!dead.ok) return <Failure outcome={dead} what="dead events" />;
+  if (!dead.ok) return <Failure answer={dead} what="dead events" />;
   return (
     <div data-testid="dead-events">
       {said && (
@@ -186,16 +179,7 @@ function DeadEvents({ tick, expected }: { tick: number; expected: number | undef
             )}
           </p>
           <table>
-            <thead>
-              <tr>
-                <th>Event</th>
-                <th>Type</th>
-                <th>Customer</th>
-                <th>At</th>
-                <th>Deliveries</th>
-                <th />
-              </tr>
-            </thead>
+            <TableHead columns={[...EVENT_COLUMNS, '']} />
             <tbody>
               {dead.data.events.map((e) => (
                 <EventRow

@@ -1,6 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
-import type { Delivery, EventView, Outcome, RequestView } from './api.js';
+import type { Answer, Delivery, EventView, RequestView } from './api.js';
 import { count, DASH, json, when } from './format.js';
 import { maskCpfLike } from './mask.js';
 
@@ -20,22 +20,22 @@ export function Raw({ label, text }: { label: string; text: string }) {
 export const pretty = (value: unknown) => maskCpfLike(json(value));
 
 /** What a failed read says in place of its data: quiet for a route this gateway does not have. */
-export function Failure({ outcome, what }: { outcome: Outcome<unknown>; what: string }) {
-  if (outcome.ok) return null;
+export function Failure({ answer, what }: { answer: Answer<unknown>; what: string }) {
+  if (answer.ok) return null;
   const text =
-    outcome.kind === 'missing'
+    answer.kind === 'missing'
       ? `${DASH} (${what}: not available on this gateway)`
-      : outcome.kind === 'unauthorized'
+      : answer.kind === 'unauthorized'
         ? `${DASH} (${what}: needs an API key)`
-        : `${what}: ${outcome.message}`;
-  return <p class={`note note-${outcome.kind}`}>{text}</p>;
+        : `${what}: ${answer.message}`;
+  return <p class={`note note-${answer.kind}`}>{text}</p>;
 }
 
 export function DecisionBadge({ decision }: { decision: string | null }) {
   return decision ? <span class={`badge badge-${decision}`}>{decision}</span> : <span class="muted">{DASH}</span>;
 }
 
-export function RequestRow({ request, onOpen }: { request: RequestView; onOpen?: (customerUuid: string) => void }) {
+function RequestRow({ request, onOpen }: { request: RequestView; onOpen?: (customerUuid: string) => void }) {
   const r = request.result?.response;
   return (
     <tr>
@@ -65,22 +65,42 @@ export function RequestRow({ request, onOpen }: { request: RequestView; onOpen?:
   );
 }
 
-export function RequestHead() {
+/** A table's header row, a cell per column ('' for a column without a name, such as an action's). */
+export function TableHead({ columns }: { columns: readonly string[] }) {
   return (
     <thead>
       <tr>
-        <th>customerUuid</th>
-        <th>Submitted</th>
-        <th>Status</th>
-        <th>Decision</th>
-        <th>CPF</th>
-        <th>Score</th>
-        <th>Risk band</th>
-        <th>Limit</th>
-        <th>Completed</th>
-        <th>Upstream</th>
+        {columns.map((column) => (
+          <th>{column}</th>
+        ))}
       </tr>
     </thead>
+  );
+}
+
+const REQUEST_COLUMNS = ['customerUuid', 'Submitted', 'Status', 'Decision', 'CPF', 'Score', 'Risk band', 'Limit', 'Completed', 'Upstream'];
+/** The columns of an EventRow without an action. */
+export const EVENT_COLUMNS = ['Event', 'Type', 'Customer', 'At', 'Deliveries'];
+
+/** Requests, a row each; with onOpen, a customerUuid opens its customer. */
+export function RequestTable({
+  requests,
+  onOpen,
+  testId,
+}: {
+  requests: RequestView[];
+  onOpen?: (customerUuid: string) => void;
+  testId?: string;
+}) {
+  return (
+    <table data-testid={testId}>
+      <TableHead columns={REQUEST_COLUMNS} />
+      <tbody>
+        {requests.map((r) => (
+          <RequestRow request={r} onOpen={onOpen} />
+        ))}
+      </tbody>
+    </table>
   );
 }
 

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { lookupCpf, type Outcome, type Page, type RequestView } from './api.js';
-import { Failure, RequestHead, RequestRow } from './parts.js';
+import { type Answer, lookupCpf, type Page, type RequestView } from './api.js';
+import { Failure, RequestTable } from './parts.js';
 
 type Kind = 'customerUuid' | 'cpf';
 
@@ -11,7 +11,7 @@ export function Search({ onOpen }: { onOpen: (customerUuid: string) => void }) {
   const [value, setValue] = useState('');
   // A new object per search, so searching the same CPF again reads again.
   const [cpf, setCpf] = useState<{ digits: string } | null>(null);
-  const [found, setFound] = useState<Outcome<Page<RequestView>> | null>(null);
+  const [found, setFound] = useState<Answer<Page<RequestView>> | null>(null);
   const [problem, setProblem] = useState<string | null>(null);
 
   useEffect(() => {
@@ -69,7 +69,7 @@ export function Search({ onOpen }: { onOpen: (customerUuid: string) => void }) {
         <button type="submit">Find</button>
         {problem && <span class="problem">{problem}</span>}
       </form>
-      {found && !found.ok && <Failure outcome={found} what="lookup" />}
+      {found && !found.ok && <Failure answer={found} what="lookup" />}
       {found?.ok && (
         <div data-testid="lookup-results">
           <p class="muted">
@@ -77,16 +77,7 @@ export function Search({ onOpen }: { onOpen: (customerUuid: string) => void }) {
               ? 'No request for that CPF.'
               : `${found.data.items.length} request${found.data.items.length === 1 ? '' : 's'} for that CPF${found.data.nextCursor ? ' (the newest; more exist)' : ''}:`}
           </p>
-          {found.data.items.length > 0 && (
-            <table>
-              <RequestHead />
-              <tbody>
-                {found.data.items.map((r) => (
-                  <RequestRow request={r} onOpen={onOpen} />
-                ))}
-              </tbody>
-            </table>
-          )}
+          {found.data.items.length > 0 && <RequestTable requests={found.data.items} onOpen={onOpen} />}
         </div>
       )}
     </section>

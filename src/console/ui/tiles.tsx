@@ -1,4 +1,4 @@
-import type { Outcome, Stats } from './api.js';
+import type { Answer, Stats } from './api.js';
 import { count, DASH, duration, relative, when } from './format.js';
 
 function Tile({ id, label, value, sub, alert }: { id: string; label: string; value: string; sub?: string; alert?: boolean }) {
@@ -11,7 +11,7 @@ function Tile({ id, label, value, sub, alert }: { id: string; label: string; val
   );
 }
 
-export function Tiles({ stats }: { stats: Outcome<Stats> | null }) {
+export function Tiles({ stats }: { stats: Answer<Stats> | null }) {
   const now = stats?.ok ? stats.data.now : null;
   const token = now?.token ?? null;
   return (

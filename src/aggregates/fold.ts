@@ -1,10 +1,11 @@
 import { type Kysely, type RawBuilder, sql } from 'kysely';
-import type { DB } from '../db/types.js';
+import type { Tables } from '../db/types.js';
 import { ORIGIN, turnaroundBin } from './turnaround.js';
 
-// Folding rows about to be purged into the hourly aggregates. The caller holds the rows' locks and
-// deletes them in the same transaction, so each row is counted exactly once: live, or here.
-// Aggregate rows are upserted in ascending key order, statistics before turnaround, so sweeps
+// Folding rows about to be purged into the hourly aggregates (statistics_hourly, turnaround_hourly),
+// which the statistics read beside the live rows. The caller (the retention sweep) holds the rows'
+// locks and deletes them in the same transaction, so each row is counted exactly once: live, or
+// here. Aggregate rows are upserted in ascending key order, statistics before turnaround, so sweeps
 // running at once on several instances queue on a shared hour instead of deadlocking.
 
 const HOUR = sql`date_bin(interval '1 hour', r.submitted_at, ${ORIGIN})`;
@@ -13,7 +14,7 @@ const HOUR = sql`date_bin(interval '1 hour', r.submitted_at, ${ORIGIN})`;
  * Adds counts over the rows `ids` of `from` (aliased) to their hours in statistics_hourly: each
  * column of `counts` gets its aggregate (fixed SQL text, never input) added to what the hour has.
  */
-function addToHours(trx: Kysely<DB>, hour: RawBuilder<unknown>, from: 'underwriting_requests r' | 'callbacks c', counts: Record<string, string>, ids: string) {
+function addToHours(trx: Kysely<Tables>, hour: RawBuilder<unknown>, from: 'underwriting_requests r' | 'callbacks c', counts: Record<string, string>, ids: string) {
   const columns = Object.keys(counts);
   return sql`
     insert into statistics_hourly (hour, ${sql.raw(columns.join(', '))})
@@ -27,7 +28,7 @@ function addToHours(trx: Kysely<DB>, hour: RawBuilder<unknown>, from: 'underwrit
 }
 
 /** Adds these requests (ids as a PostgreSQL array literal) to their submission hour's counts and turnaround bins. */
-export async function foldRequests(trx: Kysely<DB>, ids: string): Promise<void> {
+export async function foldRequests(trx: Kysely<Tables>, ids: string): Promise<void> {
   await addToHours(trx, HOUR, 'underwriting_requests r', {
     submitted: 'count(*)',
     completed: "count(*) filter (where r.status = 'completed')",
@@ -49,7 +50,7 @@ export async function foldRequests(trx: Kysely<DB>, ids: string): Promise<void> 
 }
 
 /** Adds these unmatched and invalid callbacks to their arrival hour's counts. */
-export async function foldStrayCallbacks(trx: Kysely<DB>, ids: string): Promise<void> {
+export async function foldStrayCallbacks(trx: Kysely<Tables>, ids: string): Promise<void> {
   await addToHours(trx, sql`date_bin(interval '1 hour', c.received_at, ${ORIGIN})`, 'callbacks c', {
     unmatched: "count(*) filter (where c.outcome = 'unmatched')",
     invalid: "count(*) filter (where c.outcome = 'invalid')",
