@@ -3,15 +3,17 @@
 // pile up and catches up as soon as they no longer do.
 
 /**
- * Busy from this many callbacks handled at once on average over the last tenth of a second or so
- * (a burst: 32 connections posting as fast as they are answered keep 15-30 in hand on two cores);
- * idle again below IDLE_LEVEL. One slow callback, or a lull of a few milliseconds inside a burst,
- * flips neither.
+ * Busy once this many callbacks have been handled at once on average (over about a tenth of a
+ * second) for SUSTAINED_MS (a burst: 32 connections posting as fast as they are answered keep
+ * 15-30 in hand on two cores); idle again below IDLE_LEVEL. One slow callback, a hiccup, or a lull
+ * of a few milliseconds inside a burst flips neither.
  */
 export const BUSY_LEVEL = 12;
 export const IDLE_LEVEL = 6;
 /** Time constant of the average, ms. */
 const AVERAGE_MS = 100;
+/** How long the average must stay at BUSY_LEVEL or above: a hiccup (a slow fsync, a pause) is not a burst. */
+const SUSTAINED_MS = 500;
 
 export interface IngestLoad {
   /** A callback is being handled; call the returned function once it is answered (or failed). */
@@ -35,6 +37,7 @@ export function ingestLoad(options: IngestLoadOptions = {}): IngestLoad {
   let level = 0;
   let at = now();
   let busy = false;
+  let over: number | undefined;
   // Only while busy: the end of a burst is noticed with no callback arriving to tell.
   let watch: NodeJS.Timeout | undefined;
   const listeners = new Set<() => void>();
@@ -44,7 +47,9 @@ export function ingestLoad(options: IngestLoadOptions = {}): IngestLoad {
     const t = now();
     level += (handling - level) * (1 - Math.exp(-(t - at) / AVERAGE_MS));
     at = t;
-    if (!busy && level >= busyLevel) {
+    if (level < busyLevel) over = undefined;
+    else over ??= t;
+    if (!busy && over !== undefined && t - over >= SUSTAINED_MS) {
       busy = true;
       watch = setInterval(update, AVERAGE_MS / 2);
       watch.unref();
