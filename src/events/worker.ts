@@ -268,7 +268,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
           // Kept and written once the database is back; meanwhile the leases may run out and the
           // deliveries be sent again (at least once).
           finished.unshift(...batch);
-          warnStorage(err, 'could not record event delivery finished; retrying');
+          warnStorage(err, 'could not record event delivery outcomes; retrying');
           if (stopped) break;
           await new Promise((resolve) => setTimeout(resolve, pollMs));
         }
