@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely, sql } from 'kysely';
 import t from 'tap';
 import { CLAIM_DELIVERIES } from '../../src/events/sql.js';
-import { RECORD_RESULTS, recordResultsParameters } from '../../src/requests/complete.js';
+import { RECORD_RESULTS, RECORD_RESULTS_LEASING, recordResultsParameters } from '../../src/requests/complete.js';
 import { hashCpf } from '../../src/cpf.js';
 import type { Tables } from '../../src/db/types.js';
 import { EXPIRE_BATCH, expireBatchParameters } from '../../src/requests/expiry.js';
@@ -96,10 +96,17 @@ t.test('the callback write finds and completes requests by index, whatever it gu
     body: '{}',
     decision: 'approved' as const,
   }));
-  const write = await plan(db, CompiledQuery.raw(RECORD_RESULTS.text, recordResultsParameters(results, { skewS: 300, targets: [{ key: 'k', shown: 'http://127.0.0.1/' }] })));
-  t.notMatch(write, /Seq Scan on (underwriting_requests|callbacks)/, `no sequential scan\n${write}`);
-  t.match(write, /Index Scan using underwriting_requests_customer/, 'the waiting request is found by customer');
-  t.match(write, /Index Scan using underwriting_requests_pkey/, 'the completed request is updated by primary key');
+  const options = { skewS: 300, targets: [{ key: 'k', shown: 'http://127.0.0.1/' }] };
+  const lease = { token: 'token', until: new Date('2026-02-01T00:01:00Z') };
+  for (const [name, statement, parameters] of [
+    ['plain', RECORD_RESULTS, recordResultsParameters(results, options)],
+    ['leasing', RECORD_RESULTS_LEASING, recordResultsParameters(results, options, lease)],
+  ] as const) {
+    const write = await plan(db, CompiledQuery.raw(statement.text, [...parameters]));
+    t.notMatch(write, /Seq Scan on (underwriting_requests|callbacks|event_deliveries)/, `${name}: no sequential scan\n${write}`);
+    t.match(write, /Index Scan using underwriting_requests_customer/, `${name}: the waiting request is found by customer`);
+    t.match(write, /Index Scan using underwriting_requests_pkey/, `${name}: the completed request is updated by primary key`);
+  }
 });
 
 t.test('a claim of event deliveries walks the due index and stops at its limit, whatever the backlog', async (t) => {
