@@ -9,7 +9,7 @@
  * of a few milliseconds inside a burst flips neither.
  */
 export const BUSY_LEVEL = 12;
-export const IDLE_LEVEL = 6;
+const IDLE_LEVEL = 6;
 /** Time constant of the average, ms. */
 const AVERAGE_MS = 100;
 /** How long the average must stay at BUSY_LEVEL or above: a hiccup (a slow fsync, a pause) is not a burst. */
@@ -25,14 +25,12 @@ export interface IngestLoad {
 }
 
 export interface IngestLoadOptions {
-  busyLevel?: number;
-  idleLevel?: number;
   /** Milliseconds, monotonic; tests step it. */
   now?: () => number;
 }
 
 export function ingestLoad(options: IngestLoadOptions = {}): IngestLoad {
-  const { busyLevel = BUSY_LEVEL, idleLevel = IDLE_LEVEL, now = () => performance.now() } = options;
+  const { now = () => performance.now() } = options;
   let handling = 0;
   let level = 0;
   let at = now();
@@ -47,13 +45,13 @@ export function ingestLoad(options: IngestLoadOptions = {}): IngestLoad {
     const t = now();
     level += (handling - level) * (1 - Math.exp(-(t - at) / AVERAGE_MS));
     at = t;
-    if (level < busyLevel) over = undefined;
+    if (level < BUSY_LEVEL) over = undefined;
     else over ??= t;
     if (!busy && over !== undefined && t - over >= SUSTAINED_MS) {
       busy = true;
       watch = setInterval(update, AVERAGE_MS / 2);
       watch.unref();
-    } else if (busy && level < idleLevel) {
+    } else if (busy && level < IDLE_LEVEL) {
       busy = false;
       clearInterval(watch);
       for (const listener of listeners) listener();

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { DeliveryStatus, EventType, Tables } from '../db/types.js';
-import { targetParameters } from './record.js';
+import { eventBodySql, targetParameters } from './record.js';
 import type { WebhookTarget } from './targets.js';
 
 /** Where a feed page ended: the writing transaction's xid8 (as text) and the event's id. */
@@ -179,9 +179,9 @@ export interface ClaimedDelivery {
   attempts: number;
   queued_at: Date;
   public_id: string;
-  type: EventType;
   created_at: Date;
-  data: Record<string, unknown>;
+  /** The event as every attempt sends it (built by the same SQL as a leased delivery's). */
+  body: string;
 }
 
 /**
@@ -214,7 +214,7 @@ export const CLAIM_DELIVERIES: Statement = {
     set lease_until = $1::timestamptz + make_interval(secs => $4::double precision), lease_token = $5
     from due, events e
     where d.id = due.id and e.id = d.event_id
-    returning d.id, d.url_key, d.customer_uuid, d.attempts, d.queued_at, e.public_id, e.type, e.created_at, e.data`,
+    returning d.id, d.url_key, d.customer_uuid, d.attempts, d.queued_at, e.public_id, e.created_at, ${eventBodySql('e')} as body`,
 };
 
 export async function claimDeliveries(

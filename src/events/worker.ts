@@ -69,9 +69,7 @@ interface Sendable {
   attempts: number;
 }
 
-/** What a claimed delivery sends: the event as the feed shows it. */
 function claimedSendable(delivery: ClaimedDelivery, token: string): Sendable {
-  const createdAt = new Date(delivery.created_at);
   return {
     id: delivery.id,
     urlKey: delivery.url_key,
@@ -79,8 +77,8 @@ function claimedSendable(delivery: ClaimedDelivery, token: string): Sendable {
     claimed: true,
     token,
     publicId: delivery.public_id,
-    body: JSON.stringify({ id: delivery.public_id, type: delivery.type, timestamp: createdAt.toISOString(), data: delivery.data }),
-    createdAt,
+    body: delivery.body,
+    createdAt: new Date(delivery.created_at),
     queuedAt: new Date(delivery.queued_at),
     attempts: delivery.attempts,
   };
