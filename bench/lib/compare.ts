@@ -42,6 +42,11 @@ export interface AbSettings {
   warmupRequests: number;
   /** Rounds of the wrk cross-check after autocannon's (scenarios that support it). */
   wrkRounds: number;
+  /**
+   * Untimed, before each run once its data is seeded: writes out what earlier runs and the seeding
+   * dirtied (a CHECKPOINT), so that no run pays for another's writeback.
+   */
+  flushWrites?: () => Promise<void>;
 }
 
 export interface MeasuredRun extends RunFigures {
@@ -150,6 +155,7 @@ export async function compareAb(
   const once = async (target: TargetName, durationS: number, generator: Generator = 'autocannon'): Promise<MeasuredRun> => {
     const runId = `${scenario.name.slice(0, 2)}${++runCounter}-`;
     const prepared = await scenario.prepare({ target, runId, durationS, rateHint, generator });
+    await settings.flushWrites?.();
     const { baseUrl, pid, dbCpu } = targets[target];
     const [cpuBefore, dbBefore, walBefore] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
     const load =

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { type AbResult, type AbSettings, compareAb } from '../lib/compare.js';
-import { type BenchDatabase, backendCpuSnapshot, seedSubmitted } from '../lib/database.js';
+import { type BenchDatabase, backendCpuSnapshot, flushWrites, seedSubmitted } from '../lib/database.js';
 import type { Child } from '../lib/processes.js';
 import type { Goal } from '../lib/report.js';
 import { callbackBody, callbackScenario } from './callback.js';
@@ -185,7 +185,7 @@ export async function deliveryScenario(
       const { rows } = await database.pool.query<{ b: string }>(`select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint as b`);
       return Number(rows[0]?.b ?? 0);
     };
-    const ingest = await compareAb(callbackScenario(database.pool, { minRows: settings.minCallbackRows }), targets, walBytes, { ...settings.ab, wrkRounds: 0 }, say);
+    const ingest = await compareAb(callbackScenario(database.pool, { minRows: settings.minCallbackRows }), targets, walBytes, { ...settings.ab, wrkRounds: 0, flushWrites: () => flushWrites(database.pool) }, say);
     const goals: Goal[] = [
       { goal: `delivery lag p99 <= ${LAG_GOAL_P99_MS} ms at ${settings.rate} callbacks/s`, measured: `${lagMs.p99} ms`, met: lagMs.p99 <= LAG_GOAL_P99_MS && delivered === run.answered.size },
       { goal: `push on costs callback ingest <= ${Math.round((1 - INGEST_COST_GOAL) * 100)}%`, measured: `${ingest.ratio}x (rounds ${ingest.roundRatios.join(', ')})`, met: ingest.ratio >= INGEST_COST_GOAL },
