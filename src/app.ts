@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import helmet from '@fastify/helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
@@ -115,9 +114,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const registry = createRegistry();
   instrumentRequests(app, registry);
 
-  // @fastify/helmet's options are the source; helmet turns them into headers once, at start
-  // (security-headers.ts). Registered not global: it would rebuild helmet on every request.
-  await app.register(helmet, { ...SECURITY_HEADER_OPTIONS, global: false });
+  // @fastify/helmet's options are the source; the helmet it calls turns them into headers once, at
+  // start (security-headers.ts). The plugin itself is not registered: even with `global: false` it
+  // adds two hooks to every request (one async, building reply decorators), and nothing here
+  // calls reply.helmet().
   addSecurityHeaders(app, SECURITY_HEADER_OPTIONS);
   await app.register(
     swagger,
