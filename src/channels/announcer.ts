@@ -13,6 +13,39 @@ export interface Announcer {
 const BATCH = 500;
 
 /**
+ * Keys share a notification, one per line (a key never holds a line break), so that one commit of
+ * many callbacks is a few notifications, not one each: each costs the notifying backend, every
+ * listening backend and every listening instance. Below PostgreSQL's 8000-byte payload limit.
+ */
+export const KEY_SEPARATOR = '\n';
+const PAYLOAD_BYTES = 7900;
+
+/** The keys as few payloads as fit; a key too long for any payload is dropped (its waiters answer at their deadline). */
+export function packKeys(keys: readonly string[]): string[] {
+  const payloads: string[] = [];
+  let current = '';
+  let bytes = 0;
+  for (const key of keys) {
+    const size = Buffer.byteLength(key);
+    if (size === 0 || size > PAYLOAD_BYTES || key.includes(KEY_SEPARATOR)) continue;
+    if (current !== '' && bytes + 1 + size > PAYLOAD_BYTES) {
+      payloads.push(current);
+      current = '';
+      bytes = 0;
+    }
+    current = current === '' ? key : `${current}${KEY_SEPARATOR}${key}`;
+    bytes += (bytes === 0 ? 0 : 1) + size;
+  }
+  if (current !== '') payloads.push(current);
+  return payloads;
+}
+
+/** The keys of one notification's payload (an older instance's payload is a single key). */
+export function unpackKeys(payload: string): string[] {
+  return payload.split(KEY_SEPARATOR).filter((key) => key !== '');
+}
+
+/**
  * NOTIFYs keys on one channel from its own transaction, after the committing statement (e.g. a
  * callback's), coalescing everything queued meanwhile into one statement. Not inside that statement:
  * PostgreSQL holds a database-wide lock from a notifying transaction's commit until its WAL flush,
@@ -30,7 +63,7 @@ export function announcer(db: Kysely<Tables>, channel: string, log: FastifyBaseL
       for (const key of batch) pending.delete(key);
       try {
         await sql`select set_config('synchronous_commit', 'off', true), pg_notify(${channel}::text, c)::text
-                  from unnest(${batch}::text[]) as c`.execute(db);
+                  from unnest(${packKeys(batch)}::text[]) as c`.execute(db);
       } catch (err) {
         log.warn({ err: { message: (err as Error).message }, customers: batch.length }, 'could not announce stored results; long-polls will answer at their deadline');
       }

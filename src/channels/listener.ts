@@ -4,6 +4,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
 import type { DatabaseHandle } from '../db/database.js';
+import { unpackKeys } from './announcer.js';
 
 type Log = Pick<FastifyBaseLogger, 'info' | 'warn' | 'debug'>;
 
@@ -79,7 +80,7 @@ export type ListenTarget = Pick<DatabaseHandle, 'engine' | 'listenConnectionStri
 
 /**
  * Listens on one NOTIFY channel over a single connection and wakes the waiters registered under the
- * payload. Events: 'listening' (after every successful LISTEN), 'lost' (connection gone), 'waiting' (a
+ * payload's keys (announcer.ts packs many into one). Events: 'listening' (after every successful LISTEN), 'lost' (connection gone), 'waiting' (a
  * waiter blocked until its next wake), 'notification' (any payload, for readers of anything new).
  */
 export class ChannelListener extends EventEmitter {
@@ -137,8 +138,10 @@ export class ChannelListener extends EventEmitter {
     const handlers: SourceHandlers = {
       onNotify: (payload) => {
         this.emit('notification', payload);
-        const set = this.#byKey.get(payload);
-        if (set) for (const w of set) w.wake();
+        for (const key of unpackKeys(payload)) {
+          const set = this.#byKey.get(key);
+          if (set) for (const w of set) w.wake();
+        }
       },
       onListening: () => {
         this.#listening = true;

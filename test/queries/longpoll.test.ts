@@ -49,6 +49,41 @@ t.test('a long-poll is answered with the result a callback stores through anothe
   t.equal(listener.waiterCount, 0, 'the waiter is gone');
 });
 
+t.test('one commit of many results wakes every waiter on another instance, from a few notifications', NO_FULL_WAIT, async (t) => {
+  const first = await buildTestApp(t, { database });
+  const second = await buildTestApp(t, { database: await anotherConnection(t, database) });
+  // Long keys, so that one commit's keys fill more than one payload (PostgreSQL's limit is 8000 bytes).
+  const customers = Array.from({ length: 120 }, (_, i) => `packed-${String(i).padStart(3, '0')}-${'k'.repeat(110)}`);
+  for (const customerUuid of customers) await insertRequest(first.database.db, { customerUuid });
+  const listener = listenerOf(t, first.database);
+  if (!listener.listening) await once(listener, 'listening');
+  const payloads: string[] = [];
+  const heard = (payload: string) => payloads.push(payload);
+  let blocked = 0;
+  let allWaiting = () => {};
+  const allBlocked = new Promise<void>((resolve) => (allWaiting = resolve));
+  const waiting = () => {
+    if (++blocked === customers.length) allWaiting();
+  };
+  listener.on('notification', heard).on('waiting', waiting);
+  t.teardown(() => listener.off('notification', heard).off('waiting', waiting));
+  const answers = customers.map((c) => first.app.inject({ method: 'GET', url: `/v1/underwritings/${c}?wait=30` }));
+  await allBlocked;
+
+  const posted = performance.now();
+  const stored = await Promise.all(customers.map((c) => second.app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: resultBody(c) })));
+  t.same(new Set(stored.map((r) => r.statusCode)), new Set([200]));
+  const results = await Promise.all(answers);
+  t.same(new Set(results.map((r) => r.json().status)), new Set(['completed']), 'every waiter answered with its result');
+  // Woken, not answered at the end of its wait (30 s), when a read finds the result stored anyway.
+  t.ok(performance.now() - posted < 20_000, 'answered when its result was stored, not at the end of the wait');
+
+  t.ok(payloads.length < customers.length, `${payloads.length} notifications for ${customers.length} results`);
+  t.ok(payloads.some((p) => p.includes('\n')), 'a notification carries several keys');
+  t.ok(payloads.every((p) => Buffer.byteLength(p) < 8000), 'each payload below the limit');
+  t.same(new Set(payloads.flatMap((p) => p.split('\n'))), new Set(customers), 'every key announced');
+});
+
 t.test('a long-poll that waited out its time answers with the pending state', async (t) => {
   const { app } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'slow-1' });
