@@ -125,7 +125,9 @@ t.test('a delivery with no 2xx within EVENT_RETRY_HORIZON_S is dead, with its at
 
 t.test('a receiver that hangs is timed out and the event retried', async (t) => {
   const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 'hang' : 204));
-  const { app } = await pushingGateway(t, [receiver.url], webhookSecret(), { EVENT_WEBHOOK_TIMEOUT_MS: '300' });
+  // Long enough that the second, prompt answer is never itself timed out on a machine busy with
+  // other test files (at 300 ms it once was: a third attempt).
+  const { app } = await pushingGateway(t, [receiver.url], webhookSecret(), { EVENT_WEBHOOK_TIMEOUT_MS: '1500' });
   const cust = customer('hang');
   await postCallback(app, resultBody(cust));
   const [first, second] = await receiver.count(2);
