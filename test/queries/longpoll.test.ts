@@ -17,7 +17,8 @@ import { insertRequest, resultBody, storeResult } from './fixtures.js';
 const database = await freshDatabase(t);
 
 // A broken wake-up would only answer after the full wait=30; these tests would then hit this limit.
-const NO_FULL_WAIT = { timeout: 20_000 };
+// A new object for each test: tap takes the options object over, so a shared one limits only the first.
+const noFullWait = () => ({ timeout: 20_000 });
 
 /** The process-wide listener the app's long-polls use (shared, so this is the very same one). */
 function listenerOf(t: Test, database: DatabaseHandle): ChannelListener {
@@ -26,7 +27,7 @@ function listenerOf(t: Test, database: DatabaseHandle): ChannelListener {
   return lease.listener;
 }
 
-t.test('a long-poll is answered with the result a callback stores through another instance', NO_FULL_WAIT, async (t) => {
+t.test('a long-poll is answered with the result a callback stores through another instance', noFullWait(), async (t) => {
   const first = await buildTestApp(t, { database });
   const second = await buildTestApp(t, { database: await anotherConnection(t, database) });
   await insertRequest(first.database.db, { customerUuid: 'waiting-1' });
@@ -49,7 +50,7 @@ t.test('a long-poll is answered with the result a callback stores through anothe
   t.equal(listener.waiterCount, 0, 'the waiter is gone');
 });
 
-t.test('one commit of many results wakes every waiter on another instance, from a few notifications', NO_FULL_WAIT, async (t) => {
+t.test('one commit of many results wakes every waiter on another instance, from a few notifications', noFullWait(), async (t) => {
   const first = await buildTestApp(t, { database });
   const second = await buildTestApp(t, { database: await anotherConnection(t, database) });
   // Long keys, so that one commit's keys fill more than one payload (PostgreSQL's limit is 8000 bytes).
@@ -70,13 +71,10 @@ t.test('one commit of many results wakes every waiter on another instance, from 
   const answers = customers.map((c) => first.app.inject({ method: 'GET', url: `/v1/underwritings/${c}?wait=30` }));
   await allBlocked;
 
-  const posted = performance.now();
   const stored = await Promise.all(customers.map((c) => second.app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: resultBody(c) })));
   t.same(new Set(stored.map((r) => r.statusCode)), new Set([200]));
   const results = await Promise.all(answers);
   t.same(new Set(results.map((r) => r.json().status)), new Set(['completed']), 'every waiter answered with its result');
-  // Woken, not answered at the end of its wait (30 s), when a read finds the result stored anyway.
-  t.ok(performance.now() - posted < 20_000, 'answered when its result was stored, not at the end of the wait');
 
   t.ok(payloads.length < customers.length, `${payloads.length} notifications for ${customers.length} results`);
   t.ok(payloads.some((p) => p.includes('\n')), 'a notification carries several keys');
@@ -92,7 +90,7 @@ t.test('a long-poll that waited out its time answers with the pending state', as
   t.match(res.json(), { customerUuid: 'slow-1', status: 'submitted', decision: null, result: null, completedAt: null });
 });
 
-t.test('a long-poll for a request that already has its result answers at once', NO_FULL_WAIT, async (t) => {
+t.test('a long-poll for a request that already has its result answers at once', noFullWait(), async (t) => {
   const { app } = await buildTestApp(t, { database });
   const body = resultBody('done-1');
   await insertRequest(database.db, { customerUuid: 'done-1', result: body });
@@ -105,7 +103,7 @@ t.test('a long-poll for a request that already has its result answers at once', 
   t.equal(registered, 0, 'it never blocked');
 });
 
-t.test('a long-poll for an unknown customer is 404 at once', NO_FULL_WAIT, async (t) => {
+t.test('a long-poll for an unknown customer is 404 at once', noFullWait(), async (t) => {
   const { app } = await buildTestApp(t, { database });
   const res = await app.inject({ method: 'GET', url: '/v1/underwritings/nobody?wait=30' });
   t.equal(res.statusCode, 404);
@@ -124,7 +122,7 @@ t.test('a wait outside 0-30 whole seconds is 400', async (t) => {
   t.equal((await app.inject({ method: 'GET', url: '/v1/underwritings/c-1?wait=0' })).statusCode, 200);
 });
 
-t.test('closing the app answers waiting long-polls with the current state', NO_FULL_WAIT, async (t) => {
+t.test('closing the app answers waiting long-polls with the current state', noFullWait(), async (t) => {
   const { app } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'closing-1' });
   await insertRequest(database.db, { customerUuid: 'closing-2' });
@@ -151,7 +149,7 @@ t.test('closing the app answers waiting long-polls with the current state', NO_F
   t.match(injected.json(), { customerUuid: 'closing-2', status: 'submitted', result: null });
 });
 
-t.test('past the waiter bound a long-poll is refused 503 too_many_waiters, not queued', NO_FULL_WAIT, async (t) => {
+t.test('past the waiter bound a long-poll is refused 503 too_many_waiters, not queued', noFullWait(), async (t) => {
   const { app } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'bound-1' });
   await insertRequest(database.db, { customerUuid: 'bound-2' });
@@ -183,7 +181,7 @@ t.test('past the waiter bound a long-poll is refused 503 too_many_waiters, not q
   t.match(after.body, /underwriting_longpoll_waiters 0\b/);
 });
 
-t.test('a result stored between two reads of a waiter is not missed', NO_FULL_WAIT, async (t) => {
+t.test('a result stored between two reads of a waiter is not missed', noFullWait(), async (t) => {
   const { app } = await buildTestApp(t, { database });
   const ids = [];
   for (let i = 0; i < 20; i++) ids.push(await insertRequest(database.db, { customerUuid: `race-${i}` }));
@@ -199,7 +197,7 @@ t.test('a result stored between two reads of a waiter is not missed', NO_FULL_WA
 });
 
 if (SERVER_URL) {
-  t.test('after a database outage the listener reconnects by itself and a notification still wakes a waiter', NO_FULL_WAIT, async (t) => {
+  t.test('after a database outage the listener reconnects by itself and a notification still wakes a waiter', noFullWait(), async (t) => {
     const { database: relayed, relay, url } = await databaseBehindRelay(t);
     const direct = await openDatabase({ databaseUrl: url, dataDir: 'unused' });
     t.teardown(() => direct.close());
@@ -233,7 +231,7 @@ if (SERVER_URL) {
     t.match(res.json, { customerUuid: 'outage-1', status: 'completed', result: { customerUuid: 'outage-1' } });
   });
 
-  t.test('one listener connection serves many waiters and apps in a process', NO_FULL_WAIT, async (t) => {
+  t.test('one listener connection serves many waiters and apps in a process', noFullWait(), async (t) => {
     const database = await freshDatabase(t);
     const first = await buildTestApp(t, { database });
     const second = await buildTestApp(t, { database });
