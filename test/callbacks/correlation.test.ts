@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap';
 import type { DatabaseHandle } from '../../src/db/database.js';
+import { unpackKeys } from '../../src/channels/announcer.js';
 import { RESULTS_CHANNEL } from '../../src/channels/names.js';
 import type { RequestStatus } from '../../src/db/types.js';
 import { buildTestApp } from '../helpers/app.js';
@@ -272,10 +273,13 @@ t.test('every result of a concurrent burst is announced, once per customer', asy
 async function listenForResults(t: Test, database: DatabaseHandle) {
   const payloads: string[] = [];
   const waiting: Array<(p: string) => void> = [];
+  // A notification carries the keys of one commit, one per line (announcer.ts): each is an announcement.
   const deliver = (payload: string) => {
-    const w = waiting.shift();
-    if (w) w(payload);
-    else payloads.push(payload);
+    for (const key of unpackKeys(payload)) {
+      const w = waiting.shift();
+      if (w) w(key);
+      else payloads.push(key);
+    }
   };
   if (ENGINE === 'postgres') {
     const pg = (await import('pg')).default;
