@@ -2,7 +2,7 @@ import type { Registry } from 'prom-client';
 import type { NotificationChannel } from './channels/channel.js';
 import type { Config } from './config.js';
 import type { DatabaseHandle } from './db/database.js';
-import type { deliveryHandoff } from './events/handoff.js';
+import type { AppDeliveryHandoff } from './events/handoff.js';
 import type { IngestLoad } from './ingest-load.js';
 import type { BearerTokenSource } from './provider/token-source.js';
 
@@ -23,7 +23,7 @@ export interface CapabilityDeps {
   /** Callbacks being answered now: the event push yields to a burst of them. */
   ingest: IngestLoad;
   /** New deliveries from the callback statement to this instance's delivery worker. */
-  handoff: ReturnType<typeof deliveryHandoff>;
+  handoff: AppDeliveryHandoff;
 }
 
 /** Bodies above this are refused (413) before they are parsed. */

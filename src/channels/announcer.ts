@@ -23,20 +23,20 @@ const PAYLOAD_BYTES = 7900;
 /** The keys as few payloads as fit; a key too long for any payload is dropped (its waiters answer at their deadline). */
 export function packKeys(keys: readonly string[]): string[] {
   const payloads: string[] = [];
-  let current = '';
+  let current: string[] = [];
   let bytes = 0;
   for (const key of keys) {
     const size = Buffer.byteLength(key);
     if (size === 0 || size > PAYLOAD_BYTES || key.includes(KEY_SEPARATOR)) continue;
-    if (current !== '' && bytes + 1 + size > PAYLOAD_BYTES) {
-      payloads.push(current);
-      current = '';
-      bytes = 0;
+    // Each key after the first costs its separator too.
+    if (current.length > 0 && bytes + 1 + size > PAYLOAD_BYTES) {
+      payloads.push(current.join(KEY_SEPARATOR));
+      current = [];
     }
-    current = current === '' ? key : `${current}${KEY_SEPARATOR}${key}`;
-    bytes += (bytes === 0 ? 0 : 1) + size;
+    bytes = current.length === 0 ? size : bytes + 1 + size;
+    current.push(key);
   }
-  if (current !== '') payloads.push(current);
+  if (current.length > 0) payloads.push(current.join(KEY_SEPARATOR));
   return payloads;
 }
 

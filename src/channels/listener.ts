@@ -80,8 +80,9 @@ export type ListenTarget = Pick<DatabaseHandle, 'engine' | 'listenConnectionStri
 
 /**
  * Listens on one NOTIFY channel over a single connection and wakes the waiters registered under the
- * payload's keys (announcer.ts packs many into one). Events: 'listening' (after every successful LISTEN), 'lost' (connection gone), 'waiting' (a
- * waiter blocked until its next wake), 'notification' (any payload, for readers of anything new).
+ * payload's keys (announcer.ts packs many into one). Events: 'listening' (after every successful
+ * LISTEN), 'lost' (connection gone), 'waiting' (a waiter blocked until its next wake),
+ * 'notification' (any payload, for readers of anything new).
  */
 export class ChannelListener extends EventEmitter {
   maxWaiters = DEFAULT_MAX_WAITERS;

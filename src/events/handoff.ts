@@ -30,8 +30,13 @@ export interface DeliveryHandoff {
   adopt(deliveries: readonly LeasedDelivery[], held: readonly string[]): void;
 }
 
+/** The app's handoff, to which the events plugin attaches its worker (and detaches it on close). */
+export interface AppDeliveryHandoff extends DeliveryHandoff {
+  attach(worker: DeliveryHandoff | undefined): void;
+}
+
 /** The app's handoff: hands over to the worker once the events plugin has started one. */
-export function deliveryHandoff(): DeliveryHandoff & { attach(worker: DeliveryHandoff | undefined): void } {
+export function deliveryHandoff(): AppDeliveryHandoff {
   let worker: DeliveryHandoff | undefined;
   return {
     attach(next) {

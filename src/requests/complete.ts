@@ -175,14 +175,15 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
   const leased: LeasedDelivery[] = [];
   const held: string[] = [];
   for (const row of rows) {
-    if (row.held) held.push(ordered[row.n]!.cb.customerUuid);
+    const { cb, index } = ordered[row.n]!;
+    const customer = cb.customerUuid;
+    if (row.held) held.push(customer);
     if (lease && row.leased && row.event_id && row.event_body && row.event_at) {
+      const createdAt = new Date(row.event_at);
       for (const d of row.leased) {
-        const customer = ordered[row.n]!.cb.customerUuid;
-        leased.push({ id: d.id, urlKey: d.url_key, customer, token: lease.token, publicId: row.event_id, body: row.event_body, createdAt: new Date(row.event_at) });
+        leased.push({ id: d.id, urlKey: d.url_key, customer, token: lease.token, publicId: row.event_id, body: row.event_body, createdAt });
       }
     }
-    const { cb, index } = ordered[row.n]!;
     recorded[index] =
       row.request_id === null || row.submitted_at === null
         ? { disposition: 'unmatched', callbackId: row.id }
