@@ -48,8 +48,8 @@ const VARIANTS: Array<{ name: string; ddl: string[] }> = [
   { name: '- result_callback FK', ddl: ['alter table underwriting_requests drop constraint underwriting_requests_result_fk'] },
 ];
 
-/** The statement's parameters as the gateway sends them with push off (the contract's 300 s skew, no targets). */
-const parameters = (batch: ValidResult[]) => recordResultsParameters(batch, { skewS: 300, targets: [] });
+/** The statement's parameters as the gateway sends them (the contract's 300 s skew). */
+const parameters = (batch: ValidResult[]) => recordResultsParameters(batch, { skewS: 300 });
 
 const only = args.find((a) => a.startsWith('--variants='))?.slice('--variants='.length).split(',');
 const variants = only ? VARIANTS.filter((v) => only.includes(v.name)) : VARIANTS;

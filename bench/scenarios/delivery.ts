@@ -8,6 +8,7 @@ import { type AbResult, type AbSettings, compareAb } from '../lib/compare.js';
 import { type BenchDatabase, backendCpuSnapshot, flushWrites, seedSubmitted } from '../lib/database.js';
 import type { Child } from '../lib/processes.js';
 import type { Goal } from '../lib/report.js';
+import { webhookTarget } from '../../src/events/targets.js';
 import { callbackBody, callbackScenario } from './callback.js';
 
 // Outcome events pushed to one healthy receiver while callbacks arrive at a steady rate: how long
@@ -143,7 +144,7 @@ export async function deliveryScenario(
     await seedSubmitted(database.pool, warm, Math.round(settings.rate * settings.warmupS));
     await steadyCallbacks(on.baseUrl, warm, settings.rate, settings.warmupS);
     // The measured run starts with nothing left over from the warm-up (a cold process may fall behind).
-    say(`  warm-up settled: ${await drainDeliveries(database)}`);
+    say(`  warm-up settled: ${await drainDeliveries(database, receiver.url)}`);
 
     const prefix = 'dl-';
     await seedSubmitted(database.pool, prefix, Math.round(settings.rate * settings.durationS));
@@ -178,7 +179,7 @@ export async function deliveryScenario(
     const targets = {
       // Deliveries still pending after a push-on run go out before the push-off run starts: ingest
       // is compared with the push's work done, none of it carried over into the other round.
-      gateway: { ...on, dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway'), settle: () => drainDeliveries(database) },
+      gateway: { ...on, dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway'), settle: () => drainDeliveries(database, receiver.url) },
       baseline: { ...off, dbCpu: async () => null },
     };
     const walBytes = async () => {
@@ -211,9 +212,15 @@ export async function deliveryScenario(
 }
 
 /** Waits until no delivery is pending; says how many were and how long they took to go out. */
-async function drainDeliveries(database: BenchDatabase, limitMs = 120_000): Promise<string> {
+/** Waits for the receiver's deliveries to go out: those written and pending, and those not written yet. */
+async function drainDeliveries(database: BenchDatabase, receiverUrl: string, limitMs = 120_000): Promise<string> {
+  const key = webhookTarget(receiverUrl).key;
   const pending = async () => {
-    const { rows } = await database.pool.query<{ n: string }>(`select count(*) as n from event_deliveries where status = 'pending'`);
+    const { rows } = await database.pool.query<{ n: string }>(
+      `select (select count(*) from event_deliveries where status = 'pending')
+            + (select count(*) from event_dispatch c join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id) where c.url_key = $1) as n`,
+      [key],
+    );
     return Number(rows[0]?.n ?? 0);
   };
   const started = performance.now();

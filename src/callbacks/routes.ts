@@ -7,7 +7,6 @@ import { errorSchema, validationErrorSchema } from '../errors.js';
 import { operation } from '../openapi.js';
 import { underwritingResultSchema } from '../provider/schemas.js';
 import { type CallbackMetrics, callbackMetrics } from './metrics.js';
-import { webhookTargets } from '../events/targets.js';
 import { callbackReceiver } from './receiver.js';
 
 const received = z.object({ received: z.literal(true) });
@@ -26,7 +25,7 @@ export const callbackRoutes =
       db: deps.database.db,
       metrics,
       announce: (customerUuid) => deps.results.announce(customerUuid),
-      recording: { skewS: deps.config.correlationSkewS, targets: webhookTargets(deps.config), handoff: deps.handoff },
+      recording: { skewS: deps.config.correlationSkewS, handoff: deps.handoff },
     });
     app.addHook('onClose', async () => receiver.close());
 

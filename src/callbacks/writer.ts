@@ -25,11 +25,11 @@ export interface ResultWriterOptions {
   limits?: ResultWriterLimits;
   /** Told the size of every batch written. */
   onBatch?: (size: number) => void;
-  /** Correlation skew and webhook targets; default: the contract's 300 s and no push. */
+  /** Correlation skew and this instance's pushing; default: the contract's 300 s and no push. */
   recording?: RecordOptions;
 }
 
-const DEFAULT_RECORDING: RecordOptions = { skewS: 300, targets: [] };
+const DEFAULT_RECORDING: RecordOptions = { skewS: 300 };
 
 /** Queued results looked at per batch, at most. */
 const SCAN_LIMIT = 1000;

@@ -121,6 +121,16 @@ export interface EventDeliveriesTable {
   delivered_at: Timestamp | null;
 }
 
+/** How far each webhook target's deliveries have been written, in feed order. */
+export interface EventDispatchTable {
+  url_key: string;
+  url: string;
+  /** xid8, as text. */
+  tx_id: string;
+  event_id: number;
+  updated_at: Timestamp;
+}
+
 /** Purged rows, folded per UTC hour: requests by the hour they were submitted, callbacks by arrival. */
 export interface StatisticsHourlyTable {
   hour: Timestamp;
@@ -151,6 +161,7 @@ export interface Tables {
   audit_log: AuditLogTable;
   events: EventsTable;
   event_deliveries: EventDeliveriesTable;
+  event_dispatch: EventDispatchTable;
   statistics_hourly: StatisticsHourlyTable;
   turnaround_hourly: TurnaroundHourlyTable;
 }

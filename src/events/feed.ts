@@ -77,6 +77,8 @@ export interface FeedDeps {
   wakeups: FeedWakeups | undefined;
   closing: AbortSignal;
   onWaiting?: (delta: 1 | -1) => void;
+  /** The configured webhook targets' keys: an event whose delivery to one is not written yet shows it pending. */
+  keys?: readonly string[];
 }
 
 export interface FeedRequest extends FeedFilter {
@@ -103,7 +105,7 @@ export async function readFeedPage(deps: FeedDeps, q: FeedRequest): Promise<{ it
     lastRead = performance.now();
     // Noted before reading: a change committed during the read still wakes the wait below.
     const seen = wakeups?.generation ?? 0;
-    const rows = await readFeed(deps.db, filter, after, q.limit);
+    const rows = await readFeed(deps.db, filter, after, q.limit, deps.keys);
     const remaining = deadline - performance.now();
     if (rows.length > 0 || remaining <= 0 || deps.closing.aborted || !wakeups) {
       const last = rows.at(-1);

@@ -1,33 +1,11 @@
-// The handoff between the statements that write events and this instance's delivery worker: a
-// delivery written by this instance is leased to it in the same statement and sent as it commits.
-
-/** What a statement that leases new deliveries asks of the instance pushing them. */
-export interface DeliveryLease {
-  token: string;
-  until: Date;
-}
-
-/** A delivery leased to this instance as it was written, with everything its first attempt sends. */
-export interface LeasedDelivery {
-  id: number;
-  urlKey: string;
-  customer: string;
-  token: string;
-  publicId: string;
-  body: string;
-  createdAt: Date;
-}
+// The handoff between the statements that write events and this instance's delivery worker: once
+// this instance commits events, its worker writes their deliveries and sends them, without
+// waiting for the notification every instance hears.
 
 /** Between the statements that write events and this instance's delivery worker. */
 export interface DeliveryHandoff {
-  /** A lease for the deliveries about to be written; undefined: leave them to the claims. */
-  lease(): DeliveryLease | undefined;
-  /**
-   * Deliveries written under that lease, committed: send them. `held`: customers whose new
-   * delivery was not leased because an earlier one of theirs is still pending; it is claimed
-   * once that one is done.
-   */
-  adopt(deliveries: readonly LeasedDelivery[], held: readonly string[]): void;
+  /** Events were committed by this instance: write and send their deliveries soon. */
+  committed(): void;
 }
 
 /** The app's handoff, to which the events plugin attaches its worker (and detaches it on close). */
@@ -42,9 +20,8 @@ export function deliveryHandoff(): AppDeliveryHandoff {
     attach(next) {
       worker = next;
     },
-    lease: () => worker?.lease(),
-    adopt(deliveries, held) {
-      worker?.adopt(deliveries, held);
+    committed() {
+      worker?.committed();
     },
   };
 }

@@ -25,47 +25,20 @@ export function unmatchedDataSql(c: string): string {
 }
 
 /**
- * CTEs that insert one event per row of `source` (columns: type, customer_uuid, created_at,
- * request_id, callback_id, data) and one pending delivery per event and webhook target, the
- * targets coming as two text[] parameters (keys, shown URLs). Append after the statement's own
- * CTEs, with a leading comma.
- *
- * With `lease` (two parameters: the token and the lease's end), a delivery is
- * leased at once to the instance writing it, unless an earlier delivery of the same customer to
- * the same URL is still pending (it must go first: the claim takes it later, in order). The
- * statement can then return what to send (`new_deliveries` has event_id, url_key, lease_token),
- * and the instance sends it without a claim.
+ * A CTE that inserts one event per row of `source` (columns: type, customer_uuid, created_at,
+ * request_id, callback_id, data). Append after the statement's own CTEs, with a leading comma.
+ * Its deliveries are not written here: the delivery worker writes them from the feed afterwards
+ * (see dispatchDeliveries), so that the change's own statement carries no delivery write.
  */
-export function recordEventsSql(source: string, keysParam: string, shownParam: string, lease?: { token: string; until: string }): string {
-  const events = `
+export function recordEventsSql(source: string): string {
+  return `
     new_events as (
       insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data)
       select 'evt_' || replace(gen_random_uuid()::text, '-', ''), s.type, s.customer_uuid, s.created_at,
              s.request_id, s.callback_id, s.data
       from ${source} s
       order by s.customer_uuid
-      returning id, customer_uuid, created_at${lease ? ', public_id, type, callback_id, data' : ''}
-    ),`;
-  if (!lease) {
-    return `${events}
-    new_deliveries as (
-      insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at)
-      select e.id, e.customer_uuid, t.key, t.shown, e.created_at, e.created_at
-      from new_events e cross join unnest(${keysParam}::text[], ${shownParam}::text[]) as t(key, shown)
-    )`;
-  }
-  return `${events}
-    new_deliveries as (
-      insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at, lease_until, lease_token)
-      select e.id, e.customer_uuid, t.key, t.shown, e.created_at, e.created_at,
-             case when l.leased then ${lease.until}::timestamptz end, case when l.leased then ${lease.token}::text end
-      from new_events e cross join unnest(${keysParam}::text[], ${shownParam}::text[]) as t(key, shown)
-      cross join lateral (
-        select not exists (
-          select 1 from event_deliveries p
-          where p.status = 'pending' and p.url_key = t.key and p.customer_uuid = e.customer_uuid) as leased
-      ) l
-      returning id, event_id, url_key, lease_token
+      returning id
     )`;
 }
 
@@ -74,7 +47,7 @@ export function eventBodySql(e: string): string {
   return `json_build_object('id', ${e}.public_id, 'type', ${e}.type, 'timestamp', ${isoSql(`${e}.created_at`)}, 'data', ${e}.data)::text`;
 }
 
-/** The two parameters recordEventsSql reads. */
+/** Targets as two text[] parameters: their keys and their shown URLs. */
 export function targetParameters(targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[]): [string[], string[]] {
   return [targets.map((t) => t.key), targets.map((t) => t.shown)];
 }

@@ -16,7 +16,7 @@ import {
   queuedView,
 } from './schemas.js';
 import { webhookSigner } from './signature.js';
-import { readEvent, redeliverDead, redeliverEvent } from './sql.js';
+import { readEvent, redeliverDead, redeliverEvent, startDispatch } from './sql.js';
 import { webhookTargets } from './targets.js';
 import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
 
@@ -32,7 +32,8 @@ export const eventRoutes =
     const { db } = deps.database;
     const webhooks = deps.config.eventWebhooks;
     const targets = webhookTargets(deps.config);
-    const metrics = eventMetrics(deps.registry, db, deps.clock);
+    const keys = targets.map((t) => t.key);
+    const metrics = eventMetrics(deps.registry, db, deps.clock, keys);
     const closing = new AbortController();
     setMaxListeners(0, closing.signal);
     const wakeups = new FeedWakeups();
@@ -40,6 +41,14 @@ export const eventRoutes =
     let worker: DeliveryWorker | undefined;
 
     guardRoutes(app, 'query', deps.config);
+
+    if (webhooks !== undefined) {
+      // Before anything of this instance records an event: a target configured for the first time
+      // gets every event from here on. (Unreachable now: the worker's first claim does it.)
+      await startDispatch(db, targets, deps.clock()).catch((err: Error) =>
+        app.log.warn({ err: { message: err.message } }, 'could not set up event dispatch yet; the delivery worker retries'),
+      );
+    }
 
     app.addHook('onReady', async () => {
       if (webhooks === undefined) return;
@@ -85,7 +94,7 @@ export const eventRoutes =
       async (request) => {
         const q = request.query;
         return readFeedPage(
-          { db, wakeups, closing: closing.signal, onWaiting: (delta) => metrics.waiting(delta) },
+          { db, wakeups, closing: closing.signal, onWaiting: (delta) => metrics.waiting(delta), keys },
           { after: q.after, limit: q.limit ?? DEFAULT_FEED_PAGE, type: q.type, customerUuid: q.customerUuid, waitS: q.wait ?? 0 },
         );
       },
@@ -103,7 +112,7 @@ export const eventRoutes =
         },
       },
       async (request) => {
-        const row = await readEvent(db, request.params.id);
+        const row = await readEvent(db, request.params.id, keys);
         if (!row) throw notFound(`no event ${request.params.id}`);
         return eventView(row);
       },

@@ -34,12 +34,28 @@ export interface EventRow {
   deliveries: DeliveryRow[] | null;
 }
 
-const DELIVERIES = sql<DeliveryRow[]>`(
-  select jsonb_agg(jsonb_build_object(
-           'url', d.url, 'status', d.status, 'attempts', d.attempts,
-           'last_attempt_at', d.last_attempt_at, 'last_status', d.last_status, 'last_error', d.last_error)
-         order by d.id)
-  from event_deliveries d where d.event_id = e.id)`;
+/**
+ * An event's deliveries (of an `events` row aliased `e`): those written, then one pending for
+ * each configured target whose delivery is not written yet (the event is past the target's
+ * dispatch position: the worker writes it shortly).
+ */
+function deliveriesSql(keys: readonly string[]) {
+  return sql<DeliveryRow[]>`(
+  select jsonb_agg(x.delivery order by x.written desc, x.ord)
+  from (
+    select true as written, d.id as ord, jsonb_build_object(
+             'url', d.url, 'status', d.status, 'attempts', d.attempts,
+             'last_attempt_at', d.last_attempt_at, 'last_status', d.last_status, 'last_error', d.last_error) as delivery
+    from event_deliveries d where d.event_id = e.id
+    union all
+    select false, array_position(${keys}::text[], c.url_key), jsonb_build_object(
+             'url', c.url, 'status', 'pending', 'attempts', 0,
+             'last_attempt_at', null, 'last_status', null, 'last_error', null)
+    from event_dispatch c
+    where c.url_key = any(${keys}::text[]) and (c.tx_id, c.event_id) < (e.tx_id, e.id)
+      and not exists (select 1 from event_deliveries d where d.event_id = e.id and d.url_key = c.url_key)
+  ) x)`;
+}
 
 /**
  * The feed's horizon: an xid8 below which no event can still be committed. It is the oldest of
@@ -81,11 +97,17 @@ export async function feedHorizon(db: Kysely<Tables>): Promise<string> {
  * an event committed late by a transaction that began early still sorts before everything read
  * after it, so paging never skips it (no gaps) and never reads anything twice (no duplicates).
  */
-export async function readFeed(db: Kysely<Tables>, filter: FeedFilter, after: FeedPosition | undefined, limit: number): Promise<EventRow[]> {
+export async function readFeed(
+  db: Kysely<Tables>,
+  filter: FeedFilter,
+  after: FeedPosition | undefined,
+  limit: number,
+  keys: readonly string[] = [],
+): Promise<EventRow[]> {
   const horizon = await feedHorizon(db);
   const rows = await db
     .selectFrom('events as e')
-    .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', DELIVERIES.as('deliveries')])
+    .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', deliveriesSql(keys).as('deliveries')])
     .where(sql<boolean>`e.tx_id < ${horizon}::xid8`)
     .$if(after !== undefined, (q) => q.where(sql<boolean>`(e.tx_id, e.id) > (${after!.tx}::xid8, ${after!.id}::bigint)`))
     .$if(filter.type !== undefined, (q) => q.where('e.type', '=', filter.type!))
@@ -116,10 +138,10 @@ export async function feedHeldBack(db: Kysely<Tables>, filter: FeedFilter, after
   return row !== undefined;
 }
 
-export async function readEvent(db: Kysely<Tables>, publicId: string): Promise<EventRow | undefined> {
+export async function readEvent(db: Kysely<Tables>, publicId: string, keys: readonly string[] = []): Promise<EventRow | undefined> {
   const row = await db
     .selectFrom('events as e')
-    .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', DELIVERIES.as('deliveries')])
+    .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', deliveriesSql(keys).as('deliveries')])
     .where('e.public_id', '=', publicId)
     .executeTakeFirst();
   return row as EventRow | undefined;
@@ -169,6 +191,114 @@ export async function redeliverDead(
     )
     select count(*)::int as n from queued`.execute(db);
   return Number(rows[0]?.n ?? 0);
+}
+
+/**
+ * Where each target's deliveries start: at the feed's horizon when it is first configured (what
+ * was recorded before is not pushed to it); a position already kept stays (nothing recorded
+ * meanwhile is lost, even while no instance pushed to it).
+ */
+export async function startDispatch(db: Kysely<Tables>, targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[], now: Date): Promise<void> {
+  const [keys, shown] = targetParameters(targets);
+  const horizon = await feedHorizon(db);
+  await sql`
+    insert into event_dispatch (url_key, url, tx_id, event_id, updated_at)
+    select t.key, t.shown, ${horizon}::xid8, 0, ${now} from unnest(${keys}::text[], ${shown}::text[]) as t(key, shown)
+    on conflict (url_key) do nothing`.execute(db);
+}
+
+/** A delivery written by a dispatch: leased to this worker with what it sends, or held (no token). */
+export interface DispatchedDelivery {
+  id: number;
+  url_key: string;
+  customer_uuid: string;
+  lease_token: string | null;
+  public_id: string;
+  created_at: Date;
+  body: string;
+}
+
+/**
+ * Writes the deliveries of the next events past each target's position (at most `limit` events
+ * a target, in feed order, below the feed's horizon: none is ever skipped), moves the position,
+ * and leases them to this worker, but for a customer with an earlier delivery to the same target
+ * still pending (or earlier in this batch): that one is held, and claimed once the earlier one is
+ * done. A position another instance is moving is skipped (SKIP LOCKED): one writes each event's
+ * deliveries. `full`: some target had `limit` events to write (there may be more).
+ * $1 keys, $2 shown URLs, $3 horizon, $4 limit, $5 token, $6 lease end, $7 now.
+ */
+export const DISPATCH_DELIVERIES: Statement = {
+  name: 'dispatch_event_deliveries',
+  text: `
+    with c as (
+      select d.url_key, d.tx_id, d.event_id from event_dispatch d
+      where d.url_key = any($1::text[])
+      for update skip locked
+    ),
+    picked as (
+      select c.url_key, p.id, p.customer_uuid, p.created_at, p.tx_id
+      from c cross join lateral (
+        select e.id, e.customer_uuid, e.created_at, e.tx_id from events e
+        where (e.tx_id, e.id) > (c.tx_id, c.event_id) and e.tx_id < $3::xid8
+        order by e.tx_id, e.id
+        limit $4
+      ) p
+    ),
+    numbered as (
+      select p.*, row_number() over (partition by p.url_key, p.customer_uuid order by p.id) as nth from picked p
+    ),
+    inserted as (
+      insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at, lease_until, lease_token)
+      select n.id, n.customer_uuid, n.url_key, t.shown, n.created_at, n.created_at,
+             case when l.leased then $6::timestamptz end, case when l.leased then $5::text end
+      from numbered n
+      join unnest($1::text[], $2::text[]) as t(key, shown) on t.key = n.url_key
+      cross join lateral (
+        select n.nth = 1 and not exists (
+          select 1 from event_deliveries p
+          where p.status = 'pending' and p.url_key = n.url_key and p.customer_uuid = n.customer_uuid) as leased
+      ) l
+      order by n.url_key, n.tx_id, n.id
+      on conflict (event_id, url_key) do nothing
+      returning id, event_id, url_key, customer_uuid, lease_token
+    ),
+    counts as (select p.url_key, count(*) as n from picked p group by p.url_key),
+    last as (
+      select distinct on (p.url_key) p.url_key, p.tx_id, p.id from picked p order by p.url_key, p.tx_id desc, p.id desc
+    ),
+    moved as (
+      update event_dispatch d
+      -- Fewer than the limit: every event below the horizon is written.
+      set tx_id = case when coalesce(k.n, 0) < $4 then $3::xid8 else l.tx_id end,
+          event_id = case when coalesce(k.n, 0) < $4 then 0 else l.id end,
+          updated_at = $7::timestamptz
+      from c left join counts k on k.url_key = c.url_key left join last l on l.url_key = c.url_key
+      where d.url_key = c.url_key
+        and (case when coalesce(k.n, 0) < $4 then $3::xid8 else l.tx_id end,
+             case when coalesce(k.n, 0) < $4 then 0 else l.id end) > (d.tx_id, d.event_id)
+    )
+    select s.full, x.id, x.url_key, x.customer_uuid, x.lease_token, e.public_id, e.created_at, ${eventBodySql('e')} as body
+    from (select coalesce(max(k.n), 0) >= $4 as full from counts k) s
+    left join (inserted x join events e on e.id = x.event_id) on true`,
+};
+
+export async function dispatchDeliveries(
+  db: Kysely<Tables>,
+  dispatch: { now: Date; targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[]; limit: number; leaseS: number; token: string },
+): Promise<{ full: boolean; deliveries: DispatchedDelivery[] }> {
+  const [keys, shown] = targetParameters(dispatch.targets);
+  const horizon = await feedHorizon(db);
+  const until = new Date(dispatch.now.getTime() + dispatch.leaseS * 1000);
+  const rows = await runStatement<DispatchedDelivery & { full: boolean; id: number | null }>(db, DISPATCH_DELIVERIES, [
+    keys,
+    shown,
+    horizon,
+    dispatch.limit,
+    dispatch.token,
+    until,
+    dispatch.now,
+  ]);
+  return { full: rows[0]?.full === true, deliveries: rows.filter((r) => r.id !== null) };
 }
 
 /** A delivery leased to this worker, with what it sends. */
@@ -263,11 +393,31 @@ export async function recordFinishedAttempts(db: Kysely<Tables>, attempts: reado
   await runStatement(db, RECORD_FINISHED_ATTEMPTS, [json]);
 }
 
-export async function pendingSummary(db: Kysely<Tables>): Promise<{ pending: number; oldest: Date | null }> {
-  const row = await db
-    .selectFrom('event_deliveries')
-    .select((eb) => [eb.fn.countAll<number>().as('n'), eb.fn.min('queued_at').as('oldest')])
-    .where('status', '=', 'pending')
-    .executeTakeFirstOrThrow();
+/**
+ * One row (n, oldest): the configured targets' deliveries not written yet (events past a
+ * target's dispatch position), and the time of the oldest such event.
+ */
+export function unwrittenDeliveriesSql(keys: readonly string[]) {
+  return sql`
+    select (select count(*) from event_dispatch c join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id)
+             where c.url_key = any(${keys}::text[])) as n,
+           (select min(f.created_at) from event_dispatch c
+              cross join lateral (select e.created_at from events e where (e.tx_id, e.id) > (c.tx_id, c.event_id)
+                                   order by e.tx_id, e.id limit 1) f
+             where c.url_key = any(${keys}::text[])) as oldest`;
+}
+
+/**
+ * Pending deliveries: those written, and those of the configured targets not written yet; the
+ * oldest by when it was queued (its event's time).
+ */
+export async function pendingSummary(db: Kysely<Tables>, keys: readonly string[] = []): Promise<{ pending: number; oldest: Date | null }> {
+  const { rows } = await sql<{ n: string; oldest: Date | null }>`
+    with written as (
+      select count(*) as n, min(d.queued_at) as oldest from event_deliveries d where d.status = 'pending'
+    ),
+    unwritten as (${unwrittenDeliveriesSql(keys)})
+    select (w.n + u.n)::text as n, least(w.oldest, u.oldest) as oldest from written w, unwritten u`.execute(db);
+  const row = rows[0]!;
   return { pending: Number(row.n), oldest: row.oldest ? new Date(row.oldest) : null };
 }

@@ -8,7 +8,15 @@ import type { IngestLoad } from '../ingest-load.js';
 import { retryDelayS } from './backoff.js';
 import type { DeliveryHandoff } from './handoff.js';
 import type { WebhookSigner } from './signature.js';
-import { type ClaimedDelivery, claimDeliveries, type FinishedAttempt, recordFinishedAttempts } from './sql.js';
+import {
+  type ClaimedDelivery,
+  claimDeliveries,
+  type DispatchedDelivery,
+  dispatchDeliveries,
+  type FinishedAttempt,
+  recordFinishedAttempts,
+  startDispatch,
+} from './sql.js';
 import { scrubTarget, type WebhookTarget } from './targets.js';
 
 export interface DeliveryWorkerDeps {
@@ -44,11 +52,11 @@ export interface DeliveryWorker extends DeliveryHandoff {
 /** Bytes of a receiver's answer read at most; the rest is dropped with the connection. */
 const ANSWER_MAX_BYTES = 16 * 1024;
 const ERROR_MAX_CHARS = 300;
-/** How long a wake waits for more changes before it claims. */
+/** How long a wake waits for more changes before it claims: the changes committed meanwhile share one dispatch. */
 const CLAIM_GATHER_MS = 5;
 /**
  * How long a nudge (a change committed on some instance) waits: what this instance writes it
- * sends as it commits, so a nudge only matters for another instance's leftovers.
+ * is told of at once (committed), so a nudge mostly matters for another instance's events.
  */
 const NUDGE_GATHER_MS = 100;
 /** Deliveries claimed per pollMs while callback ingest is busy: progress, at a cost ingest does not feel. */
@@ -59,7 +67,7 @@ interface Sendable {
   id: number;
   urlKey: string;
   customer: string;
-  /** Claimed (not handed over as written): its finished attempt may free a later delivery of the customer. */
+  /** Claimed (not leased as it was written): its finished attempt may free a later delivery of the customer. */
   claimed: boolean;
   token: string;
   publicId: string;
@@ -67,6 +75,22 @@ interface Sendable {
   createdAt: Date;
   queuedAt: Date;
   attempts: number;
+}
+
+function dispatchedSendable(delivery: DispatchedDelivery, token: string): Sendable {
+  const createdAt = new Date(delivery.created_at);
+  return {
+    id: delivery.id,
+    urlKey: delivery.url_key,
+    customer: delivery.customer_uuid,
+    claimed: false,
+    token,
+    publicId: delivery.public_id,
+    body: delivery.body,
+    createdAt,
+    queuedAt: createdAt,
+    attempts: 0,
+  };
 }
 
 function claimedSendable(delivery: ClaimedDelivery, token: string): Sendable {
@@ -85,12 +109,13 @@ function claimedSendable(delivery: ClaimedDelivery, token: string): Sendable {
 }
 
 /**
- * Pushes pending deliveries. A delivery this instance writes (a callback's event) is leased to it
- * in the same statement and handed over as it commits (adopt); everything else (retries, other
- * instances' expired leases, events of the sweeps, the backlog of a burst) is claimed in batches
- * under a lease (SKIP LOCKED, so instances share the work and each sends a delivery once in
- * normal operation). Each event is POSTed signed; finished are written in batches. A crashed
- * instance's leases run out and others take them over.
+ * Pushes outcome events. The statements that record events write no deliveries: this worker
+ * writes them (dispatch), in batches, for the events past each target's position in the feed,
+ * leased to itself, and sends them; everything else (retries, held deliveries, other instances'
+ * expired leases) is claimed in batches under a lease (SKIP LOCKED, so instances share the work
+ * and each sends a delivery once in normal operation). Each event is POSTed signed; finished are
+ * written in batches. A crashed instance's leases run out and others take them over; events it
+ * had not dispatched are past the position still, and the next dispatch (anywhere) writes them.
  */
 export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const concurrency = deps.concurrency ?? 64;
@@ -100,6 +125,9 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const leaseS = deps.timeoutMs / 1000 + 5;
   const byKey = new Map(deps.targets.map((t) => [t.key, t]));
   const keys = [...byKey.keys()];
+  const targets = [...byKey.values()];
+  // Each target's dispatch position exists once this is done (first claim, retried until it is).
+  let dispatchReady = false;
   // No redirects: undici's dispatcher follows none unless told to.
   const agent = new Agent({ connections: concurrency, keepAliveTimeout: 10_000, connect: { timeout: deps.timeoutMs } });
 
@@ -165,20 +193,36 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         trickleAt = Date.now() + pollMs;
         limit = Math.min(limit, TRICKLE_CLAIM);
       }
-      let claimed: ClaimedDelivery[];
       const lease = token();
+      let dispatched: { full: boolean; deliveries: DispatchedDelivery[] };
+      let claimed: ClaimedDelivery[] = [];
       try {
-        claimed = await claimDeliveries(deps.db, { now: deps.clock(), keys, limit, leaseS, token: lease });
+        const now = deps.clock();
+        if (!dispatchReady) {
+          await startDispatch(deps.db, targets, now);
+          dispatchReady = true;
+        }
+        // New events first (at most `limit` per target, so at most `limit` leased in all
+        // with one target; more targets may go over by what they share).
+        dispatched = await dispatchDeliveries(deps.db, { now, targets, limit: Math.max(1, Math.ceil(limit / targets.length)), leaseS, token: lease });
+        const sent = dispatched.deliveries.filter((d) => d.lease_token !== null).length;
+        if (sent < limit && !dispatched.full) {
+          claimed = await claimDeliveries(deps.db, { now: deps.clock(), keys, limit: limit - sent, leaseS, token: lease });
+        }
       } catch (err) {
         backoffUntil = Date.now() + pollMs;
         warnStorage(err, 'could not claim event deliveries; retrying');
         return;
       }
+      for (const delivery of dispatched.deliveries) {
+        if (delivery.lease_token === null) held.add(delivery.customer_uuid);
+        else send(dispatchedSendable(delivery, lease));
+      }
       for (const delivery of claimed) {
         held.delete(delivery.customer_uuid);
         send(claimedSendable(delivery, lease));
       }
-      if (claimed.length < limit) {
+      if (!dispatched.full && dispatched.deliveries.length + claimed.length < limit) {
         catchingUp = false;
         // Nothing due, nothing of ours in flight: no one here is waiting behind anything.
         if (inFlight === 0) held.clear();
@@ -294,17 +338,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   return {
     wake: () => wake(),
     nudge: () => wake(NUDGE_GATHER_MS),
-    lease() {
-      // A busy instance leaves new deliveries to the claims (a trickle, then the backlog).
-      if (stopped || (!catchingUp && deps.ingest?.busy())) return undefined;
-      return { token: token(), until: new Date(deps.clock().getTime() + leaseS * 1000) };
-    },
-    adopt(deliveries, heldCustomers) {
-      // Stopped meanwhile: the leases run out and the next claim (here or elsewhere) sends them.
-      if (stopped) return;
-      for (const customer of heldCustomers) held.add(customer);
-      for (const d of deliveries) send({ ...d, claimed: false, queuedAt: d.createdAt, attempts: 0 });
-    },
+    committed: () => wake(),
     async stop() {
       stopped = true;
       clearInterval(timer);

@@ -1,9 +1,8 @@
 import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { Decision, Tables } from '../db/types.js';
-import type { DeliveryHandoff, LeasedDelivery } from '../events/handoff.js';
-import { EVENT_TYPE, eventBodySql, recordEventsSql, requestDataSql, targetParameters, unmatchedDataSql } from '../events/record.js';
-import type { WebhookTarget } from '../events/targets.js';
+import type { DeliveryHandoff } from '../events/handoff.js';
+import { EVENT_TYPE, recordEventsSql, requestDataSql, unmatchedDataSql } from '../events/record.js';
 
 /** What is known about any callback the moment it arrives. */
 export interface Arrival {
@@ -34,22 +33,13 @@ interface RecordedRow {
   id: number;
   request_id: number | null;
   submitted_at: Date | string | null;
-  /** The event's deliveries leased to this instance as they were written, and what they send. */
-  leased?: Array<{ id: number; url_key: string }> | null;
-  /** Some of the event's deliveries were not leased: an earlier one of the customer is pending. */
-  held?: boolean | null;
-  event_id?: string | null;
-  event_at?: Date | string | null;
-  event_body?: string | null;
 }
 
 /** What the callback statement needs besides the batch. */
 export interface RecordOptions {
   /** CORRELATION_SKEW_S: a request qualifies when submitted no later than `started` plus this. */
   skewS: number;
-  /** Where the batch's events are to be pushed (none: events are recorded for the feed only). */
-  targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[];
-  /** This instance's pushing: takes the batch's new deliveries as they commit, without a claim. */
+  /** This instance's pushing (when it pushes): told once the batch's events are committed. */
   handoff?: DeliveryHandoff | undefined;
 }
 
@@ -58,14 +48,15 @@ export interface RecordOptions {
  * commit for the whole batch, atomic): for each result, lock the newest request of its customer
  * still without a result and submitted no later than its `started` plus the skew, insert the
  * callback unless the same (customerUuid, started, finished) is already stored, complete the
- * request from what was inserted, and record the outcome event (completed or unmatched) with its
- * pending deliveries. Concurrent copies queue on the request's row lock or on the unique index;
- * exactly one inserts. A batch holds at most one result per customer, sorted by customer, so two
+ * request from what was inserted, and record the outcome event (completed or unmatched; the
+ * delivery worker writes its deliveries afterwards, off this statement). Concurrent copies queue
+ * on the request's row lock or on the unique index; exactly one inserts. A batch holds at most one result per customer, sorted by customer, so two
  * batches lock rows in the same order.
  * (The NOTIFY is sent after the commit, by the announcer: see channels/announcer.ts for why.)
  */
-function recordResultsText(leasing: boolean): string {
-  return `
+export const RECORD_RESULTS: Statement = {
+  name: 'record_results',
+  text: `
     with input as (
       select * from json_to_recordset($1::json) as i(
         n int, customer_uuid text, received_at timestamptz, peer text, raw_body text,
@@ -115,48 +106,16 @@ function recordResultsText(leasing: boolean): string {
       select '${EVENT_TYPE.unmatched}', x.customer_uuid, x.received_at, null::bigint, x.id, ${unmatchedDataSql('x')}
       from inserted x where x.request_id is null
     ),
-    ${recordEventsSql('event_source', '$3', '$4', leasing ? { token: '$5', until: '$6' } : undefined)}${leasing ? LEASED_RESULT : PLAIN_RESULT}`;
-}
-
-const PLAIN_RESULT = `
+    ${recordEventsSql('event_source')}
     select i.n, x.id, x.request_id, c.submitted_at
     from inserted x
     join input i on i.customer_uuid = x.customer_uuid
-    left join completed c on c.id = x.request_id`;
-
-/** ...and, per callback, its event's deliveries leased to this instance and the body they send. */
-const LEASED_RESULT = `,
-    leased as (
-      select e.callback_id, a.held, a.deliveries, e.public_id, e.created_at, ${eventBodySql('e')} as body
-      from (
-        select d.event_id, bool_or(d.lease_token is null) as held,
-               json_agg(json_build_object('id', d.id, 'url_key', d.url_key)) filter (where d.lease_token is not null) as deliveries
-        from new_deliveries d
-        group by d.event_id
-      ) a
-      join new_events e on e.id = a.event_id
-    )
-    select i.n, x.id, x.request_id, c.submitted_at, l.deliveries as leased, l.held,
-           case when l.deliveries is not null then l.public_id end as event_id,
-           case when l.deliveries is not null then l.created_at end as event_at,
-           case when l.deliveries is not null then l.body end as event_body
-    from inserted x
-    join input i on i.customer_uuid = x.customer_uuid
-    left join completed c on c.id = x.request_id
-    left join leased l on l.callback_id = x.id`;
-
-export const RECORD_RESULTS: Statement = { name: 'record_results', text: recordResultsText(false) };
-/**
- * The same, for an instance that pushes and is not busy: its new deliveries are leased to it as
- * they are written. A statement of its own: reading the new events and deliveries back costs the
- * plain one (push off, or a busy instance) about a fifth more.
- */
-export const RECORD_RESULTS_LEASING: Statement = { name: 'record_results_leasing', text: recordResultsText(true) };
+    left join completed c on c.id = x.request_id`,
+};
 
 /** The parameters of RECORD_RESULTS for one batch (already in the order it is written). */
-export function recordResultsParameters(batch: readonly ValidResult[], options: RecordOptions, lease?: { token: string; until: Date }): unknown[] {
-  const plain = [batchJson(batch), options.skewS, ...targetParameters(options.targets)];
-  return lease ? [...plain, lease.token, lease.until] : plain;
+export function recordResultsParameters(batch: readonly ValidResult[], options: Pick<RecordOptions, 'skewS'>): unknown[] {
+  return [batchJson(batch), options.skewS];
 }
 
 /**
@@ -167,29 +126,18 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
   const ordered = batch.map((cb, index) => ({ cb, index })).sort((a, b) => (a.cb.customerUuid < b.cb.customerUuid ? -1 : 1));
   const customers = new Set(batch.map((cb) => cb.customerUuid));
   if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');
-  const lease = options.targets.length > 0 ? options.handoff?.lease() : undefined;
   // A prepared statement: planned once per connection instead of on every batch.
-  const statement = lease ? RECORD_RESULTS_LEASING : RECORD_RESULTS;
-  const rows = await runStatement<RecordedRow>(db, statement, recordResultsParameters(ordered.map((o) => o.cb), options, lease));
+  const rows = await runStatement<RecordedRow>(db, RECORD_RESULTS, recordResultsParameters(ordered.map((o) => o.cb), options));
   const recorded: Recorded[] = batch.map(() => ({ disposition: 'duplicate' }));
-  const leased: LeasedDelivery[] = [];
-  const held: string[] = [];
   for (const row of rows) {
     const { cb, index } = ordered[row.n]!;
-    const customer = cb.customerUuid;
-    if (row.held) held.push(customer);
-    if (lease && row.leased && row.event_id && row.event_body && row.event_at) {
-      const createdAt = new Date(row.event_at);
-      for (const d of row.leased) {
-        leased.push({ id: d.id, urlKey: d.url_key, customer, token: lease.token, publicId: row.event_id, body: row.event_body, createdAt });
-      }
-    }
     recorded[index] =
       row.request_id === null || row.submitted_at === null
         ? { disposition: 'unmatched', callbackId: row.id }
         : { disposition: 'matched', callbackId: row.id, requestId: row.request_id, submittedAt: new Date(row.submitted_at), decision: cb.decision };
   }
-  if (leased.length > 0 || held.length > 0) options.handoff!.adopt(leased, held);
+  // Every stored callback recorded an event (completed or unmatched).
+  if (rows.length > 0) options.handoff?.committed();
   return recorded;
 }
 

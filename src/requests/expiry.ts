@@ -3,8 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
 import { runStatement, type Statement } from '../db/database.js';
 import type { Tables } from '../db/types.js';
-import { EVENT_TYPE, recordEventsSql, requestDataSql, targetParameters } from '../events/record.js';
-import type { WebhookTarget } from '../events/targets.js';
+import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js';
 import { type Periodic, startPeriodic } from '../periodic.js';
 import { releaseAbandoned, REQUEST_DATA_COLUMNS } from './store.js';
 
@@ -19,31 +18,21 @@ export interface ExpiredRequest {
 
 /**
  * Marks every request still `submitted` longer than timeoutS before `now` as `expired`, with its
- * underwriting.expired event (and a pending delivery per webhook target) in the same statement,
+ * underwriting.expired event in the same statement,
  * and returns their ids. Safe with any number of instances at once: rows another sweep (or a
  * callback) holds are skipped, and the status re-check means a row is expired exactly once.
  *
  * (A request still `submitting` is not waiting for a callback but for its submit: past the
  * abandoned bound the sweep ends it as submit_failed, see releaseAbandoned in store.ts.)
  */
-export async function expireOverdue(
-  db: Kysely<Tables>,
-  now: Date,
-  timeoutS: number,
-  targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[] = [],
-): Promise<number[]> {
-  return (await expireOverdueRequests(db, now, timeoutS, targets)).map((r) => r.id);
+export async function expireOverdue(db: Kysely<Tables>, now: Date, timeoutS: number): Promise<number[]> {
+  return (await expireOverdueRequests(db, now, timeoutS)).map((r) => r.id);
 }
 
-export async function expireOverdueRequests(
-  db: Kysely<Tables>,
-  now: Date,
-  timeoutS: number,
-  targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[],
-): Promise<ExpiredRequest[]> {
+export async function expireOverdueRequests(db: Kysely<Tables>, now: Date, timeoutS: number): Promise<ExpiredRequest[]> {
   const expired: ExpiredRequest[] = [];
   for (;;) {
-    const rows = await runStatement<ExpiredRequest>(db, EXPIRE_BATCH.submitted, expireBatchParameters(now, timeoutS, targets));
+    const rows = await runStatement<ExpiredRequest>(db, EXPIRE_BATCH.submitted, expireBatchParameters(now, timeoutS));
     expired.push(...rows);
     if (rows.length < BATCH) break;
   }
@@ -76,15 +65,15 @@ function expireBatchStatement(status: 'submitted' | 'submitting'): Statement {
                e.id as request_id, null::bigint as callback_id, ${requestDataSql('e', 'null::jsonb')} as data
         from expired e
       ),
-      ${recordEventsSql('event_source', '$3', '$4')}
+      ${recordEventsSql('event_source')}
       select id, customer_uuid from expired`,
   };
 }
 
 export const EXPIRE_BATCH = { submitted: expireBatchStatement('submitted') };
 
-export function expireBatchParameters(now: Date, timeoutS: number, targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[]): unknown[] {
-  return [new Date(now.getTime() - timeoutS * 1000), now, ...targetParameters(targets)];
+export function expireBatchParameters(now: Date, timeoutS: number): unknown[] {
+  return [new Date(now.getTime() - timeoutS * 1000), now];
 }
 
 /** How often the sweep runs: often enough to be timely for short timeouts, at most every 30 s. */
@@ -100,8 +89,6 @@ export interface SweepDeps {
   stuckAfterS: number;
   log: FastifyBaseLogger;
   onExpired(count: number): void;
-  /** Where the expired requests' events are pushed. */
-  targets?: readonly Pick<WebhookTarget, 'key' | 'shown'>[];
   /** Told each expired request's customer once the batch (and its events) is committed. */
   announce?: (customerUuid: string) => void;
 }
@@ -112,13 +99,12 @@ export type Sweep = Periodic;
 export function startExpirySweep(deps: SweepDeps): Sweep {
   return startPeriodic('expiry sweep', sweepIntervalMs(deps.timeoutS), deps.log, async () => {
     const now = deps.clock();
-    const targets = deps.targets ?? [];
-    const released = await releaseAbandoned(deps.db, { now, afterMs: deps.stuckAfterS * 1000, targets });
+    const released = await releaseAbandoned(deps.db, { now, afterMs: deps.stuckAfterS * 1000 });
     if (released.length > 0) {
       for (const r of released) deps.announce?.(r.customerUuid);
       deps.log.warn({ count: released.length, afterS: deps.stuckAfterS }, 'released abandoned submits: stored as submit_failed');
     }
-    const expired = await expireOverdueRequests(deps.db, now, deps.timeoutS, targets);
+    const expired = await expireOverdueRequests(deps.db, now, deps.timeoutS);
     for (const r of expired) deps.announce?.(r.customer_uuid);
     const ids = expired.map((r) => r.id);
     if (ids.length > 0) {

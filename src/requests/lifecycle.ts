@@ -1,6 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { CapabilityDeps } from '../deps.js';
-import { webhookTargets } from '../events/targets.js';
 import { startExpirySweep, type Sweep } from './expiry.js';
 import { lifecycleMetrics } from './metrics.js';
 import { abandonedAfterMs } from './store.js';
@@ -23,7 +22,6 @@ export const requestLifecycle =
         stuckAfterS: abandonedAfterMs(deps.config.upstreamTimeoutMs) / 1000,
         log: app.log,
         onExpired: (n) => metrics.expired.inc(n),
-        targets: webhookTargets(deps.config),
         announce: (customerUuid) => deps.results.announce(customerUuid),
       });
     });

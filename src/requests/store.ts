@@ -1,8 +1,7 @@
 import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { RequestStatus, Tables } from '../db/types.js';
-import { EVENT_TYPE, recordEventsSql, requestDataSql, targetParameters } from '../events/record.js';
-import type { WebhookTarget } from '../events/targets.js';
+import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js';
 
 /**
  * A submit calls the provider only within this long of starting to store its request; later (a
@@ -96,8 +95,8 @@ export const REQUEST_DATA_COLUMNS = `id, customer_uuid, status, decision, cpf_ma
   submitted_at, completed_at, upstream_status, updated_at`;
 
 /**
- * Marks a request submit_failed and records its underwriting.submit_failed event (with a pending
- * delivery per webhook target) in the same statement; a row a callback has already completed is
+ * Marks a request submit_failed and records its underwriting.submit_failed event in the same
+ * statement; a row a callback has already completed is
  * left alone, and has no such event.
  */
 const MARK_SUBMIT_FAILED: Statement = {
@@ -114,7 +113,7 @@ const MARK_SUBMIT_FAILED: Statement = {
              f.id as request_id, null::bigint as callback_id, ${requestDataSql('f', 'null::jsonb')} as data
       from failed f
     ),
-    ${recordEventsSql('event_source', '$5', '$6')}
+    ${recordEventsSql('event_source')}
     select customer_uuid from failed`,
 };
 
@@ -127,9 +126,8 @@ export async function markSubmitFailed(
   id: number,
   failure: { upstreamStatus: number | null; error: string },
   now: Date,
-  targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[] = [],
 ): Promise<boolean> {
-  const rows = await runStatement(db, MARK_SUBMIT_FAILED, [failure.upstreamStatus, failure.error, now, id, ...targetParameters(targets)]);
+  const rows = await runStatement(db, MARK_SUBMIT_FAILED, [failure.upstreamStatus, failure.error, now, id]);
   return rows.length > 0;
 }
 
@@ -139,8 +137,6 @@ export interface Released {
   customerUuid: string;
 }
 
-type Targets = readonly Pick<WebhookTarget, 'key' | 'shown'>[];
-
 /**
  * Ends abandoned requests (see abandonedAfterMs) as `submit_failed`, each with its event, so that
  * they hold their customer no longer; of one customer when given (a new submit met one), else up
@@ -148,7 +144,7 @@ type Targets = readonly Pick<WebhookTarget, 'key' | 'shown'>[];
  */
 export async function releaseAbandoned(
   db: Kysely<Tables>,
-  options: { now: Date; afterMs: number; customerUuid?: string; limit?: number; targets?: Targets },
+  options: { now: Date; afterMs: number; customerUuid?: string; limit?: number },
 ): Promise<Released[]> {
   const cutoff = new Date(options.now.getTime() - options.afterMs);
   const rows = await db
@@ -173,7 +169,7 @@ const NOT_SENT_RETRIED = 'not sent: the submit failed on storage after storing i
  */
 export async function releaseUnsentOfKey(
   db: Kysely<Tables>,
-  options: { customerUuid: string; key: string; now: Date; targets?: Targets },
+  options: { customerUuid: string; key: string; now: Date },
 ): Promise<Released[]> {
   const rows = await db
     .selectFrom('underwriting_requests')
@@ -189,12 +185,12 @@ async function endEach(
   db: Kysely<Tables>,
   rows: readonly { id: number; customer_uuid: string }[],
   error: string,
-  options: { now: Date; targets?: Targets },
+  options: { now: Date },
 ): Promise<Released[]> {
   const released: Released[] = [];
   for (const { id, customer_uuid } of rows) {
     // markSubmitFailed re-checks `submitting` under the row lock: two releasers end a row once.
-    if (await markSubmitFailed(db, id, { upstreamStatus: null, error }, options.now, options.targets)) {
+    if (await markSubmitFailed(db, id, { upstreamStatus: null, error }, options.now)) {
       released.push({ id, customerUuid: customer_uuid });
     }
   }

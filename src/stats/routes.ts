@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { guardedRouteErrors } from '../errors.js';
+import { webhookTargets } from '../events/targets.js';
 import { tokenState } from '../provider/token-source.js';
 import { operation } from '../openapi.js';
 import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
@@ -16,6 +17,7 @@ export const statsRoutes =
       clock: deps.clock,
       token: () => tokenState(deps.tokenSource),
       cursorSecret: deps.config.cpfHashKey,
+      webhookKeys: webhookTargets(deps.config).map((t) => t.key),
     });
 
     guardRoutes(app, 'query', deps.config);

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import { ORIGIN, turnaroundBin } from '../aggregates/turnaround.js';
 import type { Tables } from '../db/types.js';
+import { unwrittenDeliveriesSql } from '../events/sql.js';
 
 export type BucketUnit = 'hour' | 'day';
 
@@ -125,24 +126,25 @@ export interface PresentRow {
  * The present: what awaits the provider (through the one-in-flight index), stray callbacks since
  * dayAgo (callbacks_stray), and event deliveries pending and dead (each through its partial index).
  */
-export function presentQuery(dayAgo: Date) {
+export function presentQuery(dayAgo: Date, keys: readonly string[] = []) {
   return sql<PresentRow>`
     select p.pending, p.oldest_pending,
            (select count(*) from callbacks c
              where c.outcome = 'unmatched' and c.received_at >= ${dayAgo})::bigint as unmatched,
            (select count(*) from callbacks c
              where c.outcome = 'invalid' and c.received_at >= ${dayAgo})::bigint as invalid,
-           d.deliveries_pending, d.oldest_delivery_pending,
+           d.deliveries_pending + u.n as deliveries_pending, least(d.oldest_delivery_pending, u.oldest) as oldest_delivery_pending,
            (select count(*) from event_deliveries x where x.status = 'dead')::bigint as deliveries_dead
       from (select count(*)::bigint as pending, min(r.submitted_at) as oldest_pending
               from underwriting_requests r
              where r.status in ('submitting', 'submitted')) p,
            (select count(*)::bigint as deliveries_pending, min(x.queued_at) as oldest_delivery_pending
               from event_deliveries x
-             where x.status = 'pending') d`;
+             where x.status = 'pending') d,
+           (${unwrittenDeliveriesSql(keys)}) u`;
 }
 
-export async function readPresent(db: Kysely<Tables>, dayAgo: Date): Promise<PresentRow> {
-  const { rows } = await presentQuery(dayAgo).execute(db);
+export async function readPresent(db: Kysely<Tables>, dayAgo: Date, keys: readonly string[] = []): Promise<PresentRow> {
+  const { rows } = await presentQuery(dayAgo, keys).execute(db);
   return rows[0]!;
 }

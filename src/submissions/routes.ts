@@ -8,7 +8,6 @@ import { createUnderwritingClient } from '../provider/underwriting-client.js';
 import { metricOutcomeOfStatus, type SubmitMetricOutcome, submitMetrics } from './metrics.js';
 import { acceptedSchema, idempotencyKeySchema, submitHeadersSchema, submitResponses } from './schemas.js';
 import { submitter } from './submit.js';
-import { webhookTargets } from '../events/targets.js';
 
 const METRIC_OUTCOME = Symbol('submitMetricOutcome');
 type WithMetricOutcome = FastifyRequest & { [METRIC_OUTCOME]: SubmitMetricOutcome | null };
@@ -60,7 +59,6 @@ export const submissionRoutes =
       cpfHashKey: config.cpfHashKey,
       partnerToken: config.partnerToken,
       upstreamTimeoutMs: config.upstreamTimeoutMs,
-      eventTargets: webhookTargets(config),
       announce: (customerUuid) => deps.results.announce(customerUuid),
     });
     // Answers the handler produced carry their metric outcome; the rest (400, 403, 413, 503) are named by status.

@@ -34,7 +34,6 @@ import {
   SEND_WINDOW_MS,
   type StoredState,
 } from '../requests/store.js';
-import type { WebhookTarget } from '../events/targets.js';
 
 export interface SubmitDeps {
   db: Kysely<Tables>;
@@ -44,8 +43,6 @@ export interface SubmitDeps {
   /** Scrubbed from anything the provider says before it is stored. */
   partnerToken: string | undefined;
   upstreamTimeoutMs: number;
-  /** Where a failed submit's event is pushed. */
-  eventTargets?: readonly Pick<WebhookTarget, 'key' | 'shown'>[];
   /** Told the customer of a failed submit once it (and its event) is committed. */
   announce?: (customerUuid: string) => void;
 }
@@ -173,7 +170,7 @@ export function submitter(deps: SubmitDeps) {
       // The hint (what the operator should check) comes once per token failure streak, never a secret.
       const hint = err instanceof TokenUnavailableError ? err.hint : undefined;
       log.warn({ customerUuid: body.customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code, hint }, 'submit failed upstream');
-      await markSubmitFailed(deps.db, stored.id, failure.stored, deps.clock(), deps.eventTargets).then(
+      await markSubmitFailed(deps.db, stored.id, failure.stored, deps.clock()).then(
         (marked) => {
           if (marked) deps.announce?.(body.customerUuid);
         },
@@ -211,9 +208,8 @@ export function submitter(deps: SubmitDeps) {
   async function releaseBlocking(customerUuid: string, key: string | undefined, log: FastifyBaseLogger): Promise<boolean> {
     const now = deps.clock();
     const ended: number[] = [];
-    const targets = deps.eventTargets;
-    if (key !== undefined) ended.push(...(await releaseUnsentOfKey(deps.db, { customerUuid, key, now, targets })).map((r) => r.id));
-    if (ended.length === 0) ended.push(...(await releaseAbandoned(deps.db, { now, afterMs: leaseMs, customerUuid, targets })).map((r) => r.id));
+    if (key !== undefined) ended.push(...(await releaseUnsentOfKey(deps.db, { customerUuid, key, now })).map((r) => r.id));
+    if (ended.length === 0) ended.push(...(await releaseAbandoned(deps.db, { now, afterMs: leaseMs, customerUuid })).map((r) => r.id));
     if (ended.length > 0) {
       deps.announce?.(customerUuid);
       log.warn({ customerUuid, released: ended }, 'released a request no submit will finish: stored as submit_failed');

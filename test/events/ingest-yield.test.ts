@@ -1,9 +1,10 @@
 import { sql } from 'kysely';
 import pino from 'pino';
 import t from 'tap';
-import { recordEventsSql, targetParameters } from '../../src/events/record.js';
+import { recordEventsSql } from '../../src/events/record.js';
 import { webhookSigner } from '../../src/events/signature.js';
 import { webhookTarget } from '../../src/events/targets.js';
+import { startDispatch } from '../../src/events/sql.js';
 import { startDeliveryWorker, TRICKLE_CLAIM } from '../../src/events/worker.js';
 import { BUSY_LEVEL, ingestLoad } from '../../src/ingest-load.js';
 import { freshDatabase } from '../helpers/database.js';
@@ -16,17 +17,16 @@ import { startReceiver } from './receiver.js';
 const database = await freshDatabase(t);
 const { db } = database;
 
-/** Records `count` events for distinct customers, each with a pending delivery to the target. */
+/** Records `count` events for distinct customers, the target configured (their deliveries not written yet). */
 async function recordEvents(prefix: string, count: number, target: ReturnType<typeof webhookTarget>): Promise<void> {
-  const [[key], [shown]] = targetParameters([target]);
-  const literal = (value: string) => `'{"${value}"}'`;
+  await startDispatch(db, [target], new Date());
   await sql`
     with source as (
       select 'underwriting.completed' as type, ${prefix} || g as customer_uuid, now() as created_at,
              null::bigint as request_id, null::bigint as callback_id, jsonb_build_object('customerUuid', ${prefix} || g) as data
       from generate_series(1, ${count}::int) g
     ),
-    ${sql.raw(recordEventsSql('source', literal(key!), literal(shown!)))}
+    ${sql.raw(recordEventsSql('source'))}
     select 1`.execute(db);
 }
 

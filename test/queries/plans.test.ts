@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely, sql } from 'kysely';
 import t from 'tap';
-import { CLAIM_DELIVERIES } from '../../src/events/sql.js';
-import { RECORD_RESULTS, RECORD_RESULTS_LEASING, recordResultsParameters } from '../../src/requests/complete.js';
+import { CLAIM_DELIVERIES, DISPATCH_DELIVERIES } from '../../src/events/sql.js';
+import { RECORD_RESULTS, recordResultsParameters } from '../../src/requests/complete.js';
 import { hashCpf } from '../../src/cpf.js';
 import type { Tables } from '../../src/db/types.js';
 import { EXPIRE_BATCH, expireBatchParameters } from '../../src/requests/expiry.js';
@@ -72,7 +72,7 @@ t.test('every read uses its index on a table of 20k requests, never a sequential
   t.match(await plan(db, pageQuery(db, { cpfHashes: [cpfHash, 'f'.repeat(64)] }, undefined, 50).compile()), /underwriting_requests_cpf_list/);
   t.match(await plan(db, customerQuery('cust-42').compile(db)), /underwriting_requests_customer/);
   t.match(await plan(db, customerQuery('cust-42').compile(db)), /callbacks_unmatched/);
-  t.match(await plan(db, CompiledQuery.raw(EXPIRE_BATCH.submitted.text, expireBatchParameters(new Date('2026-02-01T00:00:00Z'), 3600, []))), /underwriting_requests_waiting/, 'the sweep reads only what is waiting');
+  t.match(await plan(db, CompiledQuery.raw(EXPIRE_BATCH.submitted.text, expireBatchParameters(new Date('2026-02-01T00:00:00Z'), 3600))), /underwriting_requests_waiting/, 'the sweep reads only what is waiting');
 
 });
 
@@ -96,17 +96,11 @@ t.test('the callback write finds and completes requests by index, whatever it gu
     body: '{}',
     decision: 'approved' as const,
   }));
-  const options = { skewS: 300, targets: [{ key: 'k', shown: 'http://127.0.0.1/' }] };
-  const lease = { token: 'token', until: new Date('2026-02-01T00:01:00Z') };
-  for (const [name, statement, parameters] of [
-    ['plain', RECORD_RESULTS, recordResultsParameters(results, options)],
-    ['leasing', RECORD_RESULTS_LEASING, recordResultsParameters(results, options, lease)],
-  ] as const) {
-    const write = await plan(db, CompiledQuery.raw(statement.text, [...parameters]));
-    t.notMatch(write, /Seq Scan on (underwriting_requests|callbacks|event_deliveries)/, `${name}: no sequential scan\n${write}`);
-    t.match(write, /Index Scan using underwriting_requests_customer/, `${name}: the waiting request is found by customer`);
-    t.match(write, /Index Scan using underwriting_requests_pkey/, `${name}: the completed request is updated by primary key`);
-  }
+  const write = await plan(db, CompiledQuery.raw(RECORD_RESULTS.text, recordResultsParameters(results, { skewS: 300 })));
+  t.notMatch(write, /Seq Scan on (underwriting_requests|callbacks)/, `no sequential scan\n${write}`);
+  t.match(write, /Index Scan using underwriting_requests_customer/, 'the waiting request is found by customer');
+  t.match(write, /Index Scan using underwriting_requests_pkey/, 'the completed request is updated by primary key');
+  t.notMatch(write, /event_deliveries/, 'the callback statement writes no delivery');
 });
 
 t.test('a claim of event deliveries walks the due index and stops at its limit, whatever the backlog', async (t) => {
@@ -130,4 +124,28 @@ t.test('a claim of event deliveries walks the due index and stops at its limit, 
   const claim = await plan(db, CompiledQuery.raw(CLAIM_DELIVERIES.text, [new Date('2027-01-01'), ['k'], 64, 15, 'token']));
   t.match(claim, /Index Scan using event_deliveries_due/, claim);
   t.notMatch(claim, /Sort/, 'no sort of the whole backlog');
+});
+
+t.test("a dispatch of new events' deliveries walks the feed index from the target's position and stops at its limit", async (t) => {
+  const database = await freshDatabase(t);
+  const db = database.db;
+  // 20,000 events already dispatched, then a backlog of 6,000 the statistics have not seen.
+  const events = (from: number, to: number) => sql`
+    insert into events (public_id, type, customer_uuid, created_at, data)
+    select 'evt_' || g, 'callback.unmatched', 'cust-' || g, timestamptz '2026-01-01' + g * interval '1 second', '{}'::jsonb
+      from generate_series(${from}::int, ${to}::int) as g`.execute(db);
+  await events(1, 20000);
+  await sql`insert into event_dispatch (url_key, url, tx_id, event_id, updated_at)
+            select 'k', 'http://127.0.0.1/', max(tx_id), max(id), now() from events`.execute(db);
+  await sql`analyze events`.execute(db);
+  await sql`analyze event_dispatch`.execute(db);
+  await events(20001, 26000);
+  const horizon = (await sql<{ h: string }>`select (pg_current_xact_id()::text::bigint + 1000)::text as h`.execute(db)).rows[0]!.h;
+  const dispatch = await plan(
+    db,
+    CompiledQuery.raw(DISPATCH_DELIVERIES.text, [['k'], ['http://127.0.0.1/'], horizon, 64, 'token', new Date('2027-01-01'), new Date('2027-01-01')]),
+  );
+  t.match(dispatch, /Index Scan using events_feed on events/, dispatch);
+  t.notMatch(dispatch, /Seq Scan on events/, 'no sequential scan of the events');
+  t.match(dispatch, /Limit/, 'stops at its limit');
 });
