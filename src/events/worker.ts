@@ -143,6 +143,9 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   // callbacks slows meanwhile (else the catching up itself would keep ingest busy and the backlog
   // would never drain). Cleared once nothing is due.
   let catchingUp = false;
+  // Set when a claim stopped at the concurrency limit with work left: a finished attempt then
+  // makes room for the next batch at once (not at the next poll).
+  let saturated = false;
   const sends = new Set<Promise<void>>();
   const finished: FinishedAttempt[] = [];
   /** Finished attempts being written, by what their delivery was: did they free a later one? */
@@ -183,6 +186,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   }
 
   async function claim(): Promise<void> {
+    saturated = false;
     if (Date.now() < backoffUntil) return;
     while (!stopped && inFlight < concurrency) {
       let limit = concurrency - inFlight;
@@ -229,6 +233,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         return;
       }
     }
+    saturated = !stopped;
   }
 
   function send(delivery: Sendable): void {
@@ -316,8 +321,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         }
       }
       flushing = undefined;
-      // A delivered or dead delivery may free the customer's next one.
-      if (freed) wake();
+      // A delivered or dead delivery may free the customer's next one; room for a backlog's next batch.
+      if (freed || saturated) wake();
     })();
   }
 

@@ -72,7 +72,10 @@ t.test('the ingest load is busy while callbacks pile up, not for one at a time, 
 t.test('while callback ingest is busy only a trickle of deliveries goes out; the rest follows once it is idle', async (t) => {
   const receiver = await startReceiver(t);
   const target = webhookTarget(receiver.url);
-  const events = TRICKLE_CLAIM * 4;
+  // Three times what may be in flight after the trickle: the backlog goes out batch after batch,
+  // each as the one before it finishes, not one batch per poll.
+  const concurrency = 32;
+  const events = TRICKLE_CLAIM + 3 * concurrency;
   await recordEvents('yield-', events, target);
 
   const { load, step } = steppedLoad();
@@ -91,6 +94,7 @@ t.test('while callback ingest is busy only a trickle of deliveries goes out; the
     log: pino({ level: 'silent' }),
     // Far longer than the test: the only trickle is the one at start.
     pollMs: 600_000,
+    concurrency,
     ingest: load,
   });
   t.teardown(() => worker.stop());

@@ -1,0 +1,120 @@
+import t, { type Test } from 'tap';
+import { pendingSummary, readEvent } from '../../src/events/sql.js';
+import { webhookTarget } from '../../src/events/targets.js';
+import { recordResults, type ValidResult } from '../../src/requests/complete.js';
+import { customer, insertRequest, resultBody, startedPlus } from '../callbacks/fixtures.js';
+import { buildTestApp } from '../helpers/app.js';
+import { freshDatabase } from '../helpers/database.js';
+import { getJson, pushEnv, until, webhookSecret } from './fixtures.js';
+import { startReceiver } from './receiver.js';
+
+// The statement that records an event writes no delivery: the delivery worker writes them from
+// the feed, past each URL's position. What that must keep: nothing lost while no instance pushes,
+// nothing pushed that predates a URL, pending shown until written, and the per-customer order.
+
+const shared = await freshDatabase(t);
+
+async function pushingGateway(t: Test, urls: string[], secret: string) {
+  const built = await buildTestApp(t, { database: shared, env: pushEnv(urls, secret) });
+  await built.app.ready();
+  return built;
+}
+
+/** Stores a callback the way the group commit does, on an instance that does not push. */
+async function storeResult(cust: string, overrides: Parameters<typeof resultBody>[1] = {}): Promise<void> {
+  const body = resultBody(cust, overrides);
+  const json = JSON.stringify(body);
+  const result: ValidResult = {
+    receivedAt: new Date(),
+    peer: null,
+    rawBody: Buffer.from(json),
+    customerUuid: cust,
+    started: body.started,
+    finished: body.finished,
+    body: json,
+    decision: 'approved',
+  };
+  await recordResults(shared.db, [result], { skewS: 300 });
+}
+
+async function eventIdOf(cust: string): Promise<string> {
+  const row = await shared.db.selectFrom('events').select('public_id').where('customer_uuid', '=', cust).orderBy('id').executeTakeFirstOrThrow();
+  return row.public_id;
+}
+
+t.test('an event recorded while no instance pushes shows its delivery pending, and goes out once one starts', async (t) => {
+  const receiver = await startReceiver(t);
+  const target = webhookTarget(receiver.url);
+  const secret = webhookSecret();
+  // An instance pushing to the URL ran once (its position is kept), then stopped.
+  const first = await pushingGateway(t, [receiver.url], secret);
+  await first.app.close();
+
+  const cust = customer('while-none');
+  await insertRequest(shared.db, cust, 'submitted');
+  await storeResult(cust);
+  const id = await eventIdOf(cust);
+
+  const unwritten = await readEvent(shared.db, id, [target.key]);
+  t.match(unwritten?.deliveries, [{ url: target.shown, status: 'pending', attempts: 0, last_attempt_at: null }], 'pending for the configured URL, though not written');
+  t.same((await readEvent(shared.db, id, []))?.deliveries ?? [], [], 'no URL configured: no delivery shown');
+  t.ok((await pendingSummary(shared.db, [target.key])).pending >= 1, 'counted as pending');
+  t.equal(await shared.db.selectFrom('event_deliveries').select('id').where('customer_uuid', '=', cust).executeTakeFirst(), undefined, 'no delivery row yet');
+
+  const { app } = await pushingGateway(t, [receiver.url], secret);
+  const got = await receiver.waitFor((r) => r.json.data.customerUuid === cust);
+  t.equal(got.filter((r) => r.json.data.customerUuid === cust).length, 1, 'delivered once');
+  const event = await until(async () => {
+    const read = await getJson(app, `/v1/events/${id}`);
+    return read.body.deliveries?.[0]?.status === 'delivered' ? read : undefined;
+  });
+  t.match(event.body.deliveries, [{ url: receiver.url, status: 'delivered', attempts: 1, lastStatus: 200 }]);
+  t.equal(event.body.deliveries.length, 1, 'one delivery: the written one replaces the pending one shown');
+});
+
+t.test('a URL configured for the first time receives the events recorded from then on, not those before', async (t) => {
+  const receiver = await startReceiver(t);
+  const before = customer('before-url');
+  await insertRequest(shared.db, before, 'submitted');
+  await storeResult(before);
+
+  const { app } = await pushingGateway(t, [receiver.url], webhookSecret());
+  const after = customer('after-url');
+  await insertRequest(shared.db, after, 'submitted');
+  await storeResult(after);
+
+  const got = await receiver.waitFor((r) => r.json.data.customerUuid === after);
+  t.notOk(got.some((r) => r.json.data.customerUuid === before), 'the earlier event is not pushed');
+  const { body } = await getJson(app, `/v1/events/${await eventIdOf(before)}`);
+  t.same(body.deliveries, [], 'and shows no delivery');
+});
+
+t.test("two events of one customer dispatched together go out in order: the later waits for the earlier's retry", async (t) => {
+  // The first attempt of the customer's first event fails.
+  let firstSeen = false;
+  const receiver = await startReceiver(t, (r) => {
+    if (r.json.type === 'underwriting.completed' && !firstSeen) {
+      firstSeen = true;
+      return 503;
+    }
+    return 200;
+  });
+  const secret = webhookSecret();
+  const first = await pushingGateway(t, [receiver.url], secret);
+  await first.app.close();
+
+  // Both recorded while no instance pushes: one dispatch writes both.
+  const cust = customer('pair');
+  await insertRequest(shared.db, cust, 'submitted');
+  await storeResult(cust); // completed
+  await storeResult(cust, { started: startedPlus(5) }); // unmatched, later
+
+  await pushingGateway(t, [receiver.url], secret);
+  const all = await receiver.waitFor((r) => r.json.type === 'callback.unmatched' && r.json.data.customerUuid === cust);
+  const ofCust = all.filter((r) => r.json.data.customerUuid === cust);
+  t.same(
+    ofCust.map((r) => r.json.type),
+    ['underwriting.completed', 'underwriting.completed', 'callback.unmatched'],
+    'the retry of the earlier event comes before the later one',
+  );
+});
