@@ -20,6 +20,11 @@ export interface IngestLoad {
   enter(): () => void;
   /** True while callbacks pile up. */
   busy(): boolean;
+  /**
+   * True while the average is at the busy level now, however briefly: a burst's first moments,
+   * before busy() trusts it to last. Whatever can wait (the push) waits then too.
+   */
+  pressed(): boolean;
   /** Told each time the instance stops being busy; returns the unsubscribe. */
   onIdle(listener: () => void): () => void;
 }
@@ -73,6 +78,10 @@ export function ingestLoad(options: IngestLoadOptions = {}): IngestLoad {
     busy() {
       update();
       return busy;
+    },
+    pressed() {
+      update();
+      return level >= BUSY_LEVEL;
     },
     onIdle(listener) {
       listeners.add(listener);

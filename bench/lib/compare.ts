@@ -140,6 +140,8 @@ export interface TargetHandle {
    * (so that it does not run during the other target's round), and says how long that took.
    */
   settle?: () => Promise<string>;
+  /** Untimed, before each of the target's runs (after its rows are seeded). */
+  before?: () => Promise<void>;
 }
 
 const ratioOf = (a: number, b: number) => (b > 0 ? Math.round((a / b) * 1000) / 1000 : 0);
@@ -155,6 +157,7 @@ export async function compareAb(
   const once = async (target: TargetName, durationS: number, generator: Generator = 'autocannon'): Promise<MeasuredRun> => {
     const runId = `${scenario.name.slice(0, 2)}${++runCounter}-`;
     const prepared = await scenario.prepare({ target, runId, durationS, rateHint, generator });
+    await targets[target].before?.();
     await settings.flushWrites?.();
     const { baseUrl, pid, dbCpu } = targets[target];
     const [cpuBefore, dbBefore, walBefore] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];

@@ -180,7 +180,20 @@ export async function deliveryScenario(
       // Deliveries still pending after a push-on run go out before the push-off run starts: ingest
       // is compared with the push's work done, none of it carried over into the other round.
       gateway: { ...on, dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway'), settle: () => drainDeliveries(database, receiver.url) },
-      baseline: { ...off, dbCpu: async () => null },
+      // The push-on gateway pushes every event of the shared database, the push-off one's too:
+      // it is stopped (SIGSTOP) while the push-off gateway runs, so that push off means no one
+      // pushes; then it resumes and pushes that round's events, untimed, before the next round.
+      baseline: {
+        ...off,
+        dbCpu: async () => null,
+        before: async () => {
+          process.kill(on.pid, 'SIGSTOP');
+        },
+        settle: async () => {
+          process.kill(on.pid, 'SIGCONT');
+          return `push-on gateway resumed; ${await drainDeliveries(database, receiver.url)}`;
+        },
+      },
     };
     const walBytes = async () => {
       const { rows } = await database.pool.query<{ b: string }>(`select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint as b`);
@@ -206,6 +219,8 @@ export async function deliveryScenario(
       goals,
     };
   } finally {
+    // Never left stopped: a stopped process would not hear the stop.
+    process.kill(on.pid, 'SIGCONT');
     await Promise.all([on.stop(), off?.stop()]);
     await receiver.close();
   }

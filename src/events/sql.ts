@@ -67,8 +67,8 @@ function deliveriesSql(keys: readonly string[]) {
  * id, so a writer not running yet gets an id above the horizon. Read in its own statement, BEFORE
  * the page's snapshot: a writer that commits in between is then visible to the page.
  */
-const HORIZON = sql<{ horizon: string }>`
-  with s as materialized (select pg_current_snapshot() as snap),
+const HORIZON_CTES = `
+  s as materialized (select pg_current_snapshot() as snap),
   running as (
     select x.transactionid::text::bigint as xid32, bool_or(r.pid is not null) as writes_events
     from pg_locks x
@@ -78,14 +78,17 @@ const HORIZON = sql<{ horizon: string }>`
      and r.database = (select oid from pg_database where datname = current_database())
     where x.locktype = 'transactionid' and x.mode = 'ExclusiveLock' and x.granted
     group by 1
-  )
-  select least(
-    pg_snapshot_xmax(s.snap)::text::bigint,
-    (select min(p::text::bigint) from pg_snapshot_xip(s.snap) as p
-       left join running l on l.xid32 = (p::text::bigint & 4294967295)
-      where l.xid32 is null or l.writes_events)
-  )::text as horizon
-  from s`;
+  ),
+  horizon as materialized (
+    select least(
+      pg_snapshot_xmax(s.snap)::text::bigint,
+      (select min(p::text::bigint) from pg_snapshot_xip(s.snap) as p
+         left join running l on l.xid32 = (p::text::bigint & 4294967295)
+        where l.xid32 is null or l.writes_events)
+    )::text::xid8 as h
+    from s
+  )`;
+const HORIZON = sql<{ horizon: string }>`with ${sql.raw(HORIZON_CTES)} select h::text as horizon from horizon`;
 
 export async function feedHorizon(db: Kysely<Tables>): Promise<string> {
   const { rows } = await HORIZON.execute(db);
@@ -225,23 +228,33 @@ export interface DispatchedDelivery {
  * still pending (or earlier in this batch): that one is held, and claimed once the earlier one is
  * done. A position another instance is moving is skipped (SKIP LOCKED): one writes each event's
  * deliveries. `full`: some target had `limit` events to write (there may be more).
- * $1 keys, $2 shown URLs, $3 horizon, $4 limit, $5 token, $6 lease end, $7 now.
+ * The horizon is read in the same statement (one round trip, planned once): what it rules out is
+ * the same as in its own statement before, since a writer in this snapshot that commits before
+ * pg_locks is read has no lock left there and so still holds the horizon back (see HORIZON).
+ * $1 keys, $2 shown URLs, $3 limit, $4 token, $5 lease end, $6 now.
  */
 export const DISPATCH_DELIVERIES: Statement = {
   name: 'dispatch_event_deliveries',
   text: `
-    with c as (
+    with ${HORIZON_CTES},
+    locked as (
       select d.url_key, d.tx_id, d.event_id from event_dispatch d
       where d.url_key = any($1::text[])
       for update skip locked
+    ),
+    -- A position another instance moved after this statement's snapshot is left alone this time:
+    -- the deliveries it just wrote are not visible here, so the order rule could not see them.
+    c as (
+      select l.* from locked l
+      join event_dispatch v on v.url_key = l.url_key and v.tx_id = l.tx_id and v.event_id = l.event_id
     ),
     picked as (
       select c.url_key, p.id, p.customer_uuid, p.created_at, p.tx_id
       from c cross join lateral (
         select e.id, e.customer_uuid, e.created_at, e.tx_id from events e
-        where (e.tx_id, e.id) > (c.tx_id, c.event_id) and e.tx_id < $3::xid8
+        where (e.tx_id, e.id) > (c.tx_id, c.event_id) and e.tx_id < (select h from horizon)
         order by e.tx_id, e.id
-        limit $4
+        limit $3
       ) p
     ),
     numbered as (
@@ -250,7 +263,7 @@ export const DISPATCH_DELIVERIES: Statement = {
     inserted as (
       insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at, lease_until, lease_token)
       select n.id, n.customer_uuid, n.url_key, t.shown, n.created_at, n.created_at,
-             case when l.leased then $6::timestamptz end, case when l.leased then $5::text end
+             case when l.leased then $5::timestamptz end, case when l.leased then $4::text end
       from numbered n
       join unnest($1::text[], $2::text[]) as t(key, shown) on t.key = n.url_key
       cross join lateral (
@@ -269,16 +282,16 @@ export const DISPATCH_DELIVERIES: Statement = {
     moved as (
       update event_dispatch d
       -- Fewer than the limit: every event below the horizon is written.
-      set tx_id = case when coalesce(k.n, 0) < $4 then $3::xid8 else l.tx_id end,
-          event_id = case when coalesce(k.n, 0) < $4 then 0 else l.id end,
-          updated_at = $7::timestamptz
+      set tx_id = case when coalesce(k.n, 0) < $3 then (select h from horizon) else l.tx_id end,
+          event_id = case when coalesce(k.n, 0) < $3 then 0 else l.id end,
+          updated_at = $6::timestamptz
       from c left join counts k on k.url_key = c.url_key left join last l on l.url_key = c.url_key
       where d.url_key = c.url_key
-        and (case when coalesce(k.n, 0) < $4 then $3::xid8 else l.tx_id end,
-             case when coalesce(k.n, 0) < $4 then 0 else l.id end) > (d.tx_id, d.event_id)
+        and (case when coalesce(k.n, 0) < $3 then (select h from horizon) else l.tx_id end,
+             case when coalesce(k.n, 0) < $3 then 0 else l.id end) > (d.tx_id, d.event_id)
     )
-    select s.full, x.id, x.url_key, x.customer_uuid, x.lease_token, e.public_id, e.created_at, ${eventBodySql('e')} as body
-    from (select coalesce(max(k.n), 0) >= $4 as full from counts k) s
+    select f.full, x.id, x.url_key, x.customer_uuid, x.lease_token, e.public_id, e.created_at, ${eventBodySql('e')} as body
+    from (select coalesce(max(k.n), 0) >= $3 as full from counts k) f
     left join (inserted x join events e on e.id = x.event_id) on true`,
 };
 
@@ -287,12 +300,10 @@ export async function dispatchDeliveries(
   dispatch: { now: Date; targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[]; limit: number; leaseS: number; token: string },
 ): Promise<{ full: boolean; deliveries: DispatchedDelivery[] }> {
   const [keys, shown] = targetParameters(dispatch.targets);
-  const horizon = await feedHorizon(db);
   const until = new Date(dispatch.now.getTime() + dispatch.leaseS * 1000);
   const rows = await runStatement<DispatchedDelivery & { full: boolean; id: number | null }>(db, DISPATCH_DELIVERIES, [
     keys,
     shown,
-    horizon,
     dispatch.limit,
     dispatch.token,
     until,

@@ -37,7 +37,7 @@ export interface DeliveryWorkerDeps {
    * This instance's callback ingest: while it is busy, deliveries go out as a trickle (one small
    * claim per pollMs); once it is not, the whole backlog goes out before the worker yields again.
    */
-  ingest?: Pick<IngestLoad, 'busy' | 'onIdle'>;
+  ingest?: Pick<IngestLoad, 'busy' | 'pressed' | 'onIdle'>;
 }
 
 export interface DeliveryWorker extends DeliveryHandoff {
@@ -52,8 +52,14 @@ export interface DeliveryWorker extends DeliveryHandoff {
 /** Bytes of a receiver's answer read at most; the rest is dropped with the connection. */
 const ANSWER_MAX_BYTES = 16 * 1024;
 const ERROR_MAX_CHARS = 300;
-/** How long a wake waits for more changes before it claims: the changes committed meanwhile share one dispatch. */
+/** How long a wake waits before it claims: whatever is freed or due meanwhile shares one claim. */
 const CLAIM_GATHER_MS = 5;
+/**
+ * How long this instance's own commit waits before its events' deliveries are written: the
+ * commits meanwhile share one dispatch (under load, a dispatch per commit would cost the database
+ * more than the commits' deliveries themselves).
+ */
+const COMMIT_GATHER_MS = 10;
 /**
  * How long a nudge (a change committed on some instance) waits: what this instance writes it
  * is told of at once (committed), so a nudge mostly matters for another instance's events.
@@ -157,10 +163,13 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
 
   let soon: NodeJS.Timeout | undefined;
   let soonMs = 0;
+  // Whether the next round claims too, or only dispatches (this instance's commits need no claim).
+  let claimWanted = true;
 
-  /** Claims a few milliseconds after the first wake: the changes committed meanwhile share one claim. */
-  function wake(gatherMs = CLAIM_GATHER_MS): void {
+  /** Dispatches and claims a few milliseconds after the first wake: what comes meanwhile shares them. */
+  function wake(gatherMs = CLAIM_GATHER_MS, claims = true): void {
     if (stopped) return;
+    claimWanted ||= claims;
     if (soon) {
       if (gatherMs >= soonMs) return;
       clearTimeout(soon);
@@ -187,10 +196,13 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
 
   async function claim(): Promise<void> {
     saturated = false;
+    const wantClaim = claimWanted;
+    claimWanted = false;
     if (Date.now() < backoffUntil) return;
     while (!stopped && inFlight < concurrency) {
       let limit = concurrency - inFlight;
-      if (!catchingUp && deps.ingest?.busy()) {
+      // pressed: the first moments of a burst, before busy() trusts it to last.
+      if (!catchingUp && (deps.ingest?.busy() || deps.ingest?.pressed())) {
         // Answering the provider comes first: on a busy instance pushing would take the CPU and
         // the database time that callbacks need. The backlog goes out once ingest is idle again.
         if (Date.now() < trickleAt) return;
@@ -210,7 +222,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         // with one target; more targets may go over by what they share).
         dispatched = await dispatchDeliveries(deps.db, { now, targets, limit: Math.max(1, Math.ceil(limit / targets.length)), leaseS, token: lease });
         const sent = dispatched.deliveries.filter((d) => d.lease_token !== null).length;
-        if (sent < limit && !dispatched.full) {
+        if (wantClaim && sent < limit && !dispatched.full) {
           claimed = await claimDeliveries(deps.db, { now: deps.clock(), keys, limit: limit - sent, leaseS, token: lease });
         }
       } catch (err) {
@@ -227,7 +239,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         send(claimedSendable(delivery, lease));
       }
       if (!dispatched.full && dispatched.deliveries.length + claimed.length < limit) {
-        catchingUp = false;
+        if (wantClaim) catchingUp = false;
         // Nothing due, nothing of ours in flight: no one here is waiting behind anything.
         if (inFlight === 0) held.clear();
         return;
@@ -343,7 +355,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   return {
     wake: () => wake(),
     nudge: () => wake(NUDGE_GATHER_MS),
-    committed: () => wake(),
+    committed: () => wake(COMMIT_GATHER_MS, false),
     async stop() {
       stopped = true;
       clearInterval(timer);

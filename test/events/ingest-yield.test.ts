@@ -48,10 +48,12 @@ t.test('the ingest load is busy while callbacks pile up, not for one at a time, 
     step(1);
   }
   t.notOk(load.busy(), 'one callback at a time, however many');
+  t.notOk(load.pressed(), 'nor pressed');
   const burst = Array.from({ length: 32 }, () => load.enter());
   t.notOk(load.busy(), 'a burst that has only just begun is not busy yet');
   step(300);
   t.notOk(load.busy(), 'nor after 300 ms: a hiccup is not a burst');
+  t.ok(load.pressed(), 'but pressed already: what can wait (the push) waits');
   step(600);
   t.ok(load.busy(), `32 in hand for 900 ms is busy (from ${BUSY_LEVEL} on average, sustained)`);
   for (const leave of burst.slice(0, 10)) leave();
@@ -62,6 +64,7 @@ t.test('the ingest load is busy while callbacks pile up, not for one at a time, 
   t.ok(load.busy(), 'the average does not drop at once');
   step(200);
   t.notOk(load.busy(), 'idle once the burst has been answered for a while');
+  t.notOk(load.pressed(), 'and no longer pressed');
   t.equal(idle, 1, 'told once as it stops being busy');
   load.enter()();
   step(200);
@@ -117,4 +120,47 @@ t.test('while callback ingest is busy only a trickle of deliveries goes out; the
   t.notOk(load.busy(), 'the burst is over'); // which tells the worker
   const all = await receiver.count(events);
   t.equal(new Set(all.map((r) => r.json.data.customerUuid)).size, events, 'every event delivered once ingest is idle');
+});
+
+t.test("the first moments of a burst already hold the push back; the next commit after them sends what waited", async (t) => {
+  const receiver = await startReceiver(t);
+  const target = webhookTarget(receiver.url);
+  const events = TRICKLE_CLAIM * 3;
+  await recordEvents('pressed-', events, target);
+
+  const { load, step } = steppedLoad();
+  const burst = Array.from({ length: 32 }, () => load.enter());
+  step(300);
+  t.ok(load.pressed() && !load.busy(), 'pressed, not busy yet');
+  const worker = startDeliveryWorker({
+    db,
+    targets: [target],
+    signer: webhookSigner(webhookSecret()),
+    clock: () => new Date(),
+    timeoutMs: 5000,
+    horizonS: 3600,
+    log: pino({ level: 'silent' }),
+    pollMs: 600_000,
+    ingest: load,
+  });
+  t.teardown(() => worker.stop());
+
+  await receiver.count(TRICKLE_CLAIM);
+  const settled = await until(async () => {
+    const row = await db
+      .selectFrom('event_deliveries')
+      .select((eb) => [eb.fn.countAll<string>().as('leased')])
+      .where('lease_token', 'is not', null)
+      .executeTakeFirstOrThrow();
+    return Number(row.leased) === 0 ? true : undefined;
+  });
+  t.ok(settled);
+  t.equal(receiver.received.filter((r) => r.json.data.customerUuid.startsWith('pressed-')).length, TRICKLE_CLAIM, 'one trickle while pressed');
+
+  for (const leave of burst) leave();
+  step(200);
+  t.notOk(load.pressed(), 'the moment is over');
+  worker.committed();
+  const all = await receiver.waitFor(() => receiver.received.filter((r) => r.json.data.customerUuid.startsWith('pressed-')).length >= events);
+  t.equal(new Set(all.filter((r) => r.json.data.customerUuid.startsWith('pressed-')).map((r) => r.json.data.customerUuid)).size, events, 'the rest goes with the next commit');
 });
