@@ -167,6 +167,8 @@ export async function deliveryScenario(
     }
     lags.sort((a, b) => a - b);
     const delivered = lags.length;
+    const missingCustomers = [...run.answered.keys()].filter((c) => !receiver.arrivals.has(c));
+    if (missingCustomers.length > 0) say(`  missing: ${await describeMissing(database, receiver.url, missingCustomers.slice(0, 5))}`);
     const lagMs = { p50: round1(percentile(lags, 50)), p99: round1(percentile(lags, 99)), max: round1(lags.at(-1) ?? Number.NaN) };
     const deliveriesPerS = last > first ? round1(delivered / ((last - first) / 1000)) : 0;
     say(
@@ -176,17 +178,28 @@ export async function deliveryScenario(
 
     say('  callback ingest, push on (as "gateway") against push off (as "baseline"):');
     off = await startGateway({}, 'delivery-off');
+    const offPid = off.pid;
     const targets = {
       // Deliveries still pending after a push-on run go out before the push-off run starts: ingest
       // is compared with the push's work done, none of it carried over into the other round.
-      gateway: { ...on, dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway'), settle: () => drainDeliveries(database, receiver.url) },
-      // The push-on gateway pushes every event of the shared database, the push-off one's too:
-      // it is stopped (SIGSTOP) while the push-off gateway runs, so that push off means no one
-      // pushes; then it resumes and pushes that round's events, untimed, before the next round.
+      // Each gateway is stopped (SIGSTOP) while the other runs, so that neither pays for the other
+      // (an idle instance still hears every commit's notification). The push-on gateway pushes
+      // every event of the shared database, the push-off one's too: push off means no one
+      // pushes; after a push-off round it resumes and pushes that round's events, untimed.
+      gateway: {
+        ...on,
+        dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway'),
+        before: async () => {
+          process.kill(on.pid, 'SIGCONT');
+          process.kill(offPid, 'SIGSTOP');
+        },
+        settle: () => drainDeliveries(database, receiver.url),
+      },
       baseline: {
         ...off,
         dbCpu: async () => null,
         before: async () => {
+          process.kill(offPid, 'SIGCONT');
           process.kill(on.pid, 'SIGSTOP');
         },
         settle: async () => {
@@ -221,12 +234,26 @@ export async function deliveryScenario(
   } finally {
     // Never left stopped: a stopped process would not hear the stop.
     process.kill(on.pid, 'SIGCONT');
+    if (off) process.kill(off.pid, 'SIGCONT');
     await Promise.all([on.stop(), off?.stop()]);
     await receiver.close();
   }
 }
 
 /** Waits until no delivery is pending; says how many were and how long they took to go out. */
+/** Where the events of customers whose delivery never arrived stand: their rows and the URL's position. */
+async function describeMissing(database: BenchDatabase, receiverUrl: string, customers: string[]): Promise<string> {
+  const { rows } = await database.pool.query(
+    `select e.customer_uuid, e.id, e.tx_id::text as tx, e.created_at,
+            (select json_agg(json_build_object('status', d.status, 'attempts', d.attempts, 'lease', d.lease_until, 'next', d.next_attempt_at, 'error', d.last_error))
+               from event_deliveries d where d.event_id = e.id) as deliveries,
+            (select json_build_object('tx', c.tx_id::text, 'id', c.event_id, 'at', c.updated_at) from event_dispatch c where c.url_key = $2) as position
+       from events e where e.customer_uuid = any($1::text[])`,
+    [customers, webhookTarget(receiverUrl).key],
+  );
+  return JSON.stringify(rows);
+}
+
 /** Waits for the receiver's deliveries to go out: those written and pending, and those not written yet. */
 async function drainDeliveries(database: BenchDatabase, receiverUrl: string, limitMs = 120_000): Promise<string> {
   const key = webhookTarget(receiverUrl).key;

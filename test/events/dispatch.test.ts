@@ -1,10 +1,10 @@
 import t, { type Test } from 'tap';
-import { pendingSummary, readEvent } from '../../src/events/sql.js';
+import { dispatchDeliveries, pendingSummary, readEvent, startDispatch } from '../../src/events/sql.js';
 import { webhookTarget } from '../../src/events/targets.js';
 import { recordResults, type ValidResult } from '../../src/requests/complete.js';
 import { customer, insertRequest, resultBody, startedPlus } from '../callbacks/fixtures.js';
 import { buildTestApp } from '../helpers/app.js';
-import { freshDatabase } from '../helpers/database.js';
+import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { getJson, pushEnv, until, webhookSecret } from './fixtures.js';
 import { startReceiver } from './receiver.js';
 
@@ -118,3 +118,41 @@ t.test("two events of one customer dispatched together go out in order: the late
     'the retry of the earlier event comes before the later one',
   );
 });
+
+if (SERVER_URL) {
+  t.test('a dispatch running as fast as it can while eight writers commit 2,000 events writes each delivery exactly once', async (t) => {
+    const writers = await anotherConnection(t, shared);
+    const target = { key: `race-${customer('k').slice(-8)}`, shown: 'http://127.0.0.1:9/race' };
+    await startDispatch(shared.db, [target], new Date());
+    const tag = customer('drace').slice(-8);
+    const n = 2000;
+    let done = false;
+    // Batches of 1 to 25 results, as the group commit writes them.
+    const writing = Promise.all(
+      Array.from({ length: 8 }, async (_, w) => {
+        for (let i = w * 250, size = 1 + w * 3; i < (w + 1) * 250; i += size) {
+          const batch = Array.from({ length: Math.min(size, (w + 1) * 250 - i) }, (_, k): ValidResult => {
+            const body = resultBody(`drace-${tag}-${i + k}`);
+            const json = JSON.stringify(body);
+            return { receivedAt: new Date(), peer: null, rawBody: Buffer.from(json), customerUuid: body.customerUuid, started: body.started, finished: body.finished, body: json, decision: 'approved' };
+          });
+          await recordResults(writers.db, batch, { skewS: 300 });
+        }
+      }),
+    ).then(() => (done = true));
+    for (;;) {
+      const finished = done;
+      const round = await dispatchDeliveries(shared.db, { now: new Date(), targets: [target], limit: 7, leaseS: 60, token: 'race' });
+      if (finished && !round.full && round.deliveries.length === 0) break;
+    }
+    await writing;
+    const ours = await shared.db
+      .selectFrom('events as e')
+      .leftJoin('event_deliveries as d', (j) => j.onRef('d.event_id', '=', 'e.id').on('d.url_key', '=', target.key))
+      .select(['e.id', 'e.tx_id', 'd.id as delivery'])
+      .where('e.customer_uuid', 'like', `drace-${tag}-%`)
+      .execute();
+    t.equal(ours.length, n);
+    t.same(ours.filter((e) => e.delivery === null), [], 'every event has its delivery: none passed over');
+  });
+}

@@ -1,6 +1,6 @@
 import { CompiledQuery, type Kysely, sql } from 'kysely';
 import t from 'tap';
-import { CLAIM_DELIVERIES, DISPATCH_DELIVERIES } from '../../src/events/sql.js';
+import { CLAIM_DELIVERIES, DISPATCH_DELIVERIES, feedHorizon } from '../../src/events/sql.js';
 import { RECORD_RESULTS, recordResultsParameters } from '../../src/requests/complete.js';
 import { hashCpf } from '../../src/cpf.js';
 import type { Tables } from '../../src/db/types.js';
@@ -142,7 +142,7 @@ t.test("a dispatch of new events' deliveries walks the feed index from the targe
   await events(20001, 26000);
   const dispatch = await plan(
     db,
-    CompiledQuery.raw(DISPATCH_DELIVERIES.text, [['k'], ['http://127.0.0.1/'], 64, 'token', new Date('2027-01-01'), new Date('2027-01-01')]),
+    CompiledQuery.raw(DISPATCH_DELIVERIES.text, [['k'], ['http://127.0.0.1/'], 64, 'token', new Date('2027-01-01'), new Date('2027-01-01'), await feedHorizon(db)]),
   );
   t.match(dispatch, /Index Scan using events_feed on events/, dispatch);
   t.notMatch(dispatch, /Seq Scan on events/, 'no sequential scan of the events');
