@@ -1,4 +1,4 @@
-import { randomInt } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -13,12 +13,12 @@ import { wrkAvailable } from './lib/wrk.js';
 import { type Child, RssSampler, startChild, stopAll } from './lib/processes.js';
 import { type AbReport, type ColdStart, type LongPollReport, type Noise, abGoals, longPollGoals, renderReport } from './lib/report.js';
 import { callbackScenario } from './scenarios/callback.js';
-import { type DeliveryReport, deliveryScenario, renderDelivery } from './scenarios/delivery.js';
+import { type DeliveryReport, deliveryScenario, drainDeliveries, renderDelivery, startReceiver } from './scenarios/delivery.js';
 import { getOneScenario, seedGetOne } from './scenarios/get-one.js';
 import { runLongPolls } from './scenarios/long-poll.js';
 import { submitScenario } from './scenarios/submit.js';
 
-// `npm run bench [-- --quick] [--only=callback,submit,get-one,long-poll,delivery,cold-start] [--profile] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500]`:
+// `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start] [--profile] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500]`:
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
@@ -111,14 +111,20 @@ async function walBytes(database: BenchDatabase): Promise<number> {
 
 let withWrk = false;
 
-async function abScenario(database: BenchDatabase, stubUrl: string, scenario: AbScenario): Promise<AbReport> {
-  say(`\n${scenario.name}: ${scenario.connections} connections, ${settings.rounds} rounds of ${settings.durationS} s per target`);
-  const [gateway, baseline] = await Promise.all([startGateway(database, stubUrl, scenario.name), startBaseline(database, stubUrl)]);
+/** With push: the gateway pushes its events to a receiver, whose deliveries go out (untimed) after each of its runs. */
+interface Push {
+  env: Record<string, string>;
+  settle: () => Promise<string>;
+}
+
+async function abScenario(database: BenchDatabase, stubUrl: string, scenario: AbScenario, push?: Push): Promise<AbReport> {
+  say(`\n${scenario.name}: ${scenario.connections} connections, ${settings.rounds} rounds of ${settings.durationS} s per target${push ? ', the gateway pushing outcome events' : ''}`);
+  const [gateway, baseline] = await Promise.all([startGateway(database, stubUrl, scenario.name, push?.env), startBaseline(database, stubUrl)]);
   const gatewayRss = new RssSampler(gateway.pid);
   const baselineRss = new RssSampler(baseline.pid);
   try {
     const targets = {
-      gateway: { ...gateway, dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway') },
+      gateway: { ...gateway, dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway'), ...(push ? { settle: push.settle } : {}) },
       baseline: { ...baseline, dbCpu: () => backendCpuSnapshot(database, 'bench-baseline') },
     };
     const result = await compareAb(scenario, targets, () => walBytes(database), { ...settings, wrkRounds: withWrk ? settings.wrkRounds : 0, flushWrites: () => flushWrites(database.pool) }, say);
@@ -257,6 +263,19 @@ async function main(): Promise<void> {
 
   const ab: AbReport[] = [];
   if (wanted('callback')) ab.push(await abScenario(database, stub.baseUrl, callbackScenario(database.pool, { minRows: settings.minCallbackRows })));
+  if (wanted('callback-push')) {
+    // The same callbacks against a gateway with webhooks configured: the goals hold with push on too.
+    const receiver = await startReceiver();
+    try {
+      const push: Push = {
+        env: { EVENT_WEBHOOK_URLS: receiver.url, EVENT_WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`, EVENT_WEBHOOK_TIMEOUT_MS: '5000' },
+        settle: () => drainDeliveries(database!, receiver.url),
+      };
+      ab.push(await abScenario(database, stub.baseUrl, { ...callbackScenario(database.pool, { minRows: settings.minCallbackRows }), name: 'callback-push' }, push));
+    } finally {
+      await receiver.close();
+    }
+  }
   if (wanted('submit')) ab.push(await abScenario(database, stub.baseUrl, submitScenario()));
   if (wanted('get-one')) {
     say(`\nseeding ${settings.getOneRows} requests (${settings.getOneCustomers} customers read, 3 requests each)`);

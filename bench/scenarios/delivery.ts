@@ -54,7 +54,7 @@ function percentile(sorted: number[], p: number): number {
 const round1 = (v: number) => Math.round(v * 10) / 10;
 
 /** A healthy receiver in this process: 204 at once, arrival time per customer. */
-async function startReceiver(): Promise<{ url: string; arrivals: Map<string, number[]>; close(): Promise<void> }> {
+export async function startReceiver(): Promise<{ url: string; arrivals: Map<string, number[]>; close(): Promise<void> }> {
   const arrivals = new Map<string, number[]>();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -182,24 +182,28 @@ export async function deliveryScenario(
     const targets = {
       // Deliveries still pending after a push-on run go out before the push-off run starts: ingest
       // is compared with the push's work done, none of it carried over into the other round.
-      // Each gateway is stopped (SIGSTOP) while the other runs, so that neither pays for the other
-      // (an idle instance still hears every commit's notification). The push-on gateway pushes
-      // every event of the shared database, the push-off one's too: push off means no one
-      // pushes; after a push-off round it resumes and pushes that round's events, untimed.
+      // Each gateway is stopped (SIGSTOP) while the other runs its round, so that neither pays for
+      // the other (an idle instance still hears every commit's notification), and resumed right
+      // after that round, so that both come back the same time before their own (a process
+      // resumed just before its round starts it with every timer of the pause firing). The
+      // push-on gateway pushes every event of the shared database, the push-off one's too: push
+      // off means no one pushes; after a push-off round it resumes and pushes them, untimed.
       gateway: {
         ...on,
         dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway'),
         before: async () => {
-          process.kill(on.pid, 'SIGCONT');
           process.kill(offPid, 'SIGSTOP');
         },
-        settle: () => drainDeliveries(database, receiver.url),
+        settle: async () => {
+          const drained = await drainDeliveries(database, receiver.url);
+          process.kill(offPid, 'SIGCONT');
+          return drained;
+        },
       },
       baseline: {
         ...off,
         dbCpu: async () => null,
         before: async () => {
-          process.kill(offPid, 'SIGCONT');
           process.kill(on.pid, 'SIGSTOP');
         },
         settle: async () => {
@@ -255,7 +259,7 @@ async function describeMissing(database: BenchDatabase, receiverUrl: string, cus
 }
 
 /** Waits for the receiver's deliveries to go out: those written and pending, and those not written yet. */
-async function drainDeliveries(database: BenchDatabase, receiverUrl: string, limitMs = 120_000): Promise<string> {
+export async function drainDeliveries(database: BenchDatabase, receiverUrl: string, limitMs = 120_000): Promise<string> {
   const key = webhookTarget(receiverUrl).key;
   const pending = async () => {
     const { rows } = await database.pool.query<{ n: string }>(
