@@ -1,12 +1,12 @@
 import { sql } from 'kysely';
 import pino from 'pino';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { recordEventsSql } from '../../src/events/record.js';
 import { webhookSigner } from '../../src/events/signature.js';
 import { webhookTarget } from '../../src/events/targets.js';
 import { startDispatch } from '../../src/events/sql.js';
 import { startDeliveryWorker, TRICKLE_CLAIM } from '../../src/events/worker.js';
-import { BUSY_LEVEL, ingestLoad } from '../../src/ingest-load.js';
+import { BUSY_LEVEL, type IngestLoad, ingestLoad } from '../../src/ingest-load.js';
 import { freshDatabase } from '../helpers/database.js';
 import { until, webhookSecret } from './fixtures.js';
 import { startReceiver } from './receiver.js';
@@ -28,6 +28,36 @@ async function recordEvents(prefix: string, count: number, target: ReturnType<ty
     ),
     ${sql.raw(recordEventsSql('source'))}
     select 1`.execute(db);
+}
+
+/** A worker pushing to the target under the given load, with no poll for far longer than a test: the only trickle is the one at start. */
+function startWorker(t: Test, target: ReturnType<typeof webhookTarget>, load: IngestLoad, concurrency?: number) {
+  const worker = startDeliveryWorker({
+    db,
+    targets: [target],
+    signer: webhookSigner(webhookSecret()),
+    clock: () => new Date(),
+    timeoutMs: 5000,
+    horizonS: 3600,
+    log: pino({ level: 'silent' }),
+    pollMs: 600_000,
+    ...(concurrency === undefined ? {} : { concurrency }),
+    ingest: load,
+  });
+  t.teardown(() => worker.stop());
+  return worker;
+}
+
+/** True once no delivery is leased any more: the trickle's finished attempts are written. */
+function noLeaseLeft(): Promise<boolean> {
+  return until(async () => {
+    const row = await db
+      .selectFrom('event_deliveries')
+      .select((eb) => [eb.fn.countAll<string>().as('leased')])
+      .where('lease_token', 'is not', null)
+      .executeTakeFirstOrThrow();
+    return Number(row.leased) === 0 ? true : undefined;
+  });
 }
 
 /** An ingest load on a clock the test steps. */
@@ -87,32 +117,10 @@ t.test('while callback ingest is busy only a trickle of deliveries goes out; the
   load.busy();
   step(600);
   t.ok(load.busy(), 'busy from the start');
-  const worker = startDeliveryWorker({
-    db,
-    targets: [target],
-    signer: webhookSigner(webhookSecret()),
-    clock: () => new Date(),
-    timeoutMs: 5000,
-    horizonS: 3600,
-    log: pino({ level: 'silent' }),
-    // Far longer than the test: the only trickle is the one at start.
-    pollMs: 600_000,
-    concurrency,
-    ingest: load,
-  });
-  t.teardown(() => worker.stop());
+  startWorker(t, target, load, concurrency);
 
   await receiver.count(TRICKLE_CLAIM);
-  // The trickle's claim is settled once no delivery is leased any more: its finished attempts are written.
-  const settled = await until(async () => {
-    const row = await db
-      .selectFrom('event_deliveries')
-      .select((eb) => [eb.fn.countAll<string>().as('leased')])
-      .where('lease_token', 'is not', null)
-      .executeTakeFirstOrThrow();
-    return Number(row.leased) === 0 ? true : undefined;
-  });
-  t.ok(settled);
+  t.ok(await noLeaseLeft());
   t.equal(receiver.received.length, TRICKLE_CLAIM, 'one trickle claim while busy, not the whole backlog');
 
   for (const leave of burst) leave();
@@ -132,29 +140,10 @@ t.test("the first moments of a burst already hold the push back; the next commit
   const burst = Array.from({ length: 32 }, () => load.enter());
   step(300);
   t.ok(load.pressed() && !load.busy(), 'pressed, not busy yet');
-  const worker = startDeliveryWorker({
-    db,
-    targets: [target],
-    signer: webhookSigner(webhookSecret()),
-    clock: () => new Date(),
-    timeoutMs: 5000,
-    horizonS: 3600,
-    log: pino({ level: 'silent' }),
-    pollMs: 600_000,
-    ingest: load,
-  });
-  t.teardown(() => worker.stop());
+  const worker = startWorker(t, target, load);
 
   await receiver.count(TRICKLE_CLAIM);
-  const settled = await until(async () => {
-    const row = await db
-      .selectFrom('event_deliveries')
-      .select((eb) => [eb.fn.countAll<string>().as('leased')])
-      .where('lease_token', 'is not', null)
-      .executeTakeFirstOrThrow();
-    return Number(row.leased) === 0 ? true : undefined;
-  });
-  t.ok(settled);
+  t.ok(await noLeaseLeft());
   t.equal(receiver.received.filter((r) => r.json.data.customerUuid.startsWith('pressed-')).length, TRICKLE_CLAIM, 'one trickle while pressed');
 
   for (const leave of burst) leave();
