@@ -285,6 +285,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     const signal = new AttemptSignal();
     const timer = setTimeout(abortAttempt, deps.timeoutMs, signal, true);
     attempting.add(signal);
+    // Begun after stop() cut the others short (a claim that was under way): cut short at once.
+    if (stopping.signal.aborted) abortAttempt(signal, false);
     try {
       const headers: Record<string, string> = {
         'content-type': 'application/json',

@@ -1,6 +1,10 @@
+import pg from 'pg';
+import pino from 'pino';
 import t, { type Test } from 'tap';
 import { dispatchDeliveries, pendingSummary, readEvent, startDispatch } from '../../src/events/sql.js';
+import { webhookSigner } from '../../src/events/signature.js';
 import { webhookTarget } from '../../src/events/targets.js';
+import { startDeliveryWorker } from '../../src/events/worker.js';
 import { recordResults, type ValidResult } from '../../src/requests/complete.js';
 import { customer, insertRequest, resultBody, startedPlus } from '../callbacks/fixtures.js';
 import { buildTestApp } from '../helpers/app.js';
@@ -154,5 +158,54 @@ if (SERVER_URL) {
       .execute();
     t.equal(ours.length, n);
     t.same(ours.filter((e) => e.delivery === null), [], 'every event has its delivery: none passed over');
+  });
+}
+
+if (SERVER_URL) {
+  t.test('an attempt a dispatch begins while the instance is stopping is cut short at once', async (t) => {
+    const receiver = await startReceiver(t, () => 'hang');
+    const target = webhookTarget(receiver.url);
+    await startDispatch(shared.db, [target], new Date());
+    const worker = startDeliveryWorker({
+      db: shared.db,
+      targets: [target],
+      signer: webhookSigner(webhookSecret()),
+      clock: () => new Date(),
+      timeoutMs: 30_000,
+      horizonS: 3600,
+      log: pino({ level: 'silent' }),
+      pollMs: 600_000,
+    });
+    const cust = customer('stopping');
+    await storeResult(cust);
+    const event = await shared.db.selectFrom('events').select('id').where('customer_uuid', '=', cust).executeTakeFirstOrThrow();
+
+    // Another transaction writes the same delivery and holds it: the dispatch waits on it.
+    const blocker = new pg.Client({ connectionString: shared.url! });
+    await blocker.connect();
+    t.teardown(() => blocker.end());
+    await blocker.query('begin');
+    await blocker.query(
+      `insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at) values ($1, $2, $3, $4, now(), now())`,
+      [event.id, cust, target.key, target.shown],
+    );
+    worker.committed();
+    await until(async () => {
+      const { rows } = await blocker.query(`select 1 from pg_locks where not granted and locktype = 'transactionid'`);
+      return rows.length > 0 ? true : undefined;
+    });
+
+    // Stop while the dispatch waits; it then writes the delivery (the blocker rolls back) and begins its attempt.
+    const began = Date.now();
+    const stopped = worker.stop();
+    await blocker.query('rollback');
+    await stopped;
+    t.ok(Date.now() - began < 5000, `stopped in ${Date.now() - began} ms, not after the 30 s timeout`);
+    const row = await shared.db
+      .selectFrom('event_deliveries')
+      .select(['status', 'lease_token', 'last_error'])
+      .where('event_id', '=', event.id)
+      .executeTakeFirstOrThrow();
+    t.match(row, { status: 'pending', lease_token: null, last_error: /interrupted/ });
   });
 }
