@@ -166,6 +166,20 @@ if (SERVER_URL) {
     const receiver = await startReceiver(t, () => 'hang');
     const target = webhookTarget(receiver.url);
     await startDispatch(shared.db, [target], new Date());
+    const cust = customer('stopping');
+    await storeResult(cust);
+    const event = await shared.db.selectFrom('events').select('id').where('customer_uuid', '=', cust).executeTakeFirstOrThrow();
+
+    // Another transaction writes the same delivery and holds it: the worker's first dispatch waits on it.
+    const blocker = new pg.Client({ connectionString: shared.url! });
+    await blocker.connect();
+    t.teardown(() => blocker.end());
+    await blocker.query('begin');
+    await blocker.query(
+      `insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at) values ($1, $2, $3, $4, now(), now())`,
+      [event.id, cust, target.key, target.shown],
+    );
+    const { rows: held } = await blocker.query<{ xid: string }>(`select (pg_current_xact_id()::text::bigint % 4294967296)::text as xid`);
     const worker = startDeliveryWorker({
       db: shared.db,
       targets: [target],
@@ -176,22 +190,9 @@ if (SERVER_URL) {
       log: pino({ level: 'silent' }),
       pollMs: 600_000,
     });
-    const cust = customer('stopping');
-    await storeResult(cust);
-    const event = await shared.db.selectFrom('events').select('id').where('customer_uuid', '=', cust).executeTakeFirstOrThrow();
-
-    // Another transaction writes the same delivery and holds it: the dispatch waits on it.
-    const blocker = new pg.Client({ connectionString: shared.url! });
-    await blocker.connect();
-    t.teardown(() => blocker.end());
-    await blocker.query('begin');
-    await blocker.query(
-      `insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at) values ($1, $2, $3, $4, now(), now())`,
-      [event.id, cust, target.key, target.shown],
-    );
-    worker.committed();
     await until(async () => {
-      const { rows } = await blocker.query(`select 1 from pg_locks where not granted and locktype = 'transactionid'`);
+      // Waiting on the blocker's transaction (other test files' waits are in pg_locks too).
+      const { rows } = await blocker.query(`select 1 from pg_locks where not granted and locktype = 'transactionid' and transactionid::text = $1`, [held[0]!.xid]);
       return rows.length > 0 ? true : undefined;
     });
 
