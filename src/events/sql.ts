@@ -70,8 +70,10 @@ function deliveriesSql(keys: readonly string[]) {
  * between them, and then seem to write no events. In its own statement that writer has
  * committed before the page's snapshot is taken; in the page's own statement it would not be.)
  */
-const HORIZON_CTES = `
-  s as materialized (select pg_current_snapshot() as snap),
+const HORIZON: Statement = {
+  name: 'feed_horizon',
+  text: `
+  with s as materialized (select pg_current_snapshot() as snap),
   running as (
     select x.transactionid::text::bigint as xid32, bool_or(r.pid is not null) as writes_events
     from pg_locks x
@@ -81,17 +83,15 @@ const HORIZON_CTES = `
      and r.database = (select oid from pg_database where datname = current_database())
     where x.locktype = 'transactionid' and x.mode = 'ExclusiveLock' and x.granted
     group by 1
-  ),
-  horizon as materialized (
-    select least(
-      pg_snapshot_xmax(s.snap)::text::bigint,
-      (select min(p::text::bigint) from pg_snapshot_xip(s.snap) as p
-         left join running l on l.xid32 = (p::text::bigint & 4294967295)
-        where l.xid32 is null or l.writes_events)
-    )::text::xid8 as h
-    from s
-  )`;
-const HORIZON: Statement = { name: 'feed_horizon', text: `with ${HORIZON_CTES} select h::text as horizon from horizon` };
+  )
+  select least(
+    pg_snapshot_xmax(s.snap)::text::bigint,
+    (select min(p::text::bigint) from pg_snapshot_xip(s.snap) as p
+       left join running l on l.xid32 = (p::text::bigint & 4294967295)
+      where l.xid32 is null or l.writes_events)
+  )::text as horizon
+  from s`,
+};
 
 export async function feedHorizon(db: Kysely<Tables>): Promise<string> {
   const rows = await runStatement<{ horizon: string }>(db, HORIZON, []);
