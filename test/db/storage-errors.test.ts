@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import t from 'tap';
 import { isStorageUnavailable } from '../../src/db/database.js';
-import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+import { sql } from 'kysely';
+import { ENGINE, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { startRelay, throughRelay } from '../helpers/relay.js';
 
 /** The error a real PostgreSQL gives for what `run` does on a fresh connection to `url`. */
@@ -59,3 +60,20 @@ if (SERVER_URL) {
     t.notOk(isStorageUnavailable(refused), 'a statement the database refuses is a bug, not an outage');
   });
 }
+
+t.test(`on ${ENGINE}: a statement the database refuses is not an outage; a database closed under the instance is`, async (t) => {
+  const database = await freshDatabase(t, { migrate: false });
+  const refused = await sql`select * from no_such_table`.execute(database.db).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  t.ok(refused instanceof Error, 'the statement fails');
+  t.notOk(isStorageUnavailable(refused), 'a refused statement is a bug (500), not 503');
+  await database.close();
+  const closed = await sql`select 1`.execute(database.db).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  t.ok(closed instanceof Error, 'a statement on the closed database fails');
+  t.ok(isStorageUnavailable(closed), 'and counts as storage unavailable (503)');
+});
