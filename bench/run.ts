@@ -10,6 +10,7 @@ import { type AbScenario, compareAb } from './lib/compare.js';
 import { type BenchDatabase, backendCpuSnapshot, createBenchDatabase, flushWrites } from './lib/database.js';
 import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
 import { wrkAvailable } from './lib/wrk.js';
+import { probeReader } from './lib/probe.js';
 import { type Child, RssSampler, startChild, stopAll } from './lib/processes.js';
 import { type AbReport, type ColdStart, type LongPollReport, type Noise, abGoals, longPollGoals, renderReport } from './lib/report.js';
 import { callbackScenario } from './scenarios/callback.js';
@@ -18,13 +19,14 @@ import { getOneScenario, seedGetOne } from './scenarios/get-one.js';
 import { runLongPolls } from './scenarios/long-poll.js';
 import { submitScenario } from './scenarios/submit.js';
 
-// `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start] [--profile] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500]`:
+// `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start] [--profile] [--probe] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500]`:
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const profile = args.includes('--profile');
+const probe = args.includes('--probe');
 const ownPostgres = args.includes('--own-postgres');
 const onlyArg = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
 const only = onlyArg ? new Set(onlyArg.split(',')) : undefined;
@@ -46,6 +48,7 @@ const GATEWAY_ENTRY = process.env.BENCH_GATEWAY_ENTRY ?? here('../src/server.js'
 const GATEWAY_NODE_ARGS = ['--max-semi-space-size=4'];
 const BASELINE_ENTRY = here('./baselines/server.js');
 const STUB_ENTRY = here('./stub.js');
+const PROBE_ENTRY = here('./probe.js');
 const RESULTS_DIR = here('../../bench/results/');
 const PROFILE_DIR = here('../../bench/results/profiles/');
 
@@ -80,13 +83,22 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+/** Where a gateway started with --probe appends what it saw inside each run. */
+const probeFile = (label: string) => `${RESULTS_DIR}probe-${label}.jsonl`;
+
 async function startGateway(database: BenchDatabase, providerBaseUrl: string, label: string, extraEnv: Record<string, string> = {}): Promise<Child> {
+  if (probe) await rm(probeFile(label), { force: true });
   return startChild({
     name: 'gateway',
     script: GATEWAY_ENTRY,
-    nodeArgs: profile ? [...GATEWAY_NODE_ARGS, '--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=gateway-${label}.cpuprofile`] : GATEWAY_NODE_ARGS,
+    nodeArgs: [
+      ...GATEWAY_NODE_ARGS,
+      ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=gateway-${label}.cpuprofile`] : []),
+      ...(probe ? ['--import', PROBE_ENTRY] : []),
+    ],
     readyPath: '/readyz',
     env: {
+      ...(probe ? { PROBE_FILE: probeFile(label) } : {}),
       NODE_ENV: 'production',
       LOG_LEVEL: 'warn',
       DATABASE_URL: database.url,
@@ -128,7 +140,12 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
   const baselineRss = new RssSampler(baseline.pid);
   try {
     const targets = {
-      gateway: { ...gateway, dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway'), ...(push ? { settle: push.settle } : {}) },
+      gateway: {
+        ...gateway,
+        dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway'),
+        ...(push ? { settle: push.settle } : {}),
+        ...(probe ? { probe: probeReader(gateway.pid, probeFile(scenario.name)) } : {}),
+      },
       baseline: { ...baseline, dbCpu: () => backendCpuSnapshot(database, 'bench-baseline') },
     };
     const result = await compareAb(scenario, targets, () => walBytes(database), { ...settings, wrkRounds: withWrk ? settings.wrkRounds : 0, flushWrites: () => flushWrites(database.pool) }, say);
@@ -254,6 +271,7 @@ async function main(): Promise<void> {
     await mkdir(PROFILE_DIR, { recursive: true });
     await writeFile(`${PROFILE_DIR}.gitignore`, '*\n');
   }
+  if (probe) await mkdir(RESULTS_DIR, { recursive: true });
   withWrk = await wrkAvailable();
   if (!withWrk) say('wrk not found: no cross-check with a second load generator');
   if (ownPostgres) {

@@ -1,6 +1,7 @@
 import { backendCpuBetween } from './database.js';
 import { type LoadSpec, type RunFigures, runLoad } from './load.js';
 import { cpuTimeMs } from './processes.js';
+import { describeProbe, type ProbeFigures } from './probe.js';
 import { runWrk, type WrkSpec } from './wrk.js';
 
 // Side-by-side runs on one noisy machine: both targets warm up, then alternate A B A B ... so
@@ -56,6 +57,8 @@ export interface MeasuredRun extends RunFigures {
   dbCpuMsPerOk: number | null;
   /** WAL written during the run per 2xx answer (the whole server's: exact only on --own-postgres). */
   walBytesPerOk: number | null;
+  /** What the gateway saw from inside during the run (`--probe`). */
+  inside?: ProbeFigures | null;
 }
 
 export interface TargetFigures {
@@ -142,6 +145,8 @@ export interface TargetHandle {
   settle?: () => Promise<string>;
   /** Untimed, before each of the target's runs (after its rows are seeded). */
   before?: () => Promise<void>;
+  /** What the target saw from inside since it was last asked (`--probe`). */
+  probe?: () => Promise<ProbeFigures | null>;
 }
 
 const ratioOf = (a: number, b: number) => (b > 0 ? Math.round((a / b) * 1000) / 1000 : 0);
@@ -159,19 +164,22 @@ export async function compareAb(
     const prepared = await scenario.prepare({ target, runId, durationS, rateHint, generator });
     await targets[target].before?.();
     await settings.flushWrites?.();
-    const { baseUrl, pid, dbCpu } = targets[target];
+    const { baseUrl, pid, dbCpu, probe } = targets[target];
+    await probe?.();
     const [cpuBefore, dbBefore, walBefore] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
     const load =
       generator === 'wrk' && prepared.wrk
         ? await runWrk(baseUrl, scenario.connections, durationS, prepared.wrk)
         : await runLoad({ ...prepared, baseUrl, connections: scenario.connections, durationS });
     const [cpuAfter, dbAfter, walAfter] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
+    const inside = await probe?.();
     const per = (used: number | null, digits = 1000) => (used === null || load.ok === 0 ? null : Math.round((used / load.ok) * digits) / digits);
     const figures = {
       ...load,
       cpuMsPerOk: per(cpuBefore === null || cpuAfter === null ? null : cpuAfter - cpuBefore),
       dbCpuMsPerOk: per(backendCpuBetween(dbBefore, dbAfter)),
       walBytesPerOk: per(walAfter - walBefore, 1),
+      ...(inside === undefined ? {} : { inside }),
     };
     // Sized on every answer, not only 2xx: a fast error path must not outrun the seeded rows.
     rateHint = Math.max(rateHint ?? 0, figures.durationS > 0 ? figures.requests / figures.durationS : 0);
@@ -200,6 +208,7 @@ export async function compareAb(
           (r.non2xx + r.errors > 0 ? `  non-2xx ${r.non2xx} errors ${r.errors} ${JSON.stringify(r.statusCodes)}` : '') +
           (r.exhausted ? '  (ran out of seeded rows)' : ''),
       );
+      if (r.inside) progress(`    ${target} ${describeProbe(r.inside)}`);
     }
   }
   const gateway = summarise(runs.gateway);
@@ -214,6 +223,7 @@ export async function compareAb(
         const r = await once(target, settings.durationS, 'wrk');
         wrk[target].push(r);
         progress(`  wrk ${round + 1} ${target.padEnd(8)} ${String(r.rps).padStart(8)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms  cpu ${r.cpuMsPerOk ?? '-'} ms/req, db ${r.dbCpuMsPerOk ?? '-'}${r.non2xx + r.errors > 0 ? `  non-2xx ${r.non2xx} errors ${r.errors}` : ''}`);
+        if (r.inside) progress(`    ${target} ${describeProbe(r.inside)}`);
       }
     }
     const total = (rs: RunFigures[]) => rs.reduce((s, r) => s + r.ok, 0) / Math.max(1e-9, rs.reduce((s, r) => s + r.durationS, 0));

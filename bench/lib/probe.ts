@@ -1,0 +1,40 @@
+import { readFileSync, statSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ProbeFigures } from '../probe.js';
+
+export type { ProbeFigures };
+
+const fileSize = (path: string) => {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+};
+
+/**
+ * Asks a gateway started with bench/probe.js what it saw since it was last asked (SIGUSR2), and
+ * reads the line it appends to `path`; null when it does not answer within two seconds.
+ */
+export function probeReader(pid: number, path: string): () => Promise<ProbeFigures | null> {
+  return async () => {
+    const before = fileSize(path);
+    process.kill(pid, 'SIGUSR2');
+    for (const deadline = Date.now() + 2_000; Date.now() < deadline; await sleep(5)) {
+      if (fileSize(path) > before) {
+        const text = readFileSync(path, 'utf8');
+        if (!text.endsWith('\n')) continue;
+        return JSON.parse(text.trimEnd().split('\n').at(-1)!) as ProbeFigures;
+      }
+    }
+    return null;
+  };
+}
+
+/** "inside p99 21.3 ms (max 40.2), gc 512 ms in 230 pauses (max 9.8, 2 major: 15.2 ms), loop delay max 12 ms" */
+export function describeProbe(p: ProbeFigures): string {
+  return (
+    `inside p99 ${p.insideP99} ms (max ${p.insideMax}), gc ${p.gcMs} ms in ${p.gcPauses} pauses (max ${p.gcMaxMs}` +
+    `${p.majorGcs > 0 ? `, ${p.majorGcs} major: ${p.majorGcMs} ms` : ''}), loop delay p99 ${p.loopP99} max ${p.loopMax} ms`
+  );
+}
