@@ -8,6 +8,7 @@ import type { BearerTokenSource } from '../../src/provider/token-source.js';
 import { freshDatabase } from './database.js';
 import { captureLogs, type LogCapture } from './logs.js';
 import { checkAnswersAgainstDocument } from './openapi.js';
+import { timed } from './teardown.js';
 
 export const TEST_PARTNER_TOKEN = 'T'.repeat(32) + '0123456789abcdefghijklmnopqrstuv';
 export const TEST_CPF_HASH_KEY = 'test-cpf-hash-key-0123456789abcdef';
@@ -65,7 +66,7 @@ export async function buildTestApp(t: Test, options: TestAppOptions = {}): Promi
   const app = await buildApp(deps);
   // Every answer of a documented route must match /docs/json (status, content type, body schema).
   checkAnswersAgainstDocument(t, app);
-  t.teardown(() => app.close());
+  t.teardown(() => timed('app.close()', () => app.close()));
   return { app, database, logs, config };
 }
 

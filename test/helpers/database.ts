@@ -3,6 +3,7 @@ import pg from 'pg';
 import type { Test } from 'tap';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
+import { timed } from './teardown.js';
 
 /** Set: tests run on this real PostgreSQL server (a database per test file); unset: PGlite. */
 export const SERVER_URL = process.env.DATABASE_URL || undefined;
@@ -21,12 +22,14 @@ export async function freshDatabaseUrl(t: Test): Promise<string> {
   await admin.connect();
   await admin.query(`create database ${name}`);
   await admin.end();
-  t.teardown(async () => {
-    const cleanup = new pg.Client({ connectionString: SERVER_URL });
-    await cleanup.connect();
-    await cleanup.query(`drop database if exists ${name} with (force)`);
-    await cleanup.end();
-  });
+  t.teardown(() =>
+    timed(`drop database ${name}`, async () => {
+      const cleanup = new pg.Client({ connectionString: SERVER_URL });
+      await cleanup.connect();
+      await cleanup.query(`drop database if exists ${name} with (force)`);
+      await cleanup.end();
+    }),
+  );
   const url = new URL(SERVER_URL);
   url.pathname = `/${name}`;
   return url.toString();
@@ -39,7 +42,7 @@ export async function freshDatabaseUrl(t: Test): Promise<string> {
 export async function freshDatabase(t: Test, options: { migrate?: boolean } = {}): Promise<TestDatabaseHandle> {
   const url = SERVER_URL ? await freshDatabaseUrl(t) : undefined;
   const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolSize: 20 });
-  t.teardown(() => database.close());
+  t.teardown(() => timed('database.close()', () => database.close()));
   if (options.migrate !== false) await migrateToLatest(database);
   return Object.assign(database, { url });
 }
