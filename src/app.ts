@@ -106,8 +106,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandler(app, storage.failed);
   // Bodies are JSON: JSON sent as text/plain is refused 415, not read as a string that then fails validation.
   app.removeContentTypeParser('text/plain');
+  // Once closing, every answer closes its connection: a keep-alive client (a console tab, a
+  // poller) would otherwise keep a connection that was busy as close began open for its whole
+  // keep-alive timeout (72 s), and close (SIGTERM's shutdown) would wait for it past its grace.
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
+    if (closing) reply.header('connection', 'close');
     done(null, payload);
   });
 

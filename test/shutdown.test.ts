@@ -2,12 +2,13 @@ import http from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from './helpers/app.js';
 import { freshDatabaseUrl, SERVER_URL } from './helpers/database.js';
 import { startProcess } from './helpers/process.js';
 
-t.test('SIGTERM lets an in-flight request finish, closes the database and exits 0', async (t) => {
+/** The gateway as `npm start` runs it, on a fresh database (PGlite in a temporary directory without DATABASE_URL). */
+async function startGateway(t: Test) {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'ugw-shutdown-'));
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
   const env: Record<string, string> = {
@@ -20,7 +21,11 @@ t.test('SIGTERM lets an in-flight request finish, closes the database and exits 
   };
   if (SERVER_URL) env.DATABASE_URL = await freshDatabaseUrl(t);
   const server = startProcess(t, env);
-  const base = await server.listening();
+  return { server, base: await server.listening() };
+}
+
+t.test('SIGTERM lets an in-flight request finish, closes the database and exits 0', async (t) => {
+  const { server, base } = await startGateway(t);
 
   // A request whose body is still arriving when the signal comes: it is in flight.
   const answered = new Promise<number>((resolve, reject) => {
@@ -40,4 +45,28 @@ t.test('SIGTERM lets an in-flight request finish, closes the database and exits 
   const { code } = await server.exited;
   t.equal(code, 0);
   t.ok(server.stdout.some((l) => l.includes('"msg":"stopped"')), 'it said it stopped');
+});
+
+t.test('a client that keeps its connection open after the answer does not hold shutdown up', async (t) => {
+  const { server, base } = await startGateway(t);
+  // As a browser tab polling the console: keep-alive, its idle connections kept for a minute.
+  const agent = new http.Agent({ keepAlive: true, timeout: 60_000 });
+  t.teardown(() => agent.destroy());
+
+  const answered = new Promise<http.IncomingHttpHeaders>((resolve, reject) => {
+    const req = http.request(`${base}/nowhere`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.headers));
+    });
+    req.on('error', reject);
+    req.write('{"partial":');
+    void server.waitForLog((e) => e.msg === 'shutting down: finishing in-flight requests').then(() => req.end('true}'));
+  });
+  await server.waitForLog((e) => e.msg === 'incoming request');
+  server.child.kill('SIGTERM');
+
+  t.equal((await answered).connection, 'close', 'the answer closes its connection');
+  // Else the gateway waits for the connection's keep-alive timeout (72 s), past its grace, and exits 1.
+  const { code } = await server.exited;
+  t.equal(code, 0, 'stopped within the grace period, database closed');
 });

@@ -4,7 +4,7 @@ import { customer, postCallback, resultBody } from '../callbacks/fixtures.js';
 import { pushEnv, until, webhookSecret } from '../events/fixtures.js';
 import { startReceiver } from '../events/receiver.js';
 import { buildTestApp, listen } from '../helpers/app.js';
-import { ensureConsoleBuilt, launchBrowser, listenForBrowser, watchedPage } from '../helpers/browser.js';
+import { ensureConsoleBuilt, launchBrowser, watchedPage } from '../helpers/browser.js';
 import type { Kysely } from 'kysely';
 import type { Tables } from '../../src/db/types.js';
 
@@ -33,7 +33,7 @@ t.test('dead events are listed; redeliver, one and then all, makes their deliver
   const [firstId, secondId] = [idOf(first), idOf(second)];
   failing = false;
 
-  const base = await listenForBrowser(t, app);
+  const base = await listen(app);
   const { page, consoleErrors, pageErrors } = await watchedPage(context);
   await page.goto(`${base}/console`);
   const deadTile = page.getByTestId('tile-dead');
@@ -95,7 +95,7 @@ t.test('the dead list is read from the feed at most 20 pages deep, and says so w
   const [newest] = await insertEvents(database, 1, 'dead');
   t.equal((await app.inject({ url: '/v1/stats' })).json().now.events.dead, 2);
 
-  const base = await listenForBrowser(t, app);
+  const base = await listen(app);
   const { page, requests } = await watchedPage(context);
   await page.goto(`${base}/console`);
   await page.getByTestId('tile-dead').locator('.tile-value').getByText('2', { exact: true }).waitFor();
@@ -112,7 +112,7 @@ t.test('the dead-event scan stops once it has found as many dead deliveries as /
   const { app, database } = await buildTestApp(t);
   const [dead] = await insertEvents(database, 1, 'dead');
   await insertEvents(database, 1_200, null);
-  const base = await listenForBrowser(t, app);
+  const base = await listen(app);
   const { page, requests } = await watchedPage(context);
   await page.goto(`${base}/console`);
   await page.getByTestId('tile-dead').locator('.tile-value').getByText('1', { exact: true }).waitFor();

@@ -3,7 +3,7 @@ import { CPF, insertRequest, OTHER_CPF, resultBody } from '../queries/fixtures.j
 import { buildTestApp, listen } from '../helpers/app.js';
 import { SERVER_URL } from '../helpers/database.js';
 import { databaseBehindRelay } from '../helpers/relay.js';
-import { ensureConsoleBuilt, launchBrowser, listenForBrowser, watchedPage } from '../helpers/browser.js';
+import { ensureConsoleBuilt, launchBrowser, watchedPage } from '../helpers/browser.js';
 
 // The console in a real headless Chromium, against a real gateway on a real database.
 
@@ -16,7 +16,7 @@ const context = await (async () => {
 
 t.test('the page loads with no console error and asks nothing of any host but the gateway', async (t) => {
   const { app } = await buildTestApp(t);
-  const base = await listenForBrowser(t, app);
+  const base = await listen(app);
   const { page, requests, consoleErrors, pageErrors, notFound } = await watchedPage(context);
 
   const answer = await page.goto(`${base}/console`);
@@ -40,7 +40,7 @@ t.test('the page loads with no console error and asks nothing of any host but th
 t.test('with QUERY_API_KEYS set, the page asks for a key, keeps it for the tab and sends it as a bearer token', async (t) => {
   const { app, database } = await buildTestApp(t, { env: { QUERY_API_KEYS: KEY } });
   await insertRequest(database.db, { customerUuid: 'keyed-customer', submittedAt: '2025-12-31T00:00:00Z', result: resultBody('keyed-customer') });
-  const base = await listenForBrowser(t, app);
+  const base = await listen(app);
   const { page, requests } = await watchedPage(context);
 
   const answer = await page.goto(`${base}/console`);
@@ -84,7 +84,7 @@ t.test("finds a customer by customerUuid and shows its requests, results, histor
     const res = await app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: body });
     t.equal(res.statusCode, 200, 'the callback is stored');
   }
-  const base = await listenForBrowser(t, app);
+  const base = await listen(app);
   const { page } = await watchedPage(context);
   await page.goto(`${base}/console`);
 
@@ -117,7 +117,7 @@ t.test('finds a customer by CPF through the lookup, the CPF sent only in a POST 
   await insertRequest(database.db, { customerUuid: 'cpf-a', cpf: CPF, submittedAt: '2025-12-31T00:00:00Z', result: resultBody('cpf-a') });
   await insertRequest(database.db, { customerUuid: 'cpf-b', cpf: CPF, submittedAt: '2026-01-01T00:00:00Z' });
   await insertRequest(database.db, { customerUuid: 'cpf-other', cpf: OTHER_CPF });
-  const base = await listenForBrowser(t, app);
+  const base = await listen(app);
   const { page, requests } = await watchedPage(context);
   await page.goto(`${base}/console`);
 
@@ -145,7 +145,7 @@ t.test('finds a customer by CPF through the lookup, the CPF sent only in a POST 
 
 t.test('says the gateway is unreachable when it stops answering', async (t) => {
   const { app } = await buildTestApp(t);
-  const base = await listenForBrowser(t, app);
+  const base = await listen(app);
   const { page } = await watchedPage(context);
   await page.goto(`${base}/console`);
   await page.getByTestId('health').getByText('Gateway and database up').waitFor();
@@ -160,7 +160,7 @@ if (SERVER_URL) {
   t.test('says the database is unreachable while it is, and recovers by itself', async (t) => {
     const { database, relay } = await databaseBehindRelay(t);
     const { app } = await buildTestApp(t, { database });
-    const base = await listenForBrowser(t, app);
+    const base = await listen(app);
     const { page } = await watchedPage(context);
     await page.goto(`${base}/console`);
     const health = page.getByTestId('health');

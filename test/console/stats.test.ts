@@ -1,6 +1,6 @@
 import t from 'tap';
 import { buildTestApp, listen } from '../helpers/app.js';
-import { ensureConsoleBuilt, launchBrowser, listenForBrowser, watchedPage } from '../helpers/browser.js';
+import { ensureConsoleBuilt, launchBrowser, watchedPage } from '../helpers/browser.js';
 import { customer, postCallback, resultBody } from '../callbacks/fixtures.js';
 import { pushEnv, until, webhookSecret } from '../events/fixtures.js';
 import { startReceiver } from '../events/receiver.js';
@@ -28,7 +28,7 @@ t.test('the tiles show the figures /v1/stats gives, and an invalid callback open
   const api = (await app.inject({ url: '/v1/stats' })).json();
   t.match(api.now, { pending: 2, unmatched24h: 3, invalid24h: 1 });
 
-  const base = await listenForBrowser(t, app);
+  const base = await listen(app);
   const { page, requests, notFound } = await watchedPage(context);
   await page.goto(`${base}/console`);
   const tile = (id: string) => page.getByTestId(`tile-${id}`).locator('.tile-value');
@@ -73,7 +73,7 @@ t.test('the charts show the decisions and turnaround percentiles /v1/stats gives
   t.equal((await postCallback(app, resultBody(customer('stray')))).statusCode, 200, 'an unmatched callback, through the route');
   await until(async () => ((await app.inject({ url: '/v1/stats' })).json().now.events.dead === 1 ? true : undefined));
 
-  const base = await listenForBrowser(t, app);
+  const base = await listen(app);
   const { page, requests, consoleErrors } = await watchedPage(context);
   const answered = page.waitForResponse((r) => new URL(r.url()).pathname === '/v1/stats');
   await page.goto(`${base}/console`);

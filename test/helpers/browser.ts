@@ -3,9 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BrowserContext, chromium, type ConsoleMessage, type Page, type Request } from 'playwright-core';
 import type { Test } from 'tap';
-import type { FastifyInstance } from 'fastify';
 import { buildConsole } from '../../src/console/build.js';
-import { listen } from './app.js';
 
 /** Debian's Chromium; .ci/run installs it when missing. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -82,15 +80,4 @@ export async function watchedPage(context: BrowserContext): Promise<Watched> {
     if (r.status() === 404) watched.notFound.push(new URL(r.url()).pathname);
   });
   return watched;
-}
-
-/**
- * Listens for a page, and at teardown closes every connection Chromium keeps before the app closes
- * (teardowns run last first): a connection a poll made busy when close began stays open until its
- * keep-alive timeout (72 s), and app.close() waited that long (CI: 96 s, the page files' stalls).
- */
-export async function listenForBrowser(t: Test, app: FastifyInstance): Promise<string> {
-  const base = await listen(app);
-  t.teardown(() => app.server.closeAllConnections());
-  return base;
 }
