@@ -157,7 +157,6 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
 
   let stopped = false;
   // Attempts in flight are cut short at shutdown: their deliveries are released for the next claim.
-  const stopping = new AbortController();
   const attempting = new Set<AttemptSignal>();
   let inFlight = 0;
   let claiming: Promise<void> | undefined;
@@ -286,7 +285,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     const timer = setTimeout(abortAttempt, deps.timeoutMs, signal, true);
     attempting.add(signal);
     // Begun after stop() cut the others short (a claim that was under way): cut short at once.
-    if (stopping.signal.aborted) abortAttempt(signal, false);
+    if (stopped) abortAttempt(signal, false);
     try {
       const headers: Record<string, string> = {
         'content-type': 'application/json',
@@ -314,7 +313,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     }
     const done = deps.clock();
     let finishedAttempt: FinishedAttempt;
-    if (stopping.signal.aborted && error !== null) {
+    if (stopped && error !== null) {
       finishedAttempt = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error: 'interrupted: the instance was stopping', nextAt: done };
     } else if (error === null) {
       finishedAttempt = { id: delivery.id, token: lease, status: 'delivered', at: done, httpStatus, error: null, nextAt: null };
@@ -388,7 +387,6 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       clearInterval(timer);
       unsubscribeIdle?.();
       clearTimeout(soon);
-      stopping.abort();
       for (const signal of attempting) abortAttempt(signal, false);
       await claiming;
       await Promise.all([...sends]);
