@@ -1,6 +1,6 @@
 /**
- * Runs a teardown step and says on stderr (in the CI log) when it took over 5 s: page.test.ts has
- * stalled for 90-190 s at times, once inside a subtest's teardown, and where is not known yet.
+ * Runs a teardown step and says on stderr (in the CI log) when it took over 5 s: that is how a
+ * browser test's 96 s stall was found to be app.close() waiting on a keep-alive connection.
  */
 export async function timed(what: string, step: () => Promise<unknown>): Promise<void> {
   const started = performance.now();
