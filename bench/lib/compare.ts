@@ -208,6 +208,7 @@ export async function compareAb(
           (r.non2xx + r.errors > 0 ? `  non-2xx ${r.non2xx} errors ${r.errors} ${JSON.stringify(r.statusCodes)}` : '') +
           (r.exhausted ? '  (ran out of seeded rows)' : ''),
       );
+      if (r.secondP99.length > 0) progress(`    ${target} p99 by second: ${r.secondP99.join(', ')} ms`);
       if (r.inside) progress(`    ${target} ${describeProbe(r.inside)}`);
     }
   }

@@ -1,3 +1,4 @@
+import { createHistogram, type RecordableHistogram } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 
 // One timed run of autocannon against one target, every request distinct (its body or path is
@@ -47,6 +48,12 @@ export interface RunFigures {
   statusCodes: Record<string, number>;
   /** True when the run used up its distinct requests before its time. */
   exhausted: boolean;
+  /**
+   * p99 (ms) of the answers received in each whole second of the run, counted from its first
+   * request (empty where the generator does not say: wrk). Shows whether a round's p99 is its
+   * steady state or one slow stretch (its start, after the harness's CHECKPOINT).
+   */
+  secondP99: number[];
 }
 
 export async function runLoad(spec: LoadSpec): Promise<RunFigures> {
@@ -58,6 +65,7 @@ export async function runLoad(spec: LoadSpec): Promise<RunFigures> {
   let lastResponseAt = Number.NaN;
   let responses = 0;
   let ok = 0;
+  const seconds: RecordableHistogram[] = [];
 
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     instance = autocannon(
@@ -85,10 +93,12 @@ export async function runLoad(spec: LoadSpec): Promise<RunFigures> {
       },
       (err, res) => (err ? reject(err as Error) : resolve(res)),
     );
-    instance.on('response', (_client, statusCode) => {
+    instance.on('response', (_client, statusCode, _bytes, responseTimeMs) => {
       lastResponseAt = performance.now();
       responses++;
       if (statusCode >= 200 && statusCode < 300) ok++;
+      const second = Math.floor((lastResponseAt - firstSentAt) / 1000);
+      (seconds[second] ??= createHistogram()).record(Math.max(1, Math.round(responseTimeMs * 1000)));
     });
   });
 
@@ -111,5 +121,7 @@ export async function runLoad(spec: LoadSpec): Promise<RunFigures> {
       Object.entries(result.statusCodeStats ?? {}).map(([code, stat]) => [code, (stat as { count: number }).count]),
     ),
     exhausted,
+    // The last second is partial (the run ends within it): left out.
+    secondP99: seconds.slice(0, -1).map((h) => (h ? Math.round(h.percentile(99) / 100) / 10 : Number.NaN)),
   };
 }

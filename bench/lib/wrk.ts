@@ -49,5 +49,6 @@ export async function runWrk(baseUrl: string, connections: number, durationS: nu
     timeouts: 0,
     statusCodes: {},
     exhausted: false,
+    secondP99: [],
   };
 }
