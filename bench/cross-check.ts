@@ -84,7 +84,7 @@ async function main() {
     started.set(
       v.name,
       v.kind === 'gateway'
-        ? await startChild({ name: v.name, script: here('../src/server.js'), nodeArgs: ['--max-semi-space-size=4'], readyPath: '/readyz', env: { ...common, ...v.env } })
+        ? await startChild({ name: v.name, script: here('../src/server.js'), nodeArgs: ['--max-semi-space-size=4', '--heap-growing-percent=100'], readyPath: '/readyz', env: { ...common, ...v.env } })
         : await startChild({ name: v.name, script: here('./baselines/server.js'), readyPath: '/healthz', env: { ...common, NODE_ENV: 'production' } }),
     );
   }

@@ -44,8 +44,11 @@ const LONG_POLL_WAIT_S = 30;
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 /** BENCH_GATEWAY_ENTRY: another build's dist/src/server.js, to compare two builds against the same baselines. */
 const GATEWAY_ENTRY = process.env.BENCH_GATEWAY_ENTRY ?? here('../src/server.js');
-/** The gateway's V8 flags, as in `npm start` and the Dockerfile's CMD: keep the three in step. */
-const GATEWAY_NODE_ARGS = ['--max-semi-space-size=4'];
+/**
+ * The gateway's V8 flags, as in `npm start` and the Dockerfile's CMD: keep the three in step.
+ * BENCH_GATEWAY_NODE_ARGS (space-separated) replaces them, to measure other flags.
+ */
+const GATEWAY_NODE_ARGS = process.env.BENCH_GATEWAY_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? ['--max-semi-space-size=4', '--heap-growing-percent=100'];
 const BASELINE_ENTRY = here('./baselines/server.js');
 const STUB_ENTRY = here('./stub.js');
 const PROBE_ENTRY = here('./probe.js');
