@@ -14,6 +14,7 @@ import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { answerClientError, frameworkErrorReply, installErrorHandler } from './errors.js';
 import { deliveryHandoff } from './events/handoff.js';
 import { eventRoutes } from './events/routes.js';
+import { closeWhenIdle } from './http/closing.js';
 import { ingestLoad } from './ingest-load.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
@@ -109,9 +110,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Once closing, every answer closes its connection: a keep-alive client (a console tab, a
   // poller) would otherwise keep a connection that was busy as close began open for its whole
   // keep-alive timeout (72 s), and close (SIGTERM's shutdown) would wait for it past its grace.
+  // Connections that hold no request (idle, or never used) are closed as soon as close begins.
   let closing = false;
+  const connections = closeWhenIdle(app.server);
   app.addHook('preClose', (done) => {
     closing = true;
+    connections.begin();
     done();
   });
   app.addHook('onSend', (request, reply, payload, done) => {

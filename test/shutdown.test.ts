@@ -1,4 +1,6 @@
+import { once } from 'node:events';
 import http from 'node:http';
+import net from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -69,4 +71,27 @@ t.test('a client that keeps its connection open after the answer does not hold s
   // Else the gateway waits for the connection's keep-alive timeout (72 s), past its grace, and exits 1.
   const { code } = await server.exited;
   t.equal(code, 0, 'stopped within the grace period, database closed');
+});
+
+t.test('a connection that has not sent a request does not hold shutdown up', async (t) => {
+  const { server, base } = await startGateway(t);
+  const { hostname, port } = new URL(base);
+  // As a browser opens a spare connection ahead of need, and sends nothing on it.
+  const spare = net.connect(Number(port), hostname);
+  t.teardown(() => spare.destroy());
+  spare.on('error', () => {});
+  await once(spare, 'connect');
+  const spareClosed = once(spare, 'close');
+  // A whole request on a later connection: once it is answered, the server has taken the spare
+  // one too (connections are accepted in the order they arrive).
+  const health = await fetch(`${base}/healthz`);
+  t.equal(health.status, 200);
+
+  server.child.kill('SIGTERM');
+  // Node's server.close() does not count such a connection as idle, and no timeout applies to it
+  // once the server is closing: without closing it, the gateway waited past its grace and exited 1.
+  const { code } = await server.exited;
+  t.equal(code, 0, 'stopped within the grace period, database closed');
+  await spareClosed;
+  t.pass('the gateway closed the spare connection');
 });
