@@ -1,11 +1,13 @@
 import { appendFileSync } from 'node:fs';
 import http from 'node:http';
+import { createRequire } from 'node:module';
 import { constants, createHistogram, monitorEventLoopDelay, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
 
 // `npm run bench -- --probe` loads this into each gateway (`node --import`). It measures from inside
 // the process what the load generator cannot tell apart: how long the gateway itself took to answer
-// (from the request's arrival to the last byte handed to the socket), how late its event loop ran,
-// and its garbage collection pauses. On SIGUSR2 it appends what it saw since the last SIGUSR2 to
+// (from the request's arrival to the last byte handed to the socket), how long the callback's
+// group-commit statement took (the database's share of that), how late its event loop ran, and
+// its garbage collection pauses. On SIGUSR2 it appends what it saw since the last SIGUSR2 to
 // PROBE_FILE as one line of JSON, and starts again (the harness signals before and after each run).
 
 /** One interval's figures, as the harness reads them. */
@@ -24,6 +26,15 @@ export interface ProbeFigures {
   /** Mark-compact (major) collections among them. */
   majorGcs: number;
   majorGcMs: number;
+  /**
+   * The callback's group-commit statement (`record_results`): how many ran, and the time from the
+   * gateway handing it to `pg` to its rows back, ms. Tells the database's share of the answer time
+   * from the gateway's own.
+   */
+  batches: number;
+  batchP50: number;
+  batchP99: number;
+  batchMax: number;
 }
 
 const file = process.env.PROBE_FILE;
@@ -44,6 +55,21 @@ if (file) {
       }
     }
   }).observe({ entryTypes: ['gc'] });
+
+  // pg's Client.query, for the named statement the callback writer runs (the gateway's own copy
+  // of pg: the one its node_modules resolves, as this file's does).
+  const batch = createHistogram();
+  const pg = createRequire(import.meta.url)('pg') as { Client: { prototype: { query: (...args: unknown[]) => unknown } } };
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: unknown, ...args: unknown[]): unknown {
+    const result = query.apply(this, args);
+    if ((args[0] as { name?: string } | undefined)?.name === 'record_results' && result instanceof Promise) {
+      const at = process.hrtime.bigint();
+      const done = () => batch.record(Math.max(1, Number(process.hrtime.bigint() - at)));
+      result.then(done, done);
+    }
+    return result;
+  };
 
   // Every HTTP server of the process: the gateway has one.
   const emit = http.Server.prototype.emit;
@@ -69,9 +95,14 @@ if (file) {
       gcMaxMs: Math.round(gc.maxMs * 10) / 10,
       majorGcs: gc.major,
       majorGcMs: Math.round(gc.majorMs * 10) / 10,
+      batches: batch.count,
+      batchP50: batch.count ? ms(batch.percentile(50)) : 0,
+      batchP99: batch.count ? ms(batch.percentile(99)) : 0,
+      batchMax: batch.count ? ms(batch.max) : 0,
     };
     appendFileSync(file, `${JSON.stringify(figures)}\n`);
     inside.reset();
+    batch.reset();
     loop.reset();
     gc = { pauses: 0, ms: 0, maxMs: 0, major: 0, majorMs: 0 };
   });

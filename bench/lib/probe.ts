@@ -31,10 +31,11 @@ export function probeReader(pid: number, path: string): () => Promise<ProbeFigur
   };
 }
 
-/** "inside p99 21.3 ms (max 40.2), gc 512 ms in 230 pauses (max 9.8, 2 major: 15.2 ms), loop delay max 12 ms" */
+/** "inside p99 21.3 ms (max 40.2), gc 512 ms in 230 pauses (max 9.8, 2 major: 15.2 ms), loop delay p99 6 max 12 ms, 1520 batch statements p50 4.1 p99 12.3 max 20 ms" */
 export function describeProbe(p: ProbeFigures): string {
   return (
     `inside p99 ${p.insideP99} ms (max ${p.insideMax}), gc ${p.gcMs} ms in ${p.gcPauses} pauses (max ${p.gcMaxMs}` +
-    `${p.majorGcs > 0 ? `, ${p.majorGcs} major: ${p.majorGcMs} ms` : ''}), loop delay p99 ${p.loopP99} max ${p.loopMax} ms`
+    `${p.majorGcs > 0 ? `, ${p.majorGcs} major: ${p.majorGcMs} ms` : ''}), loop delay p99 ${p.loopP99} max ${p.loopMax} ms` +
+    (p.batches > 0 ? `, ${p.batches} batch statements p50 ${p.batchP50} p99 ${p.batchP99} max ${p.batchMax} ms` : '')
   );
 }
