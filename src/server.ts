@@ -50,13 +50,8 @@ async function main(): Promise<void> {
       throw listenError(err, { host: 'HOST', port: 'PORT' }, config);
     }),
   );
-  if (sandbox) {
-    const { port } = app.server.address() as AddressInfo;
-    const host = ['0.0.0.0', '::'].includes(config.host) ? '127.0.0.1' : config.host;
-    const callbackHost = host.includes(':') ? `[${host}]` : host;
-    await sandbox.setCallbackUrl(`http://${callbackHost}:${port}/v1/callbacks/underwriting`);
-  }
-
+  // As soon as it listens: a signal that comes while sandbox mode is still being wired stops it
+  // cleanly instead of killing it.
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {
     if (stopping) return;
@@ -79,6 +74,13 @@ async function main(): Promise<void> {
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
+
+  if (sandbox) {
+    const { port } = app.server.address() as AddressInfo;
+    const host = ['0.0.0.0', '::'].includes(config.host) ? '127.0.0.1' : config.host;
+    const callbackHost = host.includes(':') ? `[${host}]` : host;
+    await sandbox.setCallbackUrl(`http://${callbackHost}:${port}/v1/callbacks/underwriting`);
+  }
 }
 
 main().catch((err: unknown) => {

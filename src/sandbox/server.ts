@@ -19,10 +19,8 @@ async function main(): Promise<void> {
   if (config.callbackUrl === undefined) {
     log.warn('SANDBOX_CALLBACK_URL is not set: underwritings are accepted but no callback is ever delivered');
   }
-  await configOrExit(() => listenSandbox(app, config));
-
-  await delivery?.resume();
-
+  // Before listening: a signal that comes once it says it listens (while it resumes its pending
+  // deliveries, say) stops it cleanly instead of killing it.
   const stop = async (signal: string): Promise<void> => {
     log.info({ signal }, 'sandbox provider shutting down');
     await app.close();
@@ -30,6 +28,9 @@ async function main(): Promise<void> {
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
+
+  await configOrExit(() => listenSandbox(app, config));
+  await delivery?.resume();
 }
 
 main().catch((err: unknown) => {
