@@ -6,7 +6,7 @@ import pg from 'pg';
 import { type BenchDatabase, backendCpuBetween, backendCpuSnapshot, createBenchDatabase, seedSubmitted } from './lib/database.js';
 import { runLoad } from './lib/load.js';
 import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
-import { type Child, cpuTimeMs, startChild, stopAll } from './lib/processes.js';
+import { type Child, cpuTimeMs, GATEWAY_NODE_ARGS, startChild, stopAll } from './lib/processes.js';
 import { callbackBody } from './scenarios/callback.js';
 
 // `node dist/bench/cross-check.js [--own-postgres] [--amount=24000] [--reps=2] [--seed=api|sql] [--analyze]
@@ -84,7 +84,7 @@ async function main() {
     started.set(
       v.name,
       v.kind === 'gateway'
-        ? await startChild({ name: v.name, script: here('../src/server.js'), nodeArgs: ['--max-semi-space-size=4', '--heap-growing-percent=100'], readyPath: '/readyz', env: { ...common, ...v.env } })
+        ? await startChild({ name: v.name, script: here('../src/server.js'), nodeArgs: GATEWAY_NODE_ARGS, readyPath: '/readyz', env: { ...common, ...v.env } })
         : await startChild({ name: v.name, script: here('./baselines/server.js'), readyPath: '/healthz', env: { ...common, NODE_ENV: 'production' } }),
     );
   }

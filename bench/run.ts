@@ -11,7 +11,7 @@ import { type BenchDatabase, backendCpuSnapshot, createBenchDatabase, flushWrite
 import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
 import { wrkAvailable } from './lib/wrk.js';
 import { probeReader } from './lib/probe.js';
-import { type Child, RssSampler, startChild, stopAll } from './lib/processes.js';
+import { type Child, GATEWAY_NODE_ARGS, RssSampler, startChild, stopAll } from './lib/processes.js';
 import { type AbReport, type ColdStart, type LongPollReport, type Noise, abGoals, longPollGoals, renderReport } from './lib/report.js';
 import { callbackScenario } from './scenarios/callback.js';
 import { type DeliveryReport, deliveryScenario, drainDeliveries, renderDelivery, startReceiver } from './scenarios/delivery.js';
@@ -44,11 +44,8 @@ const LONG_POLL_WAIT_S = 30;
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 /** BENCH_GATEWAY_ENTRY: another build's dist/src/server.js, to compare two builds against the same baselines. */
 const GATEWAY_ENTRY = process.env.BENCH_GATEWAY_ENTRY ?? here('../src/server.js');
-/**
- * The gateway's V8 flags, as in `npm start` and the Dockerfile's CMD: keep the three in step.
- * BENCH_GATEWAY_NODE_ARGS (space-separated) replaces them, to measure other flags.
- */
-const GATEWAY_NODE_ARGS = process.env.BENCH_GATEWAY_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? ['--max-semi-space-size=4', '--heap-growing-percent=100'];
+/** BENCH_GATEWAY_NODE_ARGS (space-separated): other Node flags for the gateway than npm start's, to measure them. */
+const NODE_ARGS = process.env.BENCH_GATEWAY_NODE_ARGS?.split(/\s+/).filter(Boolean) ?? GATEWAY_NODE_ARGS;
 const BASELINE_ENTRY = here('./baselines/server.js');
 const STUB_ENTRY = here('./stub.js');
 const PROBE_ENTRY = here('./probe.js');
@@ -95,7 +92,7 @@ async function startGateway(database: BenchDatabase, providerBaseUrl: string, la
     name: 'gateway',
     script: GATEWAY_ENTRY,
     nodeArgs: [
-      ...GATEWAY_NODE_ARGS,
+      ...NODE_ARGS,
       ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=gateway-${label}.cpuprofile`] : []),
       ...(probe ? ['--import', PROBE_ENTRY] : []),
     ],
@@ -236,7 +233,7 @@ async function measureColdStart(database: BenchDatabase, stubUrl: string, tries:
   const result: ColdStart = { postgres: [], pgliteFresh: [], pgliteExisting: [] };
   const base = { LOG_LEVEL: 'warn', PROVIDER_BASE_URL: stubUrl, ...secrets, CALLBACK_ALLOWED_IPS: '127.0.0.1/32' };
   const once = async (env: Record<string, string>) => {
-    const child = await startChild({ name: 'gateway (cold start)', script: GATEWAY_ENTRY, nodeArgs: GATEWAY_NODE_ARGS, readyPath: '/readyz', readyPollMs: 5, readyTimeoutMs: 120_000, env });
+    const child = await startChild({ name: 'gateway (cold start)', script: GATEWAY_ENTRY, nodeArgs: NODE_ARGS, readyPath: '/readyz', readyPollMs: 5, readyTimeoutMs: 120_000, env });
     await child.stop();
     return child.readyMs;
   };

@@ -18,6 +18,12 @@ export interface Child {
   stop(): Promise<void>;
 }
 
+/**
+ * The gateway's Node flags, as `npm start` and the Dockerfile's CMD pass them (its memory under
+ * load: bench/README.md); test/start-flags.test.ts checks that the three agree.
+ */
+export const GATEWAY_NODE_ARGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=100'];
+
 const running = new Set<ChildProcess>();
 
 process.on('exit', () => {
@@ -40,7 +46,7 @@ export interface StartOptions {
   name: string;
   script: string;
   env: Record<string, string>;
-  nodeArgs?: string[];
+  nodeArgs?: readonly string[];
   /** Path answered with 2xx once the child is ready. */
   readyPath: string;
   readyTimeoutMs?: number;
