@@ -35,6 +35,12 @@ export interface ProbeFigures {
   batchP50: number;
   batchP99: number;
   batchMax: number;
+  /** The p99 of the answer time inside the gateway in each second of the interval, ms. */
+  secondInsideP99: number[];
+  /** The callback statement's worst time in each second of the interval, ms. */
+  secondBatchMax: number[];
+  /** Database connections the process opened during the interval (pg clients connected). */
+  connects: number;
 }
 
 const file = process.env.PROBE_FILE;
@@ -59,13 +65,30 @@ if (file) {
   // pg's Client.query, for the named statement the callback writer runs (the gateway's own copy
   // of pg: the one its node_modules resolves, as this file's does).
   const batch = createHistogram();
-  const pg = createRequire(import.meta.url)('pg') as { Client: { prototype: { query: (...args: unknown[]) => unknown } } };
+  let since = process.hrtime.bigint();
+  const second = () => Number((process.hrtime.bigint() - since) / 1_000_000_000n);
+  let seconds: ReturnType<typeof createHistogram>[] = [];
+  let secondBatch: number[] = [];
+  let connects = 0;
+  const pg = createRequire(import.meta.url)('pg') as {
+    Client: { prototype: { query: (...args: unknown[]) => unknown; connect: (...args: unknown[]) => unknown } };
+  };
+  const connect = pg.Client.prototype.connect;
+  pg.Client.prototype.connect = function (this: unknown, ...args: unknown[]): unknown {
+    connects++;
+    return connect.apply(this, args);
+  };
   const query = pg.Client.prototype.query;
   pg.Client.prototype.query = function (this: unknown, ...args: unknown[]): unknown {
     const result = query.apply(this, args);
     if ((args[0] as { name?: string } | undefined)?.name === 'record_results' && result instanceof Promise) {
       const at = process.hrtime.bigint();
-      const done = () => batch.record(Math.max(1, Number(process.hrtime.bigint() - at)));
+      const done = () => {
+        const ns = Math.max(1, Number(process.hrtime.bigint() - at));
+        batch.record(ns);
+        const s = second();
+        secondBatch[s] = Math.max(secondBatch[s] ?? 0, ns);
+      };
       result.then(done, done);
     }
     return result;
@@ -76,7 +99,11 @@ if (file) {
   http.Server.prototype.emit = function (this: http.Server, event: string | symbol, ...args: unknown[]): boolean {
     if (event === 'request') {
       const at = process.hrtime.bigint();
-      (args[1] as http.ServerResponse).once('finish', () => inside.record(Math.max(1, Number(process.hrtime.bigint() - at))));
+      (args[1] as http.ServerResponse).once('finish', () => {
+        const ns = Math.max(1, Number(process.hrtime.bigint() - at));
+        inside.record(ns);
+        (seconds[second()] ??= createHistogram()).record(ns);
+      });
     }
     return emit.apply(this, [event, ...args] as unknown as Parameters<typeof emit>);
   } as typeof emit;
@@ -99,11 +126,18 @@ if (file) {
       batchP50: batch.count ? ms(batch.percentile(50)) : 0,
       batchP99: batch.count ? ms(batch.percentile(99)) : 0,
       batchMax: batch.count ? ms(batch.max) : 0,
+      secondInsideP99: Array.from(seconds, (h) => (h ? ms(h.percentile(99)) : 0)),
+      secondBatchMax: Array.from(secondBatch, (ns) => (ns ? ms(ns) : 0)),
+      connects,
     };
     appendFileSync(file, `${JSON.stringify(figures)}\n`);
     inside.reset();
     batch.reset();
     loop.reset();
     gc = { pauses: 0, ms: 0, maxMs: 0, major: 0, majorMs: 0 };
+    since = process.hrtime.bigint();
+    seconds = [];
+    secondBatch = [];
+    connects = 0;
   });
 }

@@ -36,6 +36,9 @@ export function describeProbe(p: ProbeFigures): string {
   return (
     `inside p99 ${p.insideP99} ms (max ${p.insideMax}), gc ${p.gcMs} ms in ${p.gcPauses} pauses (max ${p.gcMaxMs}` +
     `${p.majorGcs > 0 ? `, ${p.majorGcs} major: ${p.majorGcMs} ms` : ''}), loop delay p99 ${p.loopP99} max ${p.loopMax} ms` +
-    (p.batches > 0 ? `, ${p.batches} batch statements p50 ${p.batchP50} p99 ${p.batchP99} max ${p.batchMax} ms` : '')
+    (p.batches > 0 ? `, ${p.batches} batch statements p50 ${p.batchP50} p99 ${p.batchP99} max ${p.batchMax} ms` : '') +
+    `, ${p.connects} database connections opened` +
+    (p.secondInsideP99.length > 0 ? `\n      inside p99 by second: ${p.secondInsideP99.join(', ')} ms` : '') +
+    (p.secondBatchMax.length > 0 ? `\n      batch statement max by second: ${p.secondBatchMax.join(', ')} ms` : '')
   );
 }
