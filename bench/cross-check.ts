@@ -3,7 +3,7 @@ import { randomInt } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { type BenchDatabase, backendCpuBetween, backendCpuSnapshot, createBenchDatabase, seedSubmitted } from './lib/database.js';
+import { type BenchDatabase, backendCpuBetween, backendCpuSnapshot, createBenchDatabase, GATEWAY_APPLICATIONS, seedSubmitted } from './lib/database.js';
 import { runLoad } from './lib/load.js';
 import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
 import { type Child, cpuTimeMs, GATEWAY_NODE_ARGS, startChild, stopAll } from './lib/processes.js';
@@ -127,7 +127,7 @@ async function main() {
       await seed(prefix, generator === 'wrk' ? amount * 3 : amount);
       if (analyze) await bench.pool.query('analyze underwriting_requests; analyze callbacks');
       await bench.pool.query('checkpoint').catch(() => undefined);
-      const app = v.kind === 'gateway' ? 'underwriting-gateway' : 'bench-baseline';
+      const app = v.kind === 'gateway' ? GATEWAY_APPLICATIONS : ['bench-baseline'];
       const [cpu0, dbCpu0, lsn0] = [cpuTimeMs(child.pid), await backendCpuSnapshot(bench, app), await lsn()];
       let ok: number;
       let line: string;

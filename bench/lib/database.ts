@@ -144,28 +144,16 @@ export async function seedHistory(
 }
 
 /**
- * CPU used so far by the PostgreSQL backends serving one application in this database (their
- * processes are visible when the server runs on this machine); null when they are not.
+ * The gateway's backends: its pools' and its LISTEN connection's (which receives every NOTIFY,
+ * its own included).
  */
-export async function backendCpuMs(database: Pick<BenchDatabase, 'pool' | 'name'>, applicationName: string): Promise<number | null> {
-  const { rows } = await database.pool.query<{ pid: number }>(
-    'select pid from pg_stat_activity where datname = $1 and application_name = $2',
-    [database.name, applicationName],
-  );
-  let total = 0;
-  for (const { pid } of rows) {
-    const ms = cpuTimeMs(pid);
-    if (ms === null) return null;
-    total += ms;
-  }
-  return rows.length > 0 ? total : null;
-}
+export const GATEWAY_APPLICATIONS = ['underwriting-gateway', 'underwriting-gateway-listener'];
 
-/** CPU used so far by each PostgreSQL backend serving one application in this database, by pid. */
-export async function backendCpuSnapshot(database: Pick<BenchDatabase, 'pool' | 'name'>, applicationName: string): Promise<Map<number, number> | null> {
+/** CPU used so far by each PostgreSQL backend serving these applications in this database, by pid. */
+export async function backendCpuSnapshot(database: Pick<BenchDatabase, 'pool' | 'name'>, applicationNames: readonly string[]): Promise<Map<number, number> | null> {
   const { rows } = await database.pool.query<{ pid: number }>(
-    'select pid from pg_stat_activity where datname = $1 and application_name = $2',
-    [database.name, applicationName],
+    'select pid from pg_stat_activity where datname = $1 and application_name = any($2::text[])',
+    [database.name, applicationNames],
   );
   const snapshot = new Map<number, number>();
   for (const { pid } of rows) {

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { type AbResult, type AbSettings, compareAb } from '../lib/compare.js';
-import { type BenchDatabase, backendCpuSnapshot, flushWrites, seedSubmitted } from '../lib/database.js';
+import { type BenchDatabase, backendCpuSnapshot, flushWrites, GATEWAY_APPLICATIONS, seedSubmitted } from '../lib/database.js';
 import type { Child } from '../lib/processes.js';
 import type { Goal } from '../lib/report.js';
 import { webhookTarget } from '../../src/events/targets.js';
@@ -190,7 +190,7 @@ export async function deliveryScenario(
       // off means no one pushes; after a push-off round it resumes and pushes them, untimed.
       gateway: {
         ...on,
-        dbCpu: () => backendCpuSnapshot(database, 'underwriting-gateway'),
+        dbCpu: () => backendCpuSnapshot(database, GATEWAY_APPLICATIONS),
         before: async () => {
           process.kill(offPid, 'SIGSTOP');
         },

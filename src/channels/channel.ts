@@ -41,7 +41,9 @@ export function notificationChannel(database: DatabaseHandle, name: string, log:
     name,
     announce: (key) => {
       sender.announce(key);
-      // This process's own readers need not wait for the NOTIFY's round trip.
+      // This process's own waiters and readers need not wait for the NOTIFY's round trip (nor its
+      // spacing): the change is committed.
+      lease?.listener.wake(key);
       fire();
     },
     onAny: (fn) => {

@@ -130,6 +130,12 @@ export class ChannelListener extends EventEmitter {
     if (set.size === 0) this.#byKey.delete(waiter.key);
   }
 
+  /** Wakes the waiters of key: a notification named it, or this process committed it. */
+  wake(key: string): void {
+    const set = this.#byKey.get(key);
+    if (set) for (const w of set) w.wake();
+  }
+
   /** Wakes everyone, e.g. so that they re-check state after notifications may have been missed. */
   wakeAll(): void {
     for (const set of this.#byKey.values()) for (const w of set) w.wake();
@@ -139,10 +145,7 @@ export class ChannelListener extends EventEmitter {
     const handlers: SourceHandlers = {
       onNotify: (payload) => {
         this.emit('notification', payload);
-        for (const key of unpackKeys(payload)) {
-          const set = this.#byKey.get(key);
-          if (set) for (const w of set) w.wake();
-        }
+        for (const key of unpackKeys(payload)) this.wake(key);
       },
       onListening: () => {
         this.#listening = true;

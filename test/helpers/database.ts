@@ -50,10 +50,15 @@ export async function freshDatabase(t: Test, options: { migrate?: boolean } = {}
 /**
  * Another connection to the same database, as a second gateway instance would have. On PGlite
  * (one process, one engine) that is the same instance, closed only once.
+ *
+ * Its LISTEN is its own too: a process shares one listener per connection string, and wakes that
+ * listener's waiters itself when it announces. Spelled differently (same database), the other
+ * instance hears this one's commits only through PostgreSQL's NOTIFY, as a separate process would.
  */
 export async function anotherConnection(t: Test, database: TestDatabaseHandle): Promise<DatabaseHandle> {
   if (!database.url) return { ...database, close: async () => {} };
-  const other = await openDatabase({ databaseUrl: database.url, dataDir: 'memory://' });
+  const listenUrl = database.url.replace(/^postgres(ql)?:/, (_, ql) => (ql ? 'postgres:' : 'postgresql:'));
+  const other = await openDatabase({ databaseUrl: database.url, listenUrl, dataDir: 'memory://' });
   t.teardown(() => other.close());
   return other;
 }

@@ -7,10 +7,11 @@ import type { DatabaseHandle } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
 import { acquireListener, type ChannelListener } from '../../src/channels/listener.js';
 import { buildTestApp, listen } from '../helpers/app.js';
-import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
+import { anotherConnection, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { captureLogs } from '../helpers/logs.js';
-import { databaseBehindRelay } from '../helpers/relay.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import { databaseBehindRelay, startRelay, throughRelay } from '../helpers/relay.js';
 import { insertRequest, resultBody, storeResult } from './fixtures.js';
 
 // One database for the file (every test has its own customers): a fresh PGlite costs seconds.
@@ -59,7 +60,14 @@ t.test('one commit of many results wakes every waiter on another instance, from 
   const listener = listenerOf(t, first.database);
   if (!listener.listening) await once(listener, 'listening');
   const payloads: string[] = [];
-  const heard = (payload: string) => payloads.push(payload);
+  const keysHeard = new Set<string>();
+  let allHeard = () => {};
+  const everyKeyHeard = new Promise<void>((resolve) => (allHeard = resolve));
+  const heard = (payload: string) => {
+    payloads.push(payload);
+    for (const key of payload.split('\n')) keysHeard.add(key);
+    if (customers.every((c) => keysHeard.has(c))) allHeard();
+  };
   let blocked = 0;
   let allWaiting = () => {};
   const allBlocked = new Promise<void>((resolve) => (allWaiting = resolve));
@@ -75,6 +83,8 @@ t.test('one commit of many results wakes every waiter on another instance, from 
   t.same(new Set(stored.map((r) => r.statusCode)), new Set([200]));
   const results = await Promise.all(answers);
   t.same(new Set(results.map((r) => r.json().status)), new Set(['completed']), 'every waiter answered with its result');
+  // On PGlite the "other instance" is this process, which wakes its waiters before its NOTIFY is heard.
+  await everyKeyHeard;
 
   t.ok(payloads.length < customers.length, `${payloads.length} notifications for ${customers.length} results`);
   t.ok(payloads.some((p) => p.includes('\n')), 'a notification carries several keys');
@@ -197,6 +207,33 @@ t.test('a result stored between two reads of a waiter is not missed', noFullWait
 });
 
 if (SERVER_URL) {
+  t.test("a long-poll is answered by its own instance's callback without waiting for the NOTIFY", noFullWait(), async (t) => {
+    // Only the LISTEN connection goes through the relay: once it goes dark, no notification can
+    // arrive (the waiter would answer at its deadline, or at the listener's heartbeat in 30 s).
+    const url = await freshDatabaseUrl(t);
+    const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
+    t.teardown(() => relay.close());
+    const own = await openDatabase({ databaseUrl: url, listenUrl: throughRelay(url, relay), dataDir: 'unused' });
+    t.teardown(() => own.close());
+    await migrateToLatest(own);
+    const { app } = await buildTestApp(t, { database: own });
+    const base = await listen(app);
+    const listener = listenerOf(t, own);
+    if (!listener.listening) await once(listener, 'listening');
+    await insertRequest(own.db, { customerUuid: 'own-1' });
+
+    const blocked = once(listener, 'waiting');
+    const answer = httpRequest(`${base}/v1/underwritings/own-1?wait=30`);
+    await blocked;
+    relay.pause();
+
+    const delivered = await app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: resultBody('own-1') });
+    t.equal(delivered.statusCode, 200);
+    const res = await answer;
+    t.equal(res.status, 200);
+    t.match(res.json, { customerUuid: 'own-1', status: 'completed' });
+  });
+
   t.test('after a database outage the listener reconnects by itself and a notification still wakes a waiter', noFullWait(), async (t) => {
     const { database: relayed, relay, url } = await databaseBehindRelay(t);
     const direct = await openDatabase({ databaseUrl: url, dataDir: 'unused' });
