@@ -1,6 +1,6 @@
 import { backendCpuBetween } from './database.js';
 import { type LoadSpec, type RunFigures, runLoad } from './load.js';
-import { cpuTimeMs } from './processes.js';
+import { cpuTimeMs, type SchedTimes, schedPerSecond, schedTimesOf } from './processes.js';
 import { describeProbe, type ProbeFigures } from './probe.js';
 import { runWrk, type WrkSpec } from './wrk.js';
 
@@ -59,6 +59,12 @@ export interface MeasuredRun extends RunFigures {
   walBytesPerOk: number | null;
   /** What the gateway saw from inside during the run (`--probe`). */
   inside?: ProbeFigures | null;
+  /**
+   * Per second of the run, how long each party was on a CPU and how long it was ready to run but
+   * waiting for one: the target process (all its threads), the PostgreSQL backends serving it, and
+   * the generator when it runs in this process (autocannon; null for wrk). Null without /proc.
+   */
+  scheduler: { target: SchedTimes | null; database: SchedTimes | null; generator: SchedTimes | null };
 }
 
 export interface TargetFigures {
@@ -101,6 +107,18 @@ export interface AbResult {
 }
 
 let runCounter = 0;
+
+/** "on a CPU / waiting for one" per second of the run, for each party that /proc told about. */
+export function describeScheduler(scheduler: MeasuredRun['scheduler']): string {
+  const parts = (
+    [
+      ['process', scheduler.target],
+      ['its backends', scheduler.database],
+      ['generator', scheduler.generator],
+    ] as const
+  ).flatMap(([name, t]) => (t === null ? [] : [`${name} ${t.runMs}/${t.waitMs}`]));
+  return parts.length === 0 ? 'scheduler: not known here' : `ms per s on a CPU / ready but waiting for one: ${parts.join(', ')}`;
+}
 
 function summarise(runs: MeasuredRun[]): TargetFigures {
   const perOk = (pick: (r: MeasuredRun) => number | null): number | null => {
@@ -167,11 +185,20 @@ export async function compareAb(
     const { baseUrl, pid, dbCpu, probe } = targets[target];
     await probe?.();
     const [cpuBefore, dbBefore, walBefore] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
+    const schedBefore = schedTimesOf([pid, process.pid, ...(dbBefore?.keys() ?? [])]);
     const load =
       generator === 'wrk' && prepared.wrk
         ? await runWrk(baseUrl, scenario.connections, durationS, prepared.wrk)
         : await runLoad({ ...prepared, baseUrl, connections: scenario.connections, durationS });
+    const schedAfter = schedTimesOf([pid, process.pid]);
     const [cpuAfter, dbAfter, walAfter] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
+    const dbSchedAfter = schedTimesOf(dbAfter?.keys() ?? []);
+    const only = (times: Map<number, SchedTimes>, pids: number[]) => new Map([...times].filter(([p]) => pids.includes(p)));
+    const scheduler = {
+      target: schedPerSecond(only(schedBefore, [pid]), only(schedAfter, [pid]), load.durationS),
+      database: schedPerSecond(schedBefore, dbSchedAfter, load.durationS),
+      generator: generator === 'wrk' ? null : schedPerSecond(only(schedBefore, [process.pid]), only(schedAfter, [process.pid]), load.durationS),
+    };
     const inside = await probe?.();
     const per = (used: number | null, digits = 1000) => (used === null || load.ok === 0 ? null : Math.round((used / load.ok) * digits) / digits);
     const figures = {
@@ -179,6 +206,7 @@ export async function compareAb(
       cpuMsPerOk: per(cpuBefore === null || cpuAfter === null ? null : cpuAfter - cpuBefore),
       dbCpuMsPerOk: per(backendCpuBetween(dbBefore, dbAfter)),
       walBytesPerOk: per(walAfter - walBefore, 1),
+      scheduler,
       ...(inside === undefined ? {} : { inside }),
     };
     // Sized on every answer, not only 2xx: a fast error path must not outrun the seeded rows.
@@ -209,6 +237,7 @@ export async function compareAb(
           (r.exhausted ? '  (ran out of seeded rows)' : ''),
       );
       if (r.secondP99.length > 0) progress(`    ${target} p99 by second: ${r.secondP99.join(', ')} ms`);
+      progress(`    ${target} ${describeScheduler(r.scheduler)}`);
       if (r.inside) progress(`    ${target} ${describeProbe(r.inside)}`);
     }
   }
@@ -224,6 +253,7 @@ export async function compareAb(
         const r = await once(target, settings.durationS, 'wrk');
         wrk[target].push(r);
         progress(`  wrk ${round + 1} ${target.padEnd(8)} ${String(r.rps).padStart(8)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms  cpu ${r.cpuMsPerOk ?? '-'} ms/req, db ${r.dbCpuMsPerOk ?? '-'}${r.non2xx + r.errors > 0 ? `  non-2xx ${r.non2xx} errors ${r.errors}` : ''}`);
+        progress(`    ${target} ${describeScheduler(r.scheduler)}`);
         if (r.inside) progress(`    ${target} ${describeProbe(r.inside)}`);
       }
     }

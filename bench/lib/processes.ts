@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -171,6 +171,62 @@ export function cpuTimeMs(pid: number): number | null {
   } catch {
     return null;
   }
+}
+
+/** Time a process's threads spent on a CPU and runnable but waiting for one, in ms. */
+export interface SchedTimes {
+  runMs: number;
+  waitMs: number;
+}
+
+/**
+ * A process's scheduler times so far, summed over its threads (`/proc/<pid>/task/<tid>/schedstat`:
+ * nanoseconds on a CPU, then nanoseconds on a run queue); null where /proc does not say. The wait
+ * is what two shared cores cost a process that `/proc/<pid>/stat` does not show: time it was ready
+ * to run and did not. Only threads alive now count: one that ended took its times with it.
+ */
+export function schedTimesMs(pid: number): SchedTimes | null {
+  try {
+    let runNs = 0;
+    let waitNs = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const [run, wait] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ').map(Number);
+        runNs += run ?? 0;
+        waitNs += wait ?? 0;
+      } catch {
+        // A thread that ended meanwhile.
+      }
+    }
+    return Number.isFinite(runNs + waitNs) ? { runMs: runNs / 1e6, waitMs: waitNs / 1e6 } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Several processes' scheduler times, by pid (one that is gone, or unknown, is left out). */
+export function schedTimesOf(pids: Iterable<number>): Map<number, SchedTimes> {
+  const times = new Map<number, SchedTimes>();
+  for (const pid of pids) {
+    const t = schedTimesMs(pid);
+    if (t !== null) times.set(pid, t);
+  }
+  return times;
+}
+
+/**
+ * What the processes of `after` spent since `before`, per second of `seconds`; a process started
+ * meanwhile counts whole, as backendCpuBetween does.
+ */
+export function schedPerSecond(before: Map<number, SchedTimes> | null, after: Map<number, SchedTimes> | null, seconds: number): SchedTimes | null {
+  if (before === null || after === null || after.size === 0 || seconds <= 0) return null;
+  let runMs = 0;
+  let waitMs = 0;
+  for (const [pid, t] of after) {
+    runMs += t.runMs - (before.get(pid)?.runMs ?? 0);
+    waitMs += t.waitMs - (before.get(pid)?.waitMs ?? 0);
+  }
+  return { runMs: Math.round(runMs / seconds), waitMs: Math.round(waitMs / seconds) };
 }
 
 /** USER_HZ: 100 on every Linux the benchmark is meant for. */
