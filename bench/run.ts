@@ -7,7 +7,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { type AbScenario, compareAb } from './lib/compare.js';
-import { type BenchDatabase, backendCpuSnapshot, createBenchDatabase, flushWrites, GATEWAY_APPLICATIONS } from './lib/database.js';
+import { type BenchDatabase, backendCpuSnapshot, createBenchDatabase, flushWrites, GATEWAY_APPLICATIONS, statementTotals } from './lib/database.js';
 import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
 import { wrkAvailable } from './lib/wrk.js';
 import { probeReader } from './lib/probe.js';
@@ -148,7 +148,7 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
       },
       baseline: { ...baseline, dbCpu: () => backendCpuSnapshot(database, ['bench-baseline']) },
     };
-    const result = await compareAb(scenario, targets, () => walBytes(database), { ...settings, wrkRounds: withWrk ? settings.wrkRounds : 0, flushWrites: () => flushWrites(database.pool) }, say);
+    const result = await compareAb(scenario, targets, () => walBytes(database), { ...settings, wrkRounds: withWrk ? settings.wrkRounds : 0, flushWrites: () => flushWrites(database.pool), ...(own ? { statementTotals: () => statementTotals(database.pool) } : {}) }, say);
     const gatewayPeakRssMb = gatewayRss.finish();
     return {
       scenario: scenario.name,

@@ -1,4 +1,4 @@
-import { backendCpuBetween } from './database.js';
+import { backendCpuBetween, type BusyStatement, busiestStatements, describeStatement, type StatementTotals } from './database.js';
 import { type LoadSpec, type RunFigures, runLoad } from './load.js';
 import { cpuTimeMs, type SchedTimes, schedPerSecond, schedTimesOf } from './processes.js';
 import { describeProbe, type ProbeFigures } from './probe.js';
@@ -48,6 +48,8 @@ export interface AbSettings {
    * dirtied (a CHECKPOINT), so that no run pays for another's writeback.
    */
   flushWrites?: () => Promise<void>;
+  /** Each statement's totals so far in the scenario's database (`--own-postgres` only). */
+  statementTotals?: () => Promise<Map<string, StatementTotals>>;
 }
 
 export interface MeasuredRun extends RunFigures {
@@ -65,6 +67,8 @@ export interface MeasuredRun extends RunFigures {
    * the generator when it runs in this process (autocannon; null for wrk). Null without /proc.
    */
   scheduler: { target: SchedTimes | null; database: SchedTimes | null; generator: SchedTimes | null };
+  /** The target's statements that took the most execution time during the run (`--own-postgres`). */
+  statements?: BusyStatement[];
 }
 
 export interface TargetFigures {
@@ -185,6 +189,7 @@ export async function compareAb(
     const { baseUrl, pid, dbCpu, probe } = targets[target];
     await probe?.();
     const [cpuBefore, dbBefore, walBefore] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
+    const statementsBefore = await settings.statementTotals?.();
     const schedBefore = schedTimesOf([pid, process.pid, ...(dbBefore?.keys() ?? [])]);
     const load =
       generator === 'wrk' && prepared.wrk
@@ -199,6 +204,7 @@ export async function compareAb(
       database: schedPerSecond(schedBefore, dbSchedAfter, load.durationS),
       generator: generator === 'wrk' ? null : schedPerSecond(only(schedBefore, [process.pid]), only(schedAfter, [process.pid]), load.durationS),
     };
+    const statementsAfter = statementsBefore && (await settings.statementTotals?.());
     const inside = await probe?.();
     const per = (used: number | null, digits = 1000) => (used === null || load.ok === 0 ? null : Math.round((used / load.ok) * digits) / digits);
     const figures = {
@@ -207,6 +213,7 @@ export async function compareAb(
       dbCpuMsPerOk: per(backendCpuBetween(dbBefore, dbAfter)),
       walBytesPerOk: per(walAfter - walBefore, 1),
       scheduler,
+      ...(statementsBefore && statementsAfter ? { statements: busiestStatements(statementsBefore, statementsAfter, 4) } : {}),
       ...(inside === undefined ? {} : { inside }),
     };
     // Sized on every answer, not only 2xx: a fast error path must not outrun the seeded rows.
@@ -238,6 +245,7 @@ export async function compareAb(
       );
       if (r.secondP99.length > 0) progress(`    ${target} p99 by second: ${r.secondP99.join(', ')} ms`);
       progress(`    ${target} ${describeScheduler(r.scheduler)}`);
+      for (const statement of r.statements ?? []) progress(`    ${target} statement ${describeStatement(statement)}`);
       if (r.inside) progress(`    ${target} ${describeProbe(r.inside)}`);
     }
   }
@@ -254,6 +262,7 @@ export async function compareAb(
         wrk[target].push(r);
         progress(`  wrk ${round + 1} ${target.padEnd(8)} ${String(r.rps).padStart(8)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms  cpu ${r.cpuMsPerOk ?? '-'} ms/req, db ${r.dbCpuMsPerOk ?? '-'}${r.non2xx + r.errors > 0 ? `  non-2xx ${r.non2xx} errors ${r.errors}` : ''}`);
         progress(`    ${target} ${describeScheduler(r.scheduler)}`);
+        for (const statement of r.statements ?? []) progress(`    ${target} statement ${describeStatement(statement)}`);
         if (r.inside) progress(`    ${target} ${describeProbe(r.inside)}`);
       }
     }

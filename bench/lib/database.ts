@@ -174,3 +174,58 @@ export function backendCpuBetween(before: Map<number, number> | null, after: Map
   for (const [pid, ms] of after) total += ms - (before.get(pid) ?? 0);
   return total;
 }
+
+/** A statement's totals so far (pg_stat_statements). */
+export interface StatementTotals {
+  calls: number;
+  execMs: number;
+  /** Shared buffers it read or found in the cache. */
+  blocks: number;
+}
+
+/** What one statement cost during a run: most execution time first (`busiestStatements`). */
+export interface BusyStatement extends StatementTotals {
+  query: string;
+}
+
+const withStatements = new WeakSet<pg.Pool>();
+
+// The harness's own reads, left out of a run's statements.
+const HARNESS_STATEMENTS = /pg_stat_statements|pg_stat_activity|pg_current_wal_lsn/;
+
+/**
+ * Each statement's totals so far in this database, by its text (`--own-postgres`, where
+ * pg_stat_statements is preloaded). Only one target runs at a time, so what changes during a run
+ * is that target's work.
+ */
+export async function statementTotals(pool: pg.Pool): Promise<Map<string, StatementTotals>> {
+  // The view exists in a database once the extension is created there.
+  if (!withStatements.has(pool)) {
+    await pool.query('create extension if not exists pg_stat_statements');
+    withStatements.add(pool);
+  }
+  const { rows } = await pool.query<{ query: string; calls: number; exec_ms: number; blocks: number }>(
+    `select query, sum(calls)::float8 as calls, sum(total_exec_time)::float8 as exec_ms,
+            sum(shared_blks_hit + shared_blks_read)::float8 as blocks
+     from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
+     group by query`,
+  );
+  return new Map(rows.filter((r) => !HARNESS_STATEMENTS.test(r.query)).map((r) => [r.query, { calls: r.calls, execMs: r.exec_ms, blocks: r.blocks }]));
+}
+
+/** The `top` statements that took the most execution time between two snapshots (new ones count whole). */
+export function busiestStatements(before: Map<string, StatementTotals>, after: Map<string, StatementTotals>, top: number): BusyStatement[] {
+  const changed: BusyStatement[] = [];
+  for (const [query, a] of after) {
+    const b = before.get(query) ?? { calls: 0, execMs: 0, blocks: 0 };
+    if (a.calls > b.calls) changed.push({ query, calls: a.calls - b.calls, execMs: a.execMs - b.execMs, blocks: a.blocks - b.blocks });
+  }
+  return changed.sort((x, y) => y.execMs - x.execMs).slice(0, top);
+}
+
+/** One line of a run's statement: total and per call, and the start of its text. */
+export function describeStatement(s: BusyStatement): string {
+  const per = (v: number) => Math.round((v / s.calls) * 1000) / 1000;
+  const text = s.query.replace(/\s+/g, ' ').trim().slice(0, 90);
+  return `${Math.round(s.execMs)} ms in ${s.calls} calls (${per(s.execMs)} ms, ${Math.round(s.blocks / s.calls)} blocks each): ${text}`;
+}
