@@ -32,7 +32,6 @@ import {
   releaseAbandoned,
   releaseUnsentOfKey,
   SEND_WINDOW_MS,
-  type StoredState,
 } from '../requests/store.js';
 
 export interface SubmitDeps {
@@ -180,20 +179,18 @@ export function submitter(deps: SubmitDeps) {
       return { answer, requestId: stored.id };
     }
 
-    let state: StoredState;
     try {
-      state = await markSubmitted(deps.db, stored.id, upstreamStatus, deps.clock());
+      await markSubmitted(deps.db, stored.id, upstreamStatus, deps.clock());
     } catch (err) {
       // The provider has it; saying 503 ("nothing sent") would be false. The callback still matches the row.
       log.error({ err: { message: (err as Error).message } }, 'provider accepted a submit that could not be recorded');
-      state = { status: 'submitting', submittedAt: stored.submittedAt };
     }
     // The contract's 202 says "submitted": the provider has it. GET tells the stored state
     // (completed already, when the callback overtook this reply).
     const accepted = {
       customerUuid: body.customerUuid,
       status: 'submitted' as const,
-      submittedAt: state.submittedAt.toISOString(),
+      submittedAt: stored.submittedAt.toISOString(),
       upstreamStatus,
     };
     return { answer: { statusCode: 202, body: accepted, metricOutcome: 'submitted', replayed: false }, requestId: stored.id };
