@@ -45,6 +45,13 @@ export function abGoals(scenario: string, r: AbResult, rss: number | null): Goal
     goals.push({ goal: 'p99 <= 30 ms', measured: `${r.gateway.p99} ms`, met: r.gateway.p99 <= 30 });
     const bad = r.gateway.non2xx + r.gateway.errors + r.gateway.timeouts;
     goals.push({ goal: 'zero non-2xx', measured: String(bad), met: bad === 0 });
+    // "Lead under both" generators: the latency goals too, judged on wrk's worst round.
+    if (r.wrk && r.wrk.gateway.length > 0) {
+      const p99 = Math.max(...r.wrk.gateway.map((run) => run.p99));
+      goals.push({ goal: 'p99 <= 30 ms under wrk (worst round)', measured: `${p99} ms`, met: p99 <= 30 });
+      const wrkBad = r.wrk.gateway.reduce((n, run) => n + run.non2xx + run.errors + run.timeouts, 0);
+      goals.push({ goal: 'zero non-2xx under wrk', measured: String(wrkBad), met: wrkBad === 0 });
+    }
   }
   goals.push(rssGoal(rss));
   return goals;

@@ -1,0 +1,60 @@
+import t from 'tap';
+import type { AbResult, MeasuredRun, TargetFigures } from '../bench/lib/compare.js';
+import { abGoals } from '../bench/lib/report.js';
+
+// The bench's goals (`bench/lib/report.ts`): issue 16 asks the callback scenarios to lead under
+// both load generators, so wrk's rounds are judged on the latency goals too, not only the ratio.
+
+function run(p99: number, non2xx = 0): MeasuredRun {
+  return {
+    durationS: 8, requests: 1000, ok: 1000 - non2xx, rps: 125, autocannonRps: 125, autocannonDurationS: 8,
+    p50: 5, p99, max: p99, non2xx, errors: 0, timeouts: 0, statusCodes: {}, exhausted: false, secondP99: [],
+    cpuMsPerOk: null, dbCpuMsPerOk: null, walBytesPerOk: null,
+    scheduler: { target: null, database: null, generator: null },
+  };
+}
+
+function figures(p99: number): TargetFigures {
+  const { rps, p50, max, non2xx, errors, timeouts, exhausted, cpuMsPerOk, dbCpuMsPerOk, walBytesPerOk } = run(p99);
+  return { runs: [run(p99)], rps, p50, p99, max, non2xx, errors, timeouts, exhausted, cpuMsPerOk, dbCpuMsPerOk, walBytesPerOk };
+}
+
+function result(wrkP99s: number[] | null, wrkNon2xx = 0): AbResult {
+  return {
+    gateway: figures(20),
+    baseline: figures(40),
+    ratio: 2,
+    roundRatios: [2],
+    medianRatio: 2,
+    cpuRatio: 0.5,
+    wrk: wrkP99s && {
+      gateway: wrkP99s.map((p99, i) => run(p99, i === 0 ? wrkNon2xx : 0)),
+      baseline: wrkP99s.map(() => run(40)),
+      ratio: 2,
+      roundRatios: wrkP99s.map(() => 2),
+    },
+  };
+}
+
+const byGoal = (goals: ReturnType<typeof abGoals>) => new Map(goals.map((g) => [g.goal, g]));
+
+t.test('a callback scenario\'s p99 under wrk is its worst wrk round, and missing it is MISSED', (t) => {
+  const met = byGoal(abGoals('callback-push', result([21.5, 29.9]), 130));
+  t.same(met.get('p99 <= 30 ms under wrk (worst round)'), { goal: 'p99 <= 30 ms under wrk (worst round)', measured: '29.9 ms', met: true });
+  const missed = byGoal(abGoals('callback-push', result([21.5, 34.9]), 130));
+  t.same(missed.get('p99 <= 30 ms under wrk (worst round)'), { goal: 'p99 <= 30 ms under wrk (worst round)', measured: '34.9 ms', met: false });
+  t.equal(missed.get('p99 <= 30 ms')?.met, true, 'autocannon\'s own p99 goal is judged apart');
+  t.end();
+});
+
+t.test('a non-2xx under wrk misses the callback goal', (t) => {
+  t.same(byGoal(abGoals('callback', result([20, 20], 3), 130)).get('zero non-2xx under wrk'), { goal: 'zero non-2xx under wrk', measured: '3', met: false });
+  t.equal(byGoal(abGoals('callback', result([20, 20]), 130)).get('zero non-2xx under wrk')?.met, true);
+  t.end();
+});
+
+t.test('without a wrk run, or outside the callback scenarios, there is no wrk latency goal', (t) => {
+  t.notOk(byGoal(abGoals('callback', result(null), 130)).has('p99 <= 30 ms under wrk (worst round)'), 'wrk not installed');
+  t.notOk(byGoal(abGoals('submit', result([50]), 130)).has('p99 <= 30 ms under wrk (worst round)'), 'submit has no p99 goal');
+  t.end();
+});
