@@ -66,7 +66,17 @@ export interface OpenDatabaseOptions {
   queryTimeoutMs?: number;
   /** Errors of pooled connections (the database went away); never allowed to crash the process. */
   onIdleError?: (err: Error) => void;
+  /** A connection idle this long is closed, unless it is one of the KEEP_OPEN. Default 30 s. */
+  idleTimeoutMs?: number;
 }
+
+/**
+ * Connections a pool keeps open however long they sit idle (at most its size): about what a burst
+ * of callbacks holds at once (the writer's two batches in flight, the delivery worker, a read).
+ * Closed after a quiet spell, they were opened again in the next burst's first second, each with
+ * its connection set up and its prepared statements planned anew: that burst's slowest second.
+ */
+export const KEEP_OPEN = 4;
 
 /** int8 as a JS number on both engines (PGlite already does); ids stay far below 2^53. */
 const PG_INT8 = 20;
@@ -90,6 +100,7 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
     epoch: 0,
     poolMode,
     queryTimeoutMs,
+    idleTimeoutMs: options.idleTimeoutMs ?? 30_000,
     onIdleError: options.onIdleError,
     emit: (event) => {
       for (const fn of healthListeners) fn(event);
@@ -179,6 +190,7 @@ interface PoolSettings {
    * instead of failing a query of its own a timeout later. Shared by the database's pools.
    */
   epoch: number;
+  idleTimeoutMs: number;
   onIdleError: ((err: Error) => void) | undefined;
   emit: (event: HealthEvent) => void;
 }
@@ -187,8 +199,9 @@ function openPool(connectionString: string, max: number, settings: PoolSettings)
   const pool = new pg.Pool({
     connectionString,
     max,
+    min: Math.min(max, KEEP_OPEN),
     connectionTimeoutMillis: 3000,
-    idleTimeoutMillis: 30_000,
+    idleTimeoutMillis: settings.idleTimeoutMs,
     keepAlive: true,
     // A query against a database that vanished (or a half-open connection) must fail, not hang a
     // request forever; GuardedPool then destroys the connection. No startup parameter beyond the

@@ -1,0 +1,52 @@
+import { performance } from 'node:perf_hooks';
+import { setTimeout as delay } from 'node:timers/promises';
+import { sql } from 'kysely';
+import pg from 'pg';
+import t from 'tap';
+import { KEEP_OPEN, openDatabase } from '../../src/db/database.js';
+import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+
+// After a quiet spell the next burst of callbacks finds KEEP_OPEN connections still open: opening
+// them again (connection set-up, every prepared statement planned anew) made its first second
+// the slowest of the burst.
+
+/** The idle timeout of these pools: short, so that a quiet spell takes a fraction of a second. */
+const IDLE_MS = 100;
+
+t.test('a quiet spell closes idle connections only down to KEEP_OPEN', async (t) => {
+  if (!SERVER_URL) {
+    // PGlite: one engine inside the process, no connection to open or keep.
+    const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://', idleTimeoutMs: IDLE_MS });
+    t.teardown(() => database.close());
+    t.equal(database.engine, 'pglite');
+    return;
+  }
+  const url = await freshDatabaseUrl(t);
+  const database = await openDatabase({ databaseUrl: url, dataDir: 'unused', poolSize: 10, idleTimeoutMs: IDLE_MS });
+  t.teardown(() => database.close());
+  // Counted from outside the pool, so that counting uses none of its connections.
+  const observer = new pg.Client({ connectionString: url });
+  await observer.connect();
+  t.teardown(() => observer.end());
+  const open = async () =>
+    (
+      await observer.query<{ n: number }>(
+        "select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'underwriting-gateway'",
+      )
+    ).rows[0]!.n;
+
+  const burst = 8;
+  await Promise.all(Array.from({ length: burst }, () => sql`select pg_sleep(0.2)`.execute(database.db)));
+  t.equal(await open(), burst, 'the burst opened a connection for each statement at once');
+
+  // The pool closes idle connections in another process's view: poll until it has done so.
+  const deadline = performance.now() + 10_000;
+  while ((await open()) > KEEP_OPEN && performance.now() < deadline) await delay(20);
+  // Then a quiet spell of several idle timeouts, in which nothing more may be closed.
+  await delay(5 * IDLE_MS);
+  t.equal(await open(), KEEP_OPEN, `${KEEP_OPEN} connections stay open through the quiet spell`);
+
+  const before = await open();
+  await Promise.all(Array.from({ length: KEEP_OPEN }, () => sql`select 1`.execute(database.db)));
+  t.equal(await open(), before, 'the next burst of that size opens no connection');
+});
