@@ -52,6 +52,8 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
     shared_preload_libraries: 'pg_stat_statements',
     'pg_stat_statements.track': 'all',
     track_io_timing: 'on',
+    // Diagnostic runs only: "name=value name=value" over the settings above (BENCH_OWN_POSTGRES_SETTINGS).
+    ...settingsFrom(process.env.BENCH_OWN_POSTGRES_SETTINGS),
   };
   const proc = spawn(join(bin, 'postgres'), ['-D', dataDir, ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])], {
     stdio: 'ignore',
@@ -86,4 +88,16 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** "full_page_writes=off checkpoint_timeout=30min" as settings; a word without "=" is refused. */
+export function settingsFrom(text: string | undefined): Record<string, string> {
+  const words = (text ?? '').split(/\s+/).filter((w) => w.length > 0);
+  return Object.fromEntries(
+    words.map((word) => {
+      const at = word.indexOf('=');
+      if (at <= 0) throw new Error(`BENCH_OWN_POSTGRES_SETTINGS: "${word}" is not name=value`);
+      return [word.slice(0, at), word.slice(at + 1)];
+    }),
+  );
 }
