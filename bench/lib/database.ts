@@ -195,8 +195,9 @@ const HARNESS_STATEMENTS = /pg_stat_statements|pg_stat_activity|pg_current_wal_l
 
 /**
  * Each statement's totals so far in this database, by its text (`--own-postgres`, where
- * pg_stat_statements is preloaded). Only one target runs at a time, so what changes during a run
- * is that target's work.
+ * pg_stat_statements is preloaded). Only one target is loaded at a time, so what changes during a
+ * run is mostly that target's work; but a gateway that pushes keeps draining its deliveries during
+ * the baseline's run, and those statements are counted there.
  */
 export async function statementTotals(pool: pg.Pool): Promise<Map<string, StatementTotals>> {
   // The view exists in a database once the extension is created there.
