@@ -73,8 +73,8 @@ export interface OpenDatabaseOptions {
 /**
  * Connections a pool keeps open however long they sit idle (at most its size): about what a burst
  * of callbacks holds at once (the writer's two batches in flight, the delivery worker, a read).
- * Closed after a quiet spell, they were opened again in the next burst's first second, each with
- * its connection set up and its prepared statements planned anew: that burst's slowest second.
+ * Closed after a quiet spell, they had to be opened again at the next burst's start, each with its
+ * connection set up and its prepared statements planned anew.
  */
 export const KEEP_OPEN = 4;
 

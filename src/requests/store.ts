@@ -35,7 +35,6 @@ export interface NewSubmission {
   now: Date;
 }
 
-
 /** True when an insert failed because this customer already has a request in flight. */
 export function isInFlightConflict(err: unknown): boolean {
   const e = err as { code?: unknown; constraint?: unknown } | null;
@@ -78,13 +77,11 @@ export async function insertSubmitting(db: Kysely<Tables>, s: NewSubmission): Pr
 
 /**
  * Records the provider's acceptance. The callback may have overtaken this reply and completed the
- * row already: only `submitting` moves on, nothing ever moves back. Returns the status as stored.
+ * row already: only `submitting` moves on, nothing ever moves back. Throws when the row is gone.
  */
-export async function markSubmitted(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date): Promise<RequestStatus> {
+export async function markSubmitted(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date): Promise<void> {
   const rows = await runStatement<{ status: RequestStatus }>(db, MARK_SUBMITTED, [upstreamStatus, now.toISOString(), id]);
-  const row = rows[0];
-  if (!row) throw new Error(`underwriting request ${id} vanished before its acceptance was recorded`);
-  return row.status;
+  if (rows.length === 0) throw new Error(`underwriting request ${id} vanished before its acceptance was recorded`);
 }
 
 /** The request columns an event's data is built from (see events/record.ts). */
