@@ -29,10 +29,11 @@ const VARIANTS: Array<{ name: string; ddl: string[] }> = [
   { name: '- cpf_list', ddl: ['drop index underwriting_requests_cpf_list'] },
   { name: '- waiting', ddl: ['drop index underwriting_requests_waiting'] },
   {
-    name: 'result_callback partial',
+    // As before migration 0008: an entry for every request still waiting.
+    name: 'result_callback full',
     ddl: [
-      'create unique index underwriting_requests_result_callback on underwriting_requests (result_callback_id) where result_callback_id is not null',
-      'alter table underwriting_requests drop constraint underwriting_requests_result_callback_id_key',
+      'alter table underwriting_requests add constraint underwriting_requests_result_callback_id_key unique (result_callback_id)',
+      'drop index underwriting_requests_result',
     ],
   },
   { name: '- callbacks_request', ddl: ['drop index callbacks_request'] },

@@ -59,6 +59,24 @@ t.test('the one-in-flight index refuses a second waiting request for a customer'
   t.pass('a failed request does not count as waiting');
 });
 
+t.test('a callback is the result of at most one request; any number wait without one', async (t) => {
+  const { db } = await freshDatabase(t);
+  const values = (customer_uuid: string) => ({ customer_uuid, cpf_hash: 'h', cpf_masked: 'm', cost_saving_enabled: false, status: 'submitted' as const });
+  const [a, b] = await db.insertInto('underwriting_requests').values([values('c-3'), values('c-4')]).returning('id').execute();
+  const callback = await db
+    .insertInto('callbacks')
+    .values({ raw_body: Buffer.from('{}'), outcome: 'matched', request_id: a!.id })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  await db.updateTable('underwriting_requests').set({ result_callback_id: callback.id }).where('id', '=', a!.id).execute();
+  await t.rejects(db.updateTable('underwriting_requests').set({ result_callback_id: callback.id }).where('id', '=', b!.id).execute(), {
+    code: '23505',
+  });
+  await t.rejects(db.updateTable('underwriting_requests').set({ result_callback_id: callback.id + 1000 }).where('id', '=', b!.id).execute(), {
+    code: '23503',
+  }, 'and only a stored callback');
+});
+
 t.test('the embedded database keeps its data across restarts under DATA_DIR', async (t) => {
   const dir = await mkdtemp(path.join(tmpdir(), 'ugw-pglite-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));

@@ -103,6 +103,30 @@ t.test('the callback write finds and completes requests by index, whatever it gu
   t.notMatch(write, /event_deliveries/, 'the callback statement writes no delivery');
 });
 
+t.test('the callback write finds the waiting request by customer on tables never analysed', async (t) => {
+  // A server without autovacuum never analyses them. With no statistics, the planner once ANDed
+  // every waiting request's NULL result_callback_id entry with the customer's: work growing with
+  // the table, on every callback.
+  const database = await freshDatabase(t);
+  const db = database.db;
+  await sql`
+    insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status)
+    select 'cust-' || g, 'h', 'm', false, 'submitted' from generate_series(1, 20000) as g`.execute(db);
+  const result = {
+    receivedAt: new Date('2026-02-01T00:00:00Z'),
+    peer: '127.0.0.1',
+    rawBody: Buffer.from('{}'),
+    customerUuid: 'cust-42',
+    started: '2099-02-01T00:00:00Z',
+    finished: '2099-02-01T00:00:01Z',
+    body: '{}',
+    decision: 'approved' as const,
+  };
+  const write = await plan(db, CompiledQuery.raw(RECORD_RESULTS.text, recordResultsParameters([result], { skewS: 300 })));
+  t.notMatch(write, /BitmapAnd|underwriting_requests_result|Seq Scan on underwriting_requests/, `no scan of every waiting request\n${write}`);
+  t.match(write, /Scan using underwriting_requests_customer|Bitmap Index Scan on underwriting_requests_customer/, 'the waiting request is found by customer');
+});
+
 t.test('a claim of event deliveries walks the due index and stops at its limit, whatever the backlog', async (t) => {
   const database = await freshDatabase(t);
   const db = database.db;
