@@ -48,3 +48,36 @@ t.test('a quiet spell closes idle connections only down to KEEP_OPEN', async (t)
   await Promise.all(Array.from({ length: KEEP_OPEN }, () => sql`select 1`.execute(database.db)));
   t.equal(await open(), before, 'the next burst of that size opens no connection');
 });
+
+t.test('every connection of a session-mode pool runs without JIT; a transaction-mode pool sets nothing', async (t) => {
+  if (!SERVER_URL) {
+    // PGlite has no JIT compiler and no connection to set up.
+    const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://' });
+    t.teardown(() => database.close());
+    t.equal(database.engine, 'pglite');
+    return;
+  }
+  const url = await freshDatabaseUrl(t);
+  // Whatever this server's own default, this database's is on.
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  await admin.query(`alter database "${new URL(url).pathname.slice(1)}" set jit = on`);
+  await admin.end();
+
+  const settingsOf = async (db: Awaited<ReturnType<typeof openDatabase>>['db']) =>
+    Promise.all(
+      Array.from({ length: 6 }, async () => {
+        const { rows } = await sql<{ jit: string; pid: number }>`select current_setting('jit') as jit, pg_backend_pid() as pid, pg_sleep(0.05)`.execute(db);
+        return rows[0]!;
+      }),
+    );
+  const session = await openDatabase({ databaseUrl: url, dataDir: 'unused', poolSize: 10 });
+  t.teardown(() => session.close());
+  const seen = await settingsOf(session.db);
+  t.ok(new Set(seen.map((s) => s.pid)).size > 1, 'several connections were asked');
+  t.same([...new Set(seen.map((s) => s.jit))], ['off'], 'every one of them runs without JIT');
+
+  const transaction = await openDatabase({ databaseUrl: url, dataDir: 'unused', poolMode: 'transaction' });
+  t.teardown(() => transaction.close());
+  t.same([...new Set((await settingsOf(transaction.db)).map((s) => s.jit))], ['on'], "behind a transaction pooler the server's setting stands");
+});
