@@ -218,8 +218,8 @@ function openPool(connectionString: string, max: number, settings: PoolSettings)
     // The server-side bound too, where a connection is ours for the session. Behind a transaction
     // pooler a SET would leak onto other clients' transactions: there the client-side timeout
     // (which closes the connection, so the pooler closes its server connection) is the bound.
-    // No JIT: on tables without statistics the callback statement's estimated cost grows past
-    // jit_above_cost, and compiling it then costs more than every batch it runs (bench/README).
+    // No JIT: without statistics the callback statement's estimated cost can pass jit_above_cost,
+    // and compiling it then costs more than running the batch (bench/README).
     ...(settings.poolMode === 'session'
       ? { onConnect: (client: pg.PoolClient) => client.query(`set statement_timeout = ${settings.queryTimeoutMs}; set jit = off`).then(() => {}) }
       : {}),
