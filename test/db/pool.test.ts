@@ -1,7 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { KEEP_OPEN, openDatabase } from '../../src/db/database.js';
 import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { until } from '../events/fixtures.js';
@@ -12,14 +12,17 @@ import { until } from '../events/fixtures.js';
 /** The idle timeout of these pools: short, so that a quiet spell takes a fraction of a second. */
 const IDLE_MS = 100;
 
+/** PGlite is one engine inside the process: no pool, no connection to open, keep or set up. */
+async function onPglite(t: Test): Promise<boolean> {
+  if (SERVER_URL) return false;
+  const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://', idleTimeoutMs: IDLE_MS });
+  t.teardown(() => database.close());
+  t.equal(database.engine, 'pglite');
+  return true;
+}
+
 t.test('a quiet spell closes idle connections only down to KEEP_OPEN', async (t) => {
-  if (!SERVER_URL) {
-    // PGlite: one engine inside the process, no connection to open or keep.
-    const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://', idleTimeoutMs: IDLE_MS });
-    t.teardown(() => database.close());
-    t.equal(database.engine, 'pglite');
-    return;
-  }
+  if (await onPglite(t)) return;
   const url = await freshDatabaseUrl(t);
   const database = await openDatabase({ databaseUrl: url, dataDir: 'unused', poolSize: 10, idleTimeoutMs: IDLE_MS });
   t.teardown(() => database.close());
@@ -50,13 +53,7 @@ t.test('a quiet spell closes idle connections only down to KEEP_OPEN', async (t)
 });
 
 t.test('every connection of a session-mode pool runs without JIT; a transaction-mode pool sets nothing', async (t) => {
-  if (!SERVER_URL) {
-    // PGlite has no JIT compiler and no connection to set up.
-    const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://' });
-    t.teardown(() => database.close());
-    t.equal(database.engine, 'pglite');
-    return;
-  }
+  if (await onPglite(t)) return;
   const url = await freshDatabaseUrl(t);
   // Whatever this server's own default, this database's is on.
   const admin = new pg.Client({ connectionString: url });
