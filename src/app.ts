@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import type { Tracer } from '@opentelemetry/api';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { addressMatcher } from './access/addresses.js';
@@ -29,6 +30,7 @@ import { retention } from './retention/plugin.js';
 import { statsRoutes } from './stats/routes.js';
 import { addSecurityHeaders, type SecurityHeaderOptions } from './security-headers.js';
 import { submissionRoutes } from './submissions/routes.js';
+import { traceRequests } from './tracing/server-spans.js';
 
 export type { Clock } from './deps.js';
 
@@ -40,6 +42,8 @@ export interface AppDeps {
   clock?: Clock;
   /** Set when AUTH_URL/CLIENT_ID are configured: upstream calls then carry a bearer token too. */
   tokenSource?: BearerTokenSource;
+  /** Set when tracing is on (server.ts starts the SDK; tests pass their own). Unset: no spans at all. */
+  tracer?: Tracer;
   /** Tests shorten these; a deployment keeps SERVER_TIMEOUTS. */
   serverTimeouts?: Partial<ServerTimeouts>;
 }
@@ -126,6 +130,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const registry = createRegistry();
   instrumentRequests(app, registry);
+  if (deps.tracer) traceRequests(app, deps.tracer);
 
   // @fastify/helmet's options are the source; the helmet it calls turns them into headers once, at
   // start (security-headers.ts). The plugin itself is not registered: even with `global: false` it
@@ -166,6 +171,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     results: notificationChannel(deps.database, RESULTS_CHANNEL, app.log),
     ingest: ingestLoad(),
     handoff: deliveryHandoff(),
+    tracer: deps.tracer,
   };
   await app.register(opsRoutes({ database: deps.database, registry, storage }));
   await app.register(requestLifecycle(capabilityDeps));

@@ -62,6 +62,17 @@ const webhookSecret = z.string().refine((v) => {
   return bytes.length >= 24 && bytes.length <= 64 && bytes.toString('base64').replace(/=+$/, '') === m[1]!.replace(/=+$/, '');
 }, 'must be whsec_ followed by the base64 of 24-64 random bytes');
 
+/** An OTLP/HTTP endpoint: http(s), credentials (if any) go in OTEL_EXPORTER_OTLP_HEADERS instead. */
+const otlpEndpoint = httpUrl;
+const otlpProtocol = z.enum(['http/protobuf', 'http/json'], {
+  error: 'must be http/protobuf or http/json (OTLP over gRPC is not supported)',
+});
+/** OTEL_TRACES_EXPORTER: a comma list of which only otlp (the default) and none are known here. */
+const tracesExporter = commaList.refine(
+  (names) => names.length > 0 && names.every((n) => n === 'otlp' || n === 'none'),
+  'must be otlp or none',
+);
+
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   HOST: z.string().trim().min(1, 'must not be empty').default('0.0.0.0'),
@@ -113,6 +124,15 @@ const envSchema = z.object({
   EVENT_WEBHOOK_TIMEOUT_MS: integer(100, 120_000).default(10_000),
   EVENT_RETRY_HORIZON_S: integer(1, 30 * 24 * 3600).default(259_200),
   RETENTION_DAYS: integer(1, 36_500).optional(),
+  // OpenTelemetry tracing (docs/tracing.md): what decides on, off and the wire format is checked
+  // here; the SDK reads its other standard variables (headers, timeout, sampler, resource) itself.
+  OTEL_SDK_DISABLED: booleanFlag.optional(),
+  OTEL_TRACES_EXPORTER: tracesExporter.optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlpEndpoint.optional(),
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol.optional(),
+  OTEL_SERVICE_NAME: z.string().trim().min(1, 'must not be empty').optional(),
 });
 
 /** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
@@ -168,7 +188,20 @@ export interface Config {
   eventRetryHorizonS: number;
   /** Unset: keep everything forever. Else requests, callbacks and events older than this are purged. */
   retentionDays: number | undefined;
+  /** Unset: no tracing SDK is started (the API's no-op tracer, nothing exported). */
+  tracing: TracingConfig | undefined;
 }
+
+/** Set when spans are exported: an OTLP endpoint is configured and nothing turns tracing off. */
+export interface TracingConfig {
+  /** Where spans are POSTed: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
+  tracesUrl: string;
+  protocol: 'http/protobuf' | 'http/json';
+  /** OTEL_SERVICE_NAME; unset: service.name from OTEL_RESOURCE_ATTRIBUTES, else DEFAULT_SERVICE_NAME. */
+  serviceName: string | undefined;
+}
+
+export const DEFAULT_SERVICE_NAME = 'underwriting-gateway';
 
 export interface EventWebhookConfig {
   /** As configured, secrets included: used only to send, never logged or shown. */
@@ -186,6 +219,22 @@ const REQUIRED_IN_PRODUCTION = [
   'CPF_HASH_KEY',
   'CALLBACK_ALLOWED_IPS',
 ] as const;
+
+/**
+ * Tracing is on when an OTLP endpoint is configured, unless OTEL_SDK_DISABLED=true or
+ * OTEL_TRACES_EXPORTER=none say otherwise (the standard variables' own rules).
+ */
+function tracingConfig(e: z.infer<typeof envSchema>): TracingConfig | undefined {
+  if (e.OTEL_SDK_DISABLED === true || e.OTEL_TRACES_EXPORTER?.includes('none')) return undefined;
+  const base = e.OTEL_EXPORTER_OTLP_ENDPOINT;
+  const tracesUrl = e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (base === undefined ? undefined : `${base.replace(/\/+$/, '')}/v1/traces`);
+  if (tracesUrl === undefined) return undefined;
+  return {
+    tracesUrl,
+    protocol: e.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? e.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf',
+    serviceName: e.OTEL_SERVICE_NAME,
+  };
+}
 
 /** Parses the environment once; throws ConfigError with one line per bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
@@ -271,6 +320,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
         : undefined,
     eventRetryHorizonS: e.EVENT_RETRY_HORIZON_S,
     retentionDays: e.RETENTION_DAYS,
+    tracing: tracingConfig(e),
   };
   return Object.freeze(config);
 }

@@ -1,3 +1,4 @@
+import type { Tracer } from '@opentelemetry/api';
 import type { Registry } from 'prom-client';
 import type { NotificationChannel } from './channels/channel.js';
 import type { Config } from './config.js';
@@ -24,6 +25,8 @@ export interface CapabilityDeps {
   ingest: IngestLoad;
   /** New deliveries from the callback statement to this instance's delivery worker. */
   handoff: AppDeliveryHandoff;
+  /** Set when tracing is on: spans are made only then (a request's own parent: traceOf(request)). */
+  tracer: Tracer | undefined;
 }
 
 /** Bodies above this are refused (413) before they are parsed. */

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { DiagLogLevel, diag } from '@opentelemetry/api';
 import { buildApp } from './app.js';
 import { configOrExit, listenError } from './config-error.js';
 import { loadConfig } from './config.js';
@@ -6,9 +7,12 @@ import { openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrator.js';
 import { createLogger, defaultLogFormat } from './logger.js';
 import { type SandboxMode, startSandboxMode } from './sandbox/mode.js';
+import { startTracing } from './tracing/sdk.js';
 
 /** In-flight requests get this long to finish after SIGTERM/SIGINT; then the process exits anyway. */
 const SHUTDOWN_GRACE_MS = 10_000;
+/** Of the grace, what the last spans get to reach the collector at shutdown. */
+const TRACE_FLUSH_MS = 3_000;
 /** How long the database has to answer its first query at start. */
 const STARTUP_PING_MS = 10_000;
 
@@ -44,7 +48,15 @@ async function main(): Promise<void> {
     config = Object.freeze({ ...config, providerBaseUrl: sandbox.providerBaseUrl, partnerToken: sandbox.partnerToken });
   }
 
-  const app = await buildApp({ config, database, logger: log });
+  // Off unless an OTLP endpoint is configured: then no SDK at all, and the gateway makes no span.
+  const tracing = config.tracing ? startTracing(config.tracing) : undefined;
+  if (config.tracing) {
+    log.info({ protocol: config.tracing.protocol }, 'tracing: exporting spans over OTLP/HTTP');
+    // The SDK says what goes wrong (a collector unreachable, spans dropped) through the API's diag.
+    const say = (message: string) => log.warn({ component: 'opentelemetry' }, message);
+    diag.setLogger({ error: say, warn: say, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN);
+  }
+  const app = await buildApp({ config, database, logger: log, ...(tracing ? { tracer: tracing.tracer } : {}) });
   await configOrExit(() =>
     app.listen({ host: config.host, port: config.port }).catch((err: unknown) => {
       throw listenError(err, { host: 'HOST', port: 'PORT' }, config);
@@ -65,6 +77,8 @@ async function main(): Promise<void> {
       await app.close();
       await sandbox?.close();
       await database.close();
+      // After everything that makes spans has stopped (deliveries in flight included): the last ones go out.
+      await tracing?.shutdown(TRACE_FLUSH_MS);
       log.info('stopped');
       process.exit(0);
     } catch (err) {

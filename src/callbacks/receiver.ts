@@ -8,6 +8,7 @@ import { type Intake, readCallback } from './intake.js';
 import type { CallbackMetrics } from './metrics.js';
 import type { Arrival, RecordOptions, Recorded } from '../requests/complete.js';
 import { recordInvalid } from './store.js';
+import { customerAttribute, joinStoredTrace } from '../tracing/spans.js';
 import { resultWriter } from './writer.js';
 
 type Invalid = Extract<Intake, { valid: false }>;
@@ -73,6 +74,10 @@ export function callbackReceiver(deps: ReceiverDeps): CallbackReceiver {
     if (recorded.disposition === 'matched') {
       metrics.turnaround((arrival.receivedAt.getTime() - recorded.submittedAt.getTime()) / 1000);
       const { callbackId, requestId } = recorded;
+      // The callback's span (its own trace, or the provider's) and the submit's trace point at each other.
+      if (arrival.trace) {
+        joinStoredTrace(arrival.trace, recorded.submitTraceparent, 'underwriting.callback', arrival.receivedAt, customerAttribute(customerUuid));
+      }
       log.info({ customerUuid, callbackId, requestId, decision: recorded.decision }, 'callback matched');
     } else if (recorded.disposition === 'unmatched') {
       log.warn({ customerUuid, callbackId: recorded.callbackId }, 'callback stored unmatched: no request awaits it');

@@ -5,6 +5,7 @@ import { allowlistGuard, callbackTokenGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { errorSchema, validationErrorSchema } from '../errors.js';
 import { operation } from '../openapi.js';
+import { traceOf } from '../tracing/server-spans.js';
 import { underwritingResultSchema } from '../provider/schemas.js';
 import { type CallbackMetrics, callbackMetrics } from './metrics.js';
 import { callbackReceiver } from './receiver.js';
@@ -61,7 +62,8 @@ export const callbackRoutes =
         const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
         const leave = deps.ingest.enter();
         try {
-          await receiver.receive({ receivedAt: deps.clock(), peer: request.ip ?? null, rawBody }, request.log);
+          const arrival = { receivedAt: deps.clock(), peer: request.ip ?? null, rawBody, requestId: request.id, trace: traceOf(request) };
+          await receiver.receive(arrival, request.log);
         } finally {
           leave();
         }

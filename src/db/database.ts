@@ -4,6 +4,8 @@ import path from 'node:path';
 import type { PGlite } from '@electric-sql/pglite';
 import { CompiledQuery, type DialectAdapter, Kysely, PostgresAdapter, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
+import type { Link } from '@opentelemetry/api';
+import { inStatementSpan, type SpanParent } from '../tracing/spans.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import type { Tables } from './types.js';
 
@@ -381,8 +383,20 @@ const pools = new WeakMap<Kysely<Tables>, GuardedPool>();
  * planned once per connection, not on every call; Kysely cannot name one); in transaction mode
  * unnamed (a named statement lives on one server connection, and the next transaction may get
  * another, or a connection where another client prepared the same name); on PGlite as plain SQL.
+ * Given a parent (tracing on), inside a client span named by the statement.
  */
-export async function runStatement<R>(db: Kysely<Tables>, statement: Statement, parameters: readonly unknown[]): Promise<R[]> {
+export function runStatement<R>(
+  db: Kysely<Tables>,
+  statement: Statement,
+  parameters: readonly unknown[],
+  parent?: SpanParent,
+  links?: Link[],
+): Promise<R[]> {
+  if (parent === undefined) return run<R>(db, statement, parameters);
+  return inStatementSpan(parent, statement, links, () => run<R>(db, statement, parameters));
+}
+
+async function run<R>(db: Kysely<Tables>, statement: Statement, parameters: readonly unknown[]): Promise<R[]> {
   const guarded = pools.get(db);
   if (!guarded) return (await db.executeQuery<R>(CompiledQuery.raw(statement.text, [...parameters]))).rows;
   const client = await guarded.connect();

@@ -36,6 +36,10 @@ export interface UnderwritingRequestsTable {
   completed_at: Timestamp | null;
   result_callback_id: number | null;
   decision: Decision | null;
+  /** W3C traceparent of the submit's server span (tracing on), where its callback and deliveries link. */
+  traceparent: string | null;
+  /** The submit's X-Request-Id (given or generated): sent to the provider and on the pushed events. */
+  x_request_id: string | null;
 }
 
 export interface CallbacksTable {
@@ -99,6 +103,10 @@ export interface EventsTable {
   request_id: number | null;
   callback_id: number | null;
   data: Json<Record<string, unknown>>;
+  /** Copied from its request (or its unmatched callback): the trace each pushed attempt continues. */
+  traceparent: string | null;
+  /** Copied likewise: the X-Request-Id header of each pushed attempt. */
+  x_request_id: string | null;
 }
 
 export interface EventDeliveriesTable {

@@ -26,16 +26,18 @@ export function unmatchedDataSql(c: string): string {
 
 /**
  * A CTE that inserts one event per row of `source` (columns: type, customer_uuid, created_at,
- * request_id, callback_id, data). Append after the statement's own CTEs, with a leading comma.
+ * request_id, callback_id, data; with `origin`, also traceparent and x_request_id, which every
+ * pushed attempt of the event carries). Append after the statement's own CTEs, with a leading comma.
  * Its deliveries are not written here: the delivery worker writes them from the feed afterwards
  * (see dispatchDeliveries), so that the change's own statement carries no delivery write.
  */
-export function recordEventsSql(source: string): string {
+export function recordEventsSql(source: string, options: { origin?: boolean } = {}): string {
+  const origin = options.origin === true;
   return `
     new_events as (
-      insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data)
+      insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data${origin ? ', traceparent, x_request_id' : ''})
       select 'evt_' || replace(gen_random_uuid()::text, '-', ''), s.type, s.customer_uuid, s.created_at,
-             s.request_id, s.callback_id, s.data
+             s.request_id, s.callback_id, s.data${origin ? ', s.traceparent, s.x_request_id' : ''}
       from ${source} s
       order by s.customer_uuid
       returning id

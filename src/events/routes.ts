@@ -62,6 +62,7 @@ export const eventRoutes =
         log: app.log,
         onResult: (result, lagS) => metrics.result(result, lagS),
         ingest: deps.ingest,
+        tracer: deps.tracer,
       });
       worker = started;
       // A change committed on any instance: its event may be due here (what this instance

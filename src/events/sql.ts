@@ -222,6 +222,9 @@ export interface DispatchedDelivery {
   public_id: string;
   created_at: Date;
   body: string;
+  /** The event's origin: the trace each attempt continues, the X-Request-Id it carries. */
+  traceparent: string | null;
+  x_request_id: string | null;
 }
 
 /**
@@ -293,7 +296,8 @@ export const DISPATCH_DELIVERIES: Statement = {
         and (case when coalesce(k.n, 0) < $3 then $7::xid8 else l.tx_id end,
              case when coalesce(k.n, 0) < $3 then 0 else l.id end) > (d.tx_id, d.event_id)
     )
-    select f.full, x.id, x.url_key, x.customer_uuid, x.lease_token, e.public_id, e.created_at, ${eventBodySql('e')} as body
+    select f.full, x.id, x.url_key, x.customer_uuid, x.lease_token, e.public_id, e.created_at, ${eventBodySql('e')} as body,
+           e.traceparent, e.x_request_id
     from (select coalesce(max(k.n), 0) >= $3 as full from counts k) f
     left join (inserted x join events e on e.id = x.event_id) on true`,
 };
@@ -328,6 +332,8 @@ export interface ClaimedDelivery {
   created_at: Date;
   /** The event as every attempt sends it (built by the same SQL as a leased delivery's). */
   body: string;
+  traceparent: string | null;
+  x_request_id: string | null;
 }
 
 /**
@@ -360,7 +366,8 @@ export const CLAIM_DELIVERIES: Statement = {
     set lease_until = $1::timestamptz + make_interval(secs => $4::double precision), lease_token = $5
     from due, events e
     where d.id = due.id and e.id = d.event_id
-    returning d.id, d.url_key, d.customer_uuid, d.attempts, d.queued_at, e.public_id, e.created_at, ${eventBodySql('e')} as body`,
+    returning d.id, d.url_key, d.customer_uuid, d.attempts, d.queued_at, e.public_id, e.created_at, ${eventBodySql('e')} as body,
+              e.traceparent, e.x_request_id`,
 };
 
 export async function claimDeliveries(

@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import type { Tracer } from '@opentelemetry/api';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { Agent, request } from 'undici';
 import { isStorageUnavailable } from '../db/database.js';
 import type { Tables } from '../db/types.js';
 import type { IngestLoad } from '../ingest-load.js';
+import { attemptTrace } from './attempt-trace.js';
 import { retryDelayS } from './backoff.js';
 import type { DeliveryHandoff } from './handoff.js';
 import type { WebhookSigner } from './signature.js';
@@ -39,6 +41,8 @@ export interface DeliveryWorkerDeps {
    * claim per pollMs); once it is not, the whole backlog goes out before the worker yields again.
    */
   ingest?: Pick<IngestLoad, 'busy' | 'pressed' | 'onIdle'>;
+  /** Set when tracing is on: each attempt is a client span (see attempt-trace.ts). */
+  tracer?: Tracer | undefined;
 }
 
 export interface DeliveryWorker extends DeliveryHandoff {
@@ -82,6 +86,8 @@ interface Sendable {
   createdAt: Date;
   queuedAt: Date;
   attempts: number;
+  traceparent: string | null;
+  requestId: string | null;
 }
 
 /**
@@ -114,6 +120,8 @@ function dispatchedSendable(delivery: DispatchedDelivery, token: string): Sendab
     createdAt,
     queuedAt: createdAt,
     attempts: 0,
+    traceparent: delivery.traceparent,
+    requestId: delivery.x_request_id,
   };
 }
 
@@ -129,6 +137,8 @@ function claimedSendable(delivery: ClaimedDelivery, token: string): Sendable {
     createdAt: new Date(delivery.created_at),
     queuedAt: new Date(delivery.queued_at),
     attempts: delivery.attempts,
+    traceparent: delivery.traceparent,
+    requestId: delivery.x_request_id,
   };
 }
 
@@ -286,11 +296,13 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     attempting.add(signal);
     // Begun after stop() cut the others short (a claim that was under way): cut short at once.
     if (stopped) abortAttempt(signal, false);
+    const traced = attemptTrace(deps.tracer, delivery, target);
     try {
       const headers: Record<string, string> = {
         'content-type': 'application/json',
         'user-agent': 'underwriting-gateway-events',
         ...deps.signer.headers(delivery.publicId, Math.floor(at.getTime() / 1000), body),
+        ...traced.headers,
       };
       if (target.authorization) headers.authorization = target.authorization;
       const res = await request(target.url, {
@@ -311,6 +323,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       clearTimeout(timer);
       attempting.delete(signal);
     }
+    traced.finish(httpStatus, error, signal.timedOut);
     const done = deps.clock();
     let finishedAttempt: FinishedAttempt;
     if (stopped && error !== null) {

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { defaultTextMapSetter, type Span, SpanKind } from '@opentelemetry/api';
 import { Pool } from 'undici';
 import {
   TokenUnavailableError,
@@ -8,6 +9,7 @@ import {
 import { readBounded } from './body.js';
 import type { BearerTokenSource } from './token-source.js';
 import { type UnderwritingRequest, UNDERWRITINGS_PATH } from './schemas.js';
+import { childSpan, endFailed, propagator, type SpanParent } from '../tracing/spans.js';
 
 
 /** What the provider's reply is cut to before it is stored (never logged). */
@@ -33,6 +35,10 @@ export interface UnderwritingClientOptions {
 export interface SendOptions {
   /** performance.now() past which nothing is sent (the bearer token came too late): TokenUnavailableError. */
   sendBy?: number;
+  /** Sent as X-Request-Id: the provider's logs and ours then name the call alike. */
+  requestId?: string;
+  /** The submit's span (tracing on): the call becomes its client span, whose traceparent is sent. */
+  trace?: SpanParent | undefined;
 }
 
 export interface UnderwritingClient {
@@ -60,6 +66,20 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
         });
   const path = `${target?.pathname.replace(/\/+$/, '') ?? ''}${UNDERWRITINGS_PATH}`;
   const observe = options.observe ?? (() => {});
+  // PROVIDER_BASE_URL holds no credentials (config refuses them) and no query: safe as url.full.
+  const spanAttributes = target && {
+    'http.request.method': 'POST',
+    'url.full': `${target.origin}${path}`,
+    'server.address': target.hostname,
+    'server.port': Number(target.port || (target.protocol === 'https:' ? 443 : 80)),
+  };
+
+  /** The provider call as a client span of the submit, its traceparent (and tracestate) in the headers. */
+  function clientSpan(parent: SpanParent, headers: Record<string, string>): Span {
+    const { span, parent: call } = childSpan(parent, `POST ${UNDERWRITINGS_PATH}`, SpanKind.CLIENT, spanAttributes ?? {});
+    propagator.inject(call.context, headers, defaultTextMapSetter);
+    return span;
+  }
 
   async function headersFor(): Promise<Record<string, string>> {
     const headers: Record<string, string> = {
@@ -85,6 +105,8 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
         throw new TokenUnavailableError('the bearer token came too late to send the request in time');
       }
       if (pool === undefined) throw new UpstreamUnavailableError('no provider base URL is configured');
+      if (sendOptions.requestId !== undefined) headers['x-request-id'] = sendOptions.requestId;
+      const span = sendOptions.trace && clientSpan(sendOptions.trace, headers);
       const started = performance.now();
       const seconds = () => (performance.now() - started) / 1000;
       // The whole exchange, body included, within timeoutMs: a timer, cleared at the end, fires the
@@ -97,15 +119,20 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
           response = await pool.request({ path, method: 'POST', headers, body: JSON.stringify(body), signal });
         } catch (err) {
           observe(seconds(), 'unavailable');
-          throw new UpstreamUnavailableError(unreachableReason(err, signal, options.timeoutMs), { cause: err });
+          const reason = unreachableReason(err, signal, options.timeoutMs);
+          if (span) endFailed(span, signal.aborted ? 'timeout' : ((err as { code?: string } | null)?.code ?? 'unreachable'));
+          throw new UpstreamUnavailableError(reason, { cause: err });
         }
         const status = response.statusCode;
+        span?.setAttribute('http.response.status_code', status);
         if (status >= 200 && status < 300) {
           // The provider has accepted; a body that fails to arrive changes nothing about that.
           await response.body.dump().catch(() => {});
           observe(seconds(), 'accepted');
+          span?.end();
           return { status };
         }
+        if (span) endFailed(span, String(status));
         // Cut to EXCERPT_MAX_CHARS only once scrubbed, so that no secret or CPF is cut in half and kept.
         const excerpt = await readBounded(response.body, EXCERPT_MAX_BYTES, 'truncate').catch(() => '');
         observe(seconds(), 'rejected');

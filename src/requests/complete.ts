@@ -1,8 +1,10 @@
+import { trace } from '@opentelemetry/api';
 import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { Decision, Tables } from '../db/types.js';
 import type { DeliveryHandoff } from '../events/handoff.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, unmatchedDataSql } from '../events/record.js';
+import { type SpanParent, storedTraceparent } from '../tracing/spans.js';
 
 /** What is known about any callback the moment it arrives. */
 export interface Arrival {
@@ -10,6 +12,10 @@ export interface Arrival {
   peer: string | null;
   /** Exactly the bytes received. */
   rawBody: Buffer;
+  /** The callback's X-Request-Id: an unmatched callback's event carries it. */
+  requestId?: string | undefined;
+  /** The callback's server span (tracing on). */
+  trace?: SpanParent | undefined;
 }
 
 export interface ValidResult extends Arrival {
@@ -24,7 +30,15 @@ export interface ValidResult extends Arrival {
 
 /** What recording one valid result came to: it completed a request, was stored unmatched, or was already stored. */
 export type Recorded =
-  | { disposition: 'matched'; callbackId: number; requestId: number; submittedAt: Date; decision: Decision }
+  | {
+      disposition: 'matched';
+      callbackId: number;
+      requestId: number;
+      submittedAt: Date;
+      decision: Decision;
+      /** Where the submit's trace continues (null when it was stored with tracing off). */
+      submitTraceparent: string | null;
+    }
   | { disposition: 'unmatched'; callbackId: number }
   | { disposition: 'duplicate' };
 
@@ -33,6 +47,7 @@ interface RecordedRow {
   id: number;
   request_id: number | null;
   submitted_at: Date | string | null;
+  submit_traceparent: string | null;
 }
 
 /** What the callback statement needs besides the batch. */
@@ -60,7 +75,7 @@ export const RECORD_RESULTS: Statement = {
     with input as (
       select * from json_to_recordset($1::json) as i(
         n int, customer_uuid text, received_at timestamptz, peer text, raw_body text,
-        started timestamptz, finished timestamptz, body jsonb, decision text)
+        started timestamptz, finished timestamptz, body jsonb, decision text, x_request_id text, traceparent text)
     ),
     target as materialized (
       select i.n, t.id
@@ -96,18 +111,22 @@ export const RECORD_RESULTS: Statement = {
       where r.id = any (array(select request_id from inserted where request_id is not null))
         and r.id = x.request_id
       returning r.id, r.submitted_at, r.customer_uuid, r.status, r.decision, r.cpf_masked,
-                r.cost_saving_enabled, r.srd, r.completed_at, r.upstream_status, x.id as callback_id, x.body
+                r.cost_saving_enabled, r.srd, r.completed_at, r.upstream_status, x.id as callback_id, x.body,
+                r.traceparent, r.x_request_id
     ),
     event_source as (
       select '${EVENT_TYPE.completed}' as type, c.customer_uuid, c.completed_at as created_at,
-             c.id as request_id, c.callback_id, ${requestDataSql('c', 'c.body')} as data
+             c.id as request_id, c.callback_id, ${requestDataSql('c', 'c.body')} as data,
+             c.traceparent, c.x_request_id
       from completed c
       union all
-      select '${EVENT_TYPE.unmatched}', x.customer_uuid, x.received_at, null::bigint, x.id, ${unmatchedDataSql('x')}
-      from inserted x where x.request_id is null
+      -- An unmatched callback's event carries the callback's own trace and request id.
+      select '${EVENT_TYPE.unmatched}', x.customer_uuid, x.received_at, null::bigint, x.id, ${unmatchedDataSql('x')},
+             i.traceparent, i.x_request_id
+      from inserted x join input i on i.customer_uuid = x.customer_uuid where x.request_id is null
     ),
-    ${recordEventsSql('event_source')}
-    select i.n, x.id, x.request_id, c.submitted_at
+    ${recordEventsSql('event_source', { origin: true })}
+    select i.n, x.id, x.request_id, c.submitted_at, c.traceparent as submit_traceparent
     from inserted x
     join input i on i.customer_uuid = x.customer_uuid
     left join completed c on c.id = x.request_id`,
@@ -126,15 +145,31 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
   const ordered = batch.map((cb, index) => ({ cb, index })).sort((a, b) => (a.cb.customerUuid < b.cb.customerUuid ? -1 : 1));
   const customers = new Set(batch.map((cb) => cb.customerUuid));
   if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');
-  // A prepared statement: planned once per connection instead of on every batch.
-  const rows = await runStatement<RecordedRow>(db, RECORD_RESULTS, recordResultsParameters(ordered.map((o) => o.cb), options));
+  // A prepared statement: planned once per connection instead of on every batch. Traced as a child
+  // of the first traced callback's span, linked to the others' (one statement stores them all).
+  const traced = batch.filter((cb) => cb.trace !== undefined);
+  const links = traced.slice(1).map((cb) => ({ context: trace.getSpanContext(cb.trace!.context)! }));
+  const rows = await runStatement<RecordedRow>(
+    db,
+    RECORD_RESULTS,
+    recordResultsParameters(ordered.map((o) => o.cb), options),
+    traced[0]?.trace,
+    links.length > 0 ? links : undefined,
+  );
   const recorded: Recorded[] = batch.map(() => ({ disposition: 'duplicate' }));
   for (const row of rows) {
     const { cb, index } = ordered[row.n]!;
     recorded[index] =
       row.request_id === null || row.submitted_at === null
         ? { disposition: 'unmatched', callbackId: row.id }
-        : { disposition: 'matched', callbackId: row.id, requestId: row.request_id, submittedAt: new Date(row.submitted_at), decision: cb.decision };
+        : {
+            disposition: 'matched',
+            callbackId: row.id,
+            requestId: row.request_id,
+            submittedAt: new Date(row.submitted_at),
+            decision: cb.decision,
+            submitTraceparent: row.submit_traceparent,
+          };
   }
   // Every stored callback recorded an event (completed or unmatched).
   if (rows.length > 0) options.handoff?.committed();
@@ -151,7 +186,8 @@ export function batchJson(batch: readonly ValidResult[]): string {
       `{"n":${n},"customer_uuid":${JSON.stringify(cb.customerUuid)},"received_at":"${cb.receivedAt.toISOString()}",` +
       `"peer":${JSON.stringify(cb.peer)},"raw_body":"${cb.rawBody.toString('base64')}",` +
       `"started":${JSON.stringify(cb.started)},"finished":${JSON.stringify(cb.finished)},` +
-      `"body":${cb.body},"decision":${JSON.stringify(cb.decision)}}`,
+      `"body":${cb.body},"decision":${JSON.stringify(cb.decision)},` +
+      `"x_request_id":${JSON.stringify(cb.requestId ?? null)},"traceparent":${JSON.stringify(storedTraceparent(cb.trace))}}`,
   );
   return `[${rows.join(',')}]`;
 }

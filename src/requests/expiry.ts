@@ -62,10 +62,11 @@ function expireBatchStatement(status: 'submitted' | 'submitting'): Statement {
       ),
       event_source as (
         select '${EVENT_TYPE.expired}' as type, e.customer_uuid, e.updated_at as created_at,
-               e.id as request_id, null::bigint as callback_id, ${requestDataSql('e', 'null::jsonb')} as data
+               e.id as request_id, null::bigint as callback_id, ${requestDataSql('e', 'null::jsonb')} as data,
+               e.traceparent, e.x_request_id
         from expired e
       ),
-      ${recordEventsSql('event_source')}
+      ${recordEventsSql('event_source', { origin: true })}
       select id, customer_uuid from expired`,
   };
 }

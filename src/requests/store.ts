@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
+import type { SpanParent } from '../tracing/spans.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js';
 
@@ -33,6 +34,10 @@ export interface NewSubmission {
   srd: Record<string, unknown> | undefined;
   idempotencyKey: string | undefined;
   now: Date;
+  /** The submit's server span as W3C traceparent; null with tracing off. */
+  traceparent: string | null;
+  /** The submit's X-Request-Id. */
+  xRequestId: string;
 }
 
 /** True when an insert failed because this customer already has a request in flight. */
@@ -47,8 +52,9 @@ export function isInFlightConflict(err: unknown): boolean {
 const INSERT_SUBMITTING: Statement = {
   name: 'insert_submitting',
   text: `insert into underwriting_requests
-     (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, idempotency_key, submitted_at, updated_at)
-   values ($1, $2, $3, $4, $5, 'submitting', $6, $7, $7)
+     (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, idempotency_key, submitted_at, updated_at,
+      traceparent, x_request_id)
+   values ($1, $2, $3, $4, $5, 'submitting', $6, $7, $7, $8, $9)
    returning id`,
 };
 const MARK_SUBMITTED: Statement = {
@@ -61,7 +67,7 @@ const MARK_SUBMITTED: Statement = {
 };
 
 /** Commits the request as `submitting`; throws a unique violation (isInFlightConflict) if one is in flight. */
-export async function insertSubmitting(db: Kysely<Tables>, s: NewSubmission): Promise<{ id: number; submittedAt: Date }> {
+export async function insertSubmitting(db: Kysely<Tables>, s: NewSubmission, parent?: SpanParent): Promise<{ id: number; submittedAt: Date }> {
   const rows = await runStatement<{ id: number }>(db, INSERT_SUBMITTING, [
     s.customerUuid,
     s.cpfHash,
@@ -70,7 +76,9 @@ export async function insertSubmitting(db: Kysely<Tables>, s: NewSubmission): Pr
     s.srd === undefined ? null : JSON.stringify(s.srd),
     s.idempotencyKey ?? null,
     s.now.toISOString(),
-  ]);
+    s.traceparent,
+    s.xRequestId,
+  ], parent);
   return { id: rows[0]!.id, submittedAt: s.now };
 }
 
@@ -78,14 +86,14 @@ export async function insertSubmitting(db: Kysely<Tables>, s: NewSubmission): Pr
  * Records the provider's acceptance. The callback may have overtaken this reply and completed the
  * row already: only `submitting` moves on, nothing ever moves back. Throws when the row is gone.
  */
-export async function markSubmitted(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date): Promise<void> {
-  const rows = await runStatement<{ id: number }>(db, MARK_SUBMITTED, [upstreamStatus, now.toISOString(), id]);
+export async function markSubmitted(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date, parent?: SpanParent): Promise<void> {
+  const rows = await runStatement<{ id: number }>(db, MARK_SUBMITTED, [upstreamStatus, now.toISOString(), id], parent);
   if (rows.length === 0) throw new Error(`underwriting request ${id} vanished before its acceptance was recorded`);
 }
 
 /** The request columns an event's data is built from (see events/record.ts). */
 export const REQUEST_DATA_COLUMNS = `id, customer_uuid, status, decision, cpf_masked, cost_saving_enabled, srd,
-  submitted_at, completed_at, upstream_status, updated_at`;
+  submitted_at, completed_at, upstream_status, updated_at, traceparent, x_request_id`;
 
 /**
  * Marks a request submit_failed and records its underwriting.submit_failed event in the same
@@ -103,10 +111,11 @@ const MARK_SUBMIT_FAILED: Statement = {
     ),
     event_source as (
       select '${EVENT_TYPE.submitFailed}' as type, f.customer_uuid, f.updated_at as created_at,
-             f.id as request_id, null::bigint as callback_id, ${requestDataSql('f', 'null::jsonb')} as data
+             f.id as request_id, null::bigint as callback_id, ${requestDataSql('f', 'null::jsonb')} as data,
+             f.traceparent, f.x_request_id
       from failed f
     ),
-    ${recordEventsSql('event_source')}
+    ${recordEventsSql('event_source', { origin: true })}
     select customer_uuid from failed`,
 };
 
@@ -119,8 +128,9 @@ export async function markSubmitFailed(
   id: number,
   failure: { upstreamStatus: number | null; error: string },
   now: Date,
+  parent?: SpanParent,
 ): Promise<boolean> {
-  const rows = await runStatement(db, MARK_SUBMIT_FAILED, [failure.upstreamStatus, failure.error, now, id]);
+  const rows = await runStatement(db, MARK_SUBMIT_FAILED, [failure.upstreamStatus, failure.error, now, id], parent);
   return rows.length > 0;
 }
 

@@ -5,6 +5,7 @@ import type { CapabilityDeps } from '../deps.js';
 import { operation } from '../openapi.js';
 import { underwritingRequestSchema } from '../provider/schemas.js';
 import { createUnderwritingClient } from '../provider/underwriting-client.js';
+import { traceOf } from '../tracing/server-spans.js';
 import { metricOutcomeOfStatus, type SubmitMetricOutcome, submitMetrics } from './metrics.js';
 import { acceptedSchema, idempotencyKeySchema, submitHeadersSchema, submitResponses } from './schemas.js';
 import { submitter } from './submit.js';
@@ -87,7 +88,8 @@ export const submissionRoutes =
         serializerCompiler: builtAnswers,
       },
       async (request, reply) => {
-        const answer = await submit(request.body, request.headers['idempotency-key'], request.log);
+        const origin = { requestId: request.id, trace: traceOf(request) };
+        const answer = await submit(request.body, request.headers['idempotency-key'], request.log, origin);
         (request as WithMetricOutcome)[METRIC_OUTCOME] = answer.metricOutcome;
         if (answer.replayed) void reply.header('idempotent-replayed', 'true');
         // Stored answers are replayed verbatim; their shape is the route's response schema for that status.

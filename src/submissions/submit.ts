@@ -10,6 +10,7 @@ import { TokenUnavailableError, UpstreamRejectedError, UpstreamUnavailableError 
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import { EXCERPT_MAX_CHARS, type UnderwritingClient } from '../provider/underwriting-client.js';
 import { scrubText } from '../scrub.js';
+import { type SpanParent, storedTraceparent } from '../tracing/spans.js';
 import {
   bodyHash,
   claimKey,
@@ -46,6 +47,14 @@ export interface SubmitDeps {
   announce?: (customerUuid: string) => void;
 }
 
+/** Where a submit comes from: carried to the provider, stored for the callback and the events. */
+export interface SubmitOrigin {
+  /** The request's X-Request-Id (given or generated). */
+  requestId: string;
+  /** The submit's server span (tracing on). */
+  trace: SpanParent | undefined;
+}
+
 export interface SubmitAnswer extends StoredAnswer {
   metricOutcome: SubmitMetricOutcome;
   replayed: boolean;
@@ -67,7 +76,7 @@ export function submitter(deps: SubmitDeps) {
   /** A pending key older than this belongs to an attempt that died; a retry may take it over. */
   const leaseMs = abandonedAfterMs(deps.upstreamTimeoutMs);
 
-  async function withKey(body: UnderwritingRequest, key: string, log: FastifyBaseLogger): Promise<SubmitAnswer> {
+  async function withKey(body: UnderwritingRequest, key: string, log: FastifyBaseLogger, origin: SubmitOrigin): Promise<SubmitAnswer> {
     const hash = bodyHash(body);
     const deadline = Date.now() + waitMs;
     let takenOver = false;
@@ -100,7 +109,7 @@ export function submitter(deps: SubmitDeps) {
     // read now, the key stays pending, for a later retry to take over again.)
     const earlier = takenOver ? await requestOfKey(deps.db, key, deps.clock()) : undefined;
     try {
-      attempt = earlier ? { answer: answerOf(earlier), requestId: earlier.id } : await once(body, key, log);
+      attempt = earlier ? { answer: answerOf(earlier), requestId: earlier.id } : await once(body, key, log, origin);
     } catch (err) {
       // No final answer, and nothing sent (storage failed before the call): free the key so that a
       // retry runs the request. So a key that is free again was never sent under, by anyone.
@@ -128,8 +137,10 @@ export function submitter(deps: SubmitDeps) {
     body: UnderwritingRequest,
     key: string | undefined,
     log: FastifyBaseLogger,
+    origin: SubmitOrigin,
   ): Promise<{ answer: SubmitAnswer; requestId: number | null }> {
     const began = performance.now();
+    const { trace } = origin;
     const submission: NewSubmission = {
       customerUuid: body.customerUuid,
       cpfHash: hashCpf(body.cpf, deps.cpfHashKey),
@@ -138,17 +149,19 @@ export function submitter(deps: SubmitDeps) {
       srd: body.srd,
       idempotencyKey: key,
       now: deps.clock(),
+      traceparent: storedTraceparent(trace),
+      xRequestId: origin.requestId,
     };
     let stored: { id: number; submittedAt: Date };
     try {
-      stored = await insertSubmitting(deps.db, submission);
+      stored = await insertSubmitting(deps.db, submission, trace);
     } catch (err) {
       if (!isInFlightConflict(err)) throw err;
       const inFlightAnswer = { answer: { statusCode: 409, body: errorBody(inFlight()), metricOutcome: 'in_flight' as const, replayed: false }, requestId: null };
       // The request in flight may be one nobody will finish (see releaseBlocking): then it no longer holds the customer.
       if (!(await releaseBlocking(body.customerUuid, key, log))) return inFlightAnswer;
       try {
-        stored = await insertSubmitting(deps.db, { ...submission, now: deps.clock() });
+        stored = await insertSubmitting(deps.db, { ...submission, now: deps.clock() }, trace);
       } catch (again) {
         if (!isInFlightConflict(again)) throw again;
         return inFlightAnswer;
@@ -157,19 +170,19 @@ export function submitter(deps: SubmitDeps) {
     const sendBy = began + SEND_WINDOW_MS;
     if (performance.now() > sendBy) {
       // Sending this late could outlive the abandoned bound, after which the customer is released.
-      await markSubmitFailed(deps.db, stored.id, { upstreamStatus: null, error: NOT_SENT_SLOW_STORE }, deps.clock()).catch(() => {});
+      await markSubmitFailed(deps.db, stored.id, { upstreamStatus: null, error: NOT_SENT_SLOW_STORE }, deps.clock(), trace).catch(() => {});
       throw new StorageUnavailableError('storing the request took too long; nothing was sent');
     }
 
     let upstreamStatus: number;
     try {
-      ({ status: upstreamStatus } = await deps.client.submitUnderwriting(body, { sendBy }));
+      ({ status: upstreamStatus } = await deps.client.submitUnderwriting(body, { sendBy, requestId: origin.requestId, trace }));
     } catch (err) {
       const failure = describeFailure(err, [body.cpf, deps.partnerToken]);
       // The hint (what the operator should check) comes once per token failure streak, never a secret.
       const hint = err instanceof TokenUnavailableError ? err.hint : undefined;
       log.warn({ customerUuid: body.customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code, hint }, 'submit failed upstream');
-      await markSubmitFailed(deps.db, stored.id, failure.stored, deps.clock()).then(
+      await markSubmitFailed(deps.db, stored.id, failure.stored, deps.clock(), trace).then(
         (marked) => {
           if (marked) deps.announce?.(body.customerUuid);
         },
@@ -180,7 +193,7 @@ export function submitter(deps: SubmitDeps) {
     }
 
     try {
-      await markSubmitted(deps.db, stored.id, upstreamStatus, deps.clock());
+      await markSubmitted(deps.db, stored.id, upstreamStatus, deps.clock(), trace);
     } catch (err) {
       // The provider has it; saying 503 ("nothing sent") would be false. The callback still matches the row.
       log.error({ err: { message: (err as Error).message } }, 'provider accepted a submit that could not be recorded');
@@ -214,8 +227,8 @@ export function submitter(deps: SubmitDeps) {
     return ended.length > 0;
   }
 
-  return (body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger): Promise<SubmitAnswer> =>
-    key === undefined ? once(body, undefined, log).then((a) => a.answer) : withKey(body, key, log);
+  return (body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger, origin: SubmitOrigin): Promise<SubmitAnswer> =>
+    key === undefined ? once(body, undefined, log, origin).then((a) => a.answer) : withKey(body, key, log, origin);
 }
 
 /** The answer an abandoned attempt would have given, rebuilt from the request it stored. */

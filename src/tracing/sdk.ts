@@ -1,0 +1,50 @@
+import type { Tracer } from '@opentelemetry/api';
+import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { defaultResource, detectResources, emptyResource, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import { DEFAULT_SERVICE_NAME, type TracingConfig } from '../config.js';
+
+/** The instrumentation scope our spans are reported under. */
+export const TRACER_NAME = 'underwriting-gateway';
+
+export interface Tracing {
+  tracer: Tracer;
+  /** Exports what is still queued and stops; bounded by timeoutMs. */
+  shutdown(timeoutMs: number): Promise<void>;
+}
+
+/**
+ * The official SDK, started only when tracing is configured: spans batched (OTEL_BSP_* honoured)
+ * and POSTed over OTLP/HTTP in the configured protocol. The exporter reads its own standard
+ * variables (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, certificates), the provider
+ * OTEL_TRACES_SAMPLER and the span limits, the resource OTEL_RESOURCE_ATTRIBUTES.
+ *
+ * Nothing is registered globally: no context manager (the gateway passes a span's context
+ * explicitly, so no AsyncLocalStorage runs on every promise) and no global provider, so two
+ * instances in one process (tests) each export with their own.
+ */
+export function startTracing(config: TracingConfig): Tracing {
+  const Exporter = config.protocol === 'http/json' ? JsonTraceExporter : ProtobufTraceExporter;
+  const exporter = new Exporter({ url: config.tracesUrl });
+  const resource = defaultResource()
+    .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: DEFAULT_SERVICE_NAME }))
+    .merge(detectResources({ detectors: [envDetector] }))
+    .merge(config.serviceName === undefined ? emptyResource() : resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.serviceName }));
+  const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });
+  return {
+    tracer: provider.getTracer(TRACER_NAME),
+    async shutdown(timeoutMs) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      });
+      try {
+        await Promise.race([provider.shutdown(), late]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}

@@ -1,0 +1,72 @@
+import { defaultTextMapGetter, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { loggedRequestUrl } from '../logger.js';
+import { scrubText } from '../scrub.js';
+import { propagator, type SpanParent } from './spans.js';
+
+const SPAN = Symbol('serverSpan');
+const PARENT = Symbol('spanParent');
+type Traced = FastifyRequest & { [SPAN]: Span | null; [PARENT]: SpanParent | null };
+
+/** The request's server span as a parent for what the request does; undefined when tracing is off. */
+export function traceOf(request: FastifyRequest): SpanParent | undefined {
+  return (request as Traced)[PARENT] ?? undefined;
+}
+
+/**
+ * A server span for every request, on every route (404s and refusals included): it continues an
+ * incoming traceparent (and tracestate), is named by the route's template, and carries no query
+ * value, no header but the request id, and no CPF-like digits of the path.
+ */
+export function traceRequests(app: FastifyInstance, tracer: Tracer): void {
+  app.decorateRequest(SPAN, null);
+  app.decorateRequest(PARENT, null);
+  app.addHook('onRequest', (request, _reply, done) => {
+    const incoming = propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter);
+    const route = request.routeOptions.url;
+    const shown = loggedRequestUrl(request.url);
+    const mark = shown.indexOf('?');
+    const span = tracer.startSpan(
+      route === undefined ? request.method : `${request.method} ${route}`,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          'http.request.method': request.method,
+          'url.path': mark === -1 ? shown : shown.slice(0, mark),
+          'url.query': mark === -1 ? undefined : shown.slice(mark + 1),
+          'url.scheme': request.protocol,
+          'http.route': route,
+          'client.address': request.ip,
+          'http.request.header.x-request-id': [scrubText(request.id)],
+        },
+      },
+      incoming,
+    );
+    (request as Traced)[SPAN] = span;
+    (request as Traced)[PARENT] = { tracer, context: trace.setSpan(incoming, span) };
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    const span = (request as Traced)[SPAN];
+    if (span) {
+      span.setAttribute('http.response.status_code', reply.statusCode);
+      if (reply.statusCode >= 500) {
+        span.setAttribute('error.type', String(reply.statusCode));
+        span.setStatus({ code: SpanStatusCode.ERROR });
+      }
+      span.end();
+      (request as Traced)[SPAN] = null;
+    }
+    done();
+  });
+  app.addHook('onRequestAbort', (request, done) => {
+    const span = (request as Traced)[SPAN];
+    if (span) {
+      span.setAttribute('error.type', 'aborted');
+      span.setStatus({ code: SpanStatusCode.ERROR, message: 'the client closed the connection first' });
+      span.end();
+      (request as Traced)[SPAN] = null;
+    }
+    done();
+  });
+}
