@@ -11,6 +11,8 @@ export const TRACER_NAME = 'underwriting-gateway';
 
 export interface Tracing {
   tracer: Tracer;
+  /** Exports every span ended so far. */
+  flush(): Promise<void>;
   /** Exports what is still queued and stops; bounded by timeoutMs. */
   shutdown(timeoutMs: number): Promise<void>;
 }
@@ -35,6 +37,7 @@ export function startTracing(config: TracingConfig): Tracing {
   const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });
   return {
     tracer: provider.getTracer(TRACER_NAME),
+    flush: () => provider.forceFlush(),
     async shutdown(timeoutMs) {
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<void>((resolve) => {

@@ -9,6 +9,7 @@ import { freshDatabase } from './database.js';
 import { captureLogs, type LogCapture } from './logs.js';
 import { checkAnswersAgainstDocument } from './openapi.js';
 import { timed } from './teardown.js';
+import { startTracing, type Tracing } from '../../src/tracing/sdk.js';
 
 export const TEST_PARTNER_TOKEN = 'T'.repeat(32) + '0123456789abcdefghijklmnopqrstuv';
 export const TEST_CPF_HASH_KEY = 'test-cpf-hash-key-0123456789abcdef';
@@ -42,6 +43,8 @@ export interface TestApp {
   database: DatabaseHandle;
   logs: LogCapture;
   config: Readonly<Config>;
+  /** Started, as server.ts starts it, when the env configures tracing (OTEL_*); shut down at teardown. */
+  tracing: Tracing | undefined;
 }
 
 export interface TestAppOptions {
@@ -63,11 +66,18 @@ export async function buildTestApp(t: Test, options: TestAppOptions = {}): Promi
   if (options.clock) deps.clock = options.clock;
   if (options.tokenSource) deps.tokenSource = options.tokenSource;
   if (options.serverTimeouts) deps.serverTimeouts = options.serverTimeouts;
+  const tracing = config.tracing ? startTracing(config.tracing) : undefined;
+  if (tracing) deps.tracer = tracing.tracer;
   const app = await buildApp(deps);
   // Every answer of a documented route must match /docs/json (status, content type, body schema).
   checkAnswersAgainstDocument(t, app);
-  t.teardown(() => timed('app.close()', () => app.close()));
-  return { app, database, logs, config };
+  t.teardown(() =>
+    timed('app.close()', async () => {
+      await app.close();
+      await tracing?.shutdown(1000);
+    }),
+  );
+  return { app, database, logs, config, tracing };
 }
 
 /** Listens on 127.0.0.1 at a free port (all of 127/8 reaches it) and returns its base URL. */
