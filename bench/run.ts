@@ -7,6 +7,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { type AbScenario, compareAb } from './lib/compare.js';
+import { tracingGoals } from './lib/tracing-goals.js';
 import { type BenchDatabase, backendCpuSnapshot, createBenchDatabase, flushWrites, GATEWAY_APPLICATIONS, statementTotals } from './lib/database.js';
 import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
 import { wrkAvailable } from './lib/wrk.js';
@@ -31,6 +32,13 @@ const ownPostgres = args.includes('--own-postgres');
 const onlyArg = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
 const only = onlyArg ? new Set(onlyArg.split(',')) : undefined;
 const wanted = (name: string) => only === undefined || only.has(name);
+/**
+ * --tracing: each A/B runs the gateway with tracing on (exporting protobuf to the stub, an OTLP
+ * sink) against the same build with tracing off, instead of against the baseline. --tracing=off:
+ * this build with tracing off against BENCH_TRACING_BASE_ENTRY (a build from before tracing).
+ */
+const tracingArg = args.find((a) => a === '--tracing' || a.startsWith('--tracing='));
+const tracingMode = tracingArg === undefined ? undefined : tracingArg === '--tracing=off' ? 'off' : 'on';
 const numberArg = (name: string, fallback: number) => {
   const raw = args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
   return raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : fallback;
@@ -86,11 +94,17 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 /** Where a gateway started with --probe appends what it saw inside each run. */
 const probeFile = (label: string) => `${RESULTS_DIR}probe-${label}.jsonl`;
 
-async function startGateway(database: BenchDatabase, providerBaseUrl: string, label: string, extraEnv: Record<string, string> = {}): Promise<Child> {
+async function startGateway(
+  database: BenchDatabase,
+  providerBaseUrl: string,
+  label: string,
+  extraEnv: Record<string, string> = {},
+  script = GATEWAY_ENTRY,
+): Promise<Child> {
   if (probe) await rm(probeFile(label), { force: true });
   return startChild({
-    name: 'gateway',
-    script: GATEWAY_ENTRY,
+    name: script === GATEWAY_ENTRY ? 'gateway' : 'gateway (reference)',
+    script,
     nodeArgs: [
       ...NODE_ARGS,
       ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=gateway-${label}.cpuprofile`] : []),
@@ -108,6 +122,18 @@ async function startGateway(database: BenchDatabase, providerBaseUrl: string, la
       ...extraEnv,
     },
   });
+}
+
+/** The gateway exporting every span (default sampler) over OTLP/HTTP protobuf to the stub. */
+const tracingEnv = (stubUrl: string) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: stubUrl, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' });
+
+/** The other side of a --tracing A/B: the same build with tracing off, or (--tracing=off) the build before tracing. */
+function startReference(database: BenchDatabase, stubUrl: string, label: string, env: Record<string, string> = {}): Promise<Child> {
+  if (tracingMode === 'on') return startGateway(database, stubUrl, label, env);
+  const before = process.env.BENCH_TRACING_BASE_ENTRY;
+  if (!before) throw new Error('--tracing=off needs BENCH_TRACING_BASE_ENTRY: the dist/src/server.js of a build from before tracing');
+  // Its migrator would refuse a database that has migrations it does not know: the harness migrated it.
+  return startGateway(database, stubUrl, label, { ...env, MIGRATE_ON_START: 'false' }, before);
 }
 
 async function startBaseline(database: BenchDatabase, providerBaseUrl: string): Promise<Child> {
@@ -135,7 +161,10 @@ interface Push {
 
 async function abScenario(database: BenchDatabase, stubUrl: string, scenario: AbScenario, push?: Push): Promise<AbReport> {
   say(`\n${scenario.name}: ${scenario.connections} connections, ${settings.rounds} rounds of ${settings.durationS} s per target${push ? ', the gateway pushing outcome events' : ''}`);
-  const [gateway, baseline] = await Promise.all([startGateway(database, stubUrl, scenario.name, push?.env), startBaseline(database, stubUrl)]);
+  const [gateway, baseline] = await Promise.all([
+    startGateway(database, stubUrl, scenario.name, { ...push?.env, ...(tracingMode === 'on' ? tracingEnv(stubUrl) : {}) }),
+    tracingMode === undefined ? startBaseline(database, stubUrl) : startReference(database, stubUrl, `${scenario.name}-reference`, push?.env),
+  ]);
   const gatewayRss = new RssSampler(gateway.pid);
   const baselineRss = new RssSampler(baseline.pid);
   try {
@@ -146,7 +175,8 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
         ...(push ? { settle: push.settle } : {}),
         ...(probe ? { probe: probeReader(gateway.pid, probeFile(scenario.name)) } : {}),
       },
-      baseline: { ...baseline, dbCpu: () => backendCpuSnapshot(database, ['bench-baseline']) },
+      // A reference gateway's backends share the gateway's application name: its DB CPU counts both.
+      baseline: { ...baseline, dbCpu: () => backendCpuSnapshot(database, tracingMode === undefined ? ['bench-baseline'] : GATEWAY_APPLICATIONS) },
     };
     const result = await compareAb(scenario, targets, () => walBytes(database), { ...settings, wrkRounds: withWrk ? settings.wrkRounds : 0, flushWrites: () => flushWrites(database.pool), ...(own ? { statementTotals: () => statementTotals(database.pool) } : {}) }, say);
     const gatewayPeakRssMb = gatewayRss.finish();
@@ -156,7 +186,7 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
       ...result,
       gatewayPeakRssMb,
       baselinePeakRssMb: baselineRss.finish(),
-      goals: abGoals(scenario.name, result, gatewayPeakRssMb),
+      goals: tracingMode === undefined ? abGoals(scenario.name, result, gatewayPeakRssMb) : tracingGoals(tracingMode, result),
     };
   } finally {
     gatewayRss.finish();
