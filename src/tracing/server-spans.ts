@@ -34,10 +34,9 @@ export function traceRequests(app: FastifyInstance, tracer: Tracer): void {
           'http.request.method': request.method,
           'url.path': mark === -1 ? shown : shown.slice(0, mark),
           'url.query': mark === -1 ? undefined : shown.slice(mark + 1),
-          'url.scheme': request.protocol,
           'http.route': route,
           'client.address': request.ip,
-          'http.request.header.x-request-id': [scrubText(request.id)],
+          'http.request.header.x-request-id': [mayHoldCpf(request.id) ? scrubText(request.id) : request.id],
         },
       },
       incoming,
@@ -69,4 +68,14 @@ export function traceRequests(app: FastifyInstance, tracer: Tracer): void {
     }
     done();
   });
+}
+
+/** Eleven digits or more: the only ids the scrubber could change (a request id is [A-Za-z0-9._:-]). */
+function mayHoldCpf(id: string): boolean {
+  let digits = 0;
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i);
+    if (c >= 48 && c <= 57 && ++digits >= 11) return true;
+  }
+  return false;
 }
