@@ -36,9 +36,10 @@ const wanted = (name: string) => only === undefined || only.has(name);
  * --tracing: each A/B runs the gateway with tracing on (exporting protobuf to the stub, an OTLP
  * sink) against the same build with tracing off, instead of against the baseline. --tracing=off:
  * this build with tracing off against BENCH_TRACING_BASE_ENTRY (a build from before tracing).
+ * --tracing=aa: both sides this build with tracing off (A/A): how far apart two equal sides come.
  */
 const tracingArg = args.find((a) => a === '--tracing' || a.startsWith('--tracing='));
-const tracingMode = tracingArg === undefined ? undefined : tracingArg === '--tracing=off' ? 'off' : 'on';
+const tracingMode = tracingArg === undefined ? undefined : tracingArg === '--tracing=off' ? 'off' : tracingArg === '--tracing=aa' ? 'aa' : 'on';
 const numberArg = (name: string, fallback: number) => {
   const raw = args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
   return raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : fallback;
@@ -129,7 +130,7 @@ const tracingEnv = (stubUrl: string) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: stubUrl,
 
 /** The other side of a --tracing A/B: the same build with tracing off, or (--tracing=off) the build before tracing. */
 function startReference(database: BenchDatabase, stubUrl: string, label: string, env: Record<string, string> = {}): Promise<Child> {
-  if (tracingMode === 'on') return startGateway(database, stubUrl, label, env);
+  if (tracingMode !== 'off') return startGateway(database, stubUrl, label, env);
   const before = process.env.BENCH_TRACING_BASE_ENTRY;
   if (!before) throw new Error('--tracing=off needs BENCH_TRACING_BASE_ENTRY: the dist/src/server.js of a build from before tracing');
   // Its migrator would refuse a database that has migrations it does not know: the harness migrated it.
@@ -186,7 +187,7 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
       ...result,
       gatewayPeakRssMb,
       baselinePeakRssMb: baselineRss.finish(),
-      goals: tracingMode === undefined ? abGoals(scenario.name, result, gatewayPeakRssMb) : tracingGoals(tracingMode, result),
+      goals: tracingMode === undefined ? abGoals(scenario.name, result, gatewayPeakRssMb) : tracingGoals(tracingMode === 'on' ? 'on' : 'off', result),
     };
   } finally {
     gatewayRss.finish();
