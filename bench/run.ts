@@ -187,7 +187,7 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
       ...result,
       gatewayPeakRssMb,
       baselinePeakRssMb: baselineRss.finish(),
-      goals: tracingMode === undefined ? abGoals(scenario.name, result, gatewayPeakRssMb) : tracingGoals(tracingMode === 'on' ? 'on' : 'off', result),
+      goals: tracingMode === undefined ? abGoals(scenario.name, result, gatewayPeakRssMb) : tracingGoals(tracingMode, result),
     };
   } finally {
     gatewayRss.finish();

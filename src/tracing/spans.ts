@@ -1,5 +1,3 @@
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { scrubText } from '../scrub.js';
 import {
   type Attributes,
   type Context,
@@ -13,6 +11,8 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { scrubText } from '../scrub.js';
 
 // The few ways the gateway makes spans. Contexts travel explicitly (a SpanParent handed down),
 // never through a context manager: with tracing off there is no parent, and nothing is done.
