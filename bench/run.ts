@@ -126,7 +126,12 @@ async function startGateway(
 }
 
 /** The gateway exporting every span (default sampler) over OTLP/HTTP protobuf to the stub. */
-const tracingEnv = (stubUrl: string) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: stubUrl, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' });
+const tracingEnv = (stubUrl: string) => ({
+  OTEL_EXPORTER_OTLP_ENDPOINT: stubUrl,
+  OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+  // BENCH_OTEL_BSP_SCHEDULE_DELAY: another batching delay for the gateway's spans, to measure it.
+  ...(process.env.BENCH_OTEL_BSP_SCHEDULE_DELAY ? { OTEL_BSP_SCHEDULE_DELAY: process.env.BENCH_OTEL_BSP_SCHEDULE_DELAY } : {}),
+});
 
 /** The other side of a --tracing A/B: the same build with tracing off, or (--tracing=off) the build before tracing. */
 function startReference(database: BenchDatabase, stubUrl: string, label: string, env: Record<string, string> = {}): Promise<Child> {
