@@ -35,10 +35,12 @@ ARG NPM_CONFIG_REGISTRY
 WORKDIR /app
 COPY package.json package-lock.json npm-ca.pe[m] ./
 # PGlite is the embedded database of a laptop without DATABASE_URL; the image runs in production
-# mode, which refuses it, and src/db loads it only when it is used.
+# mode, which refuses it, and src/db loads it only when it is used. The dependencies' own source
+# maps go too, as ours do.
 RUN if [ -s npm-ca.pem ]; then export NODE_EXTRA_CA_CERTS=/app/npm-ca.pem; fi; \
   npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
   && rm -rf node_modules/@electric-sql/pglite \
+  && find node_modules -name '*.map' -delete \
   && npm cache clean --force
 
 FROM ${NODE_IMAGE}

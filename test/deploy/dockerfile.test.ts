@@ -49,6 +49,7 @@ t.test('HEALTHCHECK is liveness (/healthz) on whichever port the entry serves', 
 
 t.test('no source maps and no PGlite in the image', async (t) => {
   t.match(dockerfile, /find dist -name '\*\.map' -delete/);
+  t.match(dockerfile, /find node_modules -name '\*\.map' -delete/, "and the dependencies' own");
   t.match(dockerfile, /rm -rf node_modules\/@electric-sql\/pglite/);
   t.notMatch(dockerfile.split('\n').filter((l) => l.startsWith('CMD ')).join(), /enable-source-maps/, 'nothing would read them');
   // Production without the package must still start: src loads it only for the embedded database.
