@@ -305,11 +305,12 @@ gateway_env=(-e NODE_ENV=production -e HOST=127.0.0.1 -e PORT="$GW_PORT" -e DATA
   -e CALLBACK_ALLOWED_IPS=127.0.0.1/32 -e RETENTION_DAYS=30)
 "$DOCKER" run --rm --network host --read-only --cap-drop ALL "${gateway_env[@]}" "$IMAGE" node dist/src/db/migrate-cli.js >"$WORK/migrate.log" 2>&1 ||
   { cat "$WORK/migrate.log" >&2; die "the migration (node dist/src/db/migrate-cli.js) failed in the image"; }
+GATEWAY_STARTED=$(date +%s%N)
 "$DOCKER" run -d --name "$PROJECT-gateway" --network host --read-only --cap-drop ALL --security-opt no-new-privileges \
   "${health[@]}" "${gateway_env[@]}" -e MIGRATE_ON_START=false "$IMAGE" >/dev/null
 "${DRIVE[@]}" ready "$GATEWAY/readyz" 30 || { "$DOCKER" logs "$PROJECT-gateway" 2>&1 | tail -n 20 >&2; die "the gateway did not become ready"; }
 "${DRIVE[@]}" ready "http://127.0.0.1:$SB_PORT/healthz" 30 || { "$DOCKER" logs "$PROJECT-sandbox" 2>&1 | tail -n 20 >&2; die "the sandbox did not start"; }
-say "gateway ready $(($(ms_since "$PHASE_START")))ms after the first docker run"
+say "gateway ready $(($(ms_since "$GATEWAY_STARTED"))) ms after its docker run"
 
 phase "run: three sandbox CPFs through the container"
 "${DRIVE[@]}" cpfs "$GATEWAY" ct-run || die "the sandbox CPFs did not come out right through the container"
