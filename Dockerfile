@@ -1,37 +1,79 @@
-# syntax=docker/dockerfile:1
-# Node 24 is the supported LTS; the code itself also runs on Node 20.19+.
+# The gateway's image; the sandbox provider runs from it too (node dist/src/sandbox/server.js).
+# Builds with the classic builder and with BuildKit, and fetches nothing but the base image and
+# npm packages. Behind a registry mirror: docs/deployment.md ("Building the image"), and
+# deploy/docker/secrets.Dockerfile for an .npmrc or CA bundle passed as BuildKit secrets.
+#
+# Node 24 is the supported LTS (the code also runs on Node 20.19+). Any Debian-based Node image
+# with npm will do; pin it by digest for reproducible builds:
+#   docker build --build-arg NODE_IMAGE=node:24-bookworm-slim@sha256:<digest> .
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
+# An npm registry mirror's URL (npm reads npm_config_registry); never credentials: build
+# arguments are recorded in the history of the stages that use them (only these build stages).
+ARG NPM_CONFIG_REGISTRY
 WORKDIR /app
-COPY package.json package-lock.json ./
+# npm-ca.pem, when the build context has one: the CA bundle of an internal registry or a
+# TLS-inspecting proxy (public certificates), trusted by npm in these build stages only.
+COPY package.json package-lock.json npm-ca.pe[m] ./
 # --ignore-scripts: npm install's own build (prepare) waits for the sources, copied below.
-RUN npm ci --ignore-scripts --no-audit --no-fund
+RUN if [ -s npm-ca.pem ]; then export NODE_EXTRA_CA_CERTS=/app/npm-ca.pem; fi; \
+  npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
 COPY src ./src
 COPY migrations ./migrations
-# tsc, then the console bundle (dist/console), whose sources and tools are dev dependencies.
-RUN npm run build
+COPY bench ./bench
+# tsc, then the console bundle (dist/console). No source maps ship: the image runs without
+# --enable-source-maps, so they would only weigh (stack traces name the compiled files).
+RUN npm run build \
+  && find dist -name '*.map' -delete \
+  && find dist -name '*.js' -exec sed -i '/^\/\/# sourceMappingURL=/d' {} +
 
 FROM ${NODE_IMAGE} AS prod-deps
+ARG NPM_CONFIG_REGISTRY
 WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+COPY package.json package-lock.json npm-ca.pe[m] ./
+# PGlite is the embedded database of a laptop without DATABASE_URL; the image runs in production
+# mode, which refuses it, and src/db loads it only when it is used. The dependencies' own source
+# maps go too, as ours do.
+RUN if [ -s npm-ca.pem ]; then export NODE_EXTRA_CA_CERTS=/app/npm-ca.pem; fi; \
+  npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+  && rm -rf node_modules/@electric-sql/pglite \
+  && find node_modules -name '*.map' -delete \
+  && npm cache clean --force
 
 FROM ${NODE_IMAGE}
+# Kept equal to package.json's version (test/deploy/dockerfile.test.ts); REVISION from the CI.
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="underwriting-gateway" \
+      org.opencontainers.image.description="Partner-side gateway for the provider's asynchronous credit-card underwriting API" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
+# SANDBOX_*: the sandbox entry, run from this image, listens on the container's network and keeps
+# its owed deliveries in the one writable directory.
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000 \
-    DATA_DIR=/data
+    DATA_DIR=/data \
+    SANDBOX_HOST=0.0.0.0 \
+    SANDBOX_DATA_DIR=/data
 WORKDIR /app
 COPY --from=prod-deps /app/node_modules ./node_modules
-COPY --from=build /app/dist ./dist
+COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /app/dist/migrations ./dist/migrations
+COPY --from=build /app/dist/console ./dist/console
 COPY package.json ./
-RUN mkdir -p /data && chown node:node /data
-USER node
-EXPOSE 3000
-HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# Numeric user with group 0, /data writable by the group: Kubernetes' runAsNonRoot can check a
+# number, and OpenShift's arbitrary uid (always in group 0) can write where this one can.
+RUN mkdir -p /data && chown 10001:0 /data && chmod g=u /data
+USER 10001:0
+EXPOSE 3000 4010
+# Liveness only (/healthz): a database blip must not mark the container unhealthy (/readyz is for
+# the load balancer). Whichever entry runs answers: the gateway on PORT, the sandbox on SANDBOX_PORT.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "const e=process.env;Promise.any([e.PORT||3000,e.SANDBOX_PORT||4010].map(p=>fetch('http://127.0.0.1:'+p+'/healthz',{signal:AbortSignal.timeout(3000)}).then(r=>{if(!r.ok)throw new Error(r.status)}))).then(()=>process.exit(0),()=>process.exit(1))"]
 # A young generation of at most 3 x 4 MB, and an old one let grow to twice what survived the last
 # full collection (V8 lets it grow to 4x), keep the RSS under load well below 200 MB (bench/README.md).
 CMD ["node", "--max-semi-space-size=4", "--heap-growing-percent=100", "dist/src/server.js"]

@@ -25,29 +25,49 @@ const withDefaults = (value: string) => value.replace(/\$\{[A-Z_]+:-([^}]*)\}/g,
 t.test('it defines postgres, gateway and sandbox, each with a healthcheck', async (t) => {
   t.same(Object.keys(services).sort(), ['gateway', 'postgres', 'sandbox']);
   t.match(services.postgres.image, /^postgres:1[67]-alpine$/);
-  t.match(services.postgres.healthcheck.test.join(' '), /pg_isready/);
+  // Over TCP: the image's first-start temporary server listens on its socket only.
+  t.match(services.postgres.healthcheck.test.join(' '), /pg_isready -h 127\.0\.0\.1 /);
   t.match(services.postgres.volumes, [/^pgdata:\/var\/lib\/postgresql\/data$/]);
   t.ok('pgdata' in compose.volumes, 'the data volume is named');
   t.match(services.gateway.healthcheck.test.join(' '), /127\.0\.0\.1:3000\/readyz/);
   t.match(services.sandbox.healthcheck.test.join(' '), /127\.0\.0\.1:4010\/healthz/);
 });
 
-t.test('the gateway waits for a healthy database and publishes port 3000, on a host port one may change', async (t) => {
+t.test('the gateway waits for a healthy database only, and publishes port 3000 on loopback, on a host port one may change', async (t) => {
   t.equal(services.gateway.build, '.');
+  t.same(Object.keys(services.gateway.depends_on), ['postgres'], 'not on the sandbox');
   t.equal(services.gateway.depends_on.postgres.condition, 'service_healthy');
-  t.same(services.gateway.ports, ['${GATEWAY_HOST_PORT:-3000}:3000']);
-  t.same(services.gateway.ports.map(withDefaults), ['3000:3000']);
+  t.same(services.gateway.ports, ['127.0.0.1:${GATEWAY_HOST_PORT:-3000}:3000']);
+  t.same(services.gateway.ports.map(withDefaults), ['127.0.0.1:3000:3000']);
   t.equal(services.gateway.command, undefined, "the image's own command runs the gateway");
 });
 
-t.test('the sandbox is the same image, under the same name, running the sandbox entry on port 4010', async (t) => {
-  t.equal(services.sandbox.build, '.');
+t.test('the sandbox is the same image, built once, running the sandbox entry on port 4010 on loopback', async (t) => {
+  t.equal(services.sandbox.build, undefined, 'only the gateway builds');
+  t.equal(services.sandbox.pull_policy, 'never', 'the image is never looked for in a registry');
   t.match(services.gateway.image, /^[a-z0-9._/-]+:[a-z0-9._-]+$/);
-  t.equal(services.sandbox.image, services.gateway.image, 'one image, built once');
+  t.equal(services.sandbox.image, services.gateway.image, 'one image');
   t.same(services.sandbox.command, ['node', 'dist/src/sandbox/server.js']);
-  t.same(services.sandbox.ports, ['${SANDBOX_HOST_PORT:-4010}:4010']);
-  t.same(services.sandbox.ports.map(withDefaults), ['4010:4010']);
-  t.equal(envOf('sandbox').SANDBOX_DATA_DIR, '/data', "deliveries owed survive a restart, in the image's writable directory");
+  t.same(services.sandbox.ports, ['127.0.0.1:${SANDBOX_HOST_PORT:-4010}:4010']);
+  t.same(services.sandbox.ports.map(withDefaults), ['127.0.0.1:4010:4010']);
+});
+
+t.test("the sandbox's owed deliveries live in a volume", async (t) => {
+  t.equal(envOf('sandbox').SANDBOX_DATA_DIR, '/data');
+  t.same(services.sandbox.volumes, ['sandbox-data:/data']);
+  t.ok('sandbox-data' in compose.volumes, 'a named volume');
+});
+
+t.test("no top-level name (Compose v1 rejects it)", async (t) => {
+  t.notOk('name' in compose);
+});
+
+t.test("Docker's stop timeout outlasts the gateway's own shutdown grace", async (t) => {
+  const graceMs = Number(/const SHUTDOWN_GRACE_MS = ([\d_]+);/.exec(await readFile(new URL('../../src/server.ts', import.meta.url), 'utf8'))![1]!.replace(/_/g, ''));
+  for (const name of ['gateway', 'sandbox']) {
+    const seconds = Number(/^(\d+)s$/.exec(services[name].stop_grace_period)?.[1]);
+    t.ok(seconds * 1000 >= graceMs + 5000, `${name}: stop_grace_period ${services[name].stop_grace_period} leaves 5 s beyond ${graceMs} ms`);
+  }
 });
 
 t.test('no fixed subnet that could collide with the host networks', async (t) => {
