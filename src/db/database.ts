@@ -7,7 +7,10 @@ import pg from 'pg';
 import type { Link } from '@opentelemetry/api';
 import { inStatementSpan, type SpanParent } from '../tracing/spans.js';
 import { PGliteDialect } from './pglite-dialect.js';
+import { isStorageUnavailable, markDatabaseError, StorageUnavailableError } from './storage-errors.js';
 import type { Tables } from './types.js';
+
+export { isStorageUnavailable, markDatabaseError, StorageUnavailableError } from './storage-errors.js';
 
 export type Engine = 'postgres' | 'pglite';
 
@@ -281,6 +284,7 @@ class GuardedPool {
       try {
         client = await this.pool.connect();
       } catch (err) {
+        markDatabaseError(err);
         this.settled(err);
         throw err;
       }
@@ -337,6 +341,7 @@ class GuardedClient {
           return value;
         },
         (err: unknown) => {
+          markDatabaseError(err);
           this.owner.settled(err);
           this.#noteFailure(err);
           throw err;
@@ -475,42 +480,4 @@ async function withTimeout(work: Promise<unknown>, timeoutMs: number): Promise<v
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** Thrown where our own code decides the database is out of reach. */
-export class StorageUnavailableError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = 'StorageUnavailableError';
-  }
-}
-
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
-const CONNECTION_MESSAGES =
-  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout|Connection ended|PGlite is closed|not queryable|pool (is|has been) (ended|closed)|Cannot use a pool after calling end|driver has already been destroyed/i;
-/**
- * SQLSTATE classes and codes that say "not now" rather than "not this": connection exceptions (08),
- * insufficient resources (53: too many connections, disk full, out of memory), operator
- * intervention (57: admin shutdown, crash shutdown, cannot connect now, statement timeout),
- * system errors (58: I/O), internal errors (XX), a read-only database (25006: a standby after a
- * failover), idle-session timeouts, and transient conflicts (serialization, deadlock, lock timeout).
- */
-const UNAVAILABLE_CLASSES = ['08', '53', '57', '58', 'XX'];
-const UNAVAILABLE_CODES = new Set(['25006', '25P03', '40001', '40P01', '55P03']);
-
-/**
- * True when an error means "the database cannot be reached right now" (as opposed to a bug or a
- * constraint): connection failures, the SQLSTATEs above, our own timeouts.
- */
-export function isStorageUnavailable(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  if (err instanceof StorageUnavailableError) return true;
-  if (err instanceof AggregateError && err.errors.some(isStorageUnavailable)) return true;
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string') {
-    if (NETWORK_CODES.has(code)) return true;
-    if (UNAVAILABLE_CLASSES.includes(code.slice(0, 2)) || UNAVAILABLE_CODES.has(code)) return true;
-  }
-  if (CONNECTION_MESSAGES.test(err.message)) return true;
-  return err.cause !== undefined && err.cause !== err && isStorageUnavailable(err.cause);
 }

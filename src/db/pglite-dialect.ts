@@ -13,6 +13,7 @@ import {
   type QueryCompiler,
   type QueryResult,
 } from 'kysely';
+import { markDatabaseError } from './storage-errors.js';
 
 // Kysely 0.28 (the last release whose engines accept Node 20) has no PGlite dialect; this is the
 // small one it lacks. PGlite is a single connection: one user at a time, in arrival order.
@@ -27,6 +28,11 @@ class PGliteAdapter extends PostgresAdapter {
   override async releaseMigrationLock(): Promise<void> {}
 }
 
+function rethrownAsDatabaseError(err: unknown): never {
+  markDatabaseError(err);
+  throw err;
+}
+
 class PGliteConnection implements DatabaseConnection {
   #transaction: Transaction | undefined;
   #finish: ((commit: boolean) => void) | undefined;
@@ -35,9 +41,9 @@ class PGliteConnection implements DatabaseConnection {
   constructor(readonly pglite: PGlite) {}
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-    const { rows, affectedRows } = await (this.#transaction ?? this.pglite).query<R>(query.sql, [...query.parameters], {
-      rowMode: 'object',
-    });
+    const { rows, affectedRows } = await (this.#transaction ?? this.pglite)
+      .query<R>(query.sql, [...query.parameters], { rowMode: 'object' })
+      .catch(rethrownAsDatabaseError);
     return { rows, numAffectedRows: affectedRows === undefined ? undefined : BigInt(affectedRows) };
   }
 
@@ -56,7 +62,7 @@ class PGliteConnection implements DatabaseConnection {
       begun();
       if (!(await commits)) await tx.rollback();
     });
-    await Promise.race([started, this.#closed]);
+    await Promise.race([started, this.#closed]).catch(rethrownAsDatabaseError);
   }
 
   async end(commit: boolean): Promise<void> {
@@ -65,7 +71,7 @@ class PGliteConnection implements DatabaseConnection {
     this.#finish = undefined;
     this.#transaction = undefined;
     this.#closed = undefined;
-    if (commit) await closed;
+    if (commit) await closed?.catch(rethrownAsDatabaseError);
     else await closed?.catch(() => {});
   }
 }

@@ -1,22 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import t from 'tap';
-import { isStorageUnavailable } from '../../src/db/database.js';
+import { type DatabaseHandle, isStorageUnavailable, markDatabaseError, openDatabase } from '../../src/db/database.js';
 import { sql } from 'kysely';
 import { ENGINE, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { startRelay, throughRelay } from '../helpers/relay.js';
 
-/** The error a real PostgreSQL gives for what `run` does on a fresh connection to `url`. */
-async function errorOf(url: string, run: (client: pg.Client) => Promise<unknown>): Promise<unknown> {
-  const client = new pg.Client({ connectionString: url });
-  client.on('error', () => {});
+/** The error the gateway's own database handle gives for what `run` does on it. */
+async function errorOf(options: Parameters<typeof openDatabase>[0], run: (db: DatabaseHandle['db']) => Promise<unknown>): Promise<unknown> {
+  const database = await openDatabase({ ...options, onIdleError: () => {} });
   try {
-    await client.connect();
-    await run(client);
+    await run(database.db);
   } catch (err) {
     return err;
   } finally {
-    await client.end().catch(() => {});
+    await database.close().catch(() => {});
   }
   throw new Error('no error');
 }
@@ -37,18 +35,28 @@ if (SERVER_URL) {
 
     const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
     t.teardown(() => relay.close());
+    const at = (databaseUrl: string) => ({ databaseUrl, dataDir: 'unused' });
 
     const unavailable: Record<string, unknown> = {
-      'too many clients': await errorOf(asRole.toString(), async () => {}),
-      'admin shutdown': await errorOf(url, (c) => c.query('select pg_terminate_backend(pg_backend_pid())')),
-      'statement timeout': await errorOf(url, (c) => c.query('set statement_timeout = 10').then(() => c.query('select pg_sleep(1)'))),
-      'query read timeout': await errorOf(url, (c) => c.query({ text: 'select pg_sleep(1)', query_timeout: 10 } as pg.QueryConfig)),
-      'read-only database (a standby after a failover)': await errorOf(url, async (c) => {
-        await c.query('set default_transaction_read_only = on');
-        await c.query('create table t (x int)');
-      }),
-      'connection lost mid-query': await errorOf(throughRelay(url, relay), async (c) => {
-        const query = c.query('select pg_sleep(1)');
+      'too many clients': await errorOf(at(asRole.toString()), (db) => sql`select 1`.execute(db)),
+      'admin shutdown': await errorOf(at(url), (db) => sql`select pg_terminate_backend(pg_backend_pid())`.execute(db)),
+      'statement timeout': await errorOf(at(url), (db) =>
+        db.transaction().execute(async (trx) => {
+          await sql`set local statement_timeout = 10`.execute(trx);
+          await sql`select pg_sleep(1)`.execute(trx);
+        }),
+      ),
+      // Transaction mode: no server-side statement_timeout, so the client's own timeout fires.
+      'query read timeout': await errorOf({ ...at(url), poolMode: 'transaction', queryTimeoutMs: 50 }, (db) => sql`select pg_sleep(1)`.execute(db)),
+      'read-only database (a standby after a failover)': await errorOf(at(url), (db) =>
+        db.transaction().execute(async (trx) => {
+          await sql`set transaction read only`.execute(trx);
+          await sql`create table t (x int)`.execute(trx);
+        }),
+      ),
+      'connection lost mid-query': await errorOf(at(throughRelay(url, relay)), async (db) => {
+        await sql`select 1`.execute(db);
+        const query = sql`select pg_sleep(1)`.execute(db);
         relay.cut();
         await query;
       }),
@@ -57,6 +65,19 @@ if (SERVER_URL) {
     for (const [what, err] of Object.entries(unavailable)) t.ok(isStorageUnavailable(err), what);
   });
 }
+
+t.test("a client's own failures are never the database's, whatever their code", async (t) => {
+  // What Node gives a route whose client closed or reset its connection mid-body (issue 32).
+  const aborted = Object.assign(new Error('aborted'), { code: 'ECONNRESET' });
+  t.notOk(isStorageUnavailable(aborted), 'aborted / ECONNRESET from a request body');
+  t.notOk(isStorageUnavailable(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' })), 'EPIPE writing an answer');
+  t.notOk(isStorageUnavailable(Object.assign(new Error('x'), { code: '08006' })), 'a SQLSTATE-looking code from elsewhere');
+  t.notOk(isStorageUnavailable(new Error('Connection terminated')), "a connection message from another layer");
+  const fromPool = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+  markDatabaseError(fromPool);
+  t.ok(isStorageUnavailable(fromPool), 'the same code from a database connection is');
+  t.ok(isStorageUnavailable(new Error('wrapped', { cause: fromPool })), 'also as the cause of another error');
+});
 
 t.test(`on ${ENGINE}: a statement the database refuses is not an outage; a database closed under the instance is`, async (t) => {
   const database = await freshDatabase(t, { migrate: false });
