@@ -20,7 +20,7 @@ import { ingestLoad } from './ingest-load.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
 import { swaggerOptions } from './openapi.js';
-import { opsRoutes, storageSuspicion } from './ops/routes.js';
+import { opsRoutes } from './ops/routes.js';
 import { personalDataRoutes } from './personal-data/routes.js';
 import type { BearerTokenSource } from './provider/token-source.js';
 import { TokenClient } from './provider/token-client.js';
@@ -107,8 +107,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  const storage = storageSuspicion();
-  installErrorHandler(app, storage.failed);
+  installErrorHandler(app);
   // Bodies are JSON: JSON sent as text/plain is refused 415, not read as a string that then fails validation.
   app.removeContentTypeParser('text/plain');
   // Once closing, every answer closes its connection: a keep-alive client (a console tab, a
@@ -173,7 +172,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     handoff: deliveryHandoff(),
     tracer: deps.tracer,
   };
-  await app.register(opsRoutes({ database: deps.database, registry, storage }));
+  await app.register(opsRoutes({ database: deps.database, registry }));
   await app.register(requestLifecycle(capabilityDeps));
   // Before the capabilities: plugins close in reverse order, so the last announcements still go out.
   await app.register(capabilityDeps.results.plugin);

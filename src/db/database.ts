@@ -52,8 +52,14 @@ export interface DatabaseHandle {
   onHealth(fn: (event: HealthEvent) => void): () => void;
   /** Set on PGlite: its own listen() API stands in for LISTEN. */
   pglite: PGlite | undefined;
-  /** Resolves when the database answers within timeoutMs, rejects otherwise. */
+  /** Resolves when the database answers within timeoutMs, rejects otherwise (at start, before migrations). */
   ping(timeoutMs: number): Promise<void>;
+  /**
+   * Readiness: a statement of the gateway's kind on the routes' pool (named and prepared where the
+   * routes' are, reading one of its tables) answers within timeoutMs, and the database takes writes.
+   * Its success clears the pool's failure state, as any route query's would.
+   */
+  probe(timeoutMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -134,12 +140,8 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
     },
     ping: async (timeoutMs) => {
       await withTimeout(main.pool.query('select 1'), timeoutMs);
-      // The database answers a bare select, but the gateway's own queries keep failing (a pooler
-      // refusing what they need, connections timing out): not ready either.
-      if (main.failingSince !== undefined && Date.now() - main.failingSince >= FAILING_FOR_MS) {
-        throw new StorageUnavailableError('the database answers, but queries keep failing');
-      }
     },
+    probe: (timeoutMs) => withTimeout(probeWith(db, timeoutMs), timeoutMs),
     close: async () => {
       // Ending a connection waits for the server to close it; a half-open one never does. Those
       // opened before a query timed out are suspect: closed at once. The others get a grace.
@@ -238,9 +240,6 @@ function openPool(connectionString: string, max: number, settings: PoolSettings)
 }
 
 const QUERY_TIMEOUT = /Query read timeout/;
-
-/** /readyz answers 503 once every query for this long has failed (a single failure is no outage). */
-const FAILING_FOR_MS = 1000;
 
 /**
  * SQLSTATEs a healthy, directly connected PostgreSQL never gives the gateway's own statements, but a
@@ -390,28 +389,53 @@ const pools = new WeakMap<Kysely<Tables>, GuardedPool>();
  * another, or a connection where another client prepared the same name); on PGlite as plain SQL.
  * Given a parent (tracing on), inside a client span named by the statement.
  */
+/** A statement's own bounds: its query timeout (never longer than the pool's). */
+export interface StatementOptions {
+  queryTimeoutMs?: number;
+}
+
 export function runStatement<R>(
   db: Kysely<Tables>,
   statement: Statement,
   parameters: readonly unknown[],
   parent?: SpanParent,
   links?: Link[],
+  options: StatementOptions = {},
 ): Promise<R[]> {
-  if (parent === undefined) return run<R>(db, statement, parameters);
-  return inStatementSpan(parent, statement, links, () => run<R>(db, statement, parameters));
+  if (parent === undefined) return run<R>(db, statement, parameters, options);
+  return inStatementSpan(parent, statement, links, () => run<R>(db, statement, parameters, options));
 }
 
-async function run<R>(db: Kysely<Tables>, statement: Statement, parameters: readonly unknown[]): Promise<R[]> {
+async function run<R>(db: Kysely<Tables>, statement: Statement, parameters: readonly unknown[], options: StatementOptions): Promise<R[]> {
   const guarded = pools.get(db);
   if (!guarded) return (await db.executeQuery<R>(CompiledQuery.raw(statement.text, [...parameters]))).rows;
   const client = await guarded.connect();
   try {
     const named = guarded.poolMode === 'session';
-    const query = named ? { name: statement.name, text: statement.text, values: [...parameters] } : { text: statement.text, values: [...parameters] };
+    const timeout = options.queryTimeoutMs === undefined ? {} : { query_timeout: options.queryTimeoutMs };
+    const query = named
+      ? { name: statement.name, text: statement.text, values: [...parameters], ...timeout }
+      : { text: statement.text, values: [...parameters], ...timeout };
     return ((await client.query(query)) as pg.QueryResult<R & pg.QueryResultRow>).rows;
   } finally {
     client.release();
   }
+}
+
+const READINESS_PROBE: Statement = {
+  name: 'readiness_probe',
+  text: "select current_setting('transaction_read_only') = 'on' as read_only, exists (select 1 from underwriting_requests) as used",
+};
+
+/**
+ * Runs the readiness probe as the routes run their statements. Its own query timeout is the
+ * probe's: a probe stuck on a half-open connection fails in timeoutMs, and that connection (and
+ * every one opened before it) is replaced, as after any query timeout.
+ */
+async function probeWith(db: Kysely<Tables>, timeoutMs: number): Promise<void> {
+  const [row] = await runStatement<{ read_only: boolean }>(db, READINESS_PROBE, [], undefined, undefined, { queryTimeoutMs: timeoutMs });
+  // A standby after a failover answers reads and refuses every write the gateway makes.
+  if (row?.read_only) throw new StorageUnavailableError('the database is read-only');
 }
 
 async function openPglite(dataDir: string): Promise<DatabaseHandle> {
@@ -438,6 +462,7 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
     onHealth: () => () => {},
     pglite,
     ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
+    probe: (timeoutMs) => withTimeout(probeWith(db, timeoutMs), timeoutMs),
     close: async () => {
       await db.destroy();
       if (!pglite.closed) await pglite.close();

@@ -6,36 +6,24 @@ import { errorBody, errorSchema, storageUnavailable } from '../errors.js';
 import { operation } from '../openapi.js';
 
 export interface OpsDeps {
-  database: Pick<DatabaseHandle, 'ping'>;
+  database: Pick<DatabaseHandle, 'probe'>;
   registry: Registry;
-  storage: StorageSuspicion;
 }
 
 const READY_TIMEOUT_MS = 2000;
 /** prom-client's registry.contentType, without the charset it adds. */
 const PROMETHEUS_TEXT = 'text/plain; version=0.0.4';
 
-/** After a route failed on storage, /readyz answers 503 this long, even if `select 1` still works. */
-export const SUSPECT_FOR_MS = 5000;
-
 /**
- * What the routes saw of the database: a database can answer /readyz's `select 1` and still fail
- * every route (read-only after a failover, a full disk, a half-open pooled connection), so a
- * route's storage failure counts against readiness too, for a few seconds.
+ * /readyz's check: the database's readiness probe, at every call (never a cached verdict), one at
+ * a time (concurrent calls share the probe running, so a burst of them takes one connection).
  */
-export interface StorageSuspicion {
-  /** A route just failed on storage (answered 503 storage_unavailable). */
-  failed(): void;
-  /** True while the last such failure is recent. */
-  suspect(): boolean;
-}
-
-export function storageSuspicion(now: () => number = Date.now): StorageSuspicion {
-  let lastFailure = Number.NEGATIVE_INFINITY;
-  return {
-    failed: () => void (lastFailure = now()),
-    suspect: () => now() - lastFailure < SUSPECT_FOR_MS,
-  };
+export function readinessCheck(database: Pick<DatabaseHandle, 'probe'>, timeoutMs = READY_TIMEOUT_MS): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () =>
+    (running ??= database.probe(timeoutMs).finally(() => {
+      running = undefined;
+    }));
 }
 
 const status = z.object({ status: z.string() });
@@ -43,6 +31,7 @@ const status = z.object({ status: z.string() });
 export const opsRoutes =
   (deps: OpsDeps): FastifyPluginAsyncZod =>
   async (app) => {
+    const ready = readinessCheck(deps.database);
     app.get(
       '/healthz',
       { schema: { ...operation('getHealth', 'open'), tags: ['operations'], summary: 'The process is alive', response: { 200: status } } },
@@ -61,12 +50,8 @@ export const opsRoutes =
       },
       async (request, reply) => {
         try {
-          // Checked at every call (never a cached verdict); a recent route failure weighs too.
-          await deps.database.ping(READY_TIMEOUT_MS);
-          if (deps.storage.suspect()) {
-            request.log.warn('not ready: a route failed on storage in the last few seconds');
-            return reply.code(503).send(errorBody(storageUnavailable()) as z.infer<typeof errorSchema>);
-          }
+          // Answers for itself: no route traffic is needed to find the database back.
+          await ready();
           return { status: 'ready' };
         } catch (err) {
           request.log.warn({ err }, 'not ready: database unreachable');
