@@ -4,12 +4,13 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { Tracer } from '@opentelemetry/api';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
-import { addressMatcher } from './access/addresses.js';
+import { addressMatcher, forwardedAddressesOnly } from './access/addresses.js';
 import { callbackRoutes } from './callbacks/routes.js';
 import { notificationChannel } from './channels/channel.js';
 import { RESULTS_CHANNEL } from './channels/names.js';
 import type { Config } from './config.js';
 import { consoleRoutes } from './console/routes.js';
+import { maskCpfsInText } from './cpf.js';
 import type { DatabaseHandle } from './db/database.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { answerClientError, frameworkErrorReply, installErrorHandler } from './errors.js';
@@ -101,9 +102,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clientErrorHandler: answerClientError,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+      // An id shaped like a CPF would be logged on every line and echoed: replaced, as a malformed one is.
+      return typeof given === 'string' && REQUEST_ID.test(given) && maskCpfsInText(given) === given ? given : randomUUID();
     },
   }).withTypeProvider<ZodTypeProvider>();
+  if (config.trustProxy.length > 0) {
+    // Before Fastify reads the request: a trusted proxy's X-Forwarded-For is believed only as far as it holds addresses.
+    app.server.prependListener('request', (req) => {
+      const forwarded = req.headers['x-forwarded-for'];
+      if (typeof forwarded !== 'string') return;
+      const kept = forwardedAddressesOnly(forwarded);
+      if (kept === undefined) delete req.headers['x-forwarded-for'];
+      else req.headers['x-forwarded-for'] = kept;
+    });
+  }
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -133,6 +133,7 @@ const envSchema = z.object({
   OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol.optional(),
   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol.optional(),
   OTEL_SERVICE_NAME: z.string().trim().min(1, 'must not be empty').optional(),
+  CUSTOMER_UUID_ALLOW_CPF: booleanFlag.default(false),
 });
 
 /** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
@@ -190,6 +191,8 @@ export interface Config {
   retentionDays: number | undefined;
   /** Unset: no tracing SDK is started (the API's no-op tracer, nothing exported). */
   tracing: TracingConfig | undefined;
+  /** A customerUuid that is a valid CPF is accepted (partners whose own identifiers are 11-digit numbers); else refused 400. */
+  customerUuidAllowCpf: boolean;
 }
 
 /** Set when spans are exported: an OTLP endpoint is configured and nothing turns tracing off. */
@@ -321,6 +324,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     eventRetryHorizonS: e.EVENT_RETRY_HORIZON_S,
     retentionDays: e.RETENTION_DAYS,
     tracing: tracingConfig(e),
+    customerUuidAllowCpf: e.CUSTOMER_UUID_ALLOW_CPF,
   };
   return Object.freeze(config);
 }

@@ -47,3 +47,17 @@ export function addressMatcher(entries: readonly string[]): AddressMatcher {
     return verdict;
   };
 }
+
+/**
+ * X-Forwarded-For kept only as far as it holds addresses: reading from the right (the hops
+ * nearest us), everything from the first entry that is not an IP address leftwards is dropped, so
+ * the client address Fastify derives (and logs, stores, audits) is always an address, never text
+ * someone typed (a CPF, say). Undefined when nothing is left.
+ */
+export function forwardedAddressesOnly(header: string): string | undefined {
+  const entries = header.split(',').map((e) => e.trim());
+  let keep = entries.length;
+  while (keep > 0 && isIP(entries[keep - 1]!) !== 0) keep -= 1;
+  const kept = entries.slice(keep);
+  return kept.length > 0 ? kept.join(', ') : undefined;
+}

@@ -3,11 +3,10 @@ import { type FastifyPluginAsyncZod, serializerCompiler, validatorCompiler } fro
 import { allowlistGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { operation } from '../openapi.js';
-import { underwritingRequestSchema } from '../provider/schemas.js';
 import { createUnderwritingClient } from '../provider/underwriting-client.js';
 import { traceOf } from '../tracing/server-spans.js';
 import { metricOutcomeOfStatus, type SubmitMetricOutcome, submitMetrics } from './metrics.js';
-import { acceptedSchema, idempotencyKeySchema, submitHeadersSchema, submitResponses } from './schemas.js';
+import { acceptedSchema, idempotencyKeySchema, submitBodySchema, submitHeadersSchema, submitResponses } from './schemas.js';
 import { submitter } from './submit.js';
 
 const METRIC_OUTCOME = Symbol('submitMetricOutcome');
@@ -81,7 +80,7 @@ export const submissionRoutes =
           description:
             'Validates and stores the request (status submitting), then forwards it to the provider with the partner token.',
           headers: submitHeadersSchema,
-          body: underwritingRequestSchema,
+          body: submitBodySchema(config.customerUuidAllowCpf),
           response: submitResponses,
         },
         validatorCompiler: headersOnlyKey,

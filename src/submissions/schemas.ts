@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { isValidCpf } from '../cpf.js';
 import { errorSchema, httpStatusSchema, validationErrorSchema } from '../errors.js';
+import { customerUuidSchema, underwritingRequestSchema } from '../provider/schemas.js';
 
 /** Printable ASCII, 1-200 characters: enough for a UUID or a composite key, bounded for the index. */
 export const idempotencyKeySchema = z
@@ -11,6 +13,27 @@ export const submitHeadersSchema = z.looseObject({
     .optional()
     .describe('Repeats with the same key and body get the first answer again, without a second provider call (24 h)'),
 });
+
+/** A customerUuid that is a CPF (11 digits once its dashes and underscores go, check digits holding). */
+export function customerUuidIsCpf(customerUuid: string): boolean {
+  return isValidCpf(customerUuid.replace(/[-_]/g, ''));
+}
+
+/**
+ * The submit's body: the provider's request, and (unless CUSTOMER_UUID_ALLOW_CPF) a customerUuid
+ * that is not a CPF, which would otherwise be logged, stored and pushed in clear.
+ */
+export function submitBodySchema(allowCpfAsCustomerUuid: boolean) {
+  if (allowCpfAsCustomerUuid) return underwritingRequestSchema;
+  return underwritingRequestSchema
+    .extend({
+      customerUuid: customerUuidSchema.refine(
+        (v) => !customerUuidIsCpf(v),
+        'must not be a CPF (it would be stored and sent in clear): use your own identifier, or set CUSTOMER_UUID_ALLOW_CPF=true if yours are 11-digit numbers',
+      ),
+    })
+    .meta({ id: 'UnderwritingRequest' });
+}
 
 export const acceptedSchema = z
   .object({
