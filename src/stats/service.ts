@@ -32,11 +32,21 @@ export interface StatsDeps {
   webhookKeys?: readonly string[];
 }
 
-/** [since, until) widened to whole buckets (UTC), checked. */
+/**
+ * The instants an answer can say: years 0001-9999, what ISO 8601's four-digit years (and so the
+ * response schema) and PostgreSQL both hold. An accepted since/until beyond them (9999-12-31 with a
+ * negative offset, rounded up a bucket) is clamped to them.
+ */
+const FIRST_MS = Date.parse('0001-01-01T00:00:00Z');
+const LAST_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/** [since, until) widened to whole buckets (UTC) within years 0001-9999, checked. */
 export function statsRange(query: StatsQuery, now: Date): { since: Date; until: Date } {
   const width = BUCKET_MS[query.bucket];
-  const untilMs = Math.ceil((query.until ? Date.parse(query.until) : now.getTime()) / width) * width;
-  const sinceMs = Math.floor((query.since ? Date.parse(query.since) : untilMs - DEFAULT_SPAN_MS[query.bucket]) / width) * width;
+  const within = (ms: number) => Math.min(Math.max(ms, FIRST_MS), LAST_MS);
+  // The last bucket that still ends within year 9999; UTC midnights are whole multiples of a day.
+  const untilMs = Math.min(Math.ceil(within(query.until ? Date.parse(query.until) : now.getTime()) / width) * width, Math.floor(LAST_MS / width) * width);
+  const sinceMs = Math.floor(within(query.since ? Date.parse(query.since) : untilMs - DEFAULT_SPAN_MS[query.bucket]) / width) * width;
   if (sinceMs >= untilMs) throw validationFailed([{ path: 'since', message: 'must be before until' }]);
   if ((untilMs - sinceMs) / width > MAX_BUCKETS) {
     throw validationFailed([{ path: 'since', message: `at most ${MAX_BUCKETS} buckets per answer: narrow the range or use bucket=day` }]);
