@@ -12,10 +12,15 @@ type Log = Pick<FastifyBaseLogger, 'info' | 'warn' | 'debug'>;
 export const DEFAULT_MAX_WAITERS = 2000;
 
 const RECONNECT_MIN_MS = 100;
-const RECONNECT_MAX_MS = 5000;
-/** A half-open connection (no RST ever arrives) is noticed by this heartbeat, not only by TCP keepalive. */
-const HEARTBEAT_MS = 30_000;
-const LISTENER_QUERY_TIMEOUT_MS = 5000;
+/** Retries of a lost LISTEN connection are at most this far apart, so it is back within it of the database. */
+const RECONNECT_MAX_MS = 2000;
+/**
+ * A half-open connection (no RST ever arrives) is noticed by this heartbeat, not only by TCP
+ * keepalive: a `select 1` every second, lost when unanswered for LISTENER_QUERY_TIMEOUT_MS, so a
+ * silent LISTEN connection is replaced within about 3 s (30 s apart, it took 24 s).
+ */
+const HEARTBEAT_MS = 1000;
+const LISTENER_QUERY_TIMEOUT_MS = 2000;
 const STOP_GRACE_MS = 1000;
 
 /** One waiting party: woken by a notification for its key, or by a (re)connect of the listener. */

@@ -27,6 +27,14 @@ export type HealthEvent = 'timeout' | 'recovered';
 /** A query that has not answered in this long fails, and its connection is destroyed. */
 export const DEFAULT_QUERY_TIMEOUT_MS = 15_000;
 
+/**
+ * The callback statement's own, shorter timeout: a callback held on a half-open connection fails
+ * (503, the provider retries) and the connections opened before it are replaced, instead of after
+ * 15 s, when the provider may have given up and retried anyway. Far above the statement's worst
+ * healthy time under load (bench/README).
+ */
+export const CALLBACK_QUERY_TIMEOUT_MS = 5_000;
+
 /** What openDatabase gives: the Kysely instances (`db` for queries), the engine's details, health, ping and close. */
 export interface DatabaseHandle {
   db: Kysely<Tables>;
@@ -272,6 +280,10 @@ class GuardedPool {
     return this.settings.poolMode;
   }
 
+  get queryTimeoutMs(): number {
+    return this.settings.queryTimeoutMs;
+  }
+
   /** Kysely reads the pool's options (for its cancel connection). */
   get options(): object {
     return this.pool.options;
@@ -412,7 +424,8 @@ async function run<R>(db: Kysely<Tables>, statement: Statement, parameters: read
   const client = await guarded.connect();
   try {
     const named = guarded.poolMode === 'session';
-    const timeout = options.queryTimeoutMs === undefined ? {} : { query_timeout: options.queryTimeoutMs };
+    // A statement's own timeout is never longer than the pool's.
+    const timeout = options.queryTimeoutMs === undefined ? {} : { query_timeout: Math.min(options.queryTimeoutMs, guarded.queryTimeoutMs) };
     const query = named
       ? { name: statement.name, text: statement.text, values: [...parameters], ...timeout }
       : { text: statement.text, values: [...parameters], ...timeout };

@@ -1,6 +1,6 @@
 import { trace } from '@opentelemetry/api';
 import type { Kysely } from 'kysely';
-import { runStatement, type Statement } from '../db/database.js';
+import { CALLBACK_QUERY_TIMEOUT_MS, runStatement, type Statement } from '../db/database.js';
 import type { Decision, Tables } from '../db/types.js';
 import type { DeliveryHandoff } from '../events/handoff.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, unmatchedDataSql } from '../events/record.js';
@@ -155,6 +155,7 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
     recordResultsParameters(ordered.map((o) => o.cb), options),
     traced[0]?.trace,
     links.length > 0 ? links : undefined,
+    { queryTimeoutMs: CALLBACK_QUERY_TIMEOUT_MS },
   );
   const recorded: Recorded[] = batch.map(() => ({ disposition: 'duplicate' }));
   for (const row of rows) {
