@@ -1,4 +1,6 @@
+import { sql } from 'kysely';
 import t from 'tap';
+import { up as maskStoredCpfs } from '../../migrations/0015_mask_free_text_cpfs.js';
 import { formatCpf, isValidCpf, maskCpfsInText } from '../../src/cpf.js';
 import { buildTestApp, listen, testConfig } from '../helpers/app.js';
 import { httpRequest } from '../helpers/http.js';
@@ -140,4 +142,20 @@ t.test('CPFs planted in srd text, X-Request-Id and X-Forwarded-For reach no log,
   t.same(plantedIn(logs.text()), [], 'logs');
   t.ok(logs.entries().some((e) => (e.req as { client?: string } | undefined)?.client === '127.0.0.1'), 'the client logged is an address');
   t.same(plantedIn(await dumpDatabase(database)), [], SERVER_URL ? 'pg_dump and every row' : 'every row');
+});
+
+t.test('migration 0015 masks CPFs stored in srd text (and in events) before masking at the door', async (t) => {
+  const database = await freshDatabase(t);
+  const srd = { grossIncome: 1, address: { street: `Rua ${formatCpf(PLANTED.street)}`, number: '42', city: 'tel 11 98765-4321' } };
+  const { rows } = await sql<{ id: number }>`
+    insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status)
+    values ('old-1', 'h', '***.456.789-**', false, ${JSON.stringify(srd)}::jsonb, 'submitted') returning id`.execute(database.db);
+  await sql`
+    insert into events (public_id, type, customer_uuid, created_at, request_id, data)
+    values ('evt_old1', 'underwriting.completed', 'old-1', now(), ${rows[0]!.id}, ${JSON.stringify({ customerUuid: 'old-1', srd })}::jsonb)`.execute(database.db);
+  t.not(plantedIn(await dumpDatabase(database)).length, 0, 'planted before');
+  await maskStoredCpfs(database.db as never);
+  t.same(plantedIn(await dumpDatabase(database)), [], 'gone after');
+  const after = await sql<{ srd: typeof srd }>`select srd from underwriting_requests`.execute(database.db);
+  t.same(after.rows[0]!.srd.address, { street: 'Rua ***.***.***-**', number: '42', city: 'tel 11 98765-4321' }, 'the rest of the text stays');
 });
