@@ -16,6 +16,7 @@ import { answerClientError, frameworkErrorReply, installErrorHandler } from './e
 import { deliveryHandoff } from './events/handoff.js';
 import { eventRoutes } from './events/routes.js';
 import { closeWhenIdle } from './http/closing.js';
+import { QuietProbesLogController } from './http/request-logging.js';
 import { ingestLoad } from './ingest-load.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
@@ -83,7 +84,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const trusted = addressMatcher(config.trustProxy);
   const timeouts = { ...SERVER_TIMEOUTS, ...deps.serverTimeouts };
   const app = Fastify({
-    ...(deps.logger ? { loggerInstance: deps.logger, childLoggerFactory: requestLoggerFactory } : { logger: false }),
+    ...(deps.logger
+      ? { loggerInstance: deps.logger, childLoggerFactory: requestLoggerFactory, logController: new QuietProbesLogController() }
+      : { logger: false }),
     // Only a peer in TRUST_PROXY may say who the client is; everyone else's X-Forwarded-For is ignored.
     trustProxy: config.trustProxy.length > 0 ? (address: string) => trusted(address) : false,
     bodyLimit: BODY_LIMIT_BYTES,
