@@ -47,6 +47,8 @@ export interface AppDeps {
   tracer?: Tracer;
   /** Tests shorten these; a deployment keeps SERVER_TIMEOUTS. */
   serverTimeouts?: Partial<ServerTimeouts>;
+  /** True once shutdown has begun its drain: /readyz then answers 503 (server.ts, SHUTDOWN_DRAIN_MS). */
+  draining?: () => boolean;
 }
 
 export interface ServerTimeouts {
@@ -176,7 +178,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     handoff: deliveryHandoff(),
     tracer: deps.tracer,
   };
-  await app.register(opsRoutes({ database: deps.database, registry, storage }));
+  await app.register(opsRoutes({ database: deps.database, registry, storage, draining: deps.draining ?? (() => false) }));
   await app.register(requestLifecycle(capabilityDeps));
   // Before the capabilities: plugins close in reverse order, so the last announcements still go out.
   await app.register(capabilityDeps.results.plugin);

@@ -2,13 +2,15 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import type { DatabaseHandle } from '../db/database.js';
-import { errorBody, errorSchema, storageUnavailable } from '../errors.js';
+import { AppError, errorBody, errorSchema, storageUnavailable } from '../errors.js';
 import { operation } from '../openapi.js';
 
 export interface OpsDeps {
   database: Pick<DatabaseHandle, 'ping'>;
   registry: Registry;
   storage: StorageSuspicion;
+  /** True while the instance drains before it stops: readiness 503, everything else still served. */
+  draining: () => boolean;
 }
 
 const READY_TIMEOUT_MS = 2000;
@@ -40,6 +42,8 @@ export function storageSuspicion(now: () => number = Date.now): StorageSuspicion
 
 const status = z.object({ status: z.string() });
 
+const shuttingDown = () => new AppError(503, 'shutting_down', 'this instance is shutting down; use another');
+
 export const opsRoutes =
   (deps: OpsDeps): FastifyPluginAsyncZod =>
   async (app) => {
@@ -60,6 +64,8 @@ export const opsRoutes =
         },
       },
       async (request, reply) => {
+        // Before the database: a load balancer must stop sending here even while the database is fine.
+        if (deps.draining()) return reply.code(503).send(errorBody(shuttingDown()) as z.infer<typeof errorSchema>);
         try {
           // Checked at every call (never a cached verdict); a recent route failure weighs too.
           await deps.database.ping(READY_TIMEOUT_MS);
