@@ -80,9 +80,11 @@ async function main(): Promise<void> {
   let endDrain: (() => void) | undefined;
   const stop = async (signal: string): Promise<void> => {
     if (stopping) {
-      // A second signal cuts the drain short (an impatient Ctrl-C); the grace still bounds the rest.
-      endDrain?.();
-      return;
+      // A second signal cuts the drain short; after the drain, it stops the process at once (as
+      // before there was a drain: an impatient Ctrl-C).
+      if (endDrain) return endDrain();
+      log.warn({ signal }, 'second signal while shutting down: exiting now');
+      process.exit(1);
     }
     stopping = true;
     if (config.shutdownDrainMs > 0) {
@@ -96,6 +98,7 @@ async function main(): Promise<void> {
           resolve();
         };
       });
+      endDrain = undefined;
     }
     log.info({ signal }, 'shutting down: finishing in-flight requests');
     setTimeout(() => {
