@@ -20,7 +20,8 @@ export function fatalFormat(env: NodeJS.ProcessEnv = process.env): 'json' | 'tex
   return env.NODE_ENV?.trim() === 'production' ? 'json' : 'text';
 }
 
-const VARIABLE_LINE = /^([A-Z][A-Z0-9_]*)[ :]/;
+/** The variable a line is about: its first word, or the first after a prefix ("...failed to start: DATA_DIR: ..."). */
+const VARIABLE_LINE = /(?:^|: )([A-Z][A-Z0-9_]*)(?: \(from [A-Z0-9_]+\))?: /;
 
 /**
  * The lines a process dies with, on stderr: as they are, or each as a JSON log line (level

@@ -40,6 +40,14 @@ t.test('in production a database that cannot be used is a JSON fatal line', asyn
   t.match(line, { level: 'fatal', time: ISO, msg: /^underwriting-gateway failed to start: cannot use the database at DATABASE_URL: / });
 });
 
+t.test('LOG_FORMAT=json makes them JSON outside production too, naming the variable behind a failed start', async (t) => {
+  const gateway = startProcess(t, { LOG_FORMAT: 'json', HOST: '127.0.0.1', PORT: '0', SANDBOX_PORT: '0', DATA_DIR: '/proc/nope' });
+  t.equal((await gateway.exited).code, 1);
+  const [line, ...others] = parse(gateway.stderr);
+  t.same(others, []);
+  t.match(line, { level: 'fatal', time: ISO, variable: 'DATA_DIR', msg: /^underwriting-gateway failed to start: DATA_DIR: / });
+});
+
 t.test('outside production the fatal lines stay readable text', async (t) => {
   const gateway = startProcess(t, { PORT: 'eighty' });
   t.equal((await gateway.exited).code, 1);
