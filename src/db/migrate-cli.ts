@@ -1,5 +1,6 @@
 import { commandLine } from '../cli.js';
 import { configOrExit, writeFatal } from '../config-error.js';
+import { unknownVariableWarnings } from '../config-names.js';
 import { loadDatabaseConfig } from '../config.js';
 import { loadEnvFile } from '../env-file.js';
 import { createLogger } from '../logger.js';
@@ -18,6 +19,7 @@ async function main(): Promise<void> {
   await configOrExit(() => loadEnvFile());
   const config = await configOrExit(() => loadDatabaseConfig());
   const log = createLogger(config.logLevel, config.logFormat ?? 'json');
+  for (const warning of unknownVariableWarnings(process.env)) log.warn(warning);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, poolMode: config.databasePoolMode, dataDir: config.dataDir });
   try {
     const applied = await migrateToLatest(database);
