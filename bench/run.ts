@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { commandLine } from '../src/cli.js';
 import { type AbScenario, compareAb } from './lib/compare.js';
 import { tracingGoals } from './lib/tracing-goals.js';
 import { type BenchDatabase, backendCpuSnapshot, createBenchDatabase, flushWrites, GATEWAY_APPLICATIONS, statementTotals } from './lib/database.js';
@@ -24,7 +25,21 @@ import { submitScenario } from './scenarios/submit.js';
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
-const args = process.argv.slice(2);
+const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|long-poll-callbacks=\d+|delivery-rate=\d+)$/;
+const cli = commandLine({
+  command: 'npm run bench [-- options] (node dist/bench/run.js)',
+  summary: 'Runs the benchmarks: the gateway against naive baselines, side by side (bench/README.md).',
+  details: [
+    '  --quick                    short rounds, for a smoke run',
+    '  --only=a,b                 callback, callback-push, submit, get-one, long-poll, delivery, cold-start',
+    '  --profile, --probe         CPU profiles, and what the gateway saw inside each run',
+    '  --own-postgres             a PostgreSQL of its own, tuned as bench/README.md says',
+    '  --long-poll-callbacks=N    --delivery-rate=N',
+  ],
+  accepts: (arg) => BENCH_OPTIONS.test(arg),
+});
+if (cli === undefined) process.exit();
+const args = cli;
 const quick = args.includes('--quick');
 const profile = args.includes('--profile');
 const probe = args.includes('--probe');

@@ -17,6 +17,7 @@ import { answerClientError, frameworkErrorReply, installErrorHandler } from './e
 import { deliveryHandoff } from './events/handoff.js';
 import { eventRoutes } from './events/routes.js';
 import { closeWhenIdle } from './http/closing.js';
+import { QuietProbesLogController } from './http/request-logging.js';
 import { ingestLoad } from './ingest-load.js';
 import { requestLoggerFactory } from './logger.js';
 import { createRegistry, instrumentRequests } from './metrics.js';
@@ -47,6 +48,8 @@ export interface AppDeps {
   tracer?: Tracer;
   /** Tests shorten these; a deployment keeps SERVER_TIMEOUTS. */
   serverTimeouts?: Partial<ServerTimeouts>;
+  /** True once shutdown has begun its drain: /readyz then answers 503 (server.ts, SHUTDOWN_DRAIN_MS). */
+  draining?: () => boolean;
 }
 
 export interface ServerTimeouts {
@@ -84,7 +87,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const trusted = addressMatcher(config.trustProxy);
   const timeouts = { ...SERVER_TIMEOUTS, ...deps.serverTimeouts };
   const app = Fastify({
-    ...(deps.logger ? { loggerInstance: deps.logger, childLoggerFactory: requestLoggerFactory } : { logger: false }),
+    ...(deps.logger
+      ? { loggerInstance: deps.logger, childLoggerFactory: requestLoggerFactory, logController: new QuietProbesLogController() }
+      : { logger: false }),
     // Only a peer in TRUST_PROXY may say who the client is; everyone else's X-Forwarded-For is ignored.
     trustProxy: config.trustProxy.length > 0 ? (address: string) => trusted(address) : false,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -184,7 +189,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     handoff: deliveryHandoff(),
     tracer: deps.tracer,
   };
-  await app.register(opsRoutes({ database: deps.database, registry }));
+  await app.register(opsRoutes({ database: deps.database, registry, draining: deps.draining ?? (() => false) }));
   await app.register(requestLifecycle(capabilityDeps));
   // Before the capabilities: plugins close in reverse order, so the last announcements still go out.
   await app.register(capabilityDeps.results.plugin);

@@ -1,3 +1,5 @@
+import { hostname } from 'node:os';
+
 /** Invalid configuration: one line per bad variable, naming it and why (never its value). */
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -6,13 +8,45 @@ export class ConfigError extends Error {
   }
 }
 
-/** For entry points: a configuration error prints its lines to stderr and ends the process (exit 1). */
+/**
+ * How a fatal start-up line is written: one JSON object per line (as the logs, for a collector)
+ * when NODE_ENV=production or LOG_FORMAT=json, else plain text (LOG_FORMAT=pretty forces it).
+ * Read from the environment itself: the configuration may be what is broken.
+ */
+export function fatalFormat(env: NodeJS.ProcessEnv = process.env): 'json' | 'text' {
+  const format = env.LOG_FORMAT?.trim();
+  if (format === 'json') return 'json';
+  if (format === 'pretty') return 'text';
+  return env.NODE_ENV?.trim() === 'production' ? 'json' : 'text';
+}
+
+/** The variable a line is about: its first word, or the first after a prefix ("...failed to start: DATA_DIR: ..."). */
+const VARIABLE_LINE = /(?:^|: )([A-Z][A-Z0-9_]*)(?: \(from [A-Z0-9_]+\))?: /;
+
+/**
+ * The lines a process dies with, on stderr: as they are, or each as a JSON log line (level
+ * "fatal", ISO time, `variable` when the line names one).
+ */
+export function writeFatal(lines: readonly string[], env: NodeJS.ProcessEnv = process.env): void {
+  if (fatalFormat(env) === 'text') {
+    process.stderr.write(`${lines.join('\n')}\n`);
+    return;
+  }
+  const time = new Date().toISOString();
+  const json = lines.map((msg) => {
+    const variable = VARIABLE_LINE.exec(msg)?.[1];
+    return JSON.stringify({ level: 'fatal', time, pid: process.pid, hostname: hostname(), ...(variable ? { variable } : {}), msg });
+  });
+  process.stderr.write(`${json.join('\n')}\n`);
+}
+
+/** For entry points: a configuration error writes its lines (writeFatal) and ends the process (exit 1). */
 export async function configOrExit<T>(load: () => T | Promise<T>): Promise<T> {
   try {
     return await load();
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    process.stderr.write(`${err.problems.join('\n')}\n`);
+    writeFatal(err.problems);
     return process.exit(1);
   }
 }

@@ -1,7 +1,7 @@
 import { createPrivateKey } from 'node:crypto';
 import { z } from 'zod';
 import { ConfigError } from './config-error.js';
-import { addressList, commaList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnv } from './env.js';
+import { addressList, commaList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnvWithSecretFiles } from './env.js';
 import { partnerTokenSchema } from './provider/schemas.js';
 
 
@@ -134,10 +134,25 @@ const envSchema = z.object({
   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol.optional(),
   OTEL_SERVICE_NAME: z.string().trim().min(1, 'must not be empty').optional(),
   CUSTOMER_UUID_ALLOW_CPF: booleanFlag.default(false),
+  SHUTDOWN_DRAIN_MS: integer(0, 600_000).default(0),
 });
 
 /** Every variable the gateway reads (the sandbox's SANDBOX_* are its own). */
 export const CONFIG_VARIABLES = Object.keys(envSchema.shape);
+
+/** The secrets: each may be given as <NAME>_FILE instead, the path of a file holding it. */
+export const SECRET_VARIABLES = [
+  'PARTNER_TOKEN',
+  'CPF_HASH_KEY',
+  'CALLBACK_SECRET',
+  'QUERY_API_KEYS',
+  'ADMIN_API_KEYS',
+  'CLIENT_SECRET',
+  'CLIENT_ASSERTION_KEY',
+  'EVENT_WEBHOOK_SECRET',
+  'DATABASE_URL',
+  'DATABASE_LISTEN_URL',
+] as const satisfies ReadonlyArray<keyof typeof envSchema.shape>;
 
 export interface TokenClientConfig {
   authUrl: string;
@@ -193,6 +208,8 @@ export interface Config {
   tracing: TracingConfig | undefined;
   /** A customerUuid that is a valid CPF is accepted (partners whose own identifiers are 11-digit numbers); else refused 400. */
   customerUuidAllowCpf: boolean;
+  /** After SIGTERM, /readyz answers 503 this long (everything else still served) before the listener closes. */
+  shutdownDrainMs: number;
 }
 
 /** Set when spans are exported: an OTLP endpoint is configured and nothing turns tracing off. */
@@ -241,7 +258,7 @@ function tracingConfig(e: z.infer<typeof envSchema>): TracingConfig | undefined 
 
 /** Parses the environment once; throws ConfigError with one line per bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
-  const e = parseEnv(envSchema, env);
+  const e = parseEnvWithSecretFiles(envSchema, env, SECRET_VARIABLES);
   const problems: string[] = [];
   const production = e.NODE_ENV === 'production';
 
@@ -325,6 +342,35 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     retentionDays: e.RETENTION_DAYS,
     tracing: tracingConfig(e),
     customerUuidAllowCpf: e.CUSTOMER_UUID_ALLOW_CPF,
+    shutdownDrainMs: e.SHUTDOWN_DRAIN_MS,
   };
   return Object.freeze(config);
+}
+
+/** What `npm run migrate` needs: the database alone (no provider, no secrets but its URL). */
+export type DatabaseConfig = Pick<Config, 'nodeEnv' | 'databaseUrl' | 'databasePoolMode' | 'dataDir' | 'logLevel' | 'logFormat'>;
+
+const databaseEnvSchema = envSchema.pick({
+  NODE_ENV: true,
+  DATABASE_URL: true,
+  DATABASE_POOL_MODE: true,
+  DATA_DIR: true,
+  LOG_LEVEL: true,
+  LOG_FORMAT: true,
+});
+
+/** Parses only the database's variables; production still refuses the embedded database. */
+export function loadDatabaseConfig(env: NodeJS.ProcessEnv = process.env): Readonly<DatabaseConfig> {
+  const e = parseEnvWithSecretFiles(databaseEnvSchema, env, ['DATABASE_URL']);
+  if (e.NODE_ENV === 'production' && e.DATABASE_URL === undefined) {
+    throw new ConfigError(['DATABASE_URL: required when NODE_ENV=production']);
+  }
+  return Object.freeze({
+    nodeEnv: e.NODE_ENV,
+    databaseUrl: e.DATABASE_URL,
+    databasePoolMode: e.DATABASE_POOL_MODE,
+    dataDir: e.DATA_DIR,
+    logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
+  });
 }

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ConfigError } from './config-error.js';
@@ -66,4 +67,64 @@ export function parseEnv<S extends z.ZodObject>(schema: S, env: NodeJS.ProcessEn
     if (!lines.has(name)) lines.set(name, `${name}: ${issue.message}`);
   }
   throw new ConfigError([...lines.values()]);
+}
+
+/** The suffix that names a file holding a secret's value instead of the value itself. */
+export const FILE_SUFFIX = '_FILE';
+
+/**
+ * The environment with each secret given as `<NAME>_FILE` replaced by the file's content (its
+ * trailing newlines dropped), as the official PostgreSQL image does. Setting both forms, or naming a
+ * file that cannot be read or is empty, is a configuration error naming the variable; the content
+ * never appears in a message. `from` tells which secrets came from files (for the parse errors).
+ */
+export function withSecretFiles(
+  env: NodeJS.ProcessEnv,
+  secrets: readonly string[],
+): { env: NodeJS.ProcessEnv; from: Set<string>; problems: string[] } {
+  const resolved: NodeJS.ProcessEnv = { ...env };
+  const from = new Set<string>();
+  const problems: string[] = [];
+  for (const name of secrets) {
+    const fileVar = `${name}${FILE_SUFFIX}`;
+    const file = env[fileVar];
+    if (file === undefined || file === '') continue;
+    if (env[name] !== undefined && env[name] !== '') {
+      problems.push(`${fileVar}: ${name} is set too; set only one of them`);
+      continue;
+    }
+    let content: string;
+    try {
+      content = readFileSync(file, 'utf8').replace(/[\r\n]+$/, '');
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      problems.push(`${fileVar}: cannot read ${file}${code ? ` (${code})` : ''}`);
+      continue;
+    }
+    if (content === '') {
+      problems.push(`${fileVar}: ${file} is empty`);
+      continue;
+    }
+    resolved[name] = content;
+    from.add(name);
+  }
+  return { env: resolved, from, problems };
+}
+
+/** parseEnv over the environment with its `<NAME>_FILE` secrets read (withSecretFiles). */
+export function parseEnvWithSecretFiles<S extends z.ZodObject>(schema: S, env: NodeJS.ProcessEnv, secrets: readonly string[]): z.infer<S> {
+  const { env: resolved, from, problems } = withSecretFiles(env, secrets);
+  let parsed: z.infer<S> | undefined;
+  try {
+    parsed = parseEnv(schema, resolved);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    // Which file to fix: "PARTNER_TOKEN (from PARTNER_TOKEN_FILE): must be ...".
+    for (const line of err.problems) {
+      const name = line.slice(0, line.indexOf(':'));
+      problems.push(from.has(name) ? `${name} (from ${name}${FILE_SUFFIX})${line.slice(name.length)}` : line);
+    }
+  }
+  if (problems.length > 0 || parsed === undefined) throw new ConfigError(problems);
+  return parsed;
 }

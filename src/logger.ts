@@ -131,10 +131,15 @@ export function requestLoggerFactory(
   return child;
 }
 
-/** pino options shared by the gateway, the sandbox and the CLIs. */
+/**
+ * pino options shared by the gateway, the sandbox and the CLIs. Lines carry `time` as ISO 8601 and
+ * `level` as its name ("warn"), which log collectors (Datadog, Elastic, Loki) read as they are.
+ */
 export function loggerOptions(level: string): LoggerOptions {
   return {
     level,
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
     mixin: (_object, _level, logger) => {
       const reqId = (logger as WithRequestId)[REQUEST_ID];
       return reqId === undefined ? {} : { reqId };

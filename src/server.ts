@@ -1,15 +1,18 @@
 import type { AddressInfo } from 'node:net';
 import { DiagLogLevel, diag } from '@opentelemetry/api';
 import { buildApp } from './app.js';
-import { configOrExit, listenError } from './config-error.js';
+import { commandLine } from './cli.js';
+import { configOrExit, listenError, writeFatal } from './config-error.js';
+import { unknownVariableWarnings } from './config-names.js';
 import { loadConfig } from './config.js';
 import { openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrator.js';
+import { loadEnvFile } from './env-file.js';
 import { createLogger, defaultLogFormat } from './logger.js';
 import { type SandboxMode, startSandboxMode } from './sandbox/mode.js';
 import { startTracing } from './tracing/sdk.js';
 
-/** In-flight requests get this long to finish after SIGTERM/SIGINT; then the process exits anyway. */
+/** In-flight requests get this long to finish after the drain; then the process exits anyway. */
 const SHUTDOWN_GRACE_MS = 10_000;
 /** Of the grace, what the last spans get to reach the collector at shutdown. */
 const TRACE_FLUSH_MS = 3_000;
@@ -17,8 +20,16 @@ const TRACE_FLUSH_MS = 3_000;
 const STARTUP_PING_MS = 10_000;
 
 async function main(): Promise<void> {
+  const args = commandLine({
+    command: 'npm start (node dist/src/server.js)',
+    summary: 'Starts the gateway: migrates the database (unless MIGRATE_ON_START=false) and serves HTTP until SIGTERM or SIGINT.',
+  });
+  if (args === undefined) return;
+  const envFile = await configOrExit(() => loadEnvFile());
   let config = await configOrExit(() => loadConfig());
   const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(config.nodeEnv, process.stdout.isTTY === true));
+  if (envFile.file !== undefined) log.info({ file: envFile.file, applied: envFile.applied, keptFromEnvironment: envFile.overridden }, 'read settings from an env file');
+  for (const warning of unknownVariableWarnings(process.env)) log.warn(warning);
   if (config.cpfHashKeyIsDevelopmentDefault) {
     log.warn('CPF_HASH_KEY is not set: using the fixed development key; set a secret key before storing real CPFs');
   }
@@ -56,7 +67,8 @@ async function main(): Promise<void> {
     const say = (message: string) => log.warn({ component: 'opentelemetry' }, message);
     diag.setLogger({ error: say, warn: say, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN);
   }
-  const app = await buildApp({ config, database, logger: log, ...(tracing ? { tracer: tracing.tracer } : {}) });
+  let draining = false;
+  const app = await buildApp({ config, database, logger: log, draining: () => draining, ...(tracing ? { tracer: tracing.tracer } : {}) });
   await configOrExit(() =>
     app.listen({ host: config.host, port: config.port }).catch((err: unknown) => {
       throw listenError(err, { host: 'HOST', port: 'PORT' }, config);
@@ -65,9 +77,29 @@ async function main(): Promise<void> {
   // As soon as it listens: a signal that comes while sandbox mode is still being wired stops it
   // cleanly instead of killing it.
   let stopping = false;
+  let endDrain: (() => void) | undefined;
   const stop = async (signal: string): Promise<void> => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal cuts the drain short; after the drain, it stops the process at once (as
+      // before there was a drain: an impatient Ctrl-C).
+      if (endDrain) return endDrain();
+      log.warn({ signal }, 'second signal while shutting down: exiting now');
+      process.exit(1);
+    }
     stopping = true;
+    if (config.shutdownDrainMs > 0) {
+      // Load balancers see the instance unready and stop sending before the listener closes.
+      draining = true;
+      log.info({ signal, drainMs: config.shutdownDrainMs }, 'draining: /readyz answers 503, everything else is still served');
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, config.shutdownDrainMs);
+        endDrain = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      endDrain = undefined;
+    }
     log.info({ signal }, 'shutting down: finishing in-flight requests');
     setTimeout(() => {
       log.error('shutdown took too long; exiting');
@@ -86,8 +118,8 @@ async function main(): Promise<void> {
       process.exit(1);
     }
   };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
 
   if (sandbox) {
     const { port } = app.server.address() as AddressInfo;
@@ -98,6 +130,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`underwriting-gateway failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  writeFatal([`underwriting-gateway failed to start: ${err instanceof Error ? err.message : String(err)}`]);
   process.exit(1);
 });

@@ -47,6 +47,7 @@ t.test('SIGTERM lets an in-flight request finish, closes the database and exits 
   const { code } = await server.exited;
   t.equal(code, 0);
   t.ok(server.stdout.some((l) => l.includes('"msg":"stopped"')), 'it said it stopped');
+  t.notOk(server.stdout.some((l) => l.includes('draining')), 'without SHUTDOWN_DRAIN_MS, no drain');
 });
 
 t.test('a client that keeps its connection open after the answer does not hold shutdown up', async (t) => {

@@ -58,7 +58,8 @@ export async function startChild(options: StartOptions): Promise<Child> {
   const port = await freePort();
   const spawnedAt = performance.now();
   const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), options.script], {
-    env: { PATH: process.env.PATH ?? '', ...options.env, PORT: String(port), HOST: '127.0.0.1' },
+    // ENV_FILE empty: a developer's .env never changes what is measured.
+    env: { PATH: process.env.PATH ?? '', ENV_FILE: '', ...options.env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(proc);

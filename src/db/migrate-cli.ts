@@ -1,14 +1,25 @@
-import { pino } from 'pino';
-import { configOrExit } from '../config-error.js';
-import { loadConfig } from '../config.js';
-import { loggerOptions } from '../logger.js';
+import { commandLine } from '../cli.js';
+import { configOrExit, writeFatal } from '../config-error.js';
+import { unknownVariableWarnings } from '../config-names.js';
+import { loadDatabaseConfig } from '../config.js';
+import { loadEnvFile } from '../env-file.js';
+import { createLogger } from '../logger.js';
 import { openDatabase } from './database.js';
 import { migrateToLatest } from './migrator.js';
 
 // `npm run migrate`: apply pending migrations to DATABASE_URL (or the embedded database) and exit.
+// It reads the database's settings only: a migration Job needs no provider token or other secret.
 async function main(): Promise<void> {
-  const config = await configOrExit(() => loadConfig());
-  const log = pino(loggerOptions(config.logLevel));
+  const args = commandLine({
+    command: 'npm run migrate (node dist/src/db/migrate-cli.js)',
+    summary: 'Applies pending migrations to DATABASE_URL (or the embedded database under DATA_DIR) and exits.',
+    details: ['Reads only NODE_ENV, DATABASE_URL (or DATABASE_URL_FILE), DATABASE_POOL_MODE, DATA_DIR, LOG_LEVEL and LOG_FORMAT.'],
+  });
+  if (args === undefined) return;
+  await configOrExit(() => loadEnvFile());
+  const config = await configOrExit(() => loadDatabaseConfig());
+  const log = createLogger(config.logLevel, config.logFormat ?? 'json');
+  for (const warning of unknownVariableWarnings(process.env)) log.warn(warning);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, poolMode: config.databasePoolMode, dataDir: config.dataDir });
   try {
     const applied = await migrateToLatest(database);
@@ -19,6 +30,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`migrate: ${err instanceof Error ? err.message : String(err)}\n`);
+  writeFatal([`migrate: ${err instanceof Error ? err.message : String(err)}`]);
   process.exit(1);
 });

@@ -7,6 +7,7 @@ import { Agent, request } from 'undici';
 import { isStorageUnavailable } from '../db/database.js';
 import type { Tables } from '../db/types.js';
 import type { IngestLoad } from '../ingest-load.js';
+import { failedAttemptLevel } from './attempt-log.js';
 import { attemptTrace } from './attempt-trace.js';
 import { retryDelayS } from './backoff.js';
 import type { DeliveryHandoff } from './handoff.js';
@@ -331,18 +332,22 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     } else if (error === null) {
       finishedAttempt = { id: delivery.id, token: lease, status: 'delivered', at: done, httpStatus, error: null, nextAt: null };
       deps.onResult?.('delivered', (done.getTime() - delivery.createdAt.getTime()) / 1000);
+      deps.log.debug({ event: delivery.publicId, customerUuid: delivery.customer, url: target.shown, attempts: delivery.attempts + 1, status: httpStatus }, 'event delivered');
     } else {
       const deadline = delivery.queuedAt.getTime() + deps.horizonS * 1000;
       const attempts = delivery.attempts + 1;
       if (done.getTime() >= deadline) {
         finishedAttempt = { id: delivery.id, token: lease, status: 'dead', at: done, httpStatus, error, nextAt: null };
         deps.onResult?.('dead');
-        deps.log.warn({ event: delivery.publicId, url: target.shown, attempts, status: httpStatus, error }, 'event delivery dead: no 2xx within the retry horizon');
+        deps.log.warn({ event: delivery.publicId, customerUuid: delivery.customer, url: target.shown, attempts, status: httpStatus, error }, 'event delivery dead: no 2xx within the retry horizon');
       } else {
         const nextAt = new Date(Math.min(deadline, done.getTime() + retryDelayS(attempts) * 1000));
         finishedAttempt = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error, nextAt };
         deps.onResult?.('failed');
-        deps.log.info({ event: delivery.publicId, url: target.shown, attempts, status: httpStatus, error, nextAt }, 'event delivery failed; will retry');
+        deps.log[failedAttemptLevel(delivery.queuedAt, done)](
+          { event: delivery.publicId, customerUuid: delivery.customer, url: target.shown, attempts, status: httpStatus, error, nextAt },
+          'event delivery failed; will retry',
+        );
       }
     }
     frees.set(delivery.id, delivery.claimed || (finishedAttempt.status !== 'pending' && held.delete(delivery.customer)));

@@ -2,12 +2,14 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import type { DatabaseHandle } from '../db/database.js';
-import { errorBody, errorSchema, storageUnavailable } from '../errors.js';
+import { AppError, errorBody, errorSchema, storageUnavailable } from '../errors.js';
 import { operation } from '../openapi.js';
 
 export interface OpsDeps {
   database: Pick<DatabaseHandle, 'probe'>;
   registry: Registry;
+  /** True while the instance drains before it stops: readiness 503, everything else still served. */
+  draining: () => boolean;
 }
 
 const READY_TIMEOUT_MS = 2000;
@@ -27,6 +29,8 @@ export function readinessCheck(database: Pick<DatabaseHandle, 'probe'>, timeoutM
 }
 
 const status = z.object({ status: z.string() });
+
+const shuttingDown = () => new AppError(503, 'shutting_down', 'this instance is shutting down; use another');
 
 export const opsRoutes =
   (deps: OpsDeps): FastifyPluginAsyncZod =>
@@ -49,6 +53,8 @@ export const opsRoutes =
         },
       },
       async (request, reply) => {
+        // Before the database: a load balancer must stop sending here even while the database is fine.
+        if (deps.draining()) return reply.code(503).send(errorBody(shuttingDown()) as z.infer<typeof errorSchema>);
         try {
           // Answers for itself: no route traffic is needed to find the database back.
           await ready();

@@ -1,11 +1,20 @@
 import { pino } from 'pino';
+import { commandLine } from '../cli.js';
 import { configOrExit } from '../config-error.js';
 import { loadConfig } from '../config.js';
+import { loadEnvFile } from '../env-file.js';
 import { loggerOptions } from '../logger.js';
 import { TokenClient } from './token-client.js';
 
 // `npm run token`: checks the configured client credentials by fetching one token; never prints it.
 async function main(): Promise<number> {
+  const args = commandLine({
+    command: 'npm run token (node dist/src/provider/token-cli.js)',
+    summary: 'Checks the token client settings (AUTH_URL, CLIENT_ID, CLIENT_SECRET or CLIENT_ASSERTION_KEY) by fetching one token; never prints it.',
+    details: ['Exit 0: a token was issued; 1: it was not; 2: no token client configured.'],
+  });
+  if (args === undefined) return process.exitCode as number;
+  await configOrExit(() => loadEnvFile());
   const config = await configOrExit(() => loadConfig());
   if (!config.tokenClient) {
     process.stdout.write('no token client configured: set AUTH_URL, CLIENT_ID and CLIENT_SECRET (or CLIENT_ASSERTION_KEY)\n');

@@ -2,7 +2,7 @@ import { createPublicKey } from 'node:crypto';
 import path from 'node:path';
 import { z } from 'zod';
 import { ConfigError } from '../config-error.js';
-import { addressList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnv } from '../env.js';
+import { addressList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnvWithSecretFiles } from '../env.js';
 import { partnerTokenSchema } from '../provider/schemas.js';
 
 // Fixed, documented defaults: the simulator is for local runs, docker-compose and CI, never production.
@@ -61,6 +61,11 @@ const envSchema = z.object({
 /** Every variable the simulator reads. */
 export const SANDBOX_CONFIG_VARIABLES = Object.keys(envSchema.shape);
 
+/** Its secrets: each may be given as <NAME>_FILE instead, as the gateway's. */
+export const SANDBOX_SECRET_VARIABLES = ['SANDBOX_PARTNER_TOKEN', 'SANDBOX_CLIENT_SECRET'] as const satisfies ReadonlyArray<
+  keyof typeof envSchema.shape
+>;
+
 export interface ScenarioCpfs {
   costSavingReject: string;
   standardReject: string;
@@ -92,7 +97,7 @@ export interface SandboxConfig {
 
 /** Parses the simulator's environment; throws ConfigError with one line per bad variable. */
 export function loadSandboxConfig(env: NodeJS.ProcessEnv = process.env): Readonly<SandboxConfig> {
-  const e = parseEnv(envSchema, env);
+  const e = parseEnvWithSecretFiles(envSchema, env, SANDBOX_SECRET_VARIABLES);
   const scenarioCpfs: ScenarioCpfs = {
     costSavingReject: e.SANDBOX_CPF_COST_SAVING_REJECT,
     standardReject: e.SANDBOX_CPF_STANDARD_REJECT,

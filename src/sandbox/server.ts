@@ -1,4 +1,7 @@
-import { configOrExit } from '../config-error.js';
+import { commandLine } from '../cli.js';
+import { configOrExit, writeFatal } from '../config-error.js';
+import { unknownVariableWarnings } from '../config-names.js';
+import { loadEnvFile } from '../env-file.js';
 import { createLogger, defaultLogFormat, redactUrl } from '../logger.js';
 import { buildSandboxApp, listenSandbox } from './app.js';
 import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
@@ -7,8 +10,15 @@ import type { CallbackDelivery } from './delivery.js';
 // `npm run sandbox`: the provider simulator alone, as its own server.
 
 async function main(): Promise<void> {
+  const args = commandLine({
+    command: 'npm run sandbox (node dist/src/sandbox/server.js)',
+    summary: "Runs the sandbox provider (the provider's API simulated) alone, until SIGTERM or SIGINT.",
+  });
+  if (args === undefined) return;
+  await configOrExit(() => loadEnvFile());
   const config = await configOrExit(() => loadSandboxConfig());
   const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(process.env.NODE_ENV, process.stdout.isTTY === true));
+  for (const warning of unknownVariableWarnings(process.env)) log.warn(warning);
   let delivery: CallbackDelivery | undefined;
   const app = await buildSandboxApp(config, {
     logger: log,
@@ -34,6 +44,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`sandbox provider failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  writeFatal([`sandbox provider failed to start: ${err instanceof Error ? err.message : String(err)}`]);
   process.exit(1);
 });

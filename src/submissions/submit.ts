@@ -186,7 +186,7 @@ export function submitter(deps: SubmitDeps) {
         (marked) => {
           if (marked) deps.announce?.(body.customerUuid);
         },
-        (dbErr: Error) => log.error({ err: { message: dbErr.message } }, 'could not record a failed submit'),
+        (dbErr: Error) => log.error({ customerUuid: body.customerUuid, err: { message: dbErr.message } }, 'could not record a failed submit'),
       );
       const answer = { statusCode: failure.error.statusCode, body: errorBody(failure.error), metricOutcome: failure.metricOutcome, replayed: false };
       return { answer, requestId: stored.id };
@@ -196,8 +196,9 @@ export function submitter(deps: SubmitDeps) {
       await markSubmitted(deps.db, stored.id, upstreamStatus, deps.clock(), trace);
     } catch (err) {
       // The provider has it; saying 503 ("nothing sent") would be false. The callback still matches the row.
-      log.error({ err: { message: (err as Error).message } }, 'provider accepted a submit that could not be recorded');
+      log.error({ customerUuid: body.customerUuid, err: { message: (err as Error).message } }, 'provider accepted a submit that could not be recorded');
     }
+    log.info({ customerUuid: body.customerUuid, upstreamStatus }, 'submitted: the provider accepted the request');
     // The contract's 202 says "submitted": the provider has it. GET tells the stored state
     // (completed already, when the callback overtook this reply).
     const accepted = {

@@ -47,7 +47,7 @@ t.test('a real peer outside the allowlist is refused 403 and logged at warn', as
   t.equal(outside.status, 403);
   t.same(outside.json, { error: 'forbidden', message: 'this address may not use this route' });
   const warning = logs.entries().find((e) => e.msg === 'refused: address not in allowlist');
-  t.match(warning, { level: 40, group: 'query', client: '127.0.0.2', peer: '127.0.0.2' });
+  t.match(warning, { level: 'warn', group: 'query', client: '127.0.0.2', peer: '127.0.0.2' });
 });
 
 t.test('a forged X-Forwarded-For from an untrusted peer is ignored', async (t) => {

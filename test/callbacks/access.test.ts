@@ -43,7 +43,7 @@ t.test('with CALLBACK_SECRET set, a missing or wrong token is refused 401 and no
 
   const warnings = logs.entries().filter((e) => e.msg === 'refused: wrong or missing callback token');
   t.equal(warnings.length, 5);
-  t.match(warnings[0], { level: 40, group: 'callback', client: '127.0.0.1', presented: false });
+  t.match(warnings[0], { level: 'warn', group: 'callback', client: '127.0.0.1', presented: false });
   t.match(warnings[1], { presented: true });
   const text = logs.text();
   t.notMatch(text, SECRET, 'the secret never reaches the logs');
@@ -101,7 +101,7 @@ t.test('a real peer outside the callback allowlist is refused 403, before its bo
   t.equal(await refusedCount(app), 2, 'counted as refused');
   t.match(
     logs.entries().find((e) => e.msg === 'refused: address not in allowlist'),
-    { level: 40, group: 'callback', client: '127.0.0.2' },
+    { level: 'warn', group: 'callback', client: '127.0.0.2' },
   );
 
   const inside = await httpRequest(`${base}${CALLBACK_URL}`, { body: resultBody(cust) });

@@ -19,15 +19,16 @@ export interface ServerProcess {
 
 /**
  * Runs a TypeScript entry point (default: the gateway's server.ts) as a real child process, with
- * exactly the given environment plus PATH. Killed at teardown if still running.
+ * exactly the given environment plus PATH, and the given arguments. Killed at teardown if still running.
  */
-export function startProcess(t: Test, env: Record<string, string>, entry = 'src/server.ts'): ServerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+export function startProcess(t: Test, env: Record<string, string>, entry = 'src/server.ts', args: string[] = []): ServerProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
     cwd: ROOT,
     // No coverage from the child: its TypeScript is compiled by tsx, not by tap's loader, and the
     // two sets of offsets and source maps for one file broke tap's merged report (every file
     // counted as one covered statement, depending on which process's data came first).
-    env: { PATH: process.env.PATH ?? '', _TAPJS_PROCESSINFO_COVERAGE_: '0', ...env },
+    // ENV_FILE empty: no .env of the developer's reaches the child (a test that wants one sets it).
+    env: { PATH: process.env.PATH ?? '', _TAPJS_PROCESSINFO_COVERAGE_: '0', ENV_FILE: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const stdout: string[] = [];

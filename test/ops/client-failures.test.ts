@@ -66,7 +66,7 @@ async function answered(list: number[]): Promise<number> {
 }
 
 function storageErrors(logs: LogCapture): unknown[] {
-  return logs.entries().filter((e) => /database|storage/i.test(String(e.msg)) || (e.level as number) >= 50);
+  return logs.entries().filter((e) => /database|storage/i.test(String(e.msg)) || e.level === 'error' || e.level === 'fatal');
 }
 
 const partialUpload = (path: string) =>

@@ -99,7 +99,7 @@ t.test('the standalone sandbox logs its settings without any secret, and warns w
     scenarioCpfsSource: 'default',
     clientId: SANDBOX_DEFAULT_CLIENT_ID,
   });
-  await sandbox.waitForLog((e) => e.level === 40 && /SANDBOX_CALLBACK_URL is not set/.test(e.msg));
+  await sandbox.waitForLog((e) => e.level === 'warn' && /SANDBOX_CALLBACK_URL is not set/.test(e.msg));
   await sandbox.waitForLog((e) => /^sandbox provider listening at http:\/\/127\.0\.0\.1:\d+$/.test(e.msg));
   const all = sandbox.stdout.join('\n');
   t.notOk(all.includes(token));

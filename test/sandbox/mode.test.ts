@@ -39,7 +39,7 @@ t.test('npm start with nothing configured runs the three sandbox CPFs end to end
   const first = startProcess(t, env);
   const base = await first.listening();
   const warning = await first.waitForLog((e) => e.msg === SANDBOX_MODE_WARNING);
-  t.equal(warning.level, 40, 'the sandbox-mode line is a warning');
+  t.equal(warning.level, 'warn', 'the sandbox-mode line is a warning');
   t.equal(warning.providerBaseUrl, `http://127.0.0.1:${sandboxPort}`);
   t.match(warning.msg, /nothing reaches the real provider.*set PROVIDER_BASE_URL and PARTNER_TOKEN/);
 

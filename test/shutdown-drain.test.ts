@@ -1,0 +1,58 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+import { TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from './helpers/app.js';
+import { freshDatabaseUrl, SERVER_URL } from './helpers/database.js';
+import { startProcess } from './helpers/process.js';
+
+// SIGTERM's drain, on the gateway as npm start runs it (its own file: a process start on PGlite
+// under load takes a good share of a test file's time budget).
+
+async function startDraining(t: Test, drainMs: number) {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'ugw-drain-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const env: Record<string, string> = {
+    HOST: '127.0.0.1',
+    PORT: '0',
+    DATA_DIR: dataDir,
+    PROVIDER_BASE_URL: 'http://127.0.0.1:9',
+    PARTNER_TOKEN: TEST_PARTNER_TOKEN,
+    CPF_HASH_KEY: TEST_CPF_HASH_KEY,
+    SHUTDOWN_DRAIN_MS: String(drainMs),
+  };
+  if (SERVER_URL) env.DATABASE_URL = await freshDatabaseUrl(t);
+  const server = startProcess(t, env);
+  return { server, base: await server.listening() };
+}
+
+const DRAINING = 'draining: /readyz answers 503, everything else is still served';
+
+t.test('with SHUTDOWN_DRAIN_MS, SIGTERM first makes /readyz 503 for that long while everything else is served, then stops', async (t) => {
+  const drainMs = 2000;
+  const { server, base } = await startDraining(t, drainMs);
+  t.equal((await fetch(`${base}/readyz`)).status, 200, 'ready before the signal');
+
+  const signalled = Date.now();
+  server.child.kill('SIGTERM');
+  await server.waitForLog((e) => e.msg === DRAINING);
+  const ready = await fetch(`${base}/readyz`);
+  t.equal(ready.status, 503, 'unready while draining');
+  t.same(await ready.json(), { error: 'shutting_down', message: 'this instance is shutting down; use another' });
+  t.equal((await fetch(`${base}/healthz`)).status, 200, 'alive, and still answering other routes');
+  t.equal((await fetch(`${base}/v1/underwritings/nobody`)).status, 404, 'the API is still served');
+
+  const closing = await server.waitForLog((e) => e.msg === 'shutting down: finishing in-flight requests');
+  t.ok(Date.parse(closing.time) - signalled >= drainMs - 50, `closed ${Date.parse(closing.time) - signalled} ms after the signal`);
+  t.equal((await server.exited).code, 0);
+});
+
+t.test('a second signal cuts the drain short, and the shutdown goes on as usual', async (t) => {
+  const { server } = await startDraining(t, 600_000);
+  server.child.kill('SIGTERM');
+  await server.waitForLog((e) => e.msg === DRAINING);
+  server.child.kill('SIGTERM');
+  // Without it, the drain would last ten minutes: the test's own time limit would end first.
+  t.equal((await server.exited).code, 0);
+  t.ok(server.stdout.some((l) => l.includes('"msg":"stopped"')), 'it closed as usual');
+});
