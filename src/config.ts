@@ -55,12 +55,13 @@ const webhookUrls = commaList.superRefine((entries, ctx) => {
 });
 
 /** Standard Webhooks: "whsec_" and the base64 of 24-64 random bytes. */
-const webhookSecret = z.string().refine((v) => {
+export function isWebhookSecret(v: string): boolean {
   const m = /^whsec_([A-Za-z0-9+/]+={0,2})$/.exec(v.trim());
   if (!m) return false;
   const bytes = Buffer.from(m[1]!, 'base64');
   return bytes.length >= 24 && bytes.length <= 64 && bytes.toString('base64').replace(/=+$/, '') === m[1]!.replace(/=+$/, '');
-}, 'must be whsec_ followed by the base64 of 24-64 random bytes');
+}
+const webhookSecret = z.string().refine(isWebhookSecret, 'must be whsec_ followed by the base64 of 24-64 random bytes');
 
 /** An OTLP/HTTP endpoint: http(s), credentials (if any) go in OTEL_EXPORTER_OTLP_HEADERS instead. */
 const otlpEndpoint = httpUrl;
@@ -123,6 +124,7 @@ const envSchema = z.object({
   EVENT_WEBHOOK_SECRET: webhookSecret.optional(),
   EVENT_WEBHOOK_TIMEOUT_MS: integer(100, 120_000).default(10_000),
   EVENT_RETRY_HORIZON_S: integer(1, 30 * 24 * 3600).default(259_200),
+  EVENT_ENDPOINT_DISABLE_AFTER_S: integer(1, 30 * 24 * 3600).default(86_400),
   RETENTION_DAYS: integer(1, 36_500).optional(),
   // OpenTelemetry tracing (docs/tracing.md): what decides on, off and the wire format is checked
   // here; the SDK reads its other standard variables (headers, timeout, sampler, resource) itself.
@@ -202,6 +204,10 @@ export interface Config {
   /** Set when EVENT_WEBHOOK_URLS is: where and how outcome events are pushed. */
   eventWebhooks: EventWebhookConfig | undefined;
   eventRetryHorizonS: number;
+  /** Timeout of one delivery attempt, to any endpoint. */
+  eventWebhookTimeoutMs: number;
+  /** An endpoint whose every attempt has failed for this long becomes disabled. */
+  eventEndpointDisableAfterS: number;
   /** Unset: keep everything forever. Else requests, callbacks and events older than this are purged. */
   retentionDays: number | undefined;
   /** Unset: no tracing SDK is started (the API's no-op tracer, nothing exported). */
@@ -339,6 +345,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
         ? { urls: e.EVENT_WEBHOOK_URLS, secret: e.EVENT_WEBHOOK_SECRET.trim(), timeoutMs: e.EVENT_WEBHOOK_TIMEOUT_MS }
         : undefined,
     eventRetryHorizonS: e.EVENT_RETRY_HORIZON_S,
+    eventWebhookTimeoutMs: e.EVENT_WEBHOOK_TIMEOUT_MS,
+    eventEndpointDisableAfterS: e.EVENT_ENDPOINT_DISABLE_AFTER_S,
     retentionDays: e.RETENTION_DAYS,
     tracing: tracingConfig(e),
     customerUuidAllowCpf: e.CUSTOMER_UUID_ALLOW_CPF,

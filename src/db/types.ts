@@ -71,7 +71,16 @@ export interface IdempotencyKeysTable {
   expires_at: Timestamp;
 }
 
-export const AUDIT_ACTIONS = ['lookup', 'export', 'erase'] as const;
+export const AUDIT_ACTIONS = [
+  'lookup',
+  'export',
+  'erase',
+  'endpoint.create',
+  'endpoint.update',
+  'endpoint.delete',
+  'endpoint.rotate_secret',
+  'endpoint.replay',
+] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
 export interface AuditLogTable {
@@ -85,7 +94,13 @@ export interface AuditLogTable {
   counts: Json<Record<string, number>>;
 }
 
-export const EVENT_TYPES = ['underwriting.completed', 'underwriting.submit_failed', 'underwriting.expired', 'callback.unmatched'] as const;
+export const EVENT_TYPES = [
+  'underwriting.completed',
+  'underwriting.submit_failed',
+  'underwriting.expired',
+  'callback.unmatched',
+  'endpoint.disabled',
+] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'dead'] as const;
@@ -139,6 +154,33 @@ export interface EventDispatchTable {
   updated_at: Timestamp;
 }
 
+export const ENDPOINT_STATUSES = ['active', 'paused', 'disabled'] as const;
+export type EndpointStatus = (typeof ENDPOINT_STATUSES)[number];
+
+/** A receiver of pushed events (see migration 0013). */
+export interface EventEndpointsTable {
+  /** ep_ and 32 hex digits. */
+  id: string;
+  /** What its deliveries and dispatch position are named by (event_deliveries.url_key). */
+  key: string;
+  managed: 'api' | 'config';
+  /** As given, secrets included: used only to send, never logged or shown. Redacted for a configured one. */
+  url: string;
+  shown_url: string;
+  description: string;
+  types: string[] | null;
+  rate_limit_per_s: number | null;
+  status: EndpointStatus;
+  disabled_reason: string | null;
+  /** whsec_...: used only to sign, never logged or shown after it is created or rotated. */
+  secret: string | null;
+  previous_secret: string | null;
+  previous_expires_at: Timestamp | null;
+  failing_since: Timestamp | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
 /** Purged rows, folded per UTC hour: requests by the hour they were submitted, callbacks by arrival. */
 export interface StatisticsHourlyTable {
   hour: Timestamp;
@@ -170,6 +212,7 @@ export interface Tables {
   events: EventsTable;
   event_deliveries: EventDeliveriesTable;
   event_dispatch: EventDispatchTable;
+  event_endpoints: EventEndpointsTable;
   statistics_hourly: StatisticsHourlyTable;
   turnaround_hourly: TurnaroundHourlyTable;
 }

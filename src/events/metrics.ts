@@ -10,7 +10,7 @@ export interface EventMetrics {
   waiting(delta: 1 | -1): void;
 }
 
-export function eventMetrics(registry: Registry, db: Kysely<Tables>, clock: () => Date, keys: readonly string[] = []): EventMetrics {
+export function eventMetrics(registry: Registry, db: Kysely<Tables>, clock: () => Date, keys: () => readonly string[] = () => []): EventMetrics {
   const deliveries = new Counter({
     name: 'underwriting_event_deliveries_total',
     help: 'Event delivery attempts made by this instance, by result (delivered, failed and retried later, dead)',
@@ -36,7 +36,7 @@ export function eventMetrics(registry: Registry, db: Kysely<Tables>, clock: () =
     async collect() {
       summary ??= (async () => {
         try {
-          const s = await readForScrape(pendingSummary(db, keys));
+          const s = await readForScrape(pendingSummary(db, keys()));
           this.set(s.pending);
           oldest.set(s.oldest ? Math.max(0, (clock().getTime() - s.oldest.getTime()) / 1000) : 0);
         } catch {

@@ -15,7 +15,8 @@ import {
   feedView,
   queuedView,
 } from './schemas.js';
-import { webhookSigner } from './signature.js';
+import { endpointRegistry } from './endpoints/registry.js';
+import { syncConfiguredEndpoints } from './endpoints/store.js';
 import { readEvent, redeliverDead, redeliverEvent, startDispatch } from './sql.js';
 import { webhookTargets } from './targets.js';
 import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
@@ -23,16 +24,17 @@ import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
 const errors = { ...guardedRouteErrors, 404: errorSchema };
 
 /**
- * Outcome events: the feed and redelivery routes (query allowlist and keys), and, when
- * EVENT_WEBHOOK_URLS is set, this instance's share of the push deliveries.
+ * Outcome events: the feed and redelivery routes (query allowlist and keys), and this instance's
+ * share of the push deliveries to every endpoint (configured or managed through /v1/endpoints).
  */
 export const eventRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const { db } = deps.database;
     const webhooks = deps.config.eventWebhooks;
-    const targets = webhookTargets(deps.config);
-    const keys = targets.map((t) => t.key);
+    const configured = webhookTargets(deps.config);
+    const endpoints = endpointRegistry({ db, configured: webhooks, log: app.log });
+    const keys = () => endpoints.targets().map((t) => t.key);
     const metrics = eventMetrics(deps.registry, db, deps.clock, keys);
     const closing = new AbortController();
     setMaxListeners(0, closing.signal);
@@ -45,20 +47,20 @@ export const eventRoutes =
     if (webhooks !== undefined) {
       // Before anything of this instance records an event: a target configured for the first time
       // gets every event from here on. (Unreachable now: the worker's first claim does it.)
-      await startDispatch(db, targets, deps.clock()).catch((err: Error) =>
-        app.log.warn({ err: { message: err.message } }, 'could not set up event dispatch yet; the delivery worker retries'),
-      );
+      await startDispatch(db, configured, deps.clock())
+        .then(() => syncConfiguredEndpoints(db, configured, deps.clock()))
+        .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'could not set up event dispatch yet; the delivery worker retries'));
     }
+    await endpoints.refresh();
 
     app.addHook('onReady', async () => {
-      if (webhooks === undefined) return;
       const started = startDeliveryWorker({
         db,
-        targets,
-        signer: webhookSigner(webhooks.secret),
+        endpoints,
         clock: deps.clock,
-        timeoutMs: webhooks.timeoutMs,
+        timeoutMs: deps.config.eventWebhookTimeoutMs,
         horizonS: deps.config.eventRetryHorizonS,
+        disableAfterS: deps.config.eventEndpointDisableAfterS,
         log: app.log,
         onResult: (result, lagS) => metrics.result(result, lagS),
         ingest: deps.ingest,
@@ -69,13 +71,15 @@ export const eventRoutes =
       // writes, it sends as it commits: see the handoff).
       unsubscribe.push(deps.results.onAny(started.nudge));
       deps.handoff.attach(started);
-      app.log.info({ urls: targets.map((t) => t.shown) }, 'pushing outcome events');
+      endpoints.onChange(() => started.wake());
+      if (configured.length > 0) app.log.info({ urls: configured.map((t) => t.shown) }, 'pushing outcome events');
     });
     app.addHook('preClose', async () => closing.abort());
     app.addHook('onClose', async () => {
       closing.abort();
       for (const stop of unsubscribe) stop();
       deps.handoff.attach(undefined);
+      endpoints.stop();
       await worker?.stop();
     });
 
@@ -95,7 +99,7 @@ export const eventRoutes =
       async (request) => {
         const q = request.query;
         return readFeedPage(
-          { db, wakeups, closing: closing.signal, onWaiting: (delta) => metrics.waiting(delta), keys },
+          { db, wakeups, closing: closing.signal, onWaiting: (delta) => metrics.waiting(delta), keys: keys() },
           { after: q.after, limit: q.limit ?? DEFAULT_FEED_PAGE, type: q.type, customerUuid: q.customerUuid, waitS: q.wait ?? 0 },
         );
       },
@@ -113,7 +117,7 @@ export const eventRoutes =
         },
       },
       async (request) => {
-        const row = await readEvent(db, request.params.id, keys);
+        const row = await readEvent(db, request.params.id, keys());
         if (!row) throw notFound(`no event ${request.params.id}`);
         return eventView(row);
       },
@@ -131,7 +135,7 @@ export const eventRoutes =
         },
       },
       async (request, reply) => {
-        const queued = await redeliverEvent(db, request.params.id, targets, deps.clock());
+        const queued = await redeliverEvent(db, request.params.id, endpoints.targets(), deps.clock());
         if (queued === undefined) throw notFound(`no event ${request.params.id}`);
         worker?.wake();
         return reply.code(202).send({ queued });
@@ -151,7 +155,7 @@ export const eventRoutes =
       },
       async (request, reply) => {
         const { since, until } = request.body;
-        const queued = await redeliverDead(db, { since, until }, targets, deps.clock());
+        const queued = await redeliverDead(db, { since, until }, endpoints.targets(), deps.clock());
         request.log.info({ queued, since, until }, 'dead event deliveries queued again');
         worker?.wake();
         return reply.code(202).send({ queued });

@@ -54,11 +54,18 @@ const unmatchedData = z.object({
   result: resultView.nullable(),
 });
 
+const endpointDisabledData = z.object({
+  endpointId: z.string(),
+  url: z.string().describe('The endpoint URL without userinfo or query values'),
+  disabledReason: z.string(),
+  failingSince: z.iso.datetime(),
+});
+
 export const eventView = z.object({
   id: z.string(),
   type: z.enum(EVENT_TYPES),
   timestamp: z.iso.datetime(),
-  data: z.union([requestView, unmatchedData]),
+  data: z.union([requestView, unmatchedData, endpointDisabledData]),
   deliveries: z.array(deliveryView),
 }).meta({ id: 'Event' });
 export type EventView = z.infer<typeof eventView>;

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
 import type { DeliveryStatus, EventType, Tables } from '../db/types.js';
-import { eventBodySql, targetParameters } from './record.js';
+import { eventBodySql, isoSql, recordEventsSql, targetParameters } from './record.js';
 import type { WebhookTarget } from './targets.js';
 
 /** Where a feed page ended: the writing transaction's xid8 (as text) and the event's id. */
@@ -238,7 +238,10 @@ export interface DispatchedDelivery {
  * HORIZON): within one statement a writer could commit, and its backend start the next batch,
  * between the two reads of pg_locks, so that it seemed to write no events while its events were
  * not yet in the statement's snapshot (seen: 3 to 13 of 4,000 events passed over at 500/s).
- * $1 keys, $2 shown URLs, $3 limit, $4 token, $5 lease end, $6 now, $7 horizon.
+ * An endpoint's types filter ($8: comma lists, null for all) leaves the other events unwritten
+ * for it (its position moves past them all the same). Written deliveries are queued now: a held
+ * one's retry horizon starts at its first attempt (see CLAIM_DELIVERIES).
+ * $1 keys, $2 shown URLs, $3 limit, $4 token, $5 lease end, $6 now, $7 horizon, $8 types.
  */
 export const DISPATCH_DELIVERIES: Statement = {
   name: 'dispatch_event_deliveries',
@@ -256,9 +259,11 @@ export const DISPATCH_DELIVERIES: Statement = {
     ),
     picked as (
       select c.url_key, p.id, p.customer_uuid, p.created_at, p.tx_id
-      from c cross join lateral (
+      from c join unnest($1::text[], $8::text[]) as f(key, types) on f.key = c.url_key
+      cross join lateral (
         select e.id, e.customer_uuid, e.created_at, e.tx_id from events e
         where (e.tx_id, e.id) > (c.tx_id, c.event_id) and e.tx_id < $7::xid8
+          and (f.types is null or e.type = any(string_to_array(f.types, ',')))
         order by e.tx_id, e.id
         limit $3
       ) p
@@ -268,7 +273,7 @@ export const DISPATCH_DELIVERIES: Statement = {
     ),
     inserted as (
       insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at, lease_until, lease_token)
-      select n.id, n.customer_uuid, n.url_key, t.shown, n.created_at, n.created_at,
+      select n.id, n.customer_uuid, n.url_key, t.shown, $6::timestamptz, n.created_at,
              case when l.leased then $5::timestamptz end, case when l.leased then $4::text end
       from numbered n
       join unnest($1::text[], $2::text[]) as t(key, shown) on t.key = n.url_key
@@ -304,7 +309,13 @@ export const DISPATCH_DELIVERIES: Statement = {
 
 export async function dispatchDeliveries(
   db: Kysely<Tables>,
-  dispatch: { now: Date; targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[]; limit: number; leaseS: number; token: string },
+  dispatch: {
+    now: Date;
+    targets: readonly (Pick<WebhookTarget, 'key' | 'shown'> & { types?: readonly string[] | null })[];
+    limit: number;
+    leaseS: number;
+    token: string;
+  },
 ): Promise<{ full: boolean; deliveries: DispatchedDelivery[] }> {
   const [keys, shown] = targetParameters(dispatch.targets);
   const horizon = await feedHorizon(db);
@@ -317,6 +328,7 @@ export async function dispatchDeliveries(
     until,
     dispatch.now,
     horizon,
+    dispatch.targets.map((t) => (t.types ? t.types.join(',') : null)),
   ]);
   return { full: rows[0]?.full === true, deliveries: rows.filter((r) => r.id !== null) };
 }
@@ -363,7 +375,10 @@ export const CLAIM_DELIVERIES: Statement = {
       for update skip locked
     )
     update event_deliveries d
-    set lease_until = $1::timestamptz + make_interval(secs => $4::double precision), lease_token = $5
+    set lease_until = $1::timestamptz + make_interval(secs => $4::double precision), lease_token = $5,
+        -- Its first attempt: eligible now (it may have waited behind a customer's earlier event),
+        -- so its retry horizon counts from here.
+        queued_at = case when d.attempts = 0 then greatest(d.queued_at, $1::timestamptz) else d.queued_at end
     from due, events e
     where d.id = due.id and e.id = d.event_id
     returning d.id, d.url_key, d.customer_uuid, d.attempts, d.queued_at, e.public_id, e.created_at, ${eventBodySql('e')} as body,
@@ -443,4 +458,54 @@ export async function pendingSummary(db: Kysely<Tables>, keys: readonly string[]
     select (w.n + u.n)::text as n, least(w.oldest, u.oldest) as oldest from written w, unwritten u`.execute(db);
   const row = rows[0]!;
   return { pending: Number(row.n), oldest: row.oldest ? new Date(row.oldest) : null };
+}
+
+/** Gives leased deliveries back unattempted (their endpoint is no longer active): due again at once. */
+export async function releaseDeliveries(db: Kysely<Tables>, ids: readonly number[], token: string): Promise<void> {
+  await db
+    .updateTable('event_deliveries')
+    .set({ lease_until: null, lease_token: null })
+    .where('id', 'in', ids)
+    .where('lease_token', '=', token)
+    .execute();
+}
+
+/** Since when an endpoint has failed every attempt (kept when already failing), or null after a 2xx. */
+export async function recordEndpointFailing(db: Kysely<Tables>, key: string, since: Date | null): Promise<void> {
+  await db
+    .updateTable('event_endpoints')
+    .set(since === null ? { failing_since: null } : { failing_since: sql<Date>`coalesce(failing_since, ${since}::timestamptz)` })
+    .where('key', '=', key)
+    .$if(since === null, (q) => q.where('failing_since', 'is not', null))
+    .execute();
+}
+
+/**
+ * Disables an active endpoint that has failed every attempt for afterS, and records its
+ * endpoint.disabled event in the same statement (an instance that loses the race to it changes
+ * and records nothing). True when this call disabled it.
+ */
+export async function disableFailingEndpoint(
+  db: Kysely<Tables>,
+  d: { key: string; at: Date; afterS: number; lastError: string },
+): Promise<boolean> {
+  const { rows } = await sql<{ n: number }>`
+    with disabled as (
+      update event_endpoints
+      set status = 'disabled', updated_at = ${d.at}::timestamptz,
+          disabled_reason = 'every attempt failed since ' || ${sql.raw(isoSql('failing_since'))} || '; last: ' || ${d.lastError}::text
+      where key = ${d.key} and status = 'active' and failing_since is not null
+        and failing_since <= ${d.at}::timestamptz - make_interval(secs => ${d.afterS}::double precision)
+      returning id, shown_url, disabled_reason, failing_since
+    ),
+    source as (
+      select 'endpoint.disabled'::text as type, x.id as customer_uuid, ${d.at}::timestamptz as created_at,
+             null::bigint as request_id, null::bigint as callback_id,
+             jsonb_build_object('endpointId', x.id, 'url', x.shown_url, 'disabledReason', x.disabled_reason,
+                                'failingSince', ${sql.raw(isoSql('x.failing_since'))}) as data
+      from disabled x
+    ),
+    ${sql.raw(recordEventsSql('source'))}
+    select count(*)::int as n from new_events`.execute(db);
+  return Number(rows[0]?.n ?? 0) > 0;
 }

@@ -11,25 +11,30 @@ import { failedAttemptLevel } from './attempt-log.js';
 import { attemptTrace } from './attempt-trace.js';
 import { retryDelayS } from './backoff.js';
 import type { DeliveryHandoff } from './handoff.js';
-import type { WebhookSigner } from './signature.js';
+import type { EndpointTarget } from './endpoints/registry.js';
 import {
   type ClaimedDelivery,
   claimDeliveries,
   type DispatchedDelivery,
   dispatchDeliveries,
   type FinishedAttempt,
+  recordEndpointFailing,
+  disableFailingEndpoint,
   recordFinishedAttempts,
+  releaseDeliveries,
   startDispatch,
 } from './sql.js';
 import { scrubTarget, type WebhookTarget } from './targets.js';
 
 export interface DeliveryWorkerDeps {
   db: Kysely<Tables>;
-  targets: readonly WebhookTarget[];
-  signer: WebhookSigner;
+  /** The endpoints as last read: only the active ones are sent to. */
+  endpoints: { targets(): readonly EndpointTarget[] };
   clock: () => Date;
   timeoutMs: number;
   horizonS: number;
+  /** An endpoint whose every attempt has failed for this long becomes disabled. */
+  disableAfterS: number;
   log: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error' | 'debug'>;
   /** Told each attempt's result, and for a delivery the seconds from the event to its 2xx. */
   onResult?: (result: 'delivered' | 'failed' | 'dead', lagS?: number) => void;
@@ -108,7 +113,7 @@ function abortAttempt(signal: AttemptSignal, timedOut: boolean): void {
   signal.emit('abort');
 }
 
-function dispatchedSendable(delivery: DispatchedDelivery, token: string): Sendable {
+function dispatchedSendable(delivery: DispatchedDelivery, token: string, now: Date): Sendable {
   const createdAt = new Date(delivery.created_at);
   return {
     id: delivery.id,
@@ -119,7 +124,8 @@ function dispatchedSendable(delivery: DispatchedDelivery, token: string): Sendab
     publicId: delivery.public_id,
     body: delivery.body,
     createdAt,
-    queuedAt: createdAt,
+    // Eligible now: its retry horizon counts from here (it may have waited behind a paused endpoint).
+    queuedAt: now,
     attempts: 0,
     traceparent: delivery.traceparent,
     requestId: delivery.x_request_id,
@@ -158,11 +164,10 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   // Long enough for one attempt and the write of it; short enough that a dead
   // instance's deliveries move on within seconds.
   const leaseS = deps.timeoutMs / 1000 + 5;
-  const byKey = new Map(deps.targets.map((t) => [t.key, t]));
-  const keys = [...byKey.keys()];
-  const targets = [...byKey.values()];
-  // Each target's dispatch position exists once this is done (first claim, retried until it is).
-  let dispatchReady = false;
+  // The endpoints whose dispatch position is known to exist (started at the first claim that sees them).
+  const started = new Set<string>();
+  const active = () => deps.endpoints.targets().filter((t) => t.status === 'active');
+  const targetOf = (key: string) => deps.endpoints.targets().find((t) => t.key === key);
   // No redirects: undici's dispatcher follows none unless told to.
   const agent = new Agent({ connections: concurrency, keepAliveTimeout: 10_000, connect: { timeout: deps.timeoutMs } });
 
@@ -238,14 +243,20 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         trickleAt = Date.now() + pollMs;
         limit = Math.min(limit, TRICKLE_CLAIM);
       }
+      const targets = active();
+      if (targets.length === 0) return;
+      const keys = targets.map((t) => t.key);
       const lease = token();
       let dispatched: { full: boolean; deliveries: DispatchedDelivery[] };
+      let dispatchedAt = new Date(0);
       let claimed: ClaimedDelivery[] = [];
       try {
         const now = deps.clock();
-        if (!dispatchReady) {
-          await startDispatch(deps.db, targets, now);
-          dispatchReady = true;
+        dispatchedAt = now;
+        const fresh = targets.filter((t) => !started.has(t.key));
+        if (fresh.length > 0) {
+          await startDispatch(deps.db, fresh, now);
+          for (const t of fresh) started.add(t.key);
         }
         // New events first (at most `limit` per target, so at most `limit` leased in all
         // with one target; more targets may go over by what they share).
@@ -261,7 +272,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
       for (const delivery of dispatched.deliveries) {
         if (delivery.lease_token === null) held.add(delivery.customer_uuid);
-        else send(dispatchedSendable(delivery, lease));
+        else send(dispatchedSendable(delivery, lease, dispatchedAt));
       }
       for (const delivery of claimed) {
         held.delete(delivery.customer_uuid);
@@ -287,11 +298,17 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   }
 
   async function attempt(delivery: Sendable): Promise<void> {
-    const target = byKey.get(delivery.urlKey)!;
+    const target = targetOf(delivery.urlKey);
     const { body, token: lease } = delivery;
+    if (target?.status !== 'active') {
+      // Paused, disabled or deleted since it was claimed: not sent, and due again once it may be.
+      await releaseDeliveries(deps.db, [delivery.id], lease).catch((err) => warnStorage(err, 'could not release an event delivery'));
+      return;
+    }
     const at = deps.clock();
     let httpStatus: number | null = null;
     let error: string | null = null;
+    let retryAfterS: number | undefined;
     const signal = new AttemptSignal();
     const timer = setTimeout(abortAttempt, deps.timeoutMs, signal, true);
     attempting.add(signal);
@@ -302,7 +319,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const headers: Record<string, string> = {
         'content-type': 'application/json',
         'user-agent': 'underwriting-gateway-events',
-        ...deps.signer.headers(delivery.publicId, Math.floor(at.getTime() / 1000), body),
+        ...target.signer.headers(delivery.publicId, Math.floor(at.getTime() / 1000), body),
         ...traced.headers,
       };
       if (target.authorization) headers.authorization = target.authorization;
@@ -316,6 +333,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         bodyTimeout: deps.timeoutMs,
       });
       httpStatus = res.statusCode;
+      if (httpStatus === 429 || httpStatus === 503) retryAfterS = parseRetryAfter(res.headers['retry-after'], at);
       await res.body.dump({ limit: ANSWER_MAX_BYTES }).catch(() => {});
       if (httpStatus < 200 || httpStatus >= 300) error = `the receiver answered HTTP ${httpStatus}`;
     } catch (err) {
@@ -341,7 +359,9 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         deps.onResult?.('dead');
         deps.log.warn({ event: delivery.publicId, customerUuid: delivery.customer, url: target.shown, attempts, status: httpStatus, error }, 'event delivery dead: no 2xx within the retry horizon');
       } else {
-        const nextAt = new Date(Math.min(deadline, done.getTime() + retryDelayS(attempts) * 1000));
+        // Retry-After (429, 503) when the receiver asks for longer than the backoff would wait.
+        const delayS = Math.max(retryDelayS(attempts), retryAfterS ?? 0);
+        const nextAt = new Date(Math.min(deadline, done.getTime() + delayS * 1000));
         finishedAttempt = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error, nextAt };
         deps.onResult?.('failed');
         deps.log[failedAttemptLevel(delivery.queuedAt, done)](
@@ -350,6 +370,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         );
       }
     }
+    if (finishedAttempt.error !== null || finishedAttempt.status === 'delivered') health(target, error === null, done, error);
     frees.set(delivery.id, delivery.claimed || (finishedAttempt.status !== 'pending' && held.delete(delivery.customer)));
     finished.push(finishedAttempt);
     flush();
@@ -382,6 +403,34 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     })();
   }
 
+  /** Keys whose health write is under way: one at a time per endpoint. */
+  const healthWriting = new Set<string>();
+
+  /**
+   * Tracks each endpoint's continuous failure (failing_since) and disables it once that lasts
+   * disableAfterS. Written only when the state changes: in steady state an attempt costs nothing here.
+   */
+  function health(target: EndpointTarget, ok: boolean, at: Date, error: string | null): void {
+    if (stopped && !ok) return;
+    const since = target.failingSince;
+    let write: (() => Promise<unknown>) | undefined;
+    if (ok && since !== null) write = () => recordEndpointFailing(deps.db, target.key, null);
+    else if (!ok && since === null) write = () => recordEndpointFailing(deps.db, target.key, at);
+    else if (!ok && since !== null && at.getTime() - since.getTime() >= deps.disableAfterS * 1000) {
+      write = async () => {
+        const disabled = await disableFailingEndpoint(deps.db, { key: target.key, at, afterS: deps.disableAfterS, lastError: error ?? 'failed' });
+        if (disabled) deps.log.warn({ endpoint: target.id, url: target.shown, failingSince: since }, 'event endpoint disabled: every attempt failed for EVENT_ENDPOINT_DISABLE_AFTER_S');
+      };
+    }
+    if (!write || healthWriting.has(target.key)) return;
+    // Seen at once by this instance's next attempts; the registry's next read confirms it.
+    target.failingSince = ok ? null : (since ?? at);
+    healthWriting.add(target.key);
+    void write()
+      .catch((err) => warnStorage(err, 'could not record an event endpoint health'))
+      .finally(() => healthWriting.delete(target.key));
+  }
+
   function warnStorage(err: unknown, message: string): void {
     const detail = { err: { message: (err as Error).message } };
     if (isStorageUnavailable(err)) deps.log.warn(detail, message);
@@ -412,6 +461,15 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       await agent.close();
     },
   };
+}
+
+/** Seconds a Retry-After header asks for (a number of seconds or an HTTP date); undefined when unreadable. */
+export function parseRetryAfter(value: string | string[] | undefined, now: Date): number | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (v === undefined || v.trim() === '') return undefined;
+  if (/^\d+$/.test(v.trim())) return Number(v.trim());
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? undefined : Math.max(0, (at - now.getTime()) / 1000);
 }
 
 /** Why an attempt failed, in a line that names no secret of the URL. */

@@ -2,7 +2,7 @@ import pg from 'pg';
 import pino from 'pino';
 import t, { type Test } from 'tap';
 import { dispatchDeliveries, pendingSummary, readEvent, startDispatch } from '../../src/events/sql.js';
-import { webhookSigner } from '../../src/events/signature.js';
+import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
 import { webhookTarget } from '../../src/events/targets.js';
 import { startDeliveryWorker } from '../../src/events/worker.js';
 import { recordResults, type ValidResult } from '../../src/requests/complete.js';
@@ -182,8 +182,8 @@ if (SERVER_URL) {
     const { rows: held } = await blocker.query<{ xid: string }>(`select (pg_current_xact_id()::text::bigint % 4294967296)::text as xid`);
     const worker = startDeliveryWorker({
       db: shared.db,
-      targets: [target],
-      signer: webhookSigner(webhookSecret()),
+      endpoints: fixedEndpoints([target], webhookSecret()),
+      disableAfterS: 86_400,
       clock: () => new Date(),
       timeoutMs: 30_000,
       horizonS: 3600,

@@ -1,7 +1,7 @@
 import pino from 'pino';
 import t from 'tap';
 import { Webhook } from 'standardwebhooks';
-import { webhookSigner } from '../../src/events/signature.js';
+import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
 import { webhookTarget } from '../../src/events/targets.js';
 import { startDispatch } from '../../src/events/sql.js';
 import { startDeliveryWorker } from '../../src/events/worker.js';
@@ -26,8 +26,8 @@ t.test("a callback's event is sent once its statement commits, with no poll and 
   await startDispatch(db, [target], new Date());
   const worker = startDeliveryWorker({
     db,
-    targets: [target],
-    signer: webhookSigner(secret),
+    endpoints: fixedEndpoints([target], secret),
+    disableAfterS: 86_400,
     clock: () => new Date(),
     timeoutMs: 5000,
     horizonS: 3600,

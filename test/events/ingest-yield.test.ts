@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import pino from 'pino';
 import t, { type Test } from 'tap';
 import { recordEventsSql } from '../../src/events/record.js';
-import { webhookSigner } from '../../src/events/signature.js';
+import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
 import { webhookTarget } from '../../src/events/targets.js';
 import { startDispatch } from '../../src/events/sql.js';
 import { startDeliveryWorker, TRICKLE_CLAIM } from '../../src/events/worker.js';
@@ -34,8 +34,8 @@ async function recordEvents(prefix: string, count: number, target: ReturnType<ty
 function startWorker(t: Test, target: ReturnType<typeof webhookTarget>, load: IngestLoad, concurrency?: number) {
   const worker = startDeliveryWorker({
     db,
-    targets: [target],
-    signer: webhookSigner(webhookSecret()),
+    endpoints: fixedEndpoints([target], webhookSecret()),
+    disableAfterS: 86_400,
     clock: () => new Date(),
     timeoutMs: 5000,
     horizonS: 3600,

@@ -127,7 +127,7 @@ export function EventRow({ event, action }: { event: EventView; action?: Compone
         <code>{event.id}</code>
       </td>
       <td>{event.type}</td>
-      <td>{event.data.customerUuid}</td>
+      <td>{'customerUuid' in event.data ? event.data.customerUuid : event.data.endpointId}</td>
       <td>{when(event.timestamp)}</td>
       <td>
         <Deliveries deliveries={event.deliveries} />

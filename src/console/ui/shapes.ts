@@ -48,10 +48,10 @@ export interface Delivery {
 
 export interface EventView {
   id: string;
-  type: 'underwriting.completed' | 'underwriting.submit_failed' | 'underwriting.expired' | 'callback.unmatched';
+  type: 'underwriting.completed' | 'underwriting.submit_failed' | 'underwriting.expired' | 'callback.unmatched' | 'endpoint.disabled';
   timestamp: string;
-  /** A request's view, or an unmatched callback's { customerUuid, receivedAt, result }. */
-  data: { customerUuid: string };
+  /** A request's view, an unmatched callback's { customerUuid, receivedAt, result }, or a disabled endpoint's. */
+  data: { customerUuid: string } | { endpointId: string };
   deliveries: Delivery[];
 }
 

@@ -1,0 +1,126 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { EndpointStatus, EventType, Tables } from '../../db/types.js';
+import { type SigningSecret, type WebhookSigner, webhookSigner } from '../signature.js';
+import { type WebhookTarget, webhookTarget } from '../targets.js';
+import { type EndpointRow, readEndpoints } from './store.js';
+
+/** An endpoint as the delivery worker sends to it. */
+export interface EndpointTarget extends WebhookTarget {
+  id: string;
+  managed: 'api' | 'config';
+  status: EndpointStatus;
+  /** Types it receives; null: all. */
+  types: EventType[] | null;
+  rateLimitPerS: number | null;
+  failingSince: Date | null;
+  signer: WebhookSigner;
+}
+
+export interface EndpointRegistry {
+  /** The endpoints this instance can send to, as last read. */
+  targets(): readonly EndpointTarget[];
+  /** This instance's configured endpoints' keys (EVENT_WEBHOOK_URLS). */
+  readonly configuredKeys: readonly string[];
+  /** Reads the endpoints again now (after a change this instance made). */
+  refresh(): Promise<void>;
+  /** Called after each read that changed something. */
+  onChange(fn: () => void): void;
+  stop(): void;
+}
+
+/** Every instance reads the endpoints this often, so that a change made on any is seen within a second. */
+export const REFRESH_MS = 500;
+
+export interface RegistryDeps {
+  db: Kysely<Tables>;
+  /** EVENT_WEBHOOK_URLS and EVENT_WEBHOOK_SECRET, when set. */
+  configured: { urls: readonly string[]; secret: string } | undefined;
+  log: Pick<FastifyBaseLogger, 'warn'>;
+  refreshMs?: number;
+}
+
+/**
+ * The endpoints, read from the database every REFRESH_MS. An API-managed endpoint is sent to by
+ * every instance; a configured one only by the instances configured with it (its URL and secret
+ * are in their environment, never in the database).
+ */
+export function endpointRegistry(deps: RegistryDeps): EndpointRegistry {
+  const configured = new Map((deps.configured?.urls ?? []).map((url) => {
+    const t = webhookTarget(url);
+    return [t.key, t] as const;
+  }));
+  const configSigner = deps.configured ? webhookSigner(deps.configured.secret) : undefined;
+  let current: EndpointTarget[] = [];
+  let seen = '';
+  let warned = false;
+  const listeners: Array<() => void> = [];
+
+  function toTarget(row: EndpointRow): EndpointTarget | undefined {
+    const common = {
+      id: row.id,
+      managed: row.managed,
+      status: row.status,
+      types: (row.types as EventType[] | null) ?? null,
+      rateLimitPerS: row.rate_limit_per_s,
+      failingSince: row.failing_since ? new Date(row.failing_since) : null,
+    };
+    if (row.managed === 'config') {
+      const t = configured.get(row.key);
+      return t && configSigner ? { ...t, ...common, signer: configSigner } : undefined;
+    }
+    if (!row.secret) return undefined;
+    const secrets: SigningSecret[] = [{ secret: row.secret }];
+    if (row.previous_secret && row.previous_expires_at) secrets.push({ secret: row.previous_secret, until: new Date(row.previous_expires_at) });
+    return { ...webhookTarget(row.url), key: row.key, ...common, signer: webhookSigner(secrets) };
+  }
+
+  async function refresh(): Promise<void> {
+    try {
+      const rows = await readEndpoints(deps.db);
+      // Compared by what the worker uses, so that an unchanged table costs no rebuild.
+      const fingerprint = JSON.stringify(rows.map((r) => [r.id, r.updated_at, r.status, r.failing_since]));
+      warned = false;
+      if (fingerprint === seen) return;
+      seen = fingerprint;
+      current = rows.map(toTarget).filter((t): t is EndpointTarget => t !== undefined);
+      for (const fn of listeners) fn();
+    } catch (err) {
+      if (!warned) deps.log.warn({ err: { message: (err as Error).message } }, 'could not read the event endpoints; keeping the last read');
+      warned = true;
+    }
+  }
+
+  let refreshing: Promise<void> | undefined;
+  const timer = setInterval(() => {
+    refreshing ??= refresh().finally(() => (refreshing = undefined));
+  }, deps.refreshMs ?? REFRESH_MS);
+  timer.unref();
+
+  return {
+    targets: () => current,
+    configuredKeys: [...configured.keys()],
+    refresh: async () => {
+      await refreshing;
+      await refresh();
+    },
+    onChange: (fn) => listeners.push(fn),
+    stop: () => clearInterval(timer),
+  };
+}
+
+/** Endpoints that never change, all active and signed with one secret (a worker on its own, as tests start one). */
+export function fixedEndpoints(targets: readonly WebhookTarget[], secret: string): { targets(): readonly EndpointTarget[] } {
+  const signer = webhookSigner(secret);
+  const fixed = targets.map((t) => ({
+    ...t,
+    id: `ep_${t.key}`,
+    managed: 'config' as const,
+    status: 'active' as const,
+    types: null,
+    rateLimitPerS: null,
+    failingSince: null,
+    signer,
+  }));
+  return { targets: () => fixed };
+}

@@ -1,0 +1,209 @@
+import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
+import type { EndpointStatus, EventEndpointsTable, EventType, Tables } from '../../db/types.js';
+import { feedHorizon } from '../sql.js';
+import type { FeedPosition } from '../sql.js';
+
+// The SQL of endpoints as data: their rows, their delivery figures, and what a change does to
+// their deliveries and dispatch position. An endpoint's key names its deliveries (url_key).
+
+export type EndpointRow = Selectable<EventEndpointsTable>;
+
+export interface EndpointStats {
+  url_key: string;
+  delivered: number;
+  failed: number;
+  dead: number;
+  last_attempt_at: Date | null;
+  last_status: number | null;
+}
+
+/** Every endpoint, oldest first (every instance reads them all, often: a small table). */
+export async function readEndpoints(db: Kysely<Tables>): Promise<EndpointRow[]> {
+  return db.selectFrom('event_endpoints').selectAll().orderBy('created_at').orderBy('id').execute();
+}
+
+export async function readEndpoint(db: Kysely<Tables>, id: string): Promise<EndpointRow | undefined> {
+  return db.selectFrom('event_endpoints').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** Per key: deliveries delivered, failed (pending after a failed attempt), dead, and the latest attempt. */
+export async function readEndpointStats(db: Kysely<Tables>, keys: readonly string[]): Promise<Map<string, EndpointStats>> {
+  if (keys.length === 0) return new Map();
+  const { rows } = await sql<EndpointStats>`
+    select d.url_key,
+           count(*) filter (where d.status = 'delivered')::int as delivered,
+           count(*) filter (where d.status = 'pending' and d.attempts > 0)::int as failed,
+           count(*) filter (where d.status = 'dead')::int as dead,
+           max(d.last_attempt_at) as last_attempt_at,
+           (array_agg(d.last_status order by d.last_attempt_at desc nulls last))[1] as last_status
+    from event_deliveries d
+    where d.url_key = any(${keys}::text[])
+    group by d.url_key`.execute(db);
+  return new Map(rows.map((r) => [r.url_key, r]));
+}
+
+export interface NewEndpoint {
+  id: string;
+  key: string;
+  managed: 'api' | 'config';
+  url: string;
+  shownUrl: string;
+  description: string;
+  types: EventType[] | null;
+  rateLimitPerS: number | null;
+  secret: string | null;
+}
+
+/**
+ * Stores an endpoint and starts its dispatch at the feed's horizon: it receives what is recorded
+ * from now on (replay gives it the past). In the caller's transaction.
+ */
+export async function insertEndpoint(tx: Transaction<Tables>, e: NewEndpoint, now: Date): Promise<EndpointRow> {
+  const row = await tx
+    .insertInto('event_endpoints')
+    .values({
+      id: e.id,
+      key: e.key,
+      managed: e.managed,
+      url: e.url,
+      shown_url: e.shownUrl,
+      description: e.description,
+      types: e.types,
+      rate_limit_per_s: e.rateLimitPerS,
+      status: 'active',
+      secret: e.secret,
+      created_at: now,
+      updated_at: now,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  await startEndpointDispatch(tx, e.key, e.shownUrl, now);
+  return row;
+}
+
+async function startEndpointDispatch(db: Kysely<Tables>, key: string, shown: string, now: Date): Promise<void> {
+  const horizon = await feedHorizon(db);
+  await sql`
+    insert into event_dispatch (url_key, url, tx_id, event_id, updated_at)
+    values (${key}, ${shown}, ${horizon}::xid8, 0, ${now})
+    on conflict (url_key) do nothing`.execute(db);
+}
+
+/**
+ * The configured URLs' endpoints: a row each (kept as it is when it exists: its status, types and
+ * rate set through the API stay). Their dispatch positions are started by the worker, as before.
+ */
+export async function syncConfiguredEndpoints(db: Kysely<Tables>, targets: readonly { key: string; shown: string }[], now: Date): Promise<void> {
+  if (targets.length === 0) return;
+  await db
+    .insertInto('event_endpoints')
+    .values(
+      targets.map((t) => ({
+        id: `ep_${t.key}`,
+        key: t.key,
+        managed: 'config' as const,
+        url: t.shown,
+        shown_url: t.shown,
+        description: '',
+        status: 'active' as const,
+        created_at: now,
+        updated_at: now,
+      })),
+    )
+    .onConflict((oc) => oc.column('key').doNothing())
+    .execute();
+}
+
+export interface EndpointChange {
+  url?: { url: string; shownUrl: string };
+  description?: string;
+  types?: EventType[] | null;
+  rateLimitPerS?: number | null;
+  status?: 'active' | 'paused';
+}
+
+/**
+ * Applies a change. Made active again (from paused or disabled), its waiting deliveries are due
+ * at once with a fresh retry horizon: they waited, they did not fail.
+ */
+export async function updateEndpoint(tx: Transaction<Tables>, before: EndpointRow, change: EndpointChange, now: Date): Promise<EndpointRow> {
+  const resumed = change.status === 'active' && before.status !== 'active';
+  const row = await tx
+    .updateTable('event_endpoints')
+    .set({
+      updated_at: now,
+      ...(change.url !== undefined ? { url: change.url.url, shown_url: change.url.shownUrl } : {}),
+      ...(change.description !== undefined ? { description: change.description } : {}),
+      ...(change.types !== undefined ? { types: change.types } : {}),
+      ...(change.rateLimitPerS !== undefined ? { rate_limit_per_s: change.rateLimitPerS } : {}),
+      ...(change.status !== undefined ? { status: change.status } : {}),
+      ...(resumed ? { disabled_reason: null, failing_since: null } : {}),
+    })
+    .where('id', '=', before.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  if (change.url !== undefined) {
+    await tx.updateTable('event_dispatch').set({ url: change.url.shownUrl }).where('url_key', '=', before.key).execute();
+  }
+  if (resumed) {
+    await tx
+      .updateTable('event_deliveries')
+      .set({ queued_at: now, next_attempt_at: now })
+      .where('url_key', '=', before.key)
+      .where('status', '=', 'pending')
+      .execute();
+  }
+  return row;
+}
+
+/** Deletes the endpoint and its dispatch position; its pending deliveries end dead (endpoint_deleted). */
+export async function deleteEndpoint(tx: Transaction<Tables>, row: EndpointRow, now: Date): Promise<number> {
+  await tx.deleteFrom('event_endpoints').where('id', '=', row.id).execute();
+  await tx.deleteFrom('event_dispatch').where('url_key', '=', row.key).execute();
+  const ended = await tx
+    .updateTable('event_deliveries')
+    .set({ status: 'dead', last_error: 'endpoint_deleted', lease_until: null, lease_token: null, next_attempt_at: now })
+    .where('url_key', '=', row.key)
+    .where('status', '=', 'pending')
+    .executeTakeFirst();
+  return Number(ended.numUpdatedRows);
+}
+
+/** A new secret; the one it replaces keeps signing until `previousUntil`. */
+export async function rotateEndpointSecret(tx: Transaction<Tables>, row: EndpointRow, secret: string, previousUntil: Date, now: Date): Promise<void> {
+  await tx
+    .updateTable('event_endpoints')
+    .set({ secret, previous_secret: row.secret, previous_expires_at: previousUntil, updated_at: now })
+    .where('id', '=', row.id)
+    .execute();
+}
+
+/**
+ * Queues for this endpoint every event from a point (created at or after `since`, or after a feed
+ * position), of the types it receives, delivered before or not: each due now, with a fresh horizon.
+ * The order rule (a customer's earlier pending delivery first) keeps each customer's events in order.
+ */
+export async function replayToEndpoint(
+  tx: Kysely<Tables>,
+  row: Pick<EndpointRow, 'key' | 'shown_url' | 'types'>,
+  from: { since: string } | { after: FeedPosition },
+  now: Date,
+): Promise<number> {
+  const where = 'since' in from ? sql`e.created_at >= ${from.since}::timestamptz` : sql`(e.tx_id, e.id) > (${from.after.tx}::xid8, ${from.after.id}::bigint)`;
+  const { rows } = await sql<{ n: number }>`
+    with queued as (
+      insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at)
+      select e.id, e.customer_uuid, ${row.key}, ${row.shown_url}, ${now}, ${now}
+      from events e
+      where ${where} and (${row.types}::text[] is null or e.type = any(${row.types}::text[]))
+      order by e.tx_id, e.id
+      on conflict (event_id, url_key) do update set url = excluded.url, status = 'pending', attempts = 0,
+        queued_at = excluded.queued_at, next_attempt_at = excluded.next_attempt_at, lease_until = null,
+        lease_token = null, delivered_at = null
+      returning 1
+    )
+    select count(*)::int as n from queued`.execute(tx);
+  return Number(rows[0]?.n ?? 0);
+}
+
+export type { EndpointStatus };
