@@ -15,6 +15,7 @@ import type { DatabaseHandle } from './db/database.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { answerClientError, frameworkErrorReply, installErrorHandler } from './errors.js';
 import { deliveryHandoff } from './events/handoff.js';
+import { endpointRoutes } from './events/endpoints/routes.js';
 import { eventRoutes } from './events/routes.js';
 import { closeWhenIdle } from './http/closing.js';
 import { QuietProbesLogController } from './http/request-logging.js';
@@ -167,6 +168,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         { name: 'events', description: 'Outcome events: the feed, and redelivery of pushed events' },
         { name: 'operations', description: 'Health, readiness, metrics' },
         { name: 'personal data', description: 'LGPD: export, erasure and the audit trail (admin keys)' },
+        { name: 'endpoints', description: 'Receivers of pushed events, managed at runtime (admin keys)' },
       ],
     ),
   );
@@ -201,5 +203,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(retention(capabilityDeps));
   await app.register(consoleRoutes({ config }));
   await app.register(eventRoutes(capabilityDeps));
+  await app.register(endpointRoutes(capabilityDeps));
   return app;
 }

@@ -11,12 +11,23 @@ export interface DeliveryHandoff {
 /** The app's handoff, to which the events plugin attaches its worker (and detaches it on close). */
 export interface AppDeliveryHandoff extends DeliveryHandoff {
   attach(worker: DeliveryHandoff | undefined): void;
+  /** Endpoints were changed by this instance: its worker reads them again at once (others within a second). */
+  endpointsChanged(): Promise<void>;
+  /** What endpointsChanged does (the events plugin's registry refresh). */
+  onEndpointsChanged(fn: (() => Promise<void>) | undefined): void;
 }
 
 /** The app's handoff: hands over to the worker once the events plugin has started one. */
 export function deliveryHandoff(): AppDeliveryHandoff {
   let worker: DeliveryHandoff | undefined;
+  let refresh: (() => Promise<void>) | undefined;
   return {
+    async endpointsChanged() {
+      await refresh?.();
+    },
+    onEndpointsChanged(fn) {
+      refresh = fn;
+    },
     attach(next) {
       worker = next;
     },

@@ -52,6 +52,7 @@ export const eventRoutes =
         .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'could not set up event dispatch yet; the delivery worker retries'));
     }
     await endpoints.refresh();
+    deps.handoff.onEndpointsChanged(() => endpoints.refresh());
 
     app.addHook('onReady', async () => {
       const started = startDeliveryWorker({
@@ -79,6 +80,7 @@ export const eventRoutes =
       closing.abort();
       for (const stop of unsubscribe) stop();
       deps.handoff.attach(undefined);
+      deps.handoff.onEndpointsChanged(undefined);
       endpoints.stop();
       await worker?.stop();
     });

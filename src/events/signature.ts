@@ -7,8 +7,8 @@ import { createHmac, randomBytes } from 'node:crypto';
  * the reference package, whose SHA-256 is pure JavaScript; the tests verify with it.
  */
 export interface WebhookSigner {
-  /** The three headers of one attempt; timestamp in Unix seconds. */
-  headers(id: string, timestamp: number, body: string): Record<'webhook-id' | 'webhook-timestamp' | 'webhook-signature', string>;
+  /** The three headers of one attempt; timestamp in Unix seconds, atMs the attempt's instant (which secrets still sign). */
+  headers(id: string, timestamp: number, body: string, atMs?: number): Record<'webhook-id' | 'webhook-timestamp' | 'webhook-signature', string>;
 }
 
 /** A signing secret, and when it stops signing (a rotated-out secret); none: it signs until replaced. */
@@ -22,10 +22,10 @@ const keyOf = (secret: string) => Buffer.from(secret.trim().replace(/^whsec_/, '
 export function webhookSigner(secrets: string | readonly SigningSecret[]): WebhookSigner {
   const keys = (typeof secrets === 'string' ? [{ secret: secrets }] : secrets).map((s) => ({ key: keyOf(s.secret), until: s.until?.getTime() }));
   return {
-    headers(id, timestamp, body) {
+    headers(id, timestamp, body, atMs = timestamp * 1000) {
       const signed = `${id}.${timestamp}.${body}`;
       const signatures = keys
-        .filter((k) => k.until === undefined || k.until > timestamp * 1000)
+        .filter((k) => k.until === undefined || k.until > atMs)
         .map((k) => `v1,${createHmac('sha256', k.key).update(signed).digest('base64')}`);
       return { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signatures.join(' ') };
     },

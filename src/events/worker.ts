@@ -319,7 +319,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const headers: Record<string, string> = {
         'content-type': 'application/json',
         'user-agent': 'underwriting-gateway-events',
-        ...target.signer.headers(delivery.publicId, Math.floor(at.getTime() / 1000), body),
+        ...target.signer.headers(delivery.publicId, Math.floor(at.getTime() / 1000), body, at.getTime()),
         ...traced.headers,
       };
       if (target.authorization) headers.authorization = target.authorization;
@@ -419,6 +419,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     else if (!ok && since !== null && at.getTime() - since.getTime() >= deps.disableAfterS * 1000) {
       write = async () => {
         const disabled = await disableFailingEndpoint(deps.db, { key: target.key, at, afterS: deps.disableAfterS, lastError: error ?? 'failed' });
+        // Stops here at once; the registry's next read says so to every instance.
+        if (disabled) target.status = 'disabled';
         if (disabled) deps.log.warn({ endpoint: target.id, url: target.shown, failingSince: since }, 'event endpoint disabled: every attempt failed for EVENT_ENDPOINT_DISABLE_AFTER_S');
       };
     }

@@ -78,7 +78,7 @@ export const auditEntryView = z.object({
   at: z.iso.datetime(),
   action: z.enum(AUDIT_ACTIONS),
   actor: z.string().describe("key:<first 12 hex digits of the key's SHA-256>, or peer:<address> for lookups without keys"),
-  subject: z.string().describe('A keyed hash of the CPF (cpf:…) or customerUuid (customer:…) asked about'),
+  subject: z.string().describe('A keyed hash of the CPF (cpf:…) or customerUuid (customer:…) asked about, or the endpoint changed (endpoint:ep_…)'),
   counts: z.record(z.string(), z.number()),
 }).meta({ id: 'AuditEntry' });
 

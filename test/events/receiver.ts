@@ -11,8 +11,8 @@ export interface Received {
   url: string;
 }
 
-/** What the receiver answers one request with: a status, or 'hang' (never answer). */
-export type Answer = number | 'hang';
+/** What the receiver answers one request with: a status (with headers), or 'hang' (never answer). */
+export type Answer = number | { status: number; headers: Record<string, string> } | 'hang';
 
 export interface Receiver {
   url: string;
@@ -65,7 +65,10 @@ export async function startReceiver(t: Test, answer: (r: Received, n: number) =>
       received.push(r);
       const decided = receiver.answer(r, received.length);
       if (decided === 'hang') hanging.add(res);
-      else {
+      else if (typeof decided === 'object') {
+        res.writeHead(decided.status, decided.headers);
+        res.end();
+      } else {
         res.statusCode = decided;
         if (decided >= 300 && decided < 400) res.setHeader('location', '/elsewhere');
         res.end();

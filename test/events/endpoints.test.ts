@@ -1,0 +1,316 @@
+import { Webhook } from 'standardwebhooks';
+import t, { type Test } from 'tap';
+import type { FastifyInstance } from 'fastify';
+import type { DatabaseHandle } from '../../src/db/database.js';
+import { buildTestApp } from '../helpers/app.js';
+import { anotherConnection, freshDatabase } from '../helpers/database.js';
+import { customer, insertRequest, postCallback, resultBody, startedPlus } from '../callbacks/fixtures.js';
+import { keyFingerprint } from '../../src/audit/trail.js';
+import { pushEnv, until, webhookSecret } from './fixtures.js';
+import { type Received, startReceiver } from './receiver.js';
+
+// Endpoints managed through /v1/endpoints, against real HTTP receivers on 127.0.0.1; signatures
+// are checked with the reference Standard Webhooks verifier, never with our own signer.
+
+const ADMIN_KEY = 'admin-key-0123456789abcdef';
+const shared = await freshDatabase(t);
+
+async function gateway(t: Test, env: Record<string, string> = {}, database: DatabaseHandle = shared) {
+  const built = await buildTestApp(t, { database, env: { ADMIN_API_KEYS: ADMIN_KEY, EVENT_WEBHOOK_TIMEOUT_MS: '1000', ...env } });
+  await built.app.ready();
+  return built;
+}
+
+function call(app: FastifyInstance, method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown, key: string | null = ADMIN_KEY) {
+  return app
+    .inject({
+      method,
+      url,
+      ...(body === undefined ? {} : { payload: body as Record<string, unknown> }),
+      headers: key === null ? {} : { authorization: `Bearer ${key}` },
+    })
+    .then((res) => ({ status: res.statusCode, body: res.body === '' ? undefined : (res.json() as any), text: res.body }));
+}
+
+function verify(secret: string, r: Received): Record<string, any> {
+  return new Webhook(secret).verify(r.body, {
+    'webhook-id': r.headers['webhook-id'] as string,
+    'webhook-timestamp': r.headers['webhook-timestamp'] as string,
+    'webhook-signature': r.headers['webhook-signature'] as string,
+  }) as Record<string, any>;
+}
+
+/** An unmatched callback: one callback.unmatched event of that customer. */
+const stray = (app: FastifyInstance, cust: string, seconds = 0) => postCallback(app, resultBody(cust, { started: startedPlus(seconds) }));
+
+t.test('the endpoint routes need the query allowlist and an admin key: 403 while ADMIN_API_KEYS is unset, 401 without a key', async (t) => {
+  const { app: off } = await buildTestApp(t, { database: shared });
+  t.equal((await call(off, 'GET', '/v1/endpoints')).status, 403);
+  const { app } = await gateway(t, { QUERY_API_KEYS: 'query-key-0123456789abcdef' });
+  t.equal((await call(app, 'GET', '/v1/endpoints', undefined, null)).status, 401);
+  t.equal((await call(app, 'GET', '/v1/endpoints', undefined, 'query-key-0123456789abcdef')).status, 401, 'a query key is no admin key');
+  t.equal((await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/x' }, null)).status, 401);
+  const { app: far } = await gateway(t, { QUERY_ALLOWED_IPS: '10.0.0.1/32' });
+  t.equal((await call(far, 'GET', '/v1/endpoints')).status, 403, 'outside the query allowlist');
+});
+
+t.test('an endpoint is created with a generated secret shown once, listed without it, its URL secrets redacted, and every change audited', async (t) => {
+  const { app, logs } = await gateway(t);
+  const created = await call(app, 'POST', '/v1/endpoints', {
+    url: 'https://hook-user:hook-pass-123@receiver.example/hooks?token=s3cr3t-token&x=1',
+    description: 'LOS',
+    types: ['underwriting.completed'],
+    rateLimitPerS: 20,
+  });
+  t.equal(created.status, 201);
+  t.match(created.body, {
+    id: /^ep_[0-9a-f]{32}$/,
+    url: 'https://receiver.example/hooks?token=redacted&x=redacted',
+    description: 'LOS',
+    types: ['underwriting.completed'],
+    rateLimitPerS: 20,
+    status: 'active',
+    disabledReason: null,
+    managed: 'api',
+    stats: { delivered: 0, failed: 0, dead: 0, lastAttemptAt: null, lastStatus: null },
+  });
+  t.match(created.body.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+  const id = created.body.id as string;
+
+  const one = await call(app, 'GET', `/v1/endpoints/${id}`);
+  t.equal(one.status, 200);
+  t.notOk('secret' in one.body, 'never the secret again');
+  const { secret: _secret, ...shown } = created.body;
+  t.same(one.body, shown);
+  const list = await call(app, 'GET', '/v1/endpoints');
+  t.same(list.body.items.filter((e: any) => e.id === id), [shown]);
+
+  const patched = await call(app, 'PATCH', `/v1/endpoints/${id}`, { description: 'LOS v2', types: null, rateLimitPerS: null, status: 'paused' });
+  t.equal(patched.status, 200);
+  t.match(patched.body, { description: 'LOS v2', types: null, rateLimitPerS: null, status: 'paused' });
+  t.equal((await call(app, 'DELETE', `/v1/endpoints/${id}`)).status, 204);
+  t.equal((await call(app, 'GET', `/v1/endpoints/${id}`)).status, 404);
+  t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { status: 'active' })).status, 404);
+
+  const audit = await call(app, 'GET', `/v1/audit?limit=10`);
+  const mine = audit.body.items.filter((a: any) => a.subject === `endpoint:${id}`);
+  t.same(mine.map((a: any) => a.action), ['endpoint.delete', 'endpoint.update', 'endpoint.create']);
+  t.ok(mine.every((a: any) => a.actor === keyFingerprint(ADMIN_KEY)), 'the actor is the key fingerprint');
+
+  for (const leak of ['hook-pass-123', 'hook-user', 's3cr3t-token', created.body.secret]) {
+    t.notOk(logs.text().includes(leak), 'no secret in the logs');
+    t.notOk(JSON.stringify([one.body, list.body, patched.body, audit.body]).includes(leak), 'no secret in any answer');
+  }
+});
+
+t.test('a URL that is not http(s) or a secret not in whsec_ form is refused 400, the URL not echoed', async (t) => {
+  const { app } = await gateway(t);
+  for (const url of ['ftp://user:pw-9876@host/x', 'not a url', 'javascript:alert(1)']) {
+    const res = await call(app, 'POST', '/v1/endpoints', { url });
+    t.equal(res.status, 400, url);
+    t.equal(res.body.error, 'validation_failed');
+    t.notOk(res.text.includes('pw-9876'));
+  }
+  t.equal((await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/x', secret: 'whsec_short' })).status, 400);
+  t.equal((await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/x', types: ['nope'] })).status, 400);
+});
+
+t.test('a new endpoint receives events signed with its own secret, verified by the reference library; another secret does not verify', async (t) => {
+  const receiver = await startReceiver(t);
+  const { app } = await gateway(t);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: `${receiver.url}/mine` });
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${created.body.id}`));
+  const cust = customer('ep-own');
+  await stray(app, cust);
+  const got = await receiver.waitFor((r) => r.json.data.customerUuid === cust);
+  const r = got.find((x) => x.json.data.customerUuid === cust)!;
+  t.equal(verify(created.body.secret, r).type, 'callback.unmatched');
+  t.equal(r.url, '/mine');
+  t.throws(() => verify(webhookSecret(), r));
+  const one = await until(async () => {
+    const res = await call(app, 'GET', `/v1/endpoints/${created.body.id}`);
+    return res.body.stats.delivered >= 1 ? res : undefined;
+  });
+  t.match(one.body.stats, { lastStatus: 200, lastAttemptAt: /Z$/ });
+});
+
+t.test('a supplied secret is used; rotation signs with both secrets during the overlap, then with the new one only', async (t) => {
+  const receiver = await startReceiver(t);
+  const { app } = await gateway(t);
+  const first = webhookSecret();
+  const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url, secret: first });
+  t.equal(created.body.secret, first);
+  const id = created.body.id as string;
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${id}`));
+
+  const rotated = await call(app, 'POST', `/v1/endpoints/${id}/rotate-secret`, { expireOldAfterS: 3600 });
+  t.equal(rotated.status, 200);
+  const second = rotated.body.secret as string;
+  t.match(second, /^whsec_/);
+  t.not(second, first);
+  const c1 = customer('ep-rot1');
+  await stray(app, c1);
+  const during = (await receiver.waitFor((r) => r.json.data.customerUuid === c1)).find((r) => r.json.data.customerUuid === c1)!;
+  t.equal((during.headers['webhook-signature'] as string).split(' ').length, 2, 'two v1, entries');
+  t.equal(verify(first, during).data.customerUuid, c1, 'the old secret verifies it');
+  t.equal(verify(second, during).data.customerUuid, c1, 'the new secret verifies it');
+
+  // expireOldAfterS 0: the previous secret (second) stops signing at once.
+  const third = (await call(app, 'POST', `/v1/endpoints/${id}/rotate-secret`, { expireOldAfterS: 0 })).body.secret as string;
+  const c2 = customer('ep-rot2');
+  await stray(app, c2);
+  const after = (await receiver.waitFor((r) => r.json.data.customerUuid === c2)).find((r) => r.json.data.customerUuid === c2)!;
+  t.equal((after.headers['webhook-signature'] as string).split(' ').length, 1);
+  t.equal(verify(third, after).data.customerUuid, c2);
+  t.throws(() => verify(second, after), 'the expired secret no longer verifies');
+  const audit = await call(app, 'GET', `/v1/audit?action=endpoint.rotate_secret&limit=5`);
+  t.equal(audit.body.items.filter((a: any) => a.subject === `endpoint:${id}`).length, 2);
+  t.notOk(JSON.stringify(audit.body).includes(third));
+});
+
+t.test('a change made on one instance is seen by another sharing the database within a second, without a restart', async (t) => {
+  const receiver = await startReceiver(t);
+  const { app: a } = await gateway(t);
+  const { app: b } = await gateway(t, {}, await anotherConnection(t, shared));
+  await until(async () => ((await call(b, 'GET', '/v1/endpoints')).status === 200 ? true : undefined));
+  const began = Date.now();
+  const created = await call(a, 'POST', '/v1/endpoints', { url: receiver.url });
+  t.teardown(() => call(b, 'DELETE', `/v1/endpoints/${created.body.id}`).catch(() => {}));
+  await a.close(); // only b can send now
+  const cust = customer('ep-seen');
+  await stray(b, cust);
+  await receiver.waitFor((r) => r.json.data.customerUuid === cust);
+  const tookMs = Date.now() - began;
+  t.ok(tookMs < 2500, `b sent to the endpoint a created ${tookMs} ms after its creation`);
+
+  // Paused on b: b sends nothing more; made active again, what waited goes, in order.
+  t.equal((await call(b, 'PATCH', `/v1/endpoints/${created.body.id}`, { status: 'paused' })).status, 200);
+  const held = customer('ep-paused');
+  await stray(b, held, 1);
+  await stray(b, held, 2);
+  await new Promise((resolve) => setTimeout(resolve, 1500)); // a paused endpoint gives no event to await
+  t.notOk(receiver.received.some((r) => r.json.data.customerUuid === held), 'nothing sent while paused');
+  t.equal((await call(b, 'PATCH', `/v1/endpoints/${created.body.id}`, { status: 'active' })).status, 200);
+  const all = await receiver.waitFor((r) => r.json.data.customerUuid === held && r.json.data.result.started === startedPlus(2));
+  t.same(all.filter((r) => r.json.data.customerUuid === held).map((r) => r.json.data.result.started), [startedPlus(1), startedPlus(2)], 'in order');
+});
+
+t.test('types filters what an endpoint receives', async (t) => {
+  const receiver = await startReceiver(t);
+  const { app } = await gateway(t);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url, types: ['underwriting.completed'] });
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${created.body.id}`));
+  const cust = customer('ep-types');
+  await stray(app, cust); // callback.unmatched: not wanted
+  await insertRequest(shared.db, cust, 'submitted');
+  await postCallback(app, resultBody(cust, { started: startedPlus(30) }));
+  const got = await receiver.waitFor((r) => r.json.data.customerUuid === cust);
+  t.same(got.filter((r) => r.json.data.customerUuid === cust).map((r) => r.json.type), ['underwriting.completed']);
+});
+
+t.test('Retry-After on a 503 is respected: the next attempt waits for it, not for the backoff', async (t) => {
+  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? { status: 503, headers: { 'retry-after': '3' } } : 200));
+  const { app } = await gateway(t);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url });
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${created.body.id}`));
+  await stray(app, customer('ep-retry-after'));
+  const [first, second] = await receiver.count(2);
+  t.equal(first!.json.id, second!.json.id);
+  t.ok(second!.at - first!.at >= 2900, `retried after ${second!.at - first!.at} ms (the backoff alone: 0.5-1 s)`);
+});
+
+t.test('deleting an endpoint ends its pending deliveries dead with endpoint_deleted', async (t) => {
+  const receiver = await startReceiver(t, () => 500);
+  const { app } = await gateway(t);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url });
+  const cust = customer('ep-deleted');
+  await stray(app, cust);
+  const [r] = await receiver.count(1);
+  t.equal((await call(app, 'DELETE', `/v1/endpoints/${created.body.id}`)).status, 204);
+  const event = await app.inject({ method: 'GET', url: `/v1/events/${r!.json.id}` });
+  t.match(event.json().deliveries, [{ url: receiver.url + '/', status: 'dead', lastError: 'endpoint_deleted' }]);
+  const audit = await call(app, 'GET', `/v1/audit?action=endpoint.delete&limit=5`);
+  t.match(audit.body.items.find((a: any) => a.subject === `endpoint:${created.body.id}`), { counts: { deliveriesEnded: 1 } });
+});
+
+t.test('an endpoint failing every attempt for EVENT_ENDPOINT_DISABLE_AFTER_S is disabled with an endpoint.disabled event; made active, its deliveries resume in order', async (t) => {
+  let up = false;
+  const receiver = await startReceiver(t, () => (up ? 200 : 500));
+  const { app } = await gateway(t, { EVENT_ENDPOINT_DISABLE_AFTER_S: '2' });
+  const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url });
+  const id = created.body.id as string;
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${id}`));
+  const cust = customer('ep-disabled');
+  await stray(app, cust, 1);
+  await stray(app, cust, 2);
+  const disabled = await until(async () => {
+    const res = await call(app, 'GET', `/v1/endpoints/${id}`);
+    return res.body.status === 'disabled' ? res.body : undefined;
+  });
+  t.match(disabled.disabledReason, /^every attempt failed since .*Z; last: the receiver answered HTTP 500$/);
+  const feed = await app.inject({ method: 'GET', url: '/v1/events?type=endpoint.disabled&limit=500' });
+  const events = feed.json().items.filter((e: any) => e.data.endpointId === id);
+  t.equal(events.length, 1, 'one endpoint.disabled event');
+  t.match(events[0].data, { endpointId: id, url: receiver.url + '/', disabledReason: disabled.disabledReason, failingSince: /Z$/ });
+
+  const attempts = receiver.received.length;
+  await new Promise((resolve) => setTimeout(resolve, 1500)); // a disabled endpoint gives no event to await
+  t.equal(receiver.received.length, attempts, 'nothing sent while disabled');
+  up = true;
+  t.match((await call(app, 'PATCH', `/v1/endpoints/${id}`, { status: 'active' })).body, { status: 'active', disabledReason: null });
+  const all = await receiver.waitFor((r) => r.json.data.customerUuid === cust && r.json.data.result.started === startedPlus(2));
+  const delivered = all.filter((r) => r.json.data.customerUuid === cust && r.at >= all[attempts]!.at);
+  t.same(delivered.map((r) => r.json.data.result.started), [startedPlus(1), startedPlus(2)], 'resumed in order');
+});
+
+t.test("a held event's retry horizon counts from when it became eligible, not while it waited behind an earlier one", async (t) => {
+  const receiver = await startReceiver(t, () => 500);
+  const { app } = await gateway(t, pushEnv([receiver.url], webhookSecret(), { EVENT_RETRY_HORIZON_S: '3', ADMIN_API_KEYS: ADMIN_KEY }));
+  const cust = customer('ep-horizon');
+  await stray(app, cust, 1);
+  await stray(app, cust, 2);
+  const ids = async () => {
+    const got = receiver.received.filter((r) => r.json.data.customerUuid === cust);
+    return got;
+  };
+  // Both die in the end; the second has a horizon of its own after the first's.
+  const dead = await until(async () => {
+    const got = await ids();
+    const second = got.find((r) => r.json.data.result.started === startedPlus(2));
+    if (!second) return undefined;
+    const event = await app.inject({ method: 'GET', url: `/v1/events/${second.json.id}` });
+    return event.json().deliveries[0].status === 'dead' ? got : undefined;
+  }, 30_000);
+  const first = dead.filter((r) => r.json.data.result.started === startedPlus(1));
+  const second = dead.filter((r) => r.json.data.result.started === startedPlus(2));
+  t.ok(second.length >= 2, `the held event had ${second.length} attempts (one when its horizon ran while it waited)`);
+  const span = second.at(-1)!.at - second[0]!.at;
+  t.ok(span >= 2000, `its attempts spanned ${span} ms of its own 3 s horizon`);
+  t.ok(second[0]!.at >= first.at(-1)!.at, 'it went once the first was dead');
+});
+
+t.test('replay queues every event since a time, or after a feed cursor, in order, for that endpoint only', async (t) => {
+  const { app } = await gateway(t);
+  const cust = customer('ep-replay');
+  const since = new Date().toISOString();
+  await stray(app, cust, 1);
+  const page = (await app.inject({ method: 'GET', url: `/v1/events?customerUuid=${cust}` })).json();
+  await stray(app, cust, 2);
+  await stray(app, cust, 3);
+  const receiver = await startReceiver(t);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url });
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${created.body.id}`));
+
+  const bySince = await call(app, 'POST', `/v1/endpoints/${created.body.id}/replay`, { since });
+  t.equal(bySince.status, 202);
+  t.ok(bySince.body.queued >= 3, `${bySince.body.queued} queued`);
+  const all = await receiver.waitFor((r) => r.json.data.customerUuid === cust && r.json.data.result.started === startedPlus(3));
+  t.same(all.filter((r) => r.json.data.customerUuid === cust).map((r) => r.json.data.result.started), [1, 2, 3].map(startedPlus));
+
+  const before = receiver.received.length;
+  const byCursor = await call(app, 'POST', `/v1/endpoints/${created.body.id}/replay`, { after: page.nextCursor });
+  t.equal(byCursor.status, 202);
+  const again = await receiver.waitFor((r) => receiver.received.indexOf(r) >= before && r.json.data.result?.started === startedPlus(3));
+  t.same(again.slice(before).filter((r) => r.json.data.customerUuid === cust).map((r) => r.json.data.result.started), [2, 3].map(startedPlus), 'after the cursor: the later two');
+  t.equal((await call(app, 'POST', `/v1/endpoints/${created.body.id}/replay`, { after: 'bogus!' })).status, 400);
+});
