@@ -14,7 +14,7 @@ const wholeNumber = (min: number, max: number) =>
     .transform(Number)
     .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 
-export const instant = z.iso
+const instant = z.iso
   .datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone' })
   // ISO 8601 allows offsets PostgreSQL refuses (beyond +-15:59) and year 0000: a 400, never a 500.
   .refine((v) => !v.startsWith('0000') && !/[+-](1[6-9]|[2-9]\d):?\d\d$/.test(v), 'not a date-time this service can store')

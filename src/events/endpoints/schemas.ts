@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { isWebhookSecret } from '../../config.js';
 import { ENDPOINT_STATUSES, EVENT_TYPES } from '../../db/types.js';
-import { instant } from '../schemas.js';
+import { instant } from '../../http/query.js';
 
 export const MAX_URL_LENGTH = 2048;
 export const MAX_RATE_PER_S = 10_000;
