@@ -179,6 +179,9 @@ export interface EventEndpointsTable {
   failing_since: Timestamp | null;
   created_at: Timestamp;
   updated_at: Timestamp;
+  /** The second (Unix seconds) whose attempt slots rate_used counts, across every instance. */
+  rate_window: ColumnType<string | null, number | null | undefined, number | null>;
+  rate_used: ColumnType<number, number | undefined, number>;
 }
 
 /** Purged rows, folded per UTC hour: requests by the hour they were submitted, callbacks by arrival. */

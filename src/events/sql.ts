@@ -509,3 +509,23 @@ export async function disableFailingEndpoint(
     select count(*)::int as n from new_events`.execute(db);
   return Number(rows[0]?.n ?? 0) > 0;
 }
+
+/**
+ * Reserves up to `want` attempt slots of an endpoint's rate in the second `window` (Unix seconds),
+ * across every instance: the number granted (0 when that second's are taken).
+ */
+export async function reserveRateSlots(db: Kysely<Tables>, key: string, window: number, want: number, limit: number): Promise<number> {
+  const { rows } = await sql<{ granted: number }>`
+    with cur as (
+      select key, case when rate_window = ${window}::bigint then rate_used else 0 end as used
+      from event_endpoints where key = ${key} for update
+    ),
+    g as (select cur.key, cur.used, least(${want}::int, greatest(0, ${limit}::int - cur.used)) as granted from cur),
+    u as (
+      update event_endpoints e set rate_window = ${window}::bigint, rate_used = g.used + g.granted
+      from g where e.key = g.key
+      returning g.granted
+    )
+    select granted from u`.execute(db);
+  return Number(rows[0]?.granted ?? 0);
+}

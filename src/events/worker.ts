@@ -22,6 +22,7 @@ import {
   disableFailingEndpoint,
   recordFinishedAttempts,
   releaseDeliveries,
+  reserveRateSlots,
   startDispatch,
 } from './sql.js';
 import { scrubTarget, type WebhookTarget } from './targets.js';
@@ -243,7 +244,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         trickleAt = Date.now() + pollMs;
         limit = Math.min(limit, TRICKLE_CLAIM);
       }
-      const targets = active();
+      // An endpoint with a second's worth of attempts waiting for its rate is left out until they go.
+      const targets = active().filter((t) => !throttled(t));
       if (targets.length === 0) return;
       const keys = targets.map((t) => t.key);
       const lease = token();
@@ -272,11 +274,11 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
       for (const delivery of dispatched.deliveries) {
         if (delivery.lease_token === null) held.add(delivery.customer_uuid);
-        else send(dispatchedSendable(delivery, lease, dispatchedAt));
+        else route(dispatchedSendable(delivery, lease, dispatchedAt));
       }
       for (const delivery of claimed) {
         held.delete(delivery.customer_uuid);
-        send(claimedSendable(delivery, lease));
+        route(claimedSendable(delivery, lease));
       }
       if (!dispatched.full && dispatched.deliveries.length + claimed.length < limit) {
         if (wantClaim) catchingUp = false;
@@ -286,6 +288,67 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
     }
     saturated = !stopped;
+  }
+
+  /** Deliveries waiting for their endpoint's rate (rateLimitPerS), by endpoint key. */
+  const pacers = new Map<string, { queue: Sendable[]; tokens: number; window: number; pumping: boolean }>();
+  const limitOf = (key: string) => {
+    const target = targetOf(key);
+    return target?.status === 'active' ? target.rateLimitPerS : null;
+  };
+  const throttled = (t: EndpointTarget) => t.rateLimitPerS !== null && (pacers.get(t.key)?.queue.length ?? 0) >= t.rateLimitPerS;
+
+  /** Sends now, or once its endpoint's rate allows (a rate-limited endpoint's waiting attempts take no concurrency). */
+  function route(delivery: Sendable): void {
+    if (limitOf(delivery.urlKey) === null) return send(delivery);
+    let pacer = pacers.get(delivery.urlKey);
+    if (!pacer) pacers.set(delivery.urlKey, (pacer = { queue: [], tokens: 0, window: 0, pumping: false }));
+    pacer.queue.push(delivery);
+    void pump(delivery.urlKey);
+  }
+
+  /**
+   * Sends an endpoint's waiting attempts as its rate allows: slots of each second are reserved in
+   * the database, so that every instance together stays within rateLimitPerS.
+   */
+  async function pump(key: string): Promise<void> {
+    const pacer = pacers.get(key);
+    if (!pacer || pacer.pumping) return;
+    pacer.pumping = true;
+    try {
+      while (pacer.queue.length > 0 && !stopped) {
+        const limit = limitOf(key);
+        if (limit === null) {
+          for (const d of pacer.queue.splice(0)) send(d);
+          break;
+        }
+        const nowMs = deps.clock().getTime();
+        const window = Math.floor(nowMs / 1000);
+        if (pacer.window !== window) {
+          pacer.window = window;
+          pacer.tokens = 0;
+        }
+        if (pacer.tokens === 0) {
+          pacer.tokens = await reserveRateSlots(deps.db, key, window, Math.min(pacer.queue.length, limit), limit).catch((err) => {
+            warnStorage(err, 'could not reserve an endpoint rate slot; retrying');
+            return 0;
+          });
+          if (pacer.tokens === 0) {
+            await new Promise((resolve) => setTimeout(resolve, 1000 - (nowMs % 1000) + 1).unref());
+            continue;
+          }
+        }
+        const wasThrottled = pacer.queue.length >= limit;
+        while (pacer.tokens > 0 && pacer.queue.length > 0) {
+          pacer.tokens--;
+          send(pacer.queue.shift()!);
+        }
+        if (wasThrottled && pacer.queue.length < limit) wake();
+      }
+    } finally {
+      pacer.pumping = false;
+      if (pacer.queue.length === 0) pacers.delete(key);
+    }
   }
 
   function send(delivery: Sendable): void {
@@ -458,6 +521,10 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       clearTimeout(soon);
       for (const signal of attempting) abortAttempt(signal, false);
       await claiming;
+      // Waiting for their endpoint's rate: given back unattempted, for the next claim anywhere.
+      for (const pacer of pacers.values()) {
+        for (const d of pacer.queue.splice(0)) await releaseDeliveries(deps.db, [d.id], d.token).catch(() => {});
+      }
       await Promise.all([...sends]);
       await flushing;
       await agent.close();

@@ -314,3 +314,24 @@ t.test('replay queues every event since a time, or after a feed cursor, in order
   t.same(again.slice(before).filter((r) => r.json.data.customerUuid === cust).map((r) => r.json.data.result.started), [2, 3].map(startedPlus), 'after the cursor: the later two');
   t.equal((await call(app, 'POST', `/v1/endpoints/${created.body.id}/replay`, { after: 'bogus!' })).status, 400);
 });
+
+t.test('rateLimitPerS holds across two instances sharing the database', async (t) => {
+  const receiver = await startReceiver(t);
+  const { app: a } = await gateway(t);
+  const { app: b } = await gateway(t, {}, await anotherConnection(t, shared));
+  const created = await call(a, 'POST', '/v1/endpoints', { url: receiver.url, rateLimitPerS: 5 });
+  t.teardown(() => call(a, 'DELETE', `/v1/endpoints/${created.body.id}`));
+  await until(async () => ((await call(b, 'GET', `/v1/endpoints/${created.body.id}`)).status === 200 ? true : undefined));
+  // 30 customers' events, recorded half on each instance: without the limit they all go within a second.
+  const custs = Array.from({ length: 30 }, (_, i) => customer(`ep-rate${i}`));
+  await Promise.all(custs.map((c, i) => stray(i % 2 === 0 ? a : b, c)));
+  const got = (await receiver.waitFor(() => custs.every((c) => receiver.received.some((r) => r.json.data.customerUuid === c)))).filter((r) =>
+    custs.includes(r.json.data.customerUuid),
+  );
+  const span = got.at(-1)!.at - got[0]!.at;
+  // 30 at 5 a second take at least 6 seconds' slots: first to last at least 4 s apart (the first may go at the end of its second).
+  t.ok(span >= 3800, `30 events took ${span} ms at 5/s (10/s if each instance kept its own rate: about 2-3 s)`);
+  const perSecond = new Map<number, number>();
+  for (const r of got) perSecond.set(Math.floor(r.at / 1000), (perSecond.get(Math.floor(r.at / 1000)) ?? 0) + 1);
+  t.ok(Math.max(...perSecond.values()) <= 6, `at most ${Math.max(...perSecond.values())} arrived in one wall-clock second`);
+});
