@@ -156,20 +156,22 @@ export async function readEvent(db: Kysely<Tables>, publicId: string, keys: read
 const REQUEUE = `status = 'pending', attempts = 0, queued_at = excluded.queued_at,
   next_attempt_at = excluded.next_attempt_at, lease_until = null, lease_token = null, delivered_at = null`;
 
-/** Queues one event again for every target (delivered or not); undefined when there is no such event. */
+/** Queues one event again for every target that receives its type (delivered or not); undefined when there is no such event. */
 export async function redeliverEvent(
   db: Kysely<Tables>,
   publicId: string,
-  targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[],
+  targets: readonly (Pick<WebhookTarget, 'key' | 'shown'> & { types?: readonly string[] | null })[],
   now: Date,
 ): Promise<number | undefined> {
   const [keys, shown] = targetParameters(targets);
+  const types = targets.map((t) => (t.types ? t.types.join(',') : null));
   const { rows } = await sql<{ found: number; queued: number }>`
-    with e as (select id, customer_uuid from events where public_id = ${publicId}),
+    with e as (select id, customer_uuid, type from events where public_id = ${publicId}),
     queued as (
       insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at)
       select e.id, e.customer_uuid, t.key, t.shown, ${now}, ${now}
-      from e cross join unnest(${keys}::text[], ${shown}::text[]) as t(key, shown)
+      from e cross join unnest(${keys}::text[], ${shown}::text[], ${types}::text[]) as t(key, shown, types)
+      where t.types is null or e.type = any(string_to_array(t.types, ','))
       on conflict (event_id, url_key) do update set url = excluded.url, ${sql.raw(REQUEUE)}
       returning 1
     )

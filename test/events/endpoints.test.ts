@@ -206,6 +206,12 @@ t.test('types filters what an endpoint receives', async (t) => {
   await postCallback(app, resultBody(cust, { started: startedPlus(30) }));
   const got = await receiver.waitFor((r) => r.json.data.customerUuid === cust);
   t.same(got.filter((r) => r.json.data.customerUuid === cust).map((r) => r.json.type), ['underwriting.completed']);
+  // Redelivering the unwanted event queues nothing for it either.
+  const feed = (await app.inject({ method: 'GET', url: `/v1/events?customerUuid=${cust}&type=callback.unmatched` })).json();
+  const unwanted = feed.items[0].id as string;
+  t.equal((await app.inject({ method: 'POST', url: `/v1/events/${unwanted}/redeliver` })).statusCode, 202);
+  const event = (await app.inject({ method: 'GET', url: `/v1/events/${unwanted}` })).json();
+  t.notOk(event.deliveries.some((d: any) => d.url === `${receiver.url}/`), 'not queued for an endpoint that does not want its type');
 });
 
 t.test('Retry-After on a 503 is respected: the next attempt waits for it, not for the backoff', async (t) => {
