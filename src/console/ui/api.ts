@@ -1,11 +1,30 @@
 // The console is a client of the gateway's HTTP API and nothing else: every path is relative to
 // /console, so the page also works behind a proxy that mounts the gateway under a prefix.
 
-import type { CallbackView, Decision, EventView, Stats } from './shapes.js';
+import type { CallbackView, Decision, EndpointList, EndpointView, EventView, Stats } from './shapes.js';
 
-export type { Bucket, CallbackView, Decision, Delivery, EventView, Present, Stats } from './shapes.js';
+export type { Bucket, CallbackView, Decision, Delivery, EndpointView, EventView, Present, Stats } from './shapes.js';
 
 const KEY_STORAGE = 'ugw.console.apiKey';
+/** The endpoints section's key (ADMIN_API_KEYS): another key than the query routes'. */
+const ADMIN_KEY_STORAGE = 'ugw.console.adminKey';
+
+export function storedAdminKey(): string | null {
+  try {
+    return sessionStorage.getItem(ADMIN_KEY_STORAGE);
+  } catch {
+    return null;
+  }
+}
+
+export function storeAdminKey(key: string | null): void {
+  try {
+    if (key) sessionStorage.setItem(ADMIN_KEY_STORAGE, key);
+    else sessionStorage.removeItem(ADMIN_KEY_STORAGE);
+  } catch {
+    // Storage refused (private mode): the key lives for this page only.
+  }
+}
 const TIMEOUT_MS = 15_000;
 
 export function storedKey(): string | null {
@@ -38,16 +57,18 @@ export type FailureKind =
 export type Answer<T> = { ok: true; status: number; data: T } | { ok: false; status: number; kind: FailureKind; message: string };
 
 type Listener = (kind: FailureKind | 'ok') => void;
-const listeners = new Set<Listener>();
+const everyone = new Set<Listener>();
 /** Told of every answer: the app asks for a key on a 401 and shows the gateway's state. */
 export function onAnswer(listener: Listener): () => void {
-  listeners.add(listener);
-  return () => listeners.delete(listener);
+  everyone.add(listener);
+  return () => everyone.delete(listener);
 }
 
-async function call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Answer<T>> {
+async function call<T>(method: 'GET' | 'POST' | 'PATCH', path: string, body?: unknown, admin = false): Promise<Answer<T>> {
   const headers: Record<string, string> = { accept: 'application/json' };
-  const key = storedKey();
+  const key = admin ? storedAdminKey() : storedKey();
+  // An admin route's 401 is about the admin key: the query key's form is not asked for.
+  const listeners = admin ? new Set<Listener>() : everyone;
   if (key) headers.authorization = `Bearer ${key}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
   let res: Response;
@@ -208,3 +229,16 @@ export async function listDeadEvents(expectedDead?: number): Promise<Answer<Dead
   }
   return { ok: true, status: 200, data: { events, scanned, cut: true } };
 }
+
+// ---- Endpoints (admin key) ----
+
+export const listEndpoints = () => call<EndpointList>('GET', 'v1/endpoints', undefined, true);
+
+export const setEndpointStatus = (id: string, status: 'active' | 'paused') =>
+  call<EndpointView>('PATCH', `v1/endpoints/${encodeURIComponent(id)}`, { status }, true);
+
+export const rotateEndpointSecret = (id: string) =>
+  call<{ secret: string }>('POST', `v1/endpoints/${encodeURIComponent(id)}/rotate-secret`, {}, true);
+
+export const replayToEndpoint = (id: string, since: string) =>
+  call<{ queued: number }>('POST', `v1/endpoints/${encodeURIComponent(id)}/replay`, { since }, true);

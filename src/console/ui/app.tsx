@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { type Answer, getReady, getStats, listRecent, onAnswer, type Page, type Range, type RequestView, type Stats, storedKey, storeKey } from './api.js';
 import { Charts } from './charts.js';
 import { CustomerPanel } from './customer.js';
+import { Endpoints } from './endpoints.js';
 import { when } from './format.js';
 import { Lists } from './lists.js';
 import { Failure, RequestTable } from './parts.js';
@@ -159,6 +160,7 @@ export function App() {
           ))}
       </section>
       <Lists tick={tick} deadCount={stats?.ok ? stats.data.now.events.dead : undefined} onOpen={setCustomer} />
+      <Endpoints tick={tick} />
     </div>
   );
 }

@@ -147,6 +147,9 @@ function DeadEvents({ tick, expected }: { tick: number; expected: number | undef
   if (!dead.ok) return <Failure answer={dead} what="dead events" />;
   return (
     <div data-testid="dead-events">
+      <p class="muted">
+        Why they died, per receiver: <a href="#endpoints">Endpoints</a> (health, pause, rotate secret, replay).
+      </p>
       {said && (
         <p class="said" role="status">
           {said}

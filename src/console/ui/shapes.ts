@@ -73,3 +73,20 @@ export interface EventPage {
   items: EventView[];
   nextCursor: string | null;
 }
+
+export interface EndpointView {
+  id: string;
+  url: string;
+  description: string;
+  types: string[] | null;
+  rateLimitPerS: number | null;
+  status: 'active' | 'paused' | 'disabled';
+  disabledReason: string | null;
+  createdAt: string;
+  managed: 'api' | 'config';
+  stats: { delivered: number; failed: number; dead: number; lastAttemptAt: string | null; lastStatus: number | null };
+}
+
+export interface EndpointList {
+  items: EndpointView[];
+}
