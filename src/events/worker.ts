@@ -290,60 +290,70 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     saturated = !stopped;
   }
 
-  /** Deliveries waiting for their endpoint's rate (rateLimitPerS), by endpoint key. */
+  /**
+   * Attempts in flight to one endpoint at most (this instance): with several endpoints, a slow one
+   * (answers after seconds) cannot take every slot from the others; alone, it has them all.
+   */
+  const endpointCap = () => Math.max(1, Math.ceil(concurrency / Math.min(4, Math.max(1, active().length))));
+  const sendingTo = new Map<string, number>();
+  const busy = (key: string) => (sendingTo.get(key) ?? 0) >= endpointCap();
+  /** Deliveries waiting for their endpoint's rate (rateLimitPerS) or a slot of its cap, by endpoint key. */
   const pacers = new Map<string, { queue: Sendable[]; tokens: number; window: number; pumping: boolean }>();
   const limitOf = (key: string) => {
     const target = targetOf(key);
     return target?.status === 'active' ? target.rateLimitPerS : null;
   };
-  const throttled = (t: EndpointTarget) => t.rateLimitPerS !== null && (pacers.get(t.key)?.queue.length ?? 0) >= t.rateLimitPerS;
+  /** Enough of its attempts wait already: the endpoint is left out of claims until they go. */
+  const throttled = (t: EndpointTarget) => (pacers.get(t.key)?.queue.length ?? 0) >= (t.rateLimitPerS ?? endpointCap());
 
-  /** Sends now, or once its endpoint's rate allows (a rate-limited endpoint's waiting attempts take no concurrency). */
+  /** Sends now, or once its endpoint's rate and cap allow (attempts waiting for them take no concurrency). */
   function route(delivery: Sendable): void {
-    if (limitOf(delivery.urlKey) === null) return send(delivery);
-    let pacer = pacers.get(delivery.urlKey);
-    if (!pacer) pacers.set(delivery.urlKey, (pacer = { queue: [], tokens: 0, window: 0, pumping: false }));
+    const key = delivery.urlKey;
+    if (limitOf(key) === null && !busy(key) && !pacers.has(key)) return send(delivery);
+    let pacer = pacers.get(key);
+    if (!pacer) pacers.set(key, (pacer = { queue: [], tokens: 0, window: 0, pumping: false }));
     pacer.queue.push(delivery);
-    void pump(delivery.urlKey);
+    void pump(key);
   }
 
   /**
-   * Sends an endpoint's waiting attempts as its rate allows: slots of each second are reserved in
-   * the database, so that every instance together stays within rateLimitPerS.
+   * Sends an endpoint's waiting attempts as its cap and rate allow: slots of each second are
+   * reserved in the database, so that every instance together stays within rateLimitPerS.
+   * Called again when one of its attempts ends.
    */
   async function pump(key: string): Promise<void> {
     const pacer = pacers.get(key);
     if (!pacer || pacer.pumping) return;
     pacer.pumping = true;
     try {
-      while (pacer.queue.length > 0 && !stopped) {
+      while (pacer.queue.length > 0 && !stopped && !busy(key)) {
         const limit = limitOf(key);
+        const wasThrottled = pacer.queue.length >= (limit ?? endpointCap());
         if (limit === null) {
-          for (const d of pacer.queue.splice(0)) send(d);
-          break;
-        }
-        const nowMs = deps.clock().getTime();
-        const window = Math.floor(nowMs / 1000);
-        if (pacer.window !== window) {
-          pacer.window = window;
-          pacer.tokens = 0;
-        }
-        if (pacer.tokens === 0) {
-          pacer.tokens = await reserveRateSlots(deps.db, key, window, Math.min(pacer.queue.length, limit), limit).catch((err) => {
-            warnStorage(err, 'could not reserve an endpoint rate slot; retrying');
-            return 0;
-          });
+          while (pacer.queue.length > 0 && !busy(key)) send(pacer.queue.shift()!);
+        } else {
+          const nowMs = deps.clock().getTime();
+          const window = Math.floor(nowMs / 1000);
+          if (pacer.window !== window) {
+            pacer.window = window;
+            pacer.tokens = 0;
+          }
           if (pacer.tokens === 0) {
-            await new Promise((resolve) => setTimeout(resolve, 1000 - (nowMs % 1000) + 1).unref());
-            continue;
+            pacer.tokens = await reserveRateSlots(deps.db, key, window, Math.min(pacer.queue.length, limit), limit).catch((err) => {
+              warnStorage(err, 'could not reserve an endpoint rate slot; retrying');
+              return 0;
+            });
+            if (pacer.tokens === 0) {
+              await new Promise((resolve) => setTimeout(resolve, 1000 - (nowMs % 1000) + 1).unref());
+              continue;
+            }
+          }
+          while (pacer.tokens > 0 && pacer.queue.length > 0 && !busy(key)) {
+            pacer.tokens--;
+            send(pacer.queue.shift()!);
           }
         }
-        const wasThrottled = pacer.queue.length >= limit;
-        while (pacer.tokens > 0 && pacer.queue.length > 0) {
-          pacer.tokens--;
-          send(pacer.queue.shift()!);
-        }
-        if (wasThrottled && pacer.queue.length < limit) wake();
+        if (wasThrottled && pacer.queue.length < (limit ?? endpointCap())) wake();
       }
     } finally {
       pacer.pumping = false;
@@ -353,9 +363,15 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
 
   function send(delivery: Sendable): void {
     inFlight++;
+    const key = delivery.urlKey;
+    sendingTo.set(key, (sendingTo.get(key) ?? 0) + 1);
     const sending = attempt(delivery).finally(() => {
       inFlight--;
+      const left = sendingTo.get(key)! - 1;
+      if (left === 0) sendingTo.delete(key);
+      else sendingTo.set(key, left);
       sends.delete(sending);
+      if (pacers.has(key)) void pump(key);
     });
     sends.add(sending);
   }

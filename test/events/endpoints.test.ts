@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import t, { type Test } from 'tap';
 import type { FastifyInstance } from 'fastify';
@@ -6,6 +7,7 @@ import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase } from '../helpers/database.js';
 import { customer, insertRequest, postCallback, resultBody, startedPlus } from '../callbacks/fixtures.js';
 import { keyFingerprint } from '../../src/audit/trail.js';
+import { recordEventsSql } from '../../src/events/record.js';
 import { pushEnv, until, webhookSecret } from './fixtures.js';
 import { type Received, startReceiver } from './receiver.js';
 
@@ -340,4 +342,32 @@ t.test('rateLimitPerS holds across two instances sharing the database', async (t
   const perSecond = new Map<number, number>();
   for (const r of got) perSecond.set(Math.floor(r.at / 1000), (perSecond.get(Math.floor(r.at / 1000)) ?? 0) + 1);
   t.ok(Math.max(...perSecond.values()) <= 6, `at most ${Math.max(...perSecond.values())} arrived in one wall-clock second`);
+});
+
+t.test('an endpoint that answers slowly holds at most half of the attempt slots beside one other: the others are not held back', async (t) => {
+  const slow = await startReceiver(t, () => 'hang');
+  const healthy = await startReceiver(t);
+  const { app } = await gateway(t, { EVENT_WEBHOOK_TIMEOUT_MS: '4000' });
+  const made: string[] = [];
+  for (const url of [slow.url, healthy.url]) made.push((await call(app, 'POST', '/v1/endpoints', { url, types: ['callback.unmatched'] })).body.id);
+  t.teardown(async () => {
+    for (const id of made) await call(app, 'DELETE', `/v1/endpoints/${id}`);
+  });
+  // 80 customers' events in one statement (no callback ingest for the push to yield to): without
+  // a cap per endpoint the hanging one ends up with all 64 slots.
+  const prefix = customer('ep-slow');
+  const custs = Array.from({ length: 80 }, (_, i) => `${prefix}-${i}`);
+  await sql`
+    with source as (
+      select 'callback.unmatched' as type, c as customer_uuid, now() as created_at,
+             null::bigint as request_id, null::bigint as callback_id, jsonb_build_object('customerUuid', c) as data
+      from unnest(${custs}::text[]) c
+    ),
+    ${sql.raw(recordEventsSql('source'))}
+    select 1`.execute(shared.db);
+  await healthy.waitFor(() => custs.every((c) => healthy.received.some((r) => r.json.data.customerUuid === c)));
+  const firstSlow = slow.received[0]!.at;
+  const lastHealthy = Math.max(...healthy.received.filter((r) => custs.includes(r.json.data.customerUuid)).map((r) => r.at));
+  t.ok(lastHealthy - firstSlow < 3000, `the healthy endpoint had all 80 ${lastHealthy - firstSlow} ms after the slow one's first attempt (its timeout: 4 s)`);
+  t.ok(slow.received.length <= 32, `${slow.received.length} attempts to the slow endpoint at once (cap 32 with two endpoints)`);
 });
