@@ -371,3 +371,20 @@ t.test('an endpoint that answers slowly holds at most half of the attempt slots 
   t.ok(lastHealthy - firstSlow < 3000, `the healthy endpoint had all 80 ${lastHealthy - firstSlow} ms after the slow one's first attempt (its timeout: 4 s)`);
   t.ok(slow.received.length <= 32, `${slow.received.length} attempts to the slow endpoint at once (cap 32 with two endpoints)`);
 });
+
+t.test("a configured URL's endpoint row is written again when it is missing (the database was not there at start)", async (t) => {
+  const receiver = await startReceiver(t);
+  const { app } = await gateway(t, pushEnv([`${receiver.url}/configured`], webhookSecret(), { ADMIN_API_KEYS: ADMIN_KEY }));
+  const listed = (await call(app, 'GET', '/v1/endpoints')).body.items.find((e: any) => e.url === `${receiver.url}/configured`);
+  t.match(listed, { managed: 'config', status: 'active', id: /^ep_[0-9a-f]{32}$/ });
+  t.equal((await call(app, 'DELETE', `/v1/endpoints/${listed.id}`)).status, 409, 'a configured endpoint is removed from EVENT_WEBHOOK_URLS, not here');
+  t.equal((await call(app, 'PATCH', `/v1/endpoints/${listed.id}`, { url: 'http://127.0.0.1:9/x' })).status, 409);
+  t.equal((await call(app, 'POST', `/v1/endpoints/${listed.id}/rotate-secret`, {})).status, 409);
+
+  await shared.db.deleteFrom('event_endpoints').where('id', '=', listed.id).execute();
+  await until(async () => ((await call(app, 'GET', `/v1/endpoints/${listed.id}`)).status === 200 ? true : undefined));
+  const cust = customer('ep-config-again');
+  await stray(app, cust);
+  await receiver.waitFor((r) => r.json.data.customerUuid === cust);
+  t.pass('still pushed to');
+});

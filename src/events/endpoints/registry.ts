@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import type { EndpointStatus, EventType, Tables } from '../../db/types.js';
 import { type SigningSecret, type WebhookSigner, webhookSigner } from '../signature.js';
 import { type WebhookTarget, webhookTarget } from '../targets.js';
-import { type EndpointRow, readEndpoints } from './store.js';
+import { type EndpointRow, readEndpoints, syncConfiguredEndpoints } from './store.js';
 
 /** An endpoint as the delivery worker sends to it. */
 export interface EndpointTarget extends WebhookTarget {
@@ -77,7 +77,13 @@ export function endpointRegistry(deps: RegistryDeps): EndpointRegistry {
 
   async function refresh(): Promise<void> {
     try {
-      const rows = await readEndpoints(deps.db);
+      let rows = await readEndpoints(deps.db);
+      // A configured URL's row is written at start; when the database was not there then, now.
+      const missing = [...configured.values()].filter((t) => !rows.some((r) => r.key === t.key));
+      if (missing.length > 0) {
+        await syncConfiguredEndpoints(deps.db, missing, new Date());
+        rows = await readEndpoints(deps.db);
+      }
       // Compared by what the worker uses, so that an unchanged table costs no rebuild.
       const fingerprint = JSON.stringify(rows.map((r) => [r.id, r.updated_at, r.status, r.failing_since]));
       warned = false;
