@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { guardedRouteErrors } from '../errors.js';
+import { endpointKeys } from '../events/endpoints/store.js';
 import { webhookTargets } from '../events/targets.js';
 import { tokenState } from '../provider/token-source.js';
 import { operation } from '../openapi.js';
@@ -12,12 +13,13 @@ import { statsService } from './service.js';
 export const statsRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
+    const configured = webhookTargets(deps.config).map((t) => t.key);
     const stats = statsService({
       db: deps.database.db,
       clock: deps.clock,
       token: () => tokenState(deps.tokenSource),
       cursorSecret: deps.config.cpfHashKey,
-      webhookKeys: webhookTargets(deps.config).map((t) => t.key),
+      webhookKeys: () => endpointKeys(deps.database.db, configured),
     });
 
     guardRoutes(app, 'query', deps.config);

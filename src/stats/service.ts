@@ -28,8 +28,8 @@ export interface StatsDeps {
   token: () => TokenState;
   /** Signs the callbacks list's cursors (CPF_HASH_KEY, like the other lists). */
   cursorSecret: string;
-  /** The configured webhook targets' keys: their deliveries not written yet count as pending. */
-  webhookKeys?: readonly string[];
+  /** The keys of the endpoints this instance pushes to: their deliveries not written yet count as pending. */
+  webhookKeys?: () => Promise<readonly string[]>;
 }
 
 /**
@@ -78,7 +78,7 @@ export function statsService(deps: StatsDeps) {
   const ageS = (now: Date, then: Date | null) => (then === null ? null : Math.max(0, Math.floor((now.getTime() - then.getTime()) / 1000)));
 
   async function present(now: Date): Promise<PresentView> {
-    const row = await readPresent(deps.db, new Date(now.getTime() - DAY_MS), deps.webhookKeys);
+    const row = await readPresent(deps.db, new Date(now.getTime() - DAY_MS), await deps.webhookKeys?.());
     const token = deps.token();
     return {
       at: now.toISOString(),

@@ -388,3 +388,15 @@ t.test("a configured URL's endpoint row is written again when it is missing (the
   await receiver.waitFor((r) => r.json.data.customerUuid === cust);
   t.pass('still pushed to');
 });
+
+t.test("/v1/stats counts a paused endpoint's waiting events as pending", async (t) => {
+  const { app } = await buildTestApp(t, { env: { ADMIN_API_KEYS: ADMIN_KEY } });
+  await app.ready();
+  const created = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/paused' });
+  await call(app, 'PATCH', `/v1/endpoints/${created.body.id}`, { status: 'paused' });
+  await stray(app, customer('ep-stats1'));
+  await stray(app, customer('ep-stats2'));
+  const stats = (await app.inject({ url: '/v1/stats' })).json();
+  t.equal(stats.now.events.pending, 2, 'two events wait for the paused endpoint');
+  t.equal(stats.now.events.dead, 0);
+});

@@ -22,6 +22,18 @@ export async function readEndpoints(db: Kysely<Tables>): Promise<EndpointRow[]> 
   return db.selectFrom('event_endpoints').selectAll().orderBy('created_at').orderBy('id').execute();
 }
 
+/** The keys of the endpoints an instance configured with `configured` pushes to: every API-managed one, and its own. */
+export async function endpointKeys(db: Kysely<Tables>, configured: readonly string[]): Promise<string[]> {
+  const rows = await db
+    .selectFrom('event_endpoints')
+    .select('key')
+    .where((eb) => eb.or([eb('managed', '=', 'api'), ...(configured.length > 0 ? [eb('key', 'in', configured)] : [])]))
+    .execute();
+  const keys = rows.map((r) => r.key);
+  // A configured URL counts even before its row is written.
+  return [...new Set([...configured, ...keys])];
+}
+
 export async function readEndpoint(db: Kysely<Tables>, id: string): Promise<EndpointRow | undefined> {
   return db.selectFrom('event_endpoints').selectAll().where('id', '=', id).executeTakeFirst();
 }
