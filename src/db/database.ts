@@ -68,7 +68,19 @@ export interface DatabaseHandle {
    * Its success clears the pool's failure state, as any route query's would.
    */
   probe(timeoutMs: number): Promise<void>;
+  /** The main pool's connections now (PostgreSQL); undefined on PGlite, which has no pool. */
+  poolStats(): PoolStats | undefined;
   close(): Promise<void>;
+}
+
+export interface PoolStats {
+  /** Connections open, checked out or idle. */
+  total: number;
+  idle: number;
+  /** Callers waiting for a connection. */
+  waiting: number;
+  /** The most connections the pool opens. */
+  max: number;
 }
 
 export interface OpenDatabaseOptions {
@@ -150,6 +162,7 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
       await withTimeout(main.pool.query('select 1'), timeoutMs);
     },
     probe: (timeoutMs) => withTimeout(probeWith(db, timeoutMs), timeoutMs),
+    poolStats: () => ({ total: main.pool.totalCount, idle: main.pool.idleCount, waiting: main.pool.waitingCount, max: main.pool.options.max }),
     close: async () => {
       // Ending a connection waits for the server to close it; a half-open one never does. Those
       // opened before a query timed out are suspect: closed at once. The others get a grace.
@@ -476,6 +489,7 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
     pglite,
     ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
     probe: (timeoutMs) => withTimeout(probeWith(db, timeoutMs), timeoutMs),
+    poolStats: () => undefined,
     close: async () => {
       await db.destroy();
       if (!pglite.closed) await pglite.close();

@@ -33,7 +33,7 @@ export const eventRoutes =
     const webhooks = deps.config.eventWebhooks;
     const targets = webhookTargets(deps.config);
     const keys = targets.map((t) => t.key);
-    const metrics = eventMetrics(deps.registry, db, deps.clock, keys);
+    const metrics = eventMetrics(deps.registry);
     const closing = new AbortController();
     setMaxListeners(0, closing.signal);
     const wakeups = new FeedWakeups();

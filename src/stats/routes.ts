@@ -6,19 +6,22 @@ import { webhookTargets } from '../events/targets.js';
 import { tokenState } from '../provider/token-source.js';
 import { operation } from '../openapi.js';
 import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
+import { presentMetrics } from './metrics.js';
 import { statsService } from './service.js';
 
 /** Operations views: statistics and the callbacks that matched nothing or failed validation. Query allowlist and keys. */
 export const statsRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
+    const webhookKeys = webhookTargets(deps.config).map((t) => t.key);
     const stats = statsService({
       db: deps.database.db,
       clock: deps.clock,
       token: () => tokenState(deps.tokenSource),
       cursorSecret: deps.config.cpfHashKey,
-      webhookKeys: webhookTargets(deps.config).map((t) => t.key),
+      webhookKeys,
     });
+    presentMetrics(deps.registry, { db: deps.database.db, clock: deps.clock, webhookKeys });
 
     guardRoutes(app, 'query', deps.config);
 
