@@ -8,6 +8,7 @@ import type { Link } from '@opentelemetry/api';
 import { inStatementSpan, type SpanParent } from '../tracing/spans.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import { isStorageUnavailable, markDatabaseError, StorageUnavailableError } from './storage-errors.js';
+import { isPreparedStatementMismatch, POOL_MODE_MISMATCH, verifySessionPooling } from './pool-mode.js';
 import type { Tables } from './types.js';
 
 export { isStorageUnavailable, markDatabaseError, StorageUnavailableError } from './storage-errors.js';
@@ -70,6 +71,8 @@ export interface DatabaseHandle {
   probe(timeoutMs: number): Promise<void>;
   /** The main pool's connections now (PostgreSQL); undefined on PGlite, which has no pool. */
   poolStats(): PoolStats | undefined;
+  /** In session mode on PostgreSQL, rejects (naming DATABASE_POOL_MODE) when the pooler does not keep sessions. */
+  verifyPoolMode(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -99,6 +102,8 @@ export interface OpenDatabaseOptions {
   onIdleError?: (err: Error) => void;
   /** A connection idle this long is closed, unless it is one of the KEEP_OPEN. Default 30 s. */
   idleTimeoutMs?: number;
+  /** Called once, the first time a query shows that the pooler does not keep sessions (DATABASE_POOL_MODE=session). */
+  onPoolModeMismatch?: (err: Error) => void;
 }
 
 /**
@@ -133,6 +138,7 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
     queryTimeoutMs,
     idleTimeoutMs: options.idleTimeoutMs ?? 30_000,
     onIdleError: options.onIdleError,
+    onPoolModeMismatch: options.onPoolModeMismatch,
     emit: (event) => {
       for (const fn of healthListeners) fn(event);
     },
@@ -162,6 +168,7 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
       await withTimeout(main.pool.query('select 1'), timeoutMs);
     },
     probe: (timeoutMs) => withTimeout(probeWith(db, timeoutMs), timeoutMs),
+    verifyPoolMode: () => (poolMode === 'session' ? verifySessionPooling(main.pool) : Promise.resolve()),
     poolStats: () => ({ total: main.pool.totalCount, idle: main.pool.idleCount, waiting: main.pool.waitingCount, max: main.pool.options.max }),
     close: async () => {
       // Ending a connection waits for the server to close it; a half-open one never does. Those
@@ -220,6 +227,8 @@ interface PoolSettings {
   epoch: number;
   idleTimeoutMs: number;
   onIdleError: ((err: Error) => void) | undefined;
+  /** Cleared once called. */
+  onPoolModeMismatch: ((err: Error) => void) | undefined;
   emit: (event: HealthEvent) => void;
 }
 
@@ -327,7 +336,14 @@ class GuardedPool {
       if (this.failingSince === undefined) return;
       this.failingSince = undefined;
       this.settings.emit('recovered');
-    } else if (isStorageUnavailable(err) || isPoolerMisuse(err)) this.failingSince ??= Date.now();
+    } else if (isStorageUnavailable(err) || isPoolerMisuse(err)) {
+      this.failingSince ??= Date.now();
+      if (this.settings.poolMode === 'session' && isPreparedStatementMismatch(err) && this.settings.onPoolModeMismatch) {
+        const report = this.settings.onPoolModeMismatch;
+        this.settings.onPoolModeMismatch = undefined;
+        report(new Error(POOL_MODE_MISMATCH, { cause: err }));
+      }
+    }
   }
 
   end(): Promise<void> {
@@ -490,6 +506,7 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
     ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
     probe: (timeoutMs) => withTimeout(probeWith(db, timeoutMs), timeoutMs),
     poolStats: () => undefined,
+    verifyPoolMode: () => Promise.resolve(),
     close: async () => {
       await db.destroy();
       if (!pglite.closed) await pglite.close();
