@@ -143,8 +143,27 @@ function* schemaSlots(doc: JsonObject): Generator<{ holder: JsonObject; key: str
 }
 
 const REF = '#/components/schemas/';
-/** The error body of a 500, as errors.ts sends it. */
-const INTERNAL_ERROR: JsonObject = { type: 'object', properties: { error: { type: 'string', enum: ['internal_error'] }, message: { type: 'string' } }, required: ['error', 'message'] };
+const ERROR_BODY = 'ErrorBody';
+const VALIDATION_ERROR_BODY = 'ValidationErrorBody';
+
+/**
+ * What the server may answer on any operation besides the route's own statuses, in the contract's
+ * error body: Node's and Fastify's refusals before a route runs (errors.ts: answerClientError,
+ * frameworkErrorReply), and the error handler's own.
+ */
+const COMMON_RESPONSES: Array<{ status: string; description: string; applies: (path: string, method: string, op: JsonObject) => boolean; schema: string }> = [
+  { status: '400', description: 'validation_failed: the request could not be read or is not valid', applies: () => true, schema: VALIDATION_ERROR_BODY },
+  { status: '408', description: 'request_timeout: the request line, headers or body did not arrive in time', applies: () => true, schema: ERROR_BODY },
+  { status: '413', description: 'payload_too_large: the request body is too large', applies: (_, method) => BODY_METHODS.has(method), schema: ERROR_BODY },
+  { status: '414', description: 'uri_too_long: a path parameter is too long', applies: (path) => path.includes('{'), schema: ERROR_BODY },
+  { status: '415', description: 'unsupported_media_type: send the body as application/json', applies: (_, method, op) => BODY_METHODS.has(method) && !READS_ANY_CONTENT_TYPE.has(String(op.operationId)), schema: ERROR_BODY },
+  { status: '431', description: 'headers_too_large: the request line or headers are too large', applies: () => true, schema: ERROR_BODY },
+  { status: '500', description: 'internal_error: something went wrong on our side', applies: () => true, schema: ERROR_BODY },
+];
+/** Operations that read any content type as bytes (callbacks/routes.ts: a callback is kept whatever it is): never 415. */
+const READS_ANY_CONTENT_TYPE = new Set(['receiveUnderwritingCallback']);
+/** Methods whose bodies Fastify reads: their size and content type can be refused. */
+const BODY_METHODS = new Set(['post', 'put', 'patch', 'delete']);
 
 function referencedComponents(doc: JsonObject): Set<string> {
   const found = new Set<string>();
@@ -222,11 +241,13 @@ export function finishDocument(doc: JsonObject): JsonObject {
   }
   for (const name of Object.keys(schemes)) if (!inUse.has(name)) delete schemes[name];
 
-  for (const item of Object.values(isObject(doc.paths) ? doc.paths : {})) {
-    for (const op of Object.values(isObject(item) ? item : {})) {
+  for (const [path, item] of Object.entries(isObject(doc.paths) ? doc.paths : {})) {
+    for (const [method, op] of Object.entries(isObject(item) ? item : {})) {
       if (!isObject(op) || !isObject(op.responses)) continue;
-      // Any route may fail on our side; the error handler then answers 500 internal_error.
-      op.responses['500'] ??= { description: 'internal_error: something went wrong on our side', content: { 'application/json': { schema: INTERNAL_ERROR } } };
+      for (const common of COMMON_RESPONSES) {
+        if (!common.applies(path, method, op) || op.responses[common.status]) continue;
+        op.responses[common.status] = { description: common.description, content: { 'application/json': { schema: { $ref: `${REF}${common.schema}` } } } };
+      }
       for (const [status, response] of Object.entries(op.responses)) {
         if (isObject(response) && response.description === 'Default Response') response.description = STATUS_DESCRIPTIONS[status] ?? `HTTP ${status}`;
       }

@@ -42,6 +42,13 @@ export const openapiPath = (route: string): string => route.replace(/:([A-Za-z0-
 
 const checkers = new Map<string, ResponseChecker>();
 
+/** Whether a value validates against a schema of the document (its references resolved within it). */
+export function schemaValidator(doc: Json): { accepts(schema: Json, value: unknown): boolean } {
+  const ajv = new Ajv({ strict: false, allErrors: true, validateSchema: false });
+  addFormats(ajv);
+  return { accepts: (schema, value) => ajv.validate({ allOf: [schema], components: doc.components }, value) as boolean };
+}
+
 /** A checker for one document (cached: every app of a test file serves the same one). */
 export function responseChecker(doc: Json): ResponseChecker {
   const key = JSON.stringify(doc);

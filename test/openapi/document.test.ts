@@ -1,7 +1,7 @@
 import t from 'tap';
 import { buildTestApp } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
-import { dereference, responseChecker } from '../helpers/openapi.js';
+import { dereference, responseChecker, schemaValidator } from '../helpers/openapi.js';
 import { insertRequest, resultBody } from '../queries/fixtures.js';
 
 // The document at /docs/json as validators and client generators read it. Every other test file
@@ -87,6 +87,18 @@ t.test('numbers are numbers with real bounds: integer query parameters, no 2^53 
   t.same(params('/v1/underwritings/{customerUuid}', 'get').wait, { type: 'integer', minimum: 0, maximum: 30 });
   t.same(params('/v1/underwritings', 'get').limit, { type: 'integer', minimum: 1, maximum: 500 });
   t.same(params('/v1/underwritings/lookup', 'post').limit, { type: 'integer', minimum: 1, maximum: 500 });
+  t.same(params('/v1/events', 'get').limit, { type: 'integer', minimum: 1, maximum: 500 });
+  t.same(params('/v1/events', 'get').wait, { type: 'integer', minimum: 0, maximum: 30 });
+  t.same(params('/v1/callbacks', 'get').limit, { type: 'integer', minimum: 1, maximum: 200 });
+  t.same(params('/v1/audit', 'get').limit, { type: 'integer', minimum: 1, maximum: 500 });
+  // Every numeric-looking query parameter is an integer, never text a client would send as '10'.
+  for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
+    for (const [method, op] of Object.entries(item)) {
+      for (const p of op.parameters ?? []) {
+        if (['limit', 'wait'].includes(p.name)) t.equal(p.schema.type, 'integer', `${method.toUpperCase()} ${path} ?${p.name} is an integer`);
+      }
+    }
+  }
   t.same(dereference(doc, doc.components.schemas.SubmitAccepted).properties.upstreamStatus, { type: 'integer', minimum: 100, maximum: 599 });
   for (const schema of schemasOf(doc)) {
     for (const bound of ['minimum', 'maximum']) {
@@ -98,9 +110,11 @@ t.test('numbers are numbers with real bounds: integer query parameters, no 2^53 
 t.test('every status a route answers is documented: the lookup 413 and 415, /metrics as Prometheus text', async (t) => {
   const doc = await documentOf();
   const statuses = (path: string, method: string) => Object.keys(doc.paths[path][method].responses).sort();
-  t.same(statuses('/v1/underwritings/lookup', 'post'), ['200', '400', '401', '403', '413', '415', '500', '503']);
-  t.same(statuses('/v1/underwritings', 'get'), ['200', '400', '401', '403', '500', '503']);
-  t.same(statuses('/v1/underwritings/{customerUuid}', 'get'), ['200', '400', '401', '403', '404', '500', '503']);
+  // 408 and 431 anywhere (Node's refusals), 414 where a path parameter is, 413 and 415 where a body is.
+  t.same(statuses('/v1/underwritings/lookup', 'post'), ['200', '400', '401', '403', '408', '413', '415', '431', '500', '503']);
+  t.same(statuses('/v1/underwritings', 'get'), ['200', '400', '401', '403', '408', '431', '500', '503']);
+  t.same(statuses('/v1/underwritings/{customerUuid}', 'get'), ['200', '400', '401', '403', '404', '408', '414', '431', '500', '503']);
+  t.same(statuses('/v1/callbacks/underwriting', 'post'), ['200', '400', '401', '403', '408', '413', '431', '500', '503'], 'the callback reads any content type: no 415');
   t.same(Object.keys(doc.paths['/metrics'].get.responses['200'].content), ['text/plain; version=0.0.4']);
 
   const { app } = await buildTestApp(t, { database });
@@ -128,6 +142,24 @@ t.test('the answers check: a pending record (decision null) validates; a wrong b
       t.equal(checker.check({ ...answer, body: JSON.stringify({ ...res.json(), decision: 'maybe' }) })?.length, 1, 'a decision outside the enum is caught');
       t.match(checker.check({ ...answer, status: 418 }), [/does not document/], 'an undocumented status is caught');
       t.match(checker.check({ ...answer, contentType: 'text/html' }), [/as text\/html/], 'another content type is caught');
+    }
+  }
+});
+
+t.test('date parameters are documented as what the server accepts: a date-time with a zone, or a date', async (t) => {
+  const doc = await documentOf();
+  const { app } = await buildTestApp(t, { database });
+  const checker = schemaValidator(doc);
+  for (const [path, query] of [['/v1/underwritings', 'since'], ['/v1/underwritings', 'until'], ['/v1/audit', 'since'], ['/v1/stats', 'since'], ['/v1/callbacks', 'since']] as const) {
+    const schema = doc.paths[path].get.parameters.find((p: any) => p.name === query).schema;
+    for (const value of ['2026-11-23', '2026-11-23T01:02:03Z', '2026-11-23T01:02:03.123456-03:00']) {
+      t.ok(checker.accepts(schema, value), `${path} ?${query}=${value} is documented as valid`);
+      const res = await app.inject({ url: `${path}?${query}=${encodeURIComponent(value)}`, headers: path === '/v1/audit' ? { authorization: 'Bearer none' } : {} });
+      if (path !== '/v1/audit') t.equal(res.statusCode, 200, `and the server takes it (${res.body.slice(0, 120)})`);
+    }
+    for (const value of ['23/11/2026', '2026-11-23T01:02:03']) {
+      t.notOk(checker.accepts(schema, value), `${path} ?${query}=${value} is documented as invalid`);
+      if (path !== '/v1/audit') t.equal((await app.inject({ url: `${path}?${query}=${encodeURIComponent(value)}` })).statusCode, 400, 'and the server refuses it');
     }
   }
 });
