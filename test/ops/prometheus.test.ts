@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import { parse } from 'yaml';
 import { buildTestApp, listen } from '../helpers/app.js';
+import { EXCLUDED_DEFAULT_METRICS } from '../../src/metrics.js';
 import { SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { pushEnv, webhookSecret } from '../events/fixtures.js';
@@ -136,4 +137,14 @@ t.test('the dashboard is a Grafana dashboard: unique panel ids, a datasource var
     t.match(panel.gridPos, { h: Number, w: Number, x: Number, y: Number }, `${panel.title} has a position`);
     if (panel.type !== 'row') t.same(panel.datasource, { type: 'prometheus', uid: '${datasource}' }, `${panel.title} reads the chosen Prometheus`);
   }
+});
+
+t.test("docs/observability.md lists exactly the gateway's own metrics", async (t) => {
+  const exported = new Set([...(await realScrape(t)).matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!));
+  if (!SERVER_URL) for (const name of POSTGRES_ONLY) exported.add(name);
+  const own = [...exported].filter((name) => !/^(process|nodejs)_/.test(name)).sort();
+  const page = await readFile(`${ROOT}docs/observability.md`, 'utf8');
+  const documented = [...page.matchAll(/^\| `([a-z_:]+)` \| (counter|gauge|histogram) \|/gm)].map((m) => m[1]!).sort();
+  t.same(documented, own, 'one row per metric, none missing, none stale');
+  for (const name of EXCLUDED_DEFAULT_METRICS) t.match(page, name, `why ${name} is left out`);
 });
