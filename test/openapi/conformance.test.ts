@@ -1,7 +1,12 @@
 import net from 'node:net';
 import t from 'tap';
+import { resultBody } from '../callbacks/fixtures.js';
 import { buildTestApp, listen } from '../helpers/app.js';
+import { SERVER_URL } from '../helpers/database.js';
+import { httpRequest } from '../helpers/http.js';
 import { responseChecker } from '../helpers/openapi.js';
+import { databaseBehindRelay } from '../helpers/relay.js';
+import { CPF, validRequest } from '../submissions/fixtures.js';
 
 // Every status the server answers before (or around) a route is documented for every operation,
 // and the answer matches the document. Node writes 400, 408 and 431 straight to the socket (no
@@ -97,3 +102,62 @@ t.test('every error answer is the shared error body: no inline error schemas', a
     }
   }
 });
+
+// The guards' and the database's answers, route by route: every operation documenting 401, 403 or
+// 503 is driven to it (buildTestApp checks each answer against the document as it leaves).
+
+const QUERY_KEY = 'query-key-conformance-0123456789';
+const CALLBACK_SECRET = 'callback-secret-conformance-0123';
+/** A valid request for each operation that needs a body or parameters, so that only the guard or the database decides. */
+const BODIES: Record<string, unknown> = {
+  submitUnderwriting: validRequest({ customerUuid: 'conformance-1' }),
+  receiveUnderwritingCallback: resultBody('conformance-1'),
+  lookupUnderwritings: { cpf: CPF },
+  exportPersonalData: { customerUuid: 'conformance-1' },
+  erasePersonalData: { customerUuid: 'conformance-1' },
+  redeliverDeadEvents: { status: 'dead' },
+};
+const credentials = (o: (typeof operations)[number]): Record<string, string> => {
+  const admin = o.op.security?.some((s: object) => 'adminKey' in s);
+  return { authorization: `Bearer ${admin ? ADMIN_KEY : QUERY_KEY}` };
+};
+const withToken = (o: (typeof operations)[number]) => (o.op.operationId === 'receiveUnderwritingCallback' ? `${o.url}?token=${CALLBACK_SECRET}` : o.url);
+const guardedEnv = { ADMIN_API_KEYS: ADMIN_KEY, QUERY_API_KEYS: QUERY_KEY, CALLBACK_SECRET };
+
+t.test('every operation documenting 401 answers it without credentials, as documented', async (t) => {
+  const guarded = await buildTestApp(t, { env: guardedEnv });
+  const documented = operations.filter((o) => o.op.responses['401']);
+  t.ok(documented.length >= 13, `${documented.length} operations`);
+  for (const o of documented) {
+    const res = await guarded.app.inject({ method: o.method as 'GET', url: o.url, ...(BODIES[o.op.operationId] ? { payload: BODIES[o.op.operationId] as object } : {}) });
+    t.equal(res.statusCode, 401, `${o.method} ${o.path}`);
+  }
+});
+
+t.test('every operation documenting 403 answers it to a peer outside its allowlist, as documented', async (t) => {
+  const guarded = await buildTestApp(t, { env: guardedEnv });
+  const url = await listen(guarded.app);
+  const documented = operations.filter((o) => o.op.responses['403']);
+  t.ok(documented.length >= 14, `${documented.length} operations`);
+  for (const o of documented) {
+    const body = BODIES[o.op.operationId];
+    const res = await httpRequest(`${url}${withToken(o)}`, { method: o.method, headers: credentials(o), localAddress: '127.0.0.2', ...(body ? { body } : {}) });
+    t.equal(res.status, 403, `${o.method} ${o.path} from 127.0.0.2`);
+  }
+});
+
+if (SERVER_URL) {
+  t.test('every operation documenting 503 answers it while the database is unreachable, as documented', async (t) => {
+    const { database, relay } = await databaseBehindRelay(t);
+    const guarded = await buildTestApp(t, { database, env: guardedEnv });
+    const documented = operations.filter((o) => o.op.responses['503']);
+    t.ok(documented.length >= 15, `${documented.length} operations`);
+    relay.cut();
+    for (const o of documented) {
+      const body = BODIES[o.op.operationId];
+      const res = await guarded.app.inject({ method: o.method as 'GET', url: withToken(o), headers: credentials(o), ...(body ? { payload: body as object } : {}) });
+      t.equal(res.statusCode, 503, `${o.method} ${o.path}: ${res.body.slice(0, 100)}`);
+    }
+    relay.restore();
+  });
+}
