@@ -3,6 +3,7 @@ import t from 'tap';
 import { MAX_URL_SERIES } from '../../src/stats/metrics.js';
 import { buildTestApp } from '../helpers/app.js';
 import { SERVER_URL } from '../helpers/database.js';
+import { databaseBehindRelay } from '../helpers/relay.js';
 import { parseScrape, sampleValue } from '../helpers/metrics.js';
 import { pushEnv, until, webhookSecret } from '../events/fixtures.js';
 import { insertEvent, insertRow, sharedDatabase } from '../stats/fixtures.js';
@@ -87,16 +88,27 @@ t.test("a receiver URL's userinfo and query values never reach a label", async (
   for (const secret of ['hookuser', 'hookpass-9a8b7c', 'querysecret-5e6f']) t.notOk(text.includes(secret), `no ${secret} in the scrape`);
 });
 
-t.test("prom-client's default gauges named like counters are not exported; the readiness gauge is", async (t) => {
+t.test("prom-client's default gauges named like counters are not exported; the database readiness gauge is", async (t) => {
   const { app } = await buildTestApp(t, { database });
   const { text, samples } = await scrape(app);
   t.notMatch(text, /nodejs_active_(handles|requests|resources)_total/);
   t.match(text, /^nodejs_active_handles\{type="/m, 'the by-type gauges stay');
-  t.equal(sampleValue(samples, 'underwriting_ready'), 1);
+  t.equal(sampleValue(samples, 'underwriting_database_ready'), 1);
   t.equal(sampleValue(samples, 'underwriting_callback_timeout_seconds'), 3600);
 });
 
 if (SERVER_URL) {
+  t.test('the database readiness gauge is 0 while the database is unreachable, 1 once it is back, and the scrape still answers', async (t) => {
+    const { database: behind, relay } = await databaseBehindRelay(t);
+    const { app } = await buildTestApp(t, { database: behind });
+    t.equal(sampleValue((await scrape(app)).samples, 'underwriting_database_ready'), 1);
+    relay.cut();
+    t.equal(sampleValue((await scrape(app)).samples, 'underwriting_database_ready'), 0, 'cut: 0');
+    relay.restore();
+    await until(async () => (sampleValue((await scrape(app)).samples, 'underwriting_database_ready') === 1 ? true : undefined), 10_000);
+    t.pass('back: 1');
+  });
+
   t.test('the pool gauges: connections in use and idle, and queries waiting for one', async (t) => {
     const { app } = await buildTestApp(t, { database });
     // Hold every connection of the pool, and one more query waiting behind them.

@@ -91,7 +91,7 @@ t.test('promtool check metrics finds nothing in a real scrape', async (t) => {
   child.stdin.end(scrape);
   t.equal(await exited, 0, 'exit code 0');
   t.equal(output.trim(), '', 'no findings');
-  t.match(scrape, /^underwriting_ready 1$/m, 'the scrape is the gateway’s');
+  t.match(scrape, /^underwriting_database_ready 1$/m, 'the scrape is the gateway’s');
 });
 
 t.test('every expression of the alert rules and of the dashboard names only metrics the gateway exports', async (t) => {
