@@ -167,7 +167,8 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
     ping: async (timeoutMs) => {
       await withTimeout(main.pool.query('select 1'), timeoutMs);
     },
-    probe: (timeoutMs) => withTimeout(probeWith(db, timeoutMs), timeoutMs),
+    probe: (timeoutMs) =>
+      settings.poolModeMismatch ? Promise.reject(settings.poolModeMismatch) : withTimeout(probeWith(db, timeoutMs), timeoutMs),
     verifyPoolMode: () => (poolMode === 'session' ? verifySessionPooling(main.pool) : Promise.resolve()),
     poolStats: () => ({ total: main.pool.totalCount, idle: main.pool.idleCount, waiting: main.pool.waitingCount, max: main.pool.options.max }),
     close: async () => {
@@ -229,6 +230,8 @@ interface PoolSettings {
   onIdleError: ((err: Error) => void) | undefined;
   /** Cleared once called. */
   onPoolModeMismatch: ((err: Error) => void) | undefined;
+  /** Set once a query showed the pooler does not keep sessions: readiness fails from then on (it cannot heal without a restart). */
+  poolModeMismatch?: Error;
   emit: (event: HealthEvent) => void;
 }
 
@@ -338,10 +341,11 @@ class GuardedPool {
       this.settings.emit('recovered');
     } else if (isStorageUnavailable(err) || isPoolerMisuse(err)) {
       this.failingSince ??= Date.now();
-      if (this.settings.poolMode === 'session' && isPreparedStatementMismatch(err) && this.settings.onPoolModeMismatch) {
+      if (this.settings.poolMode === 'session' && isPreparedStatementMismatch(err) && !this.settings.poolModeMismatch) {
+        this.settings.poolModeMismatch = new StorageUnavailableError(POOL_MODE_MISMATCH, { cause: err });
         const report = this.settings.onPoolModeMismatch;
         this.settings.onPoolModeMismatch = undefined;
-        report(new Error(POOL_MODE_MISMATCH, { cause: err }));
+        report?.(new Error(POOL_MODE_MISMATCH, { cause: err }));
       }
     }
   }
