@@ -12,6 +12,7 @@ import type { Config } from './config.js';
 import { consoleRoutes } from './console/routes.js';
 import { maskCpfsInText } from './cpf.js';
 import type { DatabaseHandle } from './db/database.js';
+import { poolMetrics } from './db/metrics.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { answerClientError, frameworkErrorReply, installErrorHandler } from './errors.js';
 import { deliveryHandoff } from './events/handoff.js';
@@ -191,6 +192,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     handoff: deliveryHandoff(),
     tracer: deps.tracer,
   };
+  // Before every gauge that queries: a scrape collects in this order, so the pool is read before the scrape's own queries take connections.
+  poolMetrics(registry, deps.database);
   await app.register(opsRoutes({ database: deps.database, registry, draining: deps.draining ?? (() => false) }));
   await app.register(requestLifecycle(capabilityDeps));
   // Before the capabilities: plugins close in reverse order, so the last announcements still go out.

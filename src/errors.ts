@@ -140,10 +140,11 @@ const CLIENT_ERRORS: Record<string, { status: number; error: string; message: st
 export function answerClientError(this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const known = CLIENT_ERRORS[err.code ?? ''];
-  const { status, error, message } = known ?? { status: 400, error: 'bad_request', message: 'the request could not be read' };
+  // Anything else Node refuses (a malformed request line or header) is a 400 like Fastify's own: validation_failed.
+  const { status, error, message } = known ?? { status: 400, error: 'validation_failed', message: 'the request could not be read' };
   this.log.debug({ code: err.code, status }, 'client error: connection closed');
   if (socket.writable) {
-    const body = JSON.stringify({ error, message });
+    const body = JSON.stringify(status === 400 ? { error, message, issues: [] } : { error, message });
     socket.write(
       `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\n\r\n${body}`,
     );

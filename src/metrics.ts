@@ -1,10 +1,18 @@
 import type { FastifyInstance } from 'fastify';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 
+/**
+ * prom-client's default gauges whose names end in `_total`, which Prometheus reserves for
+ * counters (`promtool check metrics` flags them); each is the sum of its by-type gauge
+ * (`nodejs_active_handles{type}` and the like), which stays.
+ */
+export const EXCLUDED_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const;
+
 /** One registry per app instance, so that several apps in one process (tests) never collide. */
 export function createRegistry(): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  for (const name of EXCLUDED_DEFAULT_METRICS) registry.removeSingleMetric(name);
   return registry;
 }
 
@@ -54,6 +62,22 @@ export async function readForScrape<T>(read: Promise<T>): Promise<T> {
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * One database read shared by the gauges of one scrape: every gauge's collect() awaits the same
+ * read, so the figures printed together come from one snapshot (a gauge set while another was
+ * collected would print the previous scrape's value). Resolves undefined when the read failed or
+ * timed out: the gauges then keep their previous values, and /readyz is where the outage shows.
+ */
+export function scrapeSnapshot<T>(read: () => Promise<T>): () => Promise<T | undefined> {
+  let current: Promise<T | undefined> | undefined;
+  return () =>
+    (current ??= readForScrape(read())
+      .catch(() => undefined)
+      .finally(() => {
+        current = undefined;
+      }));
 }
 
 /** A histogram without labels, registered on this app's registry. */

@@ -3,7 +3,8 @@ import { createJsonSchemaTransformObject, jsonSchemaTransform } from 'fastify-ty
 
 // The OpenAPI document (/docs/json) is generated from the routes' zod schemas. This module holds
 // the conventions every route follows and the pass that makes the generated document one that
-// validators (ajv) and client generators (openapi-typescript) read as meant.
+// validators (ajv) and client generators (openapi-typescript) read as meant. It is OpenAPI 3.1
+// (fastify-type-provider-zod then emits JSON Schema 2020-12: null is a type, not `nullable`).
 //
 // Every documented route spreads `operation(<operationId>, <access>)` into its schema:
 //   schema: { ...operation('getUnderwriting', 'query'), tags: [...], summary: ..., response: {...} }
@@ -73,15 +74,11 @@ type JsonObject = { [key: string]: Json };
 const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const STRING_ONLY = ['pattern', 'minLength', 'maxLength', 'format'];
-/** null and nothing else, in OpenAPI 3.0 (which has no null type): the type is a formality, the enum decides. */
-const NULL_ONLY: JsonObject = { type: 'object', nullable: true, enum: [null] };
 
 /**
- * One schema object (OpenAPI 3.0's JSON Schema dialect), fixed in place:
- * - `nullable: true` with an `enum` without null: OpenAPI 3.0 (and ajv) read the enum as the whole
- *   set of values, so null must be in it, or every null is refused;
- * - a nullable reference (zod gives `{nullable, allOf: [{$ref}]}`, which refuses null: `nullable`
- *   only widens a `type` beside it) becomes "the referenced schema, or null";
+ * One schema object (OpenAPI 3.1: JSON Schema 2020-12, where null is a type), fixed in place:
+ * - a described reference (zod gives `{description, allOf: [{$ref}]}`) becomes `{$ref, description}`,
+ *   which 3.1 allows: generators then use the named model instead of an anonymous wrapper;
  * - a schema documented as a number (`.meta({ type: 'integer' })` on a query parameter that is text
  *   on the wire) keeps no string keywords from the text it is parsed from;
  * - zod's bounds of a bare `.int()` (±2^53-1) say nothing and become absurd examples: gone (a
@@ -89,13 +86,12 @@ const NULL_ONLY: JsonObject = { type: 'object', nullable: true, enum: [null] };
  * - an `anyOf` left with one branch (zod drops branches it cannot represent) is that branch.
  */
 function fixSchema(schema: JsonObject): void {
-  if (schema.nullable === true && Array.isArray(schema.enum) && !schema.enum.includes(null)) schema.enum.push(null);
-  const ref = schema.$ref ?? (Array.isArray(schema.allOf) && schema.allOf.length === 1 && isObject(schema.allOf[0]) ? schema.allOf[0].$ref : undefined);
-  if (schema.nullable === true && schema.type === undefined && typeof ref === 'string') {
-    delete schema.nullable;
-    delete schema.allOf;
-    delete schema.$ref;
-    schema.anyOf = [{ $ref: ref }, { ...NULL_ONLY, enum: [null] }];
+  if (Array.isArray(schema.allOf) && schema.allOf.length === 1 && isObject(schema.allOf[0]) && typeof schema.allOf[0].$ref === 'string' && Object.keys(schema.allOf[0]).length === 1) {
+    const others = Object.keys(schema).filter((key) => key !== 'allOf');
+    if (others.every((key) => key === 'description')) {
+      schema.$ref = schema.allOf[0].$ref;
+      delete schema.allOf;
+    }
   }
   if (schema.type === 'integer' || schema.type === 'number') for (const key of STRING_ONLY) delete schema[key];
   if (schema.minimum === -Number.MAX_SAFE_INTEGER) delete schema.minimum;
@@ -143,8 +139,27 @@ function* schemaSlots(doc: JsonObject): Generator<{ holder: JsonObject; key: str
 }
 
 const REF = '#/components/schemas/';
-/** The error body of a 500, as errors.ts sends it. */
-const INTERNAL_ERROR: JsonObject = { type: 'object', properties: { error: { type: 'string', enum: ['internal_error'] }, message: { type: 'string' } }, required: ['error', 'message'] };
+const ERROR_BODY = 'ErrorBody';
+const VALIDATION_ERROR_BODY = 'ValidationErrorBody';
+
+/**
+ * What the server may answer on any operation besides the route's own statuses, in the contract's
+ * error body: Node's and Fastify's refusals before a route runs (errors.ts: answerClientError,
+ * frameworkErrorReply), and the error handler's own.
+ */
+const COMMON_RESPONSES: Array<{ status: string; description: string; applies: (path: string, method: string, op: JsonObject) => boolean; schema: string }> = [
+  { status: '400', description: 'validation_failed: the request could not be read or is not valid', applies: () => true, schema: VALIDATION_ERROR_BODY },
+  { status: '408', description: 'request_timeout: the request line, headers or body did not arrive in time', applies: () => true, schema: ERROR_BODY },
+  { status: '413', description: 'payload_too_large: the request body is too large', applies: (_, method) => BODY_METHODS.has(method), schema: ERROR_BODY },
+  { status: '414', description: 'uri_too_long: a path parameter is too long', applies: (path) => path.includes('{'), schema: ERROR_BODY },
+  { status: '415', description: 'unsupported_media_type: send the body as application/json', applies: (_, method, op) => BODY_METHODS.has(method) && !READS_ANY_CONTENT_TYPE.has(String(op.operationId)), schema: ERROR_BODY },
+  { status: '431', description: 'headers_too_large: the request line or headers are too large', applies: () => true, schema: ERROR_BODY },
+  { status: '500', description: 'internal_error: something went wrong on our side', applies: () => true, schema: ERROR_BODY },
+];
+/** Operations that read any content type as bytes (callbacks/routes.ts: a callback is kept whatever it is): never 415. */
+const READS_ANY_CONTENT_TYPE = new Set(['receiveUnderwritingCallback']);
+/** Methods whose bodies Fastify reads: their size and content type can be refused. */
+const BODY_METHODS = new Set(['post', 'put', 'patch', 'delete']);
 
 function referencedComponents(doc: JsonObject): Set<string> {
   const found = new Set<string>();
@@ -222,11 +237,13 @@ export function finishDocument(doc: JsonObject): JsonObject {
   }
   for (const name of Object.keys(schemes)) if (!inUse.has(name)) delete schemes[name];
 
-  for (const item of Object.values(isObject(doc.paths) ? doc.paths : {})) {
-    for (const op of Object.values(isObject(item) ? item : {})) {
+  for (const [path, item] of Object.entries(isObject(doc.paths) ? doc.paths : {})) {
+    for (const [method, op] of Object.entries(isObject(item) ? item : {})) {
       if (!isObject(op) || !isObject(op.responses)) continue;
-      // Any route may fail on our side; the error handler then answers 500 internal_error.
-      op.responses['500'] ??= { description: 'internal_error: something went wrong on our side', content: { 'application/json': { schema: INTERNAL_ERROR } } };
+      for (const common of COMMON_RESPONSES) {
+        if (!common.applies(path, method, op) || op.responses[common.status]) continue;
+        op.responses[common.status] = { description: common.description, content: { 'application/json': { schema: { $ref: `${REF}${common.schema}` } } } };
+      }
       for (const [status, response] of Object.entries(op.responses)) {
         if (isObject(response) && response.description === 'Default Response') response.description = STATUS_DESCRIPTIONS[status] ?? `HTTP ${status}`;
       }
@@ -241,7 +258,7 @@ const transformObject = createJsonSchemaTransformObject({});
 export function swaggerOptions(info: { title: string; description: string; version: string }, tags: { name: string; description: string }[]): SwaggerOptions {
   return {
     openapi: {
-      openapi: '3.0.3',
+      openapi: '3.1.0',
       info,
       // Relative: the gateway that serves this document is the server (its address differs per deployment).
       servers: [{ url: '/', description: 'The gateway serving this document' }],

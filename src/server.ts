@@ -40,11 +40,15 @@ async function main(): Promise<void> {
     listenUrl: config.databaseListenUrl,
     dataDir: config.dataDir,
     onIdleError: (err) => log.warn({ err: { message: err.message } }, 'database connection lost'),
+    // Once: the first query that shows it (the start's check can miss it when other clients share the pooler).
+    onPoolModeMismatch: (err) => log.error({ code: (err.cause as { code?: string } | undefined)?.code }, err.message),
   });
   // A pool connects lazily: "opened" is said only once the database has answered (a missing one fails here).
   await database.ping(STARTUP_PING_MS).catch((err: unknown) => {
     throw new Error(`cannot use the database at DATABASE_URL: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   });
+  // Behind a transaction pooler, DATABASE_POOL_MODE=session fails a share of every route's queries: refuse to start instead.
+  await database.verifyPoolMode();
   log.info({ engine: database.engine, dataDir: database.engine === 'pglite' ? config.dataDir : undefined }, 'database opened');
   if (config.migrateOnStart) {
     const applied = await migrateToLatest(database);

@@ -8,6 +8,7 @@ import type { Link } from '@opentelemetry/api';
 import { inStatementSpan, type SpanParent } from '../tracing/spans.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import { isStorageUnavailable, markDatabaseError, StorageUnavailableError } from './storage-errors.js';
+import { isPreparedStatementMismatch, POOL_MODE_MISMATCH, verifySessionPooling } from './pool-mode.js';
 import type { Tables } from './types.js';
 
 export { isStorageUnavailable, markDatabaseError, StorageUnavailableError } from './storage-errors.js';
@@ -68,7 +69,21 @@ export interface DatabaseHandle {
    * Its success clears the pool's failure state, as any route query's would.
    */
   probe(timeoutMs: number): Promise<void>;
+  /** The main pool's connections now (PostgreSQL); undefined on PGlite, which has no pool. */
+  poolStats(): PoolStats | undefined;
+  /** In session mode on PostgreSQL, rejects (naming DATABASE_POOL_MODE) when the pooler does not keep sessions. */
+  verifyPoolMode(): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface PoolStats {
+  /** Connections open, checked out or idle. */
+  total: number;
+  idle: number;
+  /** Callers waiting for a connection. */
+  waiting: number;
+  /** The most connections the pool opens. */
+  max: number;
 }
 
 export interface OpenDatabaseOptions {
@@ -87,6 +102,8 @@ export interface OpenDatabaseOptions {
   onIdleError?: (err: Error) => void;
   /** A connection idle this long is closed, unless it is one of the KEEP_OPEN. Default 30 s. */
   idleTimeoutMs?: number;
+  /** Called once, the first time a query shows that the pooler does not keep sessions (DATABASE_POOL_MODE=session). */
+  onPoolModeMismatch?: (err: Error) => void;
 }
 
 /**
@@ -121,6 +138,7 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
     queryTimeoutMs,
     idleTimeoutMs: options.idleTimeoutMs ?? 30_000,
     onIdleError: options.onIdleError,
+    onPoolModeMismatch: options.onPoolModeMismatch,
     emit: (event) => {
       for (const fn of healthListeners) fn(event);
     },
@@ -149,7 +167,10 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
     ping: async (timeoutMs) => {
       await withTimeout(main.pool.query('select 1'), timeoutMs);
     },
-    probe: (timeoutMs) => withTimeout(probeWith(db, timeoutMs), timeoutMs),
+    probe: (timeoutMs) =>
+      settings.poolModeMismatch ? Promise.reject(settings.poolModeMismatch) : withTimeout(probeWith(db, timeoutMs), timeoutMs),
+    verifyPoolMode: () => (poolMode === 'session' ? verifySessionPooling(main.pool) : Promise.resolve()),
+    poolStats: () => ({ total: main.pool.totalCount, idle: main.pool.idleCount, waiting: main.pool.waitingCount, max: main.pool.options.max }),
     close: async () => {
       // Ending a connection waits for the server to close it; a half-open one never does. Those
       // opened before a query timed out are suspect: closed at once. The others get a grace.
@@ -207,6 +228,10 @@ interface PoolSettings {
   epoch: number;
   idleTimeoutMs: number;
   onIdleError: ((err: Error) => void) | undefined;
+  /** Cleared once called. */
+  onPoolModeMismatch: ((err: Error) => void) | undefined;
+  /** Set once a query showed the pooler does not keep sessions: readiness fails from then on (it cannot heal without a restart). */
+  poolModeMismatch?: Error;
   emit: (event: HealthEvent) => void;
 }
 
@@ -314,7 +339,15 @@ class GuardedPool {
       if (this.failingSince === undefined) return;
       this.failingSince = undefined;
       this.settings.emit('recovered');
-    } else if (isStorageUnavailable(err) || isPoolerMisuse(err)) this.failingSince ??= Date.now();
+    } else if (isStorageUnavailable(err) || isPoolerMisuse(err)) {
+      this.failingSince ??= Date.now();
+      if (this.settings.poolMode === 'session' && isPreparedStatementMismatch(err) && !this.settings.poolModeMismatch) {
+        this.settings.poolModeMismatch = new StorageUnavailableError(POOL_MODE_MISMATCH, { cause: err });
+        const report = this.settings.onPoolModeMismatch;
+        this.settings.onPoolModeMismatch = undefined;
+        report?.(new Error(POOL_MODE_MISMATCH, { cause: err }));
+      }
+    }
   }
 
   end(): Promise<void> {
@@ -476,6 +509,8 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
     pglite,
     ping: (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
     probe: (timeoutMs) => withTimeout(probeWith(db, timeoutMs), timeoutMs),
+    poolStats: () => undefined,
+    verifyPoolMode: () => Promise.resolve(),
     close: async () => {
       await db.destroy();
       if (!pglite.closed) await pglite.close();

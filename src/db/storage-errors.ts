@@ -22,6 +22,8 @@ const DESTROYED_DRIVER = /driver has already been destroyed/;
  */
 const UNAVAILABLE_CLASSES = ['08', '53', '57', '58', 'XX'];
 const UNAVAILABLE_CODES = new Set(['25006', '25P03', '40001', '40P01', '55P03']);
+/** A named prepared statement missing (26000) or already there (42P05): a transaction pooler behind DATABASE_POOL_MODE=session. */
+const POOLER_CODES = new Set(['26000', '42P05']);
 const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 /**
@@ -55,6 +57,7 @@ function saysUnavailable(err: Error): boolean {
   if (typeof code === 'string') {
     if (NETWORK_CODES.has(code)) return true;
     if (SQLSTATE.test(code) && (UNAVAILABLE_CLASSES.includes(code.slice(0, 2)) || UNAVAILABLE_CODES.has(code))) return true;
+    if (POOLER_CODES.has(code)) return true;
   }
   return CONNECTION_MESSAGES.test(err.message);
 }

@@ -35,7 +35,7 @@ export const eventRoutes =
     const configured = webhookTargets(deps.config);
     const endpoints = endpointRegistry({ db, configured: webhooks, log: app.log });
     const keys = () => endpoints.targets().map((t) => t.key);
-    const metrics = eventMetrics(deps.registry, db, deps.clock, keys);
+    const metrics = eventMetrics(deps.registry);
     const closing = new AbortController();
     setMaxListeners(0, closing.signal);
     const wakeups = new FeedWakeups();

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DELIVERY_STATUSES, EVENT_TYPES } from '../db/types.js';
+import { wholeNumber } from '../http/query.js';
 import { customerUuidSchema } from '../provider/schemas.js';
 import { requestView, resultView } from '../requests/schemas.js';
 
@@ -7,12 +8,6 @@ export const MAX_FEED_PAGE = 500;
 export const DEFAULT_FEED_PAGE = 100;
 export const MAX_FEED_WAIT_S = 30;
 
-const wholeNumber = (min: number, max: number) =>
-  z
-    .string()
-    .regex(/^\d{1,6}$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 
 const instant = z.iso
   .datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone' })

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
 import type { DatabaseHandle } from '../db/database.js';
 import { AppError, errorBody, errorSchema, storageUnavailable } from '../errors.js';
@@ -31,6 +31,9 @@ export function readinessCheck(database: Pick<DatabaseHandle, 'probe'>, timeoutM
 const status = z.object({ status: z.string() });
 
 const shuttingDown = () => new AppError(503, 'shutting_down', 'this instance is shutting down; use another');
+
+/** A scrape's database check gives up sooner than /readyz's: a scrape must not hang on a lost database. */
+const SCRAPE_PROBE_MS = 1000;
 
 export const opsRoutes =
   (deps: OpsDeps): FastifyPluginAsyncZod =>
@@ -65,6 +68,17 @@ export const opsRoutes =
         }
       },
     );
+
+    // /readyz's probe (draining aside), at each scrape, bounded for the scrape's sake.
+    const probe = readinessCheck(deps.database, SCRAPE_PROBE_MS);
+    new Gauge({
+      name: 'underwriting_database_ready',
+      help: "Whether the database answers this instance (1) or not (0): /readyz's probe, bounded to 1 s",
+      registers: [deps.registry],
+      async collect() {
+        this.set(await probe().then(() => 1, () => 0));
+      },
+    });
 
     app.get(
       '/metrics',

@@ -5,14 +5,14 @@ import { lifecycleMetrics } from './metrics.js';
 import { abandonedAfterMs } from './store.js';
 
 /**
- * The request lifecycle's own process work, started by app.ts: the pending gauge, and the expiry
+ * The request lifecycle's own process work, started by app.ts: the expiry
  * sweep that ends requests whose callback never came (or whose submit was abandoned).
  */
 export const requestLifecycle =
   (deps: Pick<CapabilityDeps, 'config' | 'database' | 'clock' | 'registry' | 'results'>): FastifyPluginAsync =>
   async (app) => {
     const { db } = deps.database;
-    const metrics = lifecycleMetrics(deps.registry, db);
+    const metrics = lifecycleMetrics(deps.registry, deps.config.callbackTimeoutS);
     let sweep: Sweep | undefined;
     app.addHook('onReady', async () => {
       sweep = startExpirySweep({

@@ -1,26 +1,17 @@
-import type { Kysely } from 'kysely';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { Tables } from '../db/types.js';
-import { readForScrape } from '../metrics.js';
-import { countPending } from './store.js';
 
 export interface LifecycleMetrics {
   expired: Counter;
 }
 
-export function lifecycleMetrics(registry: Registry, db: Kysely<Tables>): LifecycleMetrics {
+// underwriting_pending_requests is read once per scrape with /v1/stats' own statement: src/stats/metrics.ts.
+export function lifecycleMetrics(registry: Registry, callbackTimeoutS: number): LifecycleMetrics {
+  // Configuration as a metric, so an alert compares the oldest pending request's age with it.
   new Gauge({
-    name: 'underwriting_pending_requests',
-    help: 'Requests awaiting the provider (submitting or submitted), across every instance sharing the database',
+    name: 'underwriting_callback_timeout_seconds',
+    help: 'CALLBACK_TIMEOUT_S: a submitted request with no callback after this long becomes expired',
     registers: [registry],
-    async collect() {
-      try {
-        this.set(await readForScrape(countPending(db)));
-      } catch {
-        // Keep the previous value; /readyz is where an unreachable database shows.
-      }
-    },
-  });
+  }).set(callbackTimeoutS);
   return {
     expired: new Counter({
       name: 'underwriting_expired_total',

@@ -199,13 +199,3 @@ async function endEach(
   }
   return released;
 }
-
-/** Requests awaiting their callback or the provider's answer to the submit. */
-export async function countPending(db: Kysely<Tables>): Promise<number> {
-  const row = await db
-    .selectFrom('underwriting_requests')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('status', 'in', ['submitting', 'submitted'])
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
-}

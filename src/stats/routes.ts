@@ -7,6 +7,7 @@ import { webhookTargets } from '../events/targets.js';
 import { tokenState } from '../provider/token-source.js';
 import { operation } from '../openapi.js';
 import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
+import { presentMetrics } from './metrics.js';
 import { statsService } from './service.js';
 
 /** Operations views: statistics and the callbacks that matched nothing or failed validation. Query allowlist and keys. */
@@ -14,13 +15,15 @@ export const statsRoutes =
   (deps: CapabilityDeps): FastifyPluginAsyncZod =>
   async (app) => {
     const configured = webhookTargets(deps.config).map((t) => t.key);
+    const webhookKeys = () => endpointKeys(deps.database.db, configured);
     const stats = statsService({
       db: deps.database.db,
       clock: deps.clock,
       token: () => tokenState(deps.tokenSource),
       cursorSecret: deps.config.cpfHashKey,
-      webhookKeys: () => endpointKeys(deps.database.db, configured),
+      webhookKeys,
     });
+    presentMetrics(deps.registry, { db: deps.database.db, clock: deps.clock, webhookKeys });
 
     guardRoutes(app, 'query', deps.config);
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { pageOf } from '../http/page.js';
-import { cursorParam, instant } from '../http/query.js';
+import { cursorParam, instant, wholeNumber } from '../http/query.js';
 
 /** At most this many buckets per answer (41 days of hours, 2.7 years of days). */
 export const MAX_BUCKETS = 1000;
@@ -72,11 +72,7 @@ export type StatsView = z.infer<typeof statsView>;
 export const strayListQuery = z.strictObject({
   kind: z.enum(['unmatched', 'invalid']).optional().describe('Unset: both'),
   since: instant.optional().describe('receivedAt at or after this instant'),
-  limit: z
-    .string()
-    .regex(/^\d{1,6}$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().int().min(1, 'must be at least 1').max(MAX_CALLBACK_PAGE, `must be at most ${MAX_CALLBACK_PAGE}`))
+  limit: wholeNumber(1, MAX_CALLBACK_PAGE)
     .optional()
     .describe(`Page size, 1-${MAX_CALLBACK_PAGE} (default ${DEFAULT_CALLBACK_PAGE})`),
   cursor: cursorParam.optional(),

@@ -148,3 +148,33 @@ export async function readPresent(db: Kysely<Tables>, dayAgo: Date, keys: readon
   const { rows } = await presentQuery(dayAgo, keys).execute(db);
   return rows[0]!;
 }
+
+export interface UrlDeliveriesRow {
+  /** As stored: no userinfo, query values redacted. */
+  url: string;
+  status: 'pending' | 'dead';
+  n: number;
+}
+
+/**
+ * Pending and dead deliveries per URL (each status through its partial index), counting as pending
+ * the configured targets' deliveries not written yet, as presentQuery does.
+ */
+export function deliveriesByUrlQuery(keys: readonly string[] = []) {
+  return sql<UrlDeliveriesRow>`
+    select url, status, count(*)::bigint as n from (
+      select d.url, 'pending' as status from event_deliveries d where d.status = 'pending'
+      union all
+      select d.url, 'dead' as status from event_deliveries d where d.status = 'dead'
+      union all
+      select c.url, 'pending' as status from event_dispatch c join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id)
+       where c.url_key = any(${keys}::text[])
+    ) x
+     group by url, status
+     order by url, status`;
+}
+
+export async function readDeliveriesByUrl(db: Kysely<Tables>, keys: readonly string[] = []): Promise<UrlDeliveriesRow[]> {
+  const { rows } = await deliveriesByUrlQuery(keys).execute(db);
+  return rows.map((r) => ({ ...r, n: Number(r.n) }));
+}

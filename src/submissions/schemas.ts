@@ -57,6 +57,7 @@ export const submitResponses = {
   422: error('idempotency_key_reused: the key was used with a different body'),
   502: errorSchema
     .extend({ upstreamStatus: httpStatusSchema.optional().describe("The provider's status, for upstream_rejected") })
+    .meta({ id: 'UpstreamErrorBody' })
     .describe('upstream_rejected (the provider answered non-2xx) or upstream_auth_failed (no bearer token)'),
   503: error('storage_unavailable: nothing sent'),
   504: error('upstream_unavailable: the provider was unreachable or did not answer in time'),

@@ -242,5 +242,5 @@ t.test('the OpenAPI document describes the callback body, token and answers', as
   // The token is the callbackToken security scheme (an apiKey in the query), which Swagger UI's Authorize fills in.
   t.same(route.security, [{ callbackToken: [] }, {}]);
   t.match(spec.components.securitySchemes.callbackToken, { type: 'apiKey', in: 'query', name: 'token' });
-  t.same(Object.keys(route.responses).sort(), ['200', '400', '401', '403', '413', '500', '503']);
+  t.same(Object.keys(route.responses).sort(), ['200', '400', '401', '403', '408', '413', '431', '500', '503']);
 });

@@ -1,4 +1,4 @@
-import { Ajv, type ValidateFunction } from 'ajv';
+import { Ajv2020 as Ajv, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import type { Test } from 'tap';
@@ -42,12 +42,19 @@ export const openapiPath = (route: string): string => route.replace(/:([A-Za-z0-
 
 const checkers = new Map<string, ResponseChecker>();
 
+/** Whether a value validates against a schema of the document (its references resolved within it). */
+export function schemaValidator(doc: Json): { accepts(schema: Json, value: unknown): boolean } {
+  const ajv = new Ajv({ strict: false, allErrors: true, validateSchema: false });
+  addFormats(ajv);
+  return { accepts: (schema, value) => ajv.validate({ allOf: [schema], components: doc.components }, value) as boolean };
+}
+
 /** A checker for one document (cached: every app of a test file serves the same one). */
 export function responseChecker(doc: Json): ResponseChecker {
   const key = JSON.stringify(doc);
   const cached = checkers.get(key);
   if (cached) return cached;
-  // OpenAPI 3.0 schemas: ajv knows `nullable`; `example` and the like are not its keywords (strict off).
+  // OpenAPI 3.1 schemas are JSON Schema 2020-12; `example` and the like are not ajv's keywords (strict off).
   const ajv = new Ajv({ strict: false, allErrors: true, validateSchema: false });
   addFormats(ajv);
   const validators = new Map<string, ValidateFunction>();

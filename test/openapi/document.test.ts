@@ -1,7 +1,7 @@
 import t from 'tap';
 import { buildTestApp } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
-import { dereference, responseChecker } from '../helpers/openapi.js';
+import { dereference, responseChecker, schemaValidator } from '../helpers/openapi.js';
 import { insertRequest, resultBody } from '../queries/fixtures.js';
 
 // The document at /docs/json as validators and client generators read it. Every other test file
@@ -71,14 +71,19 @@ t.test('security schemes: bearer keys and the callback token, referenced by the 
   t.ok(doc.servers?.length, 'servers');
 });
 
-t.test('nullable enums and references admit null, as OpenAPI 3.0 and ajv read them', async (t) => {
+t.test('OpenAPI 3.1: null is a type (no 3.0 `nullable`), and a pending record (decision null) validates', async (t) => {
   const doc = await documentOf();
-  const record = doc.components.schemas.UnderwritingRecord;
-  t.ok(record.properties.decision.enum.includes(null), 'decision: null is in the enum');
-  for (const schema of schemasOf(doc)) {
-    if (schema.nullable === true && Array.isArray(schema.enum)) t.ok(schema.enum.includes(null), `nullable enum ${JSON.stringify(schema.enum)} includes null`);
-    if (schema.nullable === true) t.ok(schema.type, `nullable with a type beside it: ${JSON.stringify(schema).slice(0, 120)}`);
-  }
+  t.equal(doc.openapi, '3.1.0');
+  t.notMatch(JSON.stringify(doc), /"nullable"/, 'no OpenAPI 3.0 nullable keyword');
+  const validator = schemaValidator(doc);
+  const record = { $ref: '#/components/schemas/UnderwritingRecord' };
+  const pending = {
+    customerUuid: 'c-1', status: 'submitted', decision: null, cpfMasked: '***.982.247-**', costSavingEnabled: false,
+    srd: null, submittedAt: '2026-01-01T00:00:00.000Z', completedAt: null, upstreamStatus: 202, result: null,
+  };
+  t.ok(validator.accepts(record, pending), 'null decision, srd, completedAt and result validate');
+  t.notOk(validator.accepts(record, { ...pending, decision: 'maybe' }), 'a decision outside the enum does not');
+  t.notOk(validator.accepts(record, { ...pending, cpfMasked: null }), 'null where the schema has no null does not');
 });
 
 t.test('numbers are numbers with real bounds: integer query parameters, no 2^53 examples', async (t) => {
@@ -87,6 +92,18 @@ t.test('numbers are numbers with real bounds: integer query parameters, no 2^53 
   t.same(params('/v1/underwritings/{customerUuid}', 'get').wait, { type: 'integer', minimum: 0, maximum: 30 });
   t.same(params('/v1/underwritings', 'get').limit, { type: 'integer', minimum: 1, maximum: 500 });
   t.same(params('/v1/underwritings/lookup', 'post').limit, { type: 'integer', minimum: 1, maximum: 500 });
+  t.same(params('/v1/events', 'get').limit, { type: 'integer', minimum: 1, maximum: 500 });
+  t.same(params('/v1/events', 'get').wait, { type: 'integer', minimum: 0, maximum: 30 });
+  t.same(params('/v1/callbacks', 'get').limit, { type: 'integer', minimum: 1, maximum: 200 });
+  t.same(params('/v1/audit', 'get').limit, { type: 'integer', minimum: 1, maximum: 500 });
+  // Every numeric-looking query parameter is an integer, never text a client would send as '10'.
+  for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
+    for (const [method, op] of Object.entries(item)) {
+      for (const p of op.parameters ?? []) {
+        if (['limit', 'wait'].includes(p.name)) t.equal(p.schema.type, 'integer', `${method.toUpperCase()} ${path} ?${p.name} is an integer`);
+      }
+    }
+  }
   t.same(dereference(doc, doc.components.schemas.SubmitAccepted).properties.upstreamStatus, { type: 'integer', minimum: 100, maximum: 599 });
   for (const schema of schemasOf(doc)) {
     for (const bound of ['minimum', 'maximum']) {
@@ -98,9 +115,11 @@ t.test('numbers are numbers with real bounds: integer query parameters, no 2^53 
 t.test('every status a route answers is documented: the lookup 413 and 415, /metrics as Prometheus text', async (t) => {
   const doc = await documentOf();
   const statuses = (path: string, method: string) => Object.keys(doc.paths[path][method].responses).sort();
-  t.same(statuses('/v1/underwritings/lookup', 'post'), ['200', '400', '401', '403', '413', '415', '500', '503']);
-  t.same(statuses('/v1/underwritings', 'get'), ['200', '400', '401', '403', '500', '503']);
-  t.same(statuses('/v1/underwritings/{customerUuid}', 'get'), ['200', '400', '401', '403', '404', '500', '503']);
+  // 408 and 431 anywhere (Node's refusals), 414 where a path parameter is, 413 and 415 where a body is.
+  t.same(statuses('/v1/underwritings/lookup', 'post'), ['200', '400', '401', '403', '408', '413', '415', '431', '500', '503']);
+  t.same(statuses('/v1/underwritings', 'get'), ['200', '400', '401', '403', '408', '431', '500', '503']);
+  t.same(statuses('/v1/underwritings/{customerUuid}', 'get'), ['200', '400', '401', '403', '404', '408', '414', '431', '500', '503']);
+  t.same(statuses('/v1/callbacks/underwriting', 'post'), ['200', '400', '401', '403', '408', '413', '431', '500', '503'], 'the callback reads any content type: no 415');
   t.same(Object.keys(doc.paths['/metrics'].get.responses['200'].content), ['text/plain; version=0.0.4']);
 
   const { app } = await buildTestApp(t, { database });
@@ -125,9 +144,27 @@ t.test('the answers check: a pending record (decision null) validates; a wrong b
     t.same(checker.check(answer), [], `${customerUuid} (decision ${res.json().decision}) matches the document`);
     if (customerUuid === 'pending-1') {
       t.equal(res.json().decision, null);
-      t.equal(checker.check({ ...answer, body: JSON.stringify({ ...res.json(), decision: 'maybe' }) })?.length, 1, 'a decision outside the enum is caught');
+      t.match(checker.check({ ...answer, body: JSON.stringify({ ...res.json(), decision: 'maybe' }) }), [/\/decision /], 'a decision outside the enum is caught');
       t.match(checker.check({ ...answer, status: 418 }), [/does not document/], 'an undocumented status is caught');
       t.match(checker.check({ ...answer, contentType: 'text/html' }), [/as text\/html/], 'another content type is caught');
+    }
+  }
+});
+
+t.test('date parameters are documented as what the server accepts: a date-time with a zone, or a date', async (t) => {
+  const doc = await documentOf();
+  const { app } = await buildTestApp(t, { database });
+  const checker = schemaValidator(doc);
+  for (const [path, query] of [['/v1/underwritings', 'since'], ['/v1/underwritings', 'until'], ['/v1/audit', 'since'], ['/v1/stats', 'since'], ['/v1/callbacks', 'since']] as const) {
+    const schema = doc.paths[path].get.parameters.find((p: any) => p.name === query).schema;
+    for (const value of ['2026-11-23', '2026-11-23T01:02:03Z', '2026-11-23T01:02:03.123456-03:00']) {
+      t.ok(checker.accepts(schema, value), `${path} ?${query}=${value} is documented as valid`);
+      const res = await app.inject({ url: `${path}?${query}=${encodeURIComponent(value)}`, headers: path === '/v1/audit' ? { authorization: 'Bearer none' } : {} });
+      if (path !== '/v1/audit') t.equal(res.statusCode, 200, `and the server takes it (${res.body.slice(0, 120)})`);
+    }
+    for (const value of ['23/11/2026', '2026-11-23T01:02:03']) {
+      t.notOk(checker.accepts(schema, value), `${path} ?${query}=${value} is documented as invalid`);
+      if (path !== '/v1/audit') t.equal((await app.inject({ url: `${path}?${query}=${encodeURIComponent(value)}` })).statusCode, 400, 'and the server refuses it');
     }
   }
 });

@@ -194,7 +194,7 @@ t.test('the OpenAPI document describes the submit route from the validating sche
   const spec = (await app.inject({ method: 'GET', url: '/docs/json' })).json();
   const op = spec.paths['/v1/underwritings'].post;
   t.ok(dereference(spec, op.requestBody.content['application/json'].schema).properties.srd, 'the body schema is there');
-  t.same(Object.keys(op.responses).sort(), ['202', '400', '403', '409', '413', '415', '422', '500', '502', '503', '504']);
+  t.same(Object.keys(op.responses).sort(), ['202', '400', '403', '408', '409', '413', '415', '422', '431', '500', '502', '503', '504']);
   t.ok(op.parameters.some((p: { in: string; name: string }) => p.in === 'header' && p.name === 'idempotency-key'));
 });
 

@@ -1,0 +1,108 @@
+import t from 'tap';
+import { openDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import { buildTestApp, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
+import { freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+import { startPgBouncer } from '../helpers/pgbouncer.js';
+import { startProcess } from '../helpers/process.js';
+import { validRequest } from '../submissions/fixtures.js';
+import { startFakeProvider } from '../submissions/provider.js';
+
+// DATABASE_POOL_MODE=session (the default) behind a transaction-pooling PgBouncer: named prepared
+// statements land on server connections that do not have them. The gateway refuses to start, and
+// whatever slips past the check at start answers 503 (never 500) and counts against readiness.
+
+const server = SERVER_URL;
+if (!server) {
+  t.comment('PgBouncer needs a PostgreSQL server: set DATABASE_URL');
+} else {
+  t.test('the check at start: passes directly and behind a session pooler, fails behind a transaction pooler', async (t) => {
+    const direct = await freshDatabaseUrl(t);
+    const session = await startPgBouncer(t, server, 'session');
+    const transaction = await startPgBouncer(t, server, 'transaction');
+    const open = async (url: string) => {
+      const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://' });
+      t.teardown(() => database.close());
+      return database;
+    };
+    const viaDirect = await open(direct);
+    const viaSession = await open(session.url(direct));
+    const viaTransaction = await open(transaction.url(direct));
+    // Several times: the check must not depend on luck.
+    for (let i = 0; i < 5; i++) {
+      await t.resolves(viaDirect.verifyPoolMode(), `direct, round ${i}`);
+      await t.resolves(viaSession.verifyPoolMode(), `session pooler, round ${i}`);
+      await t.rejects(viaTransaction.verifyPoolMode(), { message: /DATABASE_POOL_MODE=transaction/ }, `transaction pooler, round ${i}`);
+    }
+    // Told the truth, it does not check.
+    const told = await openDatabase({ databaseUrl: transaction.url(direct), poolMode: 'transaction', dataDir: 'memory://' });
+    t.teardown(() => told.close());
+    await t.resolves(told.verifyPoolMode());
+  });
+
+  t.test('a gateway with DATABASE_POOL_MODE=session behind a transaction pooler refuses to start, naming the variable', { timeout: 60_000 }, async (t) => {
+    const direct = await freshDatabaseUrl(t);
+    const bouncer = await startPgBouncer(t, server, 'transaction');
+    const gateway = startProcess(t, {
+      DATABASE_URL: bouncer.url(direct),
+      HOST: '127.0.0.1',
+      PORT: '0',
+      PROVIDER_BASE_URL: 'http://127.0.0.1:9',
+      PARTNER_TOKEN: TEST_PARTNER_TOKEN,
+      CPF_HASH_KEY: TEST_CPF_HASH_KEY,
+    });
+    const { code } = await gateway.exited;
+    t.equal(code, 1, 'exit code 1');
+    const said = gateway.stderr.join('\n');
+    t.match(said, /failed to start: named prepared statements do not survive between transactions/);
+    t.match(said, /set DATABASE_POOL_MODE=transaction/);
+    t.notMatch(said, new RegExp(bouncer.url(direct).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 'the connection string is not echoed');
+  });
+
+  t.test('at run time the same mistake answers 503, never 500, counts against readiness, and is said once', { timeout: 90_000 }, async (t) => {
+    const direct = await freshDatabaseUrl(t);
+    const bouncer = await startPgBouncer(t, server, 'transaction');
+    const migrated = await openDatabase({ databaseUrl: direct, dataDir: 'memory://' });
+    await migrateToLatest(migrated);
+    await migrated.close();
+    const mismatches: Error[] = [];
+    // As a gateway whose start-up check passed (another client took the server connection it used).
+    const database = await openDatabase({
+      databaseUrl: bouncer.url(direct),
+      listenUrl: direct,
+      dataDir: 'memory://',
+      poolSize: 10,
+      onPoolModeMismatch: (err) => mismatches.push(err),
+    });
+    t.teardown(() => database.close());
+    const provider = await startFakeProvider(t);
+    const { app } = await buildTestApp(t, { database, env: { PROVIDER_BASE_URL: provider.url } });
+
+    const statuses = new Map<number, number>();
+    let readyWhileFailing: number | undefined;
+    const deadline = Date.now() + 30_000;
+    for (let round = 0; (statuses.get(503) ?? 0) === 0 && Date.now() < deadline; round++) {
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          app.inject({ method: 'POST', url: '/v1/underwritings', payload: validRequest({ customerUuid: `pm-${round}-${i}` }) }),
+        ),
+      );
+      for (const a of answers) statuses.set(a.statusCode, (statuses.get(a.statusCode) ?? 0) + 1);
+      if (answers.some((a) => a.statusCode === 503)) readyWhileFailing = (await app.inject({ url: '/readyz' })).statusCode;
+    }
+    t.comment(`answers: ${JSON.stringify(Object.fromEntries(statuses))}`);
+    t.ok((statuses.get(503) ?? 0) > 0, 'some submits met a server connection without their statement: 503');
+    t.notOk(statuses.has(500), 'none answered 500');
+    t.same([...statuses.keys()].filter((s) => s !== 202 && s !== 503), [], 'every answer is 202 or 503');
+    t.equal(readyWhileFailing, 503, '/readyz answers 503 right after');
+    t.equal(mismatches.length, 1, 'said once');
+    t.match(mismatches[0]?.message, /DATABASE_POOL_MODE=transaction/);
+    t.match((mismatches[0]?.cause as { code?: string } | undefined)?.code, /^(26000|42P05)$/);
+  });
+}
+
+// A direct connection never trips the check (the suite's default database, PGlite included).
+t.test('a direct database passes the check', async (t) => {
+  const database = await freshDatabase(t);
+  await t.resolves(database.verifyPoolMode());
+});
