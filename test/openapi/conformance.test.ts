@@ -31,7 +31,7 @@ const operations: Array<{ path: string; method: string; route: string; url: stri
         path,
         method: method.toUpperCase(),
         route: path.replace(/\{(\w+)\}/g, ':$1'),
-        url: path.replace('{customerUuid}', 'conformance-1').replace('{id}', `evt_${'0'.repeat(32)}`),
+        url: path.replace('{customerUuid}', 'conformance-1').replace('{id}', path.startsWith('/v1/endpoints') ? `ep_${'0'.repeat(32)}` : `evt_${'0'.repeat(32)}`),
         op,
       })),
 );
@@ -116,6 +116,10 @@ const BODIES: Record<string, unknown> = {
   exportPersonalData: { customerUuid: 'conformance-1' },
   erasePersonalData: { customerUuid: 'conformance-1' },
   redeliverDeadEvents: { status: 'dead' },
+  createEndpoint: { url: 'http://127.0.0.1:9/conformance' },
+  updateEndpoint: { description: 'conformance' },
+  rotateEndpointSecret: {},
+  replayToEndpoint: { since: '2026-01-01T00:00:00Z' },
 };
 const credentials = (o: (typeof operations)[number]): Record<string, string> => {
   const admin = o.op.security?.some((s: object) => 'adminKey' in s);

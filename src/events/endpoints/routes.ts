@@ -115,7 +115,8 @@ export const endpointRoutes =
       async (request, reply) => {
         const ended = await service.remove(request.params.id, actorOf(request));
         request.log.info({ endpoint: request.params.id, deliveriesEnded: ended }, 'event endpoint deleted');
-        return reply.code(204).send(null);
+        // No payload at all: a serialized null would be a body the document (no content) does not allow.
+        return reply.code(204).send(undefined as never);
       },
     );
 
