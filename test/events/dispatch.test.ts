@@ -9,7 +9,8 @@ import { recordResults, type ValidResult } from '../../src/requests/complete.js'
 import { customer, insertRequest, resultBody, startedPlus } from '../callbacks/fixtures.js';
 import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { getJson, pushEnv, until, webhookSecret } from './fixtures.js';
+import { getJson, pushEnv, webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 // The statement that records an event writes no delivery: the delivery worker writes them from

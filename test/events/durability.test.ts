@@ -6,7 +6,8 @@ import { httpRequest } from '../helpers/http.js';
 import { startProcess } from '../helpers/process.js';
 import { databaseBehindRelay } from '../helpers/relay.js';
 import { CALLBACK_URL, customer, insertRequest, postCallback, resultBody } from '../callbacks/fixtures.js';
-import { pushEnv, until, webhookSecret } from './fixtures.js';
+import { pushEnv, webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 // Both need a real PostgreSQL server: one to cut the connection to, one that outlives a killed process.

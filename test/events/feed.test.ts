@@ -7,7 +7,8 @@ import { buildTestApp, listen } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { customer, insertRequest, postCallback, resultBody, startedPlus } from '../callbacks/fixtures.js';
-import { getJson, pushEnv, until, webhookSecret } from './fixtures.js';
+import { getJson, pushEnv, webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 const shared = await freshDatabase(t);

@@ -4,7 +4,8 @@ import { buildTestApp } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
 import { customer, insertRequest, postCallback, resultBody } from '../callbacks/fixtures.js';
 import { submitGateway, validRequest } from '../submissions/fixtures.js';
-import { getJson, pushEnv, until, webhookSecret } from './fixtures.js';
+import { getJson, pushEnv, webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 // Every change of a request's state has its event, written in the statement that makes the change.

@@ -3,7 +3,8 @@ import t, { type Test } from 'tap';
 import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase } from '../helpers/database.js';
 import { customer, insertRequest, postCallback, resultBody, startedPlus } from '../callbacks/fixtures.js';
-import { getJson, pushEnv, until, webhookSecret } from './fixtures.js';
+import { getJson, pushEnv, webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 // Real HTTP receivers on 127.0.0.1; deliveries are checked with the reference Standard Webhooks

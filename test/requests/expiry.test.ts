@@ -6,6 +6,7 @@ import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { databaseBehindRelay } from '../helpers/relay.js';
 import { captureLogs } from '../helpers/logs.js';
+import { until } from '../helpers/until.js';
 import { emptyTables, insertRequest, resultBody } from '../queries/fixtures.js';
 
 // One database for the file, emptied before each test: a fresh PGlite costs seconds.
@@ -138,12 +139,14 @@ t.test("each instance's own periodic sweep expires overdue requests and counts t
   const id = await insertRequest(database.db, { customerUuid: 'periodic', submittedAt: ago(5) });
   await app.ready();
   // The counter moves once the whole sweep is done, after the row: wait for it, then look at the row.
-  const deadline = Date.now() + 10_000;
-  let metrics = '';
-  while (!/underwriting_expired_total 1\b/.test(metrics) && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
-  }
+  const metrics = await until(
+    async () => {
+      const { body } = await app.inject({ method: 'GET', url: '/metrics' });
+      return /underwriting_expired_total 1\b/.test(body) && body;
+    },
+    10_000,
+    'underwriting_expired_total 1',
+  );
   t.match(metrics, /underwriting_expired_total 1\b/);
   const { status } = await database.db.selectFrom('underwriting_requests').select('status').where('id', '=', id).executeTakeFirstOrThrow();
   t.equal(status, 'expired');
