@@ -1,6 +1,6 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import t from 'tap';
-import { seedStatsData } from '../../bench/lib/stats-data.js';
+import { seedStatsData } from '../../src/stats/sample-data.js';
 import type { Tables } from '../../src/db/types.js';
 import { requestBatchQuery, retentionCutoff, strayBatchQuery } from '../../src/retention/sweep.js';
 import { strayPageQuery } from '../../src/stats/callbacks.js';
