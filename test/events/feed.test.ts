@@ -35,7 +35,7 @@ async function readAll(app: Awaited<ReturnType<typeof gateway>>['app'], query: s
 t.test('the feed pages oldest first with filters, and a cursor continues where the page ended', async (t) => {
   const { app } = await gateway(t);
   const [a, b] = [customer('feed-a'), customer('feed-b')];
-  await insertRequest(shared.db, a, 'submitted');
+  await insertRequest(shared.db, { customerUuid: a, status: 'submitted' });
   for (const [i, c] of [a, b, a, b].entries()) await postCallback(app, resultBody(c, { started: startedPlus(i) }));
 
   const ofA = await getJson(app, `/v1/events?customerUuid=${a}`);

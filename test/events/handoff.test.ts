@@ -39,7 +39,7 @@ t.test("a callback's event is sent once its statement commits, with no poll and 
   t.teardown(() => worker.stop());
 
   const cust = customer('handoff');
-  await insertRequest(db, cust, 'submitted');
+  await insertRequest(db, { customerUuid: cust, status: 'submitted' });
   const body = resultBody(cust);
   const json = JSON.stringify(body);
   const [recorded] = await recordResults(
