@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Test } from 'tap';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.js';
-import { databaseUrl, forgetTemplate, migratedPgliteArchive, migratedTemplate } from './template.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import { databaseUrl, forgetTemplate, migratedTemplate } from './template.js';
 import { timed } from './teardown.js';
 
 /** Set: tests run on this real PostgreSQL server (a database per test file); unset: PGlite. */
@@ -52,15 +53,16 @@ export async function freshDatabaseUrl(t: Test, options: { migrated?: boolean } 
 
 /**
  * A fresh, migrated database for one test: its own PostgreSQL database when DATABASE_URL is set,
- * otherwise an in-memory PGlite; both cloned from the run's migrated template (empty with
+ * cloned from the run's migrated template, otherwise an in-memory PGlite, migrated (empty with
  * `migrate: false`). Closed (and dropped) at teardown.
  */
 export async function freshDatabase(t: Test, options: { migrate?: boolean } = {}): Promise<TestDatabaseHandle> {
   const migrated = options.migrate !== false;
   const url = SERVER_URL ? await freshDatabaseUrl(t, { migrated }) : undefined;
-  const loadDataDir = !url && migrated ? await migratedPgliteArchive() : undefined;
-  const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolSize: 20, ...(loadDataDir ? { loadDataDir } : {}) });
+  const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolSize: 20 });
   t.teardown(() => timed('database.close()', () => database.close()));
+  // PGlite is migrated anew: loaded from a migrated dumpDataDir archive instead, its tests stalled (docs/testing.md).
+  if (!url && migrated) await migrateToLatest(database);
   return Object.assign(database, { url });
 }
 
