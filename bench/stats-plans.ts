@@ -4,7 +4,7 @@ import { requestBatchQuery, retentionCutoff, strayBatchQuery } from '../src/rete
 import { strayPageQuery } from '../src/stats/callbacks.js';
 import { bucketsQuery, presentQuery } from '../src/stats/sql.js';
 import { createBenchDatabase } from './lib/database.js';
-import { seedStatsData } from './lib/stats-data.js';
+import { seedStatsData } from '../src/stats/sample-data.js';
 
 // `npm run build && node dist/bench/stats-plans.js [--requests=1000000]`: the statistics, callbacks
 // list and retention reads on a throwaway database of 1M requests (100 days live, 60 days purged),

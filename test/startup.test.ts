@@ -9,11 +9,23 @@ import { startProcess } from './helpers/process.js';
 
 // What a newcomer sees when the start goes wrong: one clear line on stderr and exit 1, never a hang.
 
-/** A port held by another listener for the whole test. */
+/**
+ * A port held by another listener for the whole test; it accepts connections and never answers.
+ * Teardown destroys what it accepted: close() waits for every connection to end, and one it never
+ * reads never sees its peer leave, so the teardown never settled (the gateway that gave up on it).
+ */
 async function takenPort(t: Test): Promise<number> {
-  const server = net.createServer().listen(0, '127.0.0.1');
+  const accepted = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    accepted.add(socket);
+    socket.on('error', () => {}).on('close', () => accepted.delete(socket));
+  });
+  server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  t.teardown(async () => {
+    for (const socket of accepted) socket.destroy();
+    await new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
+  });
   return (server.address() as net.AddressInfo).port;
 }
 

@@ -18,11 +18,7 @@ export interface Child {
   stop(): Promise<void>;
 }
 
-/**
- * The gateway's Node flags, as `npm start` and the Dockerfile's CMD pass them (its memory under
- * load: bench/README.md); test/start-flags.test.ts checks that the three agree.
- */
-export const GATEWAY_NODE_ARGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=100'];
+export { GATEWAY_NODE_ARGS } from '../../src/node-flags.js';
 
 const running = new Set<ChildProcess>();
 

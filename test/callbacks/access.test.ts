@@ -29,7 +29,7 @@ const refusedCount = async (app: Awaited<ReturnType<typeof gateway>>['app']) => 
 t.test('with CALLBACK_SECRET set, a missing or wrong token is refused 401 and nothing is stored', async (t) => {
   const { app, database, logs } = await gateway(t, { CALLBACK_SECRET: SECRET });
   const cust = customer('token');
-  const requestId = await insertRequest(database.db, cust, 'submitted');
+  const requestId = await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
   const body = resultBody(cust);
 
   for (const query of ['', `?token=${WRONG}`, '?token=', `?token=${SECRET}x`, `?token=${SECRET}&token=${SECRET}`]) {
@@ -54,7 +54,7 @@ t.test('with CALLBACK_SECRET set, a missing or wrong token is refused 401 and no
 t.test('with CALLBACK_SECRET set, the right token is accepted and never logged', async (t) => {
   const { app, database, logs } = await gateway(t, { CALLBACK_SECRET: SECRET });
   const cust = customer('token-ok');
-  const requestId = await insertRequest(database.db, cust, 'submitted');
+  const requestId = await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
   const res = await postCallback(app, resultBody(cust), { query: `?token=${encodeURIComponent(SECRET)}` });
   t.equal(res.statusCode, 200);
   t.same(res.json(), { received: true });
@@ -76,8 +76,8 @@ t.test('without CALLBACK_SECRET no token is needed, and one given is ignored', a
   const { app, database } = await gateway(t);
   const first = customer('open');
   const second = customer('open');
-  await insertRequest(database.db, first, 'submitted');
-  await insertRequest(database.db, second, 'submitted');
+  await insertRequest(database.db, { customerUuid: first, status: 'submitted' });
+  await insertRequest(database.db, { customerUuid: second, status: 'submitted' });
   t.equal((await postCallback(app, resultBody(first))).statusCode, 200);
   t.equal((await postCallback(app, resultBody(second), { query: '?token=whatever' })).statusCode, 200);
 });
@@ -86,7 +86,7 @@ t.test('a real peer outside the callback allowlist is refused 403, before its bo
   const { app, database, logs } = await gateway(t, { CALLBACK_ALLOWED_IPS: '127.0.0.1/32' });
   const base = await listen(app);
   const cust = customer('peer');
-  const requestId = await insertRequest(database.db, cust, 'submitted');
+  const requestId = await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
 
   const outside = await httpRequest(`${base}${CALLBACK_URL}`, { body: resultBody(cust), localAddress: '127.0.0.2' });
   t.equal(outside.status, 403);
@@ -113,7 +113,7 @@ t.test('behind a trusted proxy the stored peer is the forwarded client', async (
   const { app, database } = await gateway(t, { CALLBACK_ALLOWED_IPS: '203.0.113.7/32', TRUST_PROXY: '127.0.0.3/32' });
   const base = await listen(app);
   const cust = customer('proxied');
-  await insertRequest(database.db, cust, 'submitted');
+  await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
   const res = await httpRequest(`${base}${CALLBACK_URL}`, {
     body: resultBody(cust),
     localAddress: '127.0.0.3',

@@ -17,7 +17,7 @@ t.test('a callback for a submitted request is stored, matched and completes it',
   const db = database.db;
   const cust = customer('cust');
   const submittedAt = new Date('2026-11-22T03:00:00.000Z');
-  const requestId = await insertRequest(db, cust, 'submitted', { submittedAt });
+  const requestId = await insertRequest(db, { customerUuid: cust, status: 'submitted', submittedAt });
   const body = resultBody(cust);
 
   const res = await postCallback(app, body);
@@ -68,9 +68,7 @@ for (const d of decisions) {
   t.test(`the decision is ${d.name}, on the request and on the callback`, async (t) => {
     const { app, database } = await gateway(t);
     const cust = customer('decided');
-    const requestId = await insertRequest(database.db, cust, 'submitted', {
-      costSavingEnabled: 'costSavingEnabled' in d.response,
-    });
+    const requestId = await insertRequest(database.db, { customerUuid: cust, status: 'submitted', costSavingEnabled: 'costSavingEnabled' in d.response });
     const res = await postCallback(app, resultBody(cust, d.response));
     t.equal(res.statusCode, 200);
     const [callback] = await callbacksOf(database.db, cust);
@@ -89,7 +87,7 @@ for (const { status, why } of states) {
   t.test(`${why} completes the request (${status} -> completed)`, async (t) => {
     const { app, database } = await gateway(t);
     const cust = customer(status);
-    const requestId = await insertRequest(database.db, cust, status);
+    const requestId = await insertRequest(database.db, { customerUuid: cust, status });
     const res = await postCallback(app, resultBody(cust));
     t.equal(res.statusCode, 200);
     t.same(res.json(), { received: true });
@@ -107,9 +105,9 @@ t.test('a callback completes the newest request of the customer that has no resu
   const { app, database } = await gateway(t);
   const db = database.db;
   const cust = customer('newest');
-  const older = await insertRequest(db, cust, 'submit_failed');
-  const newer = await insertRequest(db, cust, 'submitted');
-  const elsewhere = await insertRequest(db, customer('other'), 'submitted');
+  const older = await insertRequest(db, { customerUuid: cust, status: 'submit_failed' });
+  const newer = await insertRequest(db, { customerUuid: cust, status: 'submitted' });
+  const elsewhere = await insertRequest(db, { customerUuid: customer('other'), status: 'submitted' });
 
   t.equal((await postCallback(app, resultBody(cust))).statusCode, 200);
   const [callback] = await callbacksOf(db, cust);
@@ -123,7 +121,7 @@ t.test('a duplicate callback answers 200 and stores nothing new', async (t) => {
   const { app, database } = await gateway(t);
   const db = database.db;
   const cust = customer('dup');
-  const requestId = await insertRequest(db, cust, 'submitted');
+  const requestId = await insertRequest(db, { customerUuid: cust, status: 'submitted' });
   const body = resultBody(cust);
   t.equal((await postCallback(app, body)).statusCode, 200);
   const before = await requestById(db, requestId);
@@ -147,7 +145,7 @@ t.test('ten concurrent copies of one callback store exactly one row and complete
   const { app, database } = await gateway(t);
   const db = database.db;
   const cust = customer('race');
-  const requestId = await insertRequest(db, cust, 'submitted');
+  const requestId = await insertRequest(db, { customerUuid: cust, status: 'submitted' });
   const body = resultBody(cust);
   const answers = await Promise.all(Array.from({ length: 10 }, () => postCallback(app, body)));
   t.same(
@@ -167,7 +165,7 @@ t.test('copies arriving at two instances at once store one row', async (t) => {
   const first = await gateway(t);
   const second = await buildTestApp(t, { database: await anotherConnection(t, shared) });
   const cust = customer('two');
-  const requestId = await insertRequest(shared.db, cust, 'submitted');
+  const requestId = await insertRequest(shared.db, { customerUuid: cust, status: 'submitted' });
   const body = resultBody(cust);
   const answers = await Promise.all(
     Array.from({ length: 10 }, (_, i) => postCallback(i % 2 ? first.app : second.app, body)),
@@ -200,7 +198,7 @@ t.test('a second, different callback for an answered request is unmatched and ch
   const { app, database } = await gateway(t);
   const db = database.db;
   const cust = customer('twice');
-  const requestId = await insertRequest(db, cust, 'submitted');
+  const requestId = await insertRequest(db, { customerUuid: cust, status: 'submitted' });
   t.equal((await postCallback(app, resultBody(cust, { limit: 5000 }))).statusCode, 200);
   const answered = await requestById(db, requestId);
 
@@ -219,7 +217,7 @@ t.test('a second, different callback for an answered request is unmatched and ch
 t.test('two different results racing for one waiting request: one completes it, the other is unmatched', async (t) => {
   const { app, database } = await gateway(t);
   const cust = customer('rivals');
-  const requestId = await insertRequest(database.db, cust, 'submitted');
+  const requestId = await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
   const rivals = Array.from({ length: 6 }, (_, i) =>
     resultBody(cust, { finished: `2026-11-22T03:00:1${i}.000Z`, limit: 1000 * (i + 1) }),
   );
@@ -244,7 +242,7 @@ t.test('a stored result is announced on the results channel once committed; a du
   const { app, database } = await gateway(t);
   const cust = customer('notify');
   const stranger = customer('stranger');
-  await insertRequest(database.db, cust, 'submitted');
+  await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
   const notifications = await listenForResults(t, database);
 
   t.equal((await postCallback(app, resultBody(cust))).statusCode, 200);
@@ -259,7 +257,7 @@ t.test('every result of a concurrent burst is announced, once per customer', asy
   const { app, database } = await gateway(t);
   const notifications = await listenForResults(t, database);
   const customers = Array.from({ length: 25 }, () => customer('burst'));
-  for (const c of customers.slice(0, 15)) await insertRequest(database.db, c, 'submitted');
+  for (const c of customers.slice(0, 15)) await insertRequest(database.db, { customerUuid: c, status: 'submitted' });
   const answers = await Promise.all(customers.map((c) => postCallback(app, resultBody(c))));
   t.ok(answers.every((a) => a.statusCode === 200));
   const heard: string[] = [];
@@ -302,8 +300,8 @@ t.test('a late result of an expired request completes that request, never a newe
   const db = database.db;
   const cust = customer('late');
   const t0 = Date.parse('2026-11-22T03:00:00.000Z');
-  const older = await insertRequest(db, cust, 'expired', { submittedAt: new Date(t0) });
-  const newer = await insertRequest(db, cust, 'submitted', { submittedAt: new Date(t0 + 3600_000) });
+  const older = await insertRequest(db, { customerUuid: cust, status: 'expired', submittedAt: new Date(t0) });
+  const newer = await insertRequest(db, { customerUuid: cust, status: 'submitted', submittedAt: new Date(t0 + 3600_000) });
   const started = new Date(t0 + 10_000).toISOString();
 
   const res = await postCallback(app, resultBody(cust, { started, finished: new Date(t0 + 20_000).toISOString() }));
@@ -317,8 +315,8 @@ t.test('a request submitted up to CORRELATION_SKEW_S after `started` still quali
   const db = database.db;
   const t0 = Date.parse('2026-11-22T05:00:00.000Z');
   const [within, beyond] = [customer('skew-in'), customer('skew-out')];
-  const inside = await insertRequest(db, within, 'submitted', { submittedAt: new Date(t0 + 60_000) });
-  const outside = await insertRequest(db, beyond, 'submitted', { submittedAt: new Date(t0 + 61_000) });
+  const inside = await insertRequest(db, { customerUuid: within, status: 'submitted', submittedAt: new Date(t0 + 60_000) });
+  const outside = await insertRequest(db, { customerUuid: beyond, status: 'submitted', submittedAt: new Date(t0 + 61_000) });
   const started = new Date(t0).toISOString();
   const finished = new Date(t0 + 5_000).toISOString();
 
@@ -333,7 +331,7 @@ t.test('fields the provider does not document are kept only in the raw body, nev
   const { app, database } = await gateway(t);
   const db = database.db;
   const cust = customer('extra');
-  await insertRequest(db, cust, 'submitted');
+  await insertRequest(db, { customerUuid: cust, status: 'submitted' });
   const documented = resultBody(cust);
   const sent = { ...documented, cpf: '11144477735', response: { ...documented.response, document: '111.444.777-35' } };
 
@@ -352,7 +350,7 @@ t.test('a result stored whole before, extra fields and all, is served with its d
   const { app, database } = await gateway(t);
   const db = database.db;
   const cust = customer('legacy');
-  const requestId = await insertRequest(db, cust, 'submitted');
+  const requestId = await insertRequest(db, { customerUuid: cust, status: 'submitted' });
   const documented = resultBody(cust);
   await postCallback(app, documented);
   const [row] = await callbacksOf(db, cust);

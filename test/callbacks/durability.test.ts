@@ -13,7 +13,7 @@ if (!SERVER_URL) {
     const database = await freshDatabase(t);
     const { app } = await buildTestApp(t, { database });
     const cust = customer('closed');
-    await insertRequest(database.db, cust, 'submitted');
+    await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
     await database.pglite!.close();
     const res = await postCallback(app, resultBody(cust));
     t.equal(res.statusCode, 503);
@@ -29,7 +29,7 @@ if (SERVER_URL) {
     const { database, relay } = await databaseBehindRelay(t);
     const { app } = await buildTestApp(t, { database });
     const cust = customer('outage');
-    const requestId = await insertRequest(database.db, cust, 'submitted');
+    const requestId = await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
 
     relay.cut();
     const down = await postCallback(app, resultBody(cust));
@@ -59,7 +59,7 @@ if (SERVER_URL) {
     t.teardown(() => database.close());
     const customers = Array.from({ length: 300 }, () => customer('crash'));
     const requestIds = new Map<string, number>();
-    for (const c of customers) requestIds.set(c, await insertRequest(database.db, c, 'submitted'));
+    for (const c of customers) requestIds.set(c, await insertRequest(database.db, { customerUuid: c, status: 'submitted' }));
 
     // Fire them all at once; kill the process as soon as a few dozen have been acknowledged.
     const acknowledged: string[] = [];

@@ -1,70 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
-import { hashCpf, maskCpf } from '../../src/cpf.js';
-import type { CallbackRow, RequestStatus, Tables, UnderwritingRequestRow } from '../../src/db/types.js';
-import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
+import type { CallbackRow, Tables, UnderwritingRequestRow } from '../../src/db/types.js';
 
 export const CALLBACK_URL = '/v1/callbacks/underwriting';
-export const CPF = '52998224725';
-
-/** A request row as the submit route would have stored it. */
-export async function insertRequest(
-  db: Kysely<Tables>,
-  customerUuid: string,
-  status: RequestStatus,
-  options: { submittedAt?: Date; costSavingEnabled?: boolean } = {},
-): Promise<number> {
-  const row = await db
-    .insertInto('underwriting_requests')
-    .values({
-      customer_uuid: customerUuid,
-      status,
-      cpf_hash: hashCpf(CPF, TEST_CPF_HASH_KEY),
-      cpf_masked: maskCpf(CPF),
-      cost_saving_enabled: options.costSavingEnabled ?? false,
-      submitted_at: options.submittedAt ?? new Date(),
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  return row.id;
-}
-
-export interface ResultOverrides {
-  started?: string;
-  finished?: string;
-  costSavingEnabled?: boolean;
-  score?: number;
-  riskBand?: number;
-  limit?: number;
-}
-
-/**
- * When the provider's pipeline "started" for a default result: a little after this module loaded,
- * so that a request a test inserts now qualifies (submitted no later than started + the skew),
- * and the same for every call in a run, so that repeated bodies stay duplicates.
- */
-const STARTED = new Date(Math.ceil(Date.now() / 1000) * 1000 + 60_000);
-export const DEFAULT_STARTED = STARTED.toISOString();
-/** DEFAULT_STARTED plus some seconds: another result of the same customer. */
-export const startedPlus = (seconds: number) => new Date(STARTED.getTime() + seconds * 1000).toISOString();
-const DEFAULT_FINISHED = new Date(STARTED.getTime() + 10_000).toISOString();
-
-/** A valid callback body, as the provider sends it. */
-export function resultBody(customerUuid: string, o: ResultOverrides = {}) {
-  return {
-    customerUuid,
-    started: o.started ?? DEFAULT_STARTED,
-    finished: o.finished ?? DEFAULT_FINISHED,
-    serviceType: 'CREDIT_SCORE',
-    response: {
-      costSavingEnabled: o.costSavingEnabled ?? false,
-      score: o.score ?? 712.5,
-      riskBand: o.riskBand ?? 3,
-      limit: o.limit ?? 4500,
-    },
-  };
-}
+export { CPF, DEFAULT_STARTED, insertRequest, type ResultOverrides, resultBody, startedPlus } from '../helpers/rows.js';
 
 export function postCallback(
   app: FastifyInstance,

@@ -116,7 +116,7 @@ for (const bad of badBodies) {
     const { app, database } = await gateway(t);
     const db = database.db;
     const cust = customer('bad');
-    const requestId = await insertRequest(db, cust, 'submitted');
+    const requestId = await insertRequest(db, { customerUuid: cust, status: 'submitted' });
     const before = await lastCallbackId(db);
     const sent = Buffer.from(bad.body(cust));
 
@@ -148,7 +148,7 @@ for (const bad of badBodies) {
 t.test('an invalid callback does not block the valid one that follows with the same instants', async (t) => {
   const { app, database } = await gateway(t);
   const cust = customer('retry');
-  const requestId = await insertRequest(database.db, cust, 'submitted');
+  const requestId = await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
   const body = resultBody(cust);
   t.equal((await postCallback(app, { ...body, serviceType: 'OTHER' })).statusCode, 400);
   t.equal((await postCallback(app, body)).statusCode, 200);
@@ -164,7 +164,7 @@ t.test('the content type is ignored: JSON sent as text/plain, with none, or a ma
   const { app, database } = await gateway(t);
   for (const contentType of ['text/plain', null, 'json', 'application/json; charset=utf-8']) {
     const cust = customer('ctype');
-    const requestId = await insertRequest(database.db, cust, 'submitted');
+    const requestId = await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
     const res = await postCallback(app, JSON.stringify(resultBody(cust)), { contentType });
     t.equal(res.statusCode, 200, `content type ${contentType}`);
     t.match(await requestById(database.db, requestId), { status: 'completed' });
@@ -174,7 +174,7 @@ t.test('the content type is ignored: JSON sent as text/plain, with none, or a ma
 t.test('unknown fields are accepted, and kept only in the raw body', async (t) => {
   const { app, database } = await gateway(t);
   const cust = customer('extra');
-  await insertRequest(database.db, cust, 'submitted');
+  await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
   const base = resultBody(cust);
   const body = { ...base, traceId: 'abc-1', response: { ...base.response, modelVersion: 'v7' } };
   t.equal((await postCallback(app, body)).statusCode, 200);
@@ -187,7 +187,7 @@ t.test('unknown fields are accepted, and kept only in the raw body', async (t) =
 t.test('a result PostgreSQL jsonb cannot hold verbatim (NUL, lone surrogate) is matched; raw bytes stay exact', async (t) => {
   const { app, database } = await gateway(t);
   const cust = customer('nul');
-  await insertRequest(database.db, cust, 'submitted');
+  await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
   const sent = Buffer.from(JSON.stringify({ ...resultBody(cust), note: 'a\u0000b', odd: '\ud800x' }));
   t.match(sent.toString(), /\\u0000/);
   const res = await postCallback(app, sent);
@@ -201,7 +201,7 @@ t.test('a result PostgreSQL jsonb cannot hold verbatim (NUL, lone surrogate) is 
 t.test('a result PostgreSQL cannot hold (year 0000) is kept raw as invalid and answered 400, not 500', async (t) => {
   const { app, database } = await gateway(t);
   const cust = customer('year0');
-  const requestId = await insertRequest(database.db, cust, 'submitted');
+  const requestId = await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
   const sent = Buffer.from(JSON.stringify({ ...resultBody(cust), started: '0000-01-01T00:00:00Z' }));
   const res = await postCallback(app, sent);
   t.equal(res.statusCode, 400);

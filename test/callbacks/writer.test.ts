@@ -36,7 +36,7 @@ function writerSeeingBatches(limits: ResultWriterLimits = ONE_AT_A_TIME) {
 t.test('results recorded while a batch is written share the next statement, and each completes its own request', async (t) => {
   const { writer, batches } = writerSeeingBatches();
   const customers = Array.from({ length: 20 }, () => customer('group'));
-  const requestIds = await Promise.all(customers.map((c) => insertRequest(db, c, 'submitted')));
+  const requestIds = await Promise.all(customers.map((c) => insertRequest(db, { customerUuid: c, status: 'submitted' })));
 
   const recorded = await Promise.all(customers.map((c, i) => writer.record(valid(c, { limit: i % 2 === 0 ? 1000 : 0 }))));
   t.same(batches, [1, 19], 'the first alone, the other nineteen in one statement');
@@ -52,8 +52,8 @@ t.test('results recorded while a batch is written share the next statement, and 
 t.test('one customer is never twice in a batch: a redelivery is a duplicate, a different result is unmatched', async (t) => {
   const { writer, batches } = writerSeeingBatches();
   const [first, other] = [customer('twice'), customer('other')];
-  const requestId = await insertRequest(db, first, 'submitted');
-  await insertRequest(db, other, 'submitted');
+  const requestId = await insertRequest(db, { customerUuid: first, status: 'submitted' });
+  await insertRequest(db, { customerUuid: other, status: 'submitted' });
 
   const recorded = await Promise.all([
     writer.record(valid(first)),
@@ -77,7 +77,7 @@ t.test('one customer is never twice in a batch: a redelivery is a duplicate, a d
 t.test('a result the database refuses fails alone: the rest of its batch is stored', async (t) => {
   const { writer, batches } = writerSeeingBatches();
   const customers = Array.from({ length: 4 }, () => customer('refused'));
-  await Promise.all(customers.map((c) => insertRequest(db, c, 'submitted')));
+  await Promise.all(customers.map((c) => insertRequest(db, { customerUuid: c, status: 'submitted' })));
   const bad = customer('year-zero');
 
   const settled = await Promise.allSettled([
@@ -165,7 +165,7 @@ t.test("a customer's results are written in arrival order, even past the byte li
 
   const two = writerSeeingBatches({ inFlight: 2, batchSize: 64, batchBytes: 1024 * 1024 });
   const waiting = customer('inflight');
-  const requestId = await insertRequest(db, waiting, 'submitted');
+  const requestId = await insertRequest(db, { customerUuid: waiting, status: 'submitted' });
   const [earlier, later] = await Promise.all([
     two.writer.record(valid(waiting, { started: startedPlus(1) })),
     two.writer.record(valid(waiting, { started: startedPlus(2) })),

@@ -1,7 +1,8 @@
 import { sql } from 'kysely';
 import t from 'tap';
 import { customer, postCallback, resultBody } from '../callbacks/fixtures.js';
-import { pushEnv, until, webhookSecret } from '../events/fixtures.js';
+import { pushEnv, webhookSecret } from '../events/fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from '../events/receiver.js';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { ensureConsoleBuilt, launchBrowser, watchedPage } from '../helpers/browser.js';

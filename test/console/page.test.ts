@@ -1,5 +1,5 @@
 import t from 'tap';
-import { CPF, insertRequest, OTHER_CPF, resultBody } from '../queries/fixtures.js';
+import { CPF, insertRequest, OTHER_CPF, distinctResult } from '../queries/fixtures.js';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { SERVER_URL } from '../helpers/database.js';
 import { databaseBehindRelay } from '../helpers/relay.js';
@@ -39,7 +39,7 @@ t.test('the page loads with no console error and asks nothing of any host but th
 
 t.test('with QUERY_API_KEYS set, the page asks for a key, keeps it for the tab and sends it as a bearer token', async (t) => {
   const { app, database } = await buildTestApp(t, { env: { QUERY_API_KEYS: KEY } });
-  await insertRequest(database.db, { customerUuid: 'keyed-customer', submittedAt: '2025-12-31T00:00:00Z', result: resultBody('keyed-customer') });
+  await insertRequest(database.db, { customerUuid: 'keyed-customer', submittedAt: '2025-12-31T00:00:00Z', result: distinctResult('keyed-customer') });
   const base = await listen(app);
   const { page, requests } = await watchedPage(context);
 
@@ -77,10 +77,10 @@ t.test("finds a customer by customerUuid and shows its requests, results, histor
   await insertRequest(database.db, {
     customerUuid: 'cust-42',
     submittedAt: '2025-12-30T00:00:00Z',
-    result: resultBody('cust-42', { score: 420, limit: 0 }),
+    result: distinctResult('cust-42', { score: 420, limit: 0 }),
   });
   await insertRequest(database.db, { customerUuid: 'cust-42', submittedAt: '2025-12-31T23:00:00Z' });
-  for (const body of [resultBody('cust-42', { score: 780, riskBand: 1, limit: 12000 }), resultBody('cust-42')]) {
+  for (const body of [distinctResult('cust-42', { score: 780, riskBand: 1, limit: 12000 }), distinctResult('cust-42')]) {
     const res = await app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: body });
     t.equal(res.statusCode, 200, 'the callback is stored');
   }
@@ -114,7 +114,7 @@ t.test("finds a customer by customerUuid and shows its requests, results, histor
 
 t.test('finds a customer by CPF through the lookup, the CPF sent only in a POST body', async (t) => {
   const { app, database } = await buildTestApp(t);
-  await insertRequest(database.db, { customerUuid: 'cpf-a', cpf: CPF, submittedAt: '2025-12-31T00:00:00Z', result: resultBody('cpf-a') });
+  await insertRequest(database.db, { customerUuid: 'cpf-a', cpf: CPF, submittedAt: '2025-12-31T00:00:00Z', result: distinctResult('cpf-a') });
   await insertRequest(database.db, { customerUuid: 'cpf-b', cpf: CPF, submittedAt: '2026-01-01T00:00:00Z' });
   await insertRequest(database.db, { customerUuid: 'cpf-other', cpf: OTHER_CPF });
   const base = await listen(app);

@@ -2,7 +2,8 @@ import t from 'tap';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { ensureConsoleBuilt, launchBrowser, watchedPage } from '../helpers/browser.js';
 import { customer, postCallback, resultBody } from '../callbacks/fixtures.js';
-import { pushEnv, until, webhookSecret } from '../events/fixtures.js';
+import { pushEnv, webhookSecret } from '../events/fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from '../events/receiver.js';
 import { hoursAgo, insertRow, insertStray } from '../stats/fixtures.js';
 

@@ -24,7 +24,7 @@ if (SERVER_URL) {
     t.equal(database.queryTimeoutMs, DEFAULT_QUERY_TIMEOUT_MS, 'the deployment timeout');
     const { app } = await buildTestApp(t, { database });
     const [held, next] = ['held', 'next'].map(customer);
-    for (const c of [held!, next!]) await insertRequest(database.db, c, 'submitted');
+    for (const c of [held!, next!]) await insertRequest(database.db, { customerUuid: c, status: 'submitted' });
     // Pooled connections are open (and idle) when the path goes dark.
     await Promise.all(Array.from({ length: 4 }, () => sql`select pg_sleep(0.02)`.execute(database.db)));
     relay.pause();

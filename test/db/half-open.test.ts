@@ -72,7 +72,7 @@ if (SERVER_URL) {
     if (!listener.listening) await once(listener, 'listening');
 
     const [warm, during, waiting, ...later] = ['warm', 'during', 'waiting', 'later1', 'later2', 'later3'].map(customer);
-    for (const c of [warm!, during!, waiting!, ...later]) await insertRequest(database.db, c, 'submitted');
+    for (const c of [warm!, during!, waiting!, ...later]) await insertRequest(database.db, { customerUuid: c, status: 'submitted' });
     // Several pooled connections and the NOTIFY connection are open (and idle) when the path goes dark.
     await Promise.all(Array.from({ length: 6 }, () => sql`select pg_sleep(0.05)`.execute(database.db)));
     const warmAnnounced = new Promise<void>((resolve) => {

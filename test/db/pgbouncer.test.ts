@@ -9,6 +9,7 @@ import { freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database
 import { httpRequest } from '../helpers/http.js';
 import { startPgBouncer } from '../helpers/pgbouncer.js';
 import { startProcess } from '../helpers/process.js';
+import { until } from '../helpers/until.js';
 import { CPF, validRequest } from '../submissions/fixtures.js';
 import { startFakeProvider } from '../submissions/provider.js';
 
@@ -27,15 +28,6 @@ t.test('DATABASE_POOL_MODE and DATABASE_LISTEN_URL', async (t) => {
   t.match(configProblems(loadConfig, { DATABASE_LISTEN_URL: 'postgres://u@db/db' }), [/^DATABASE_LISTEN_URL: needs DATABASE_URL/]);
   t.match(configProblems(loadConfig, { DATABASE_POOL_MODE: 'transaction' }), [/^DATABASE_POOL_MODE: transaction needs DATABASE_URL/]);
 });
-
-/** Resolves once check() does; for state in another process, which sends no event. */
-async function until(check: () => Promise<boolean>, what: string, ms = 10_000): Promise<void> {
-  const deadline = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 const server = SERVER_URL;
 if (server) {
@@ -87,6 +79,7 @@ if (server) {
       const longPoll = httpRequest(`${base}/v1/underwritings/${waited}?wait=20`);
       await until(
         async () => /underwriting_longpoll_waiters 1\b/.test((await httpRequest(`${base}/metrics`)).text),
+        10_000,
         'the long-poll to wait',
       );
 

@@ -4,7 +4,7 @@ import pg from 'pg';
 import t, { type Test } from 'tap';
 import { KEEP_OPEN, openDatabase } from '../../src/db/database.js';
 import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
-import { until } from '../events/fixtures.js';
+import { until } from '../helpers/until.js';
 
 // After a quiet spell the next burst of callbacks finds KEEP_OPEN connections still open, instead
 // of opening them again (connection set-up, every prepared statement planned anew).

@@ -22,7 +22,7 @@ t.test('delivery lines carry the customerUuid: a failed attempt at info, a deliv
   const { app, database } = await buildTestApp(t, { env: pushEnv([receiver.url], webhookSecret()), logs });
   await app.ready();
   const cust = customer('logged');
-  await insertRequest(database.db, cust, 'submitted');
+  await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
   t.equal((await postCallback(app, resultBody(cust))).statusCode, 200);
 
   const delivered = await until(async () => logs.entries().find((e) => e.msg === 'event delivered'));

@@ -9,7 +9,8 @@ import { recordResults, type ValidResult } from '../../src/requests/complete.js'
 import { customer, insertRequest, resultBody, startedPlus } from '../callbacks/fixtures.js';
 import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { getJson, pushEnv, until, webhookSecret } from './fixtures.js';
+import { getJson, pushEnv, webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 // The statement that records an event writes no delivery: the delivery worker writes them from
@@ -55,7 +56,7 @@ t.test('an event recorded while no instance pushes shows its delivery pending, a
   await first.app.close();
 
   const cust = customer('while-none');
-  await insertRequest(shared.db, cust, 'submitted');
+  await insertRequest(shared.db, { customerUuid: cust, status: 'submitted' });
   await storeResult(cust);
   const id = await eventIdOf(cust);
 
@@ -79,12 +80,12 @@ t.test('an event recorded while no instance pushes shows its delivery pending, a
 t.test('a URL configured for the first time receives the events recorded from then on, not those before', async (t) => {
   const receiver = await startReceiver(t);
   const before = customer('before-url');
-  await insertRequest(shared.db, before, 'submitted');
+  await insertRequest(shared.db, { customerUuid: before, status: 'submitted' });
   await storeResult(before);
 
   const { app } = await pushingGateway(t, [receiver.url], webhookSecret());
   const after = customer('after-url');
-  await insertRequest(shared.db, after, 'submitted');
+  await insertRequest(shared.db, { customerUuid: after, status: 'submitted' });
   await storeResult(after);
 
   const got = await receiver.waitFor((r) => r.json.data.customerUuid === after);
@@ -109,7 +110,7 @@ t.test("two events of one customer dispatched together go out in order: the late
 
   // Both recorded while no instance pushes: one dispatch writes both.
   const cust = customer('pair');
-  await insertRequest(shared.db, cust, 'submitted');
+  await insertRequest(shared.db, { customerUuid: cust, status: 'submitted' });
   await storeResult(cust); // completed
   await storeResult(cust, { started: startedPlus(5) }); // unmatched, later
 

@@ -6,7 +6,8 @@ import { httpRequest } from '../helpers/http.js';
 import { startProcess } from '../helpers/process.js';
 import { databaseBehindRelay } from '../helpers/relay.js';
 import { CALLBACK_URL, customer, insertRequest, postCallback, resultBody } from '../callbacks/fixtures.js';
-import { pushEnv, until, webhookSecret } from './fixtures.js';
+import { pushEnv, webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 // Both need a real PostgreSQL server: one to cut the connection to, one that outlives a killed process.
@@ -21,7 +22,7 @@ if (SERVER_URL) {
     const database = await openDatabase({ databaseUrl: url, dataDir: 'unused' });
     t.teardown(() => database.close());
     const customers = Array.from({ length: 300 }, () => customer('crash'));
-    for (const c of customers) await insertRequest(database.db, c, 'submitted');
+    for (const c of customers) await insertRequest(database.db, { customerUuid: c, status: 'submitted' });
 
     const acknowledged: string[] = [];
     let killed = false;
@@ -72,7 +73,7 @@ if (SERVER_URL) {
     const { app, logs } = await buildTestApp(t, { database, env: pushEnv([receiver.url], webhookSecret()) });
     await app.ready();
     const [a, b] = [customer('outage-a'), customer('outage-b')];
-    await insertRequest(database.db, a, 'submitted');
+    await insertRequest(database.db, { customerUuid: a, status: 'submitted' });
     await postCallback(app, resultBody(a));
     await receiver.count(1);
     // Down: the outcome of the first cannot be written, and a callback cannot be stored either.

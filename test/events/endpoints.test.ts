@@ -204,7 +204,7 @@ t.test('types filters what an endpoint receives', async (t) => {
   t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${created.body.id}`));
   const cust = customer('ep-types');
   await stray(app, cust); // callback.unmatched: not wanted
-  await insertRequest(shared.db, cust, 'submitted');
+  await insertRequest(shared.db, { customerUuid: cust, status: 'submitted' });
   await postCallback(app, resultBody(cust, { started: startedPlus(30) }));
   const got = await receiver.waitFor((r) => r.json.data.customerUuid === cust);
   t.same(got.filter((r) => r.json.data.customerUuid === cust).map((r) => r.json.type), ['underwriting.completed']);

@@ -7,7 +7,8 @@ import { buildTestApp, listen } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { customer, insertRequest, postCallback, resultBody, startedPlus } from '../callbacks/fixtures.js';
-import { getJson, pushEnv, until, webhookSecret } from './fixtures.js';
+import { getJson, pushEnv, webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 const shared = await freshDatabase(t);
@@ -34,7 +35,7 @@ async function readAll(app: Awaited<ReturnType<typeof gateway>>['app'], query: s
 t.test('the feed pages oldest first with filters, and a cursor continues where the page ended', async (t) => {
   const { app } = await gateway(t);
   const [a, b] = [customer('feed-a'), customer('feed-b')];
-  await insertRequest(shared.db, a, 'submitted');
+  await insertRequest(shared.db, { customerUuid: a, status: 'submitted' });
   for (const [i, c] of [a, b, a, b].entries()) await postCallback(app, resultBody(c, { started: startedPlus(i) }));
 
   const ofA = await getJson(app, `/v1/events?customerUuid=${a}`);

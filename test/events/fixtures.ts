@@ -13,13 +13,5 @@ export async function getJson(app: FastifyInstance, url: string, headers: Record
   return { status: res.statusCode, body: res.json() as any, text: res.body };
 }
 
-/** Resolves with the first defined value of check(), looking again every 20 ms (a state, not an event, is awaited). */
-export async function until<T>(check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error('the awaited state never came');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+// Moved to test/helpers/until.ts; re-exported for test files written before the move.
+export { until } from '../helpers/until.js';

@@ -8,7 +8,8 @@ import { startDeliveryWorker } from '../../src/events/worker.js';
 import { recordResults } from '../../src/requests/complete.js';
 import { customer, insertRequest, resultBody } from '../callbacks/fixtures.js';
 import { freshDatabase } from '../helpers/database.js';
-import { until, webhookSecret } from './fixtures.js';
+import { webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 // What the callback statement records, this instance sends once it commits: the statement tells
@@ -38,7 +39,7 @@ t.test("a callback's event is sent once its statement commits, with no poll and 
   t.teardown(() => worker.stop());
 
   const cust = customer('handoff');
-  await insertRequest(db, cust, 'submitted');
+  await insertRequest(db, { customerUuid: cust, status: 'submitted' });
   const body = resultBody(cust);
   const json = JSON.stringify(body);
   const [recorded] = await recordResults(
@@ -48,7 +49,10 @@ t.test("a callback's event is sent once its statement commits, with no poll and 
   );
   t.equal(recorded!.disposition, 'matched');
 
-  const arrived = await Promise.race([receiver.count(1), new Promise<undefined>((resolve) => setTimeout(resolve, 10_000, undefined))]);
+  // The timer is cleared once the race is decided: left running, it held the file open 10 s more.
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, 10_000, undefined)));
+  const arrived = await Promise.race([receiver.count(1), gaveUp]).finally(() => clearTimeout(timer));
   t.ok(arrived, 'delivered without waiting for a poll');
   const got = arrived![0]!;
   const event = new Webhook(secret).verify(got.body, got.headers as Record<string, string>) as Record<string, any>;

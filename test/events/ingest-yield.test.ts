@@ -8,7 +8,8 @@ import { startDispatch } from '../../src/events/sql.js';
 import { startDeliveryWorker, TRICKLE_CLAIM } from '../../src/events/worker.js';
 import { BUSY_LEVEL, type IngestLoad, ingestLoad } from '../../src/ingest-load.js';
 import { freshDatabase } from '../helpers/database.js';
-import { until, webhookSecret } from './fixtures.js';
+import { webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 // Answering the provider comes first: while this instance is busy with callbacks, the push goes

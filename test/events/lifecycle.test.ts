@@ -4,7 +4,8 @@ import { buildTestApp } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
 import { customer, insertRequest, postCallback, resultBody } from '../callbacks/fixtures.js';
 import { submitGateway, validRequest } from '../submissions/fixtures.js';
-import { getJson, pushEnv, until, webhookSecret } from './fixtures.js';
+import { getJson, pushEnv, webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 // Every change of a request's state has its event, written in the statement that makes the change.
@@ -40,7 +41,7 @@ t.test('the expiry sweep pushes underwriting.expired; a late callback then pushe
   const { app } = await buildTestApp(t, { database: shared, env: pushEnv([receiver.url], webhookSecret(), { CALLBACK_TIMEOUT_S: '1' }) });
   await app.ready();
   const cust = customer('expires');
-  await insertRequest(shared.db, cust, 'submitted', { submittedAt: new Date(Date.now() - 10_000) });
+  await insertRequest(shared.db, { customerUuid: cust, status: 'submitted', submittedAt: new Date(Date.now() - 10_000) });
   await receiver.waitFor((r) => r.json.data.customerUuid === cust);
   const expired = receiver.received.filter((r) => r.json.data.customerUuid === cust);
   t.same(expired.map((r) => r.json.type), ['underwriting.expired']);
@@ -59,7 +60,7 @@ t.test('the expiry sweep pushes underwriting.expired; a late callback then pushe
 t.test('a failed submit that a callback already completed changes nothing and has no submit_failed event', async (t) => {
   const { app } = await buildTestApp(t, { database: shared });
   const cust = customer('overtaken');
-  const id = await insertRequest(shared.db, cust, 'submitting');
+  const id = await insertRequest(shared.db, { customerUuid: cust, status: 'submitting' });
   await postCallback(app, resultBody(cust));
   t.equal(await markSubmitFailed(shared.db, id, { upstreamStatus: null, error: 'timed out' }, new Date()), false);
   const events = await shared.db.selectFrom('events').select('type').where('customer_uuid', '=', cust).execute();
@@ -73,7 +74,7 @@ t.test('a feed long-poll is woken by an expiry, not only by callbacks', async (t
   const polling = getJson(app, `/v1/events?customerUuid=${cust}&wait=20`);
   await until(async () => (/underwriting_event_feed_waiters 1/.test((await app.inject({ method: 'GET', url: '/metrics' })).body) ? true : undefined));
   const asked = Date.now();
-  await insertRequest(shared.db, cust, 'submitted', { submittedAt: new Date(Date.now() - 10_000) });
+  await insertRequest(shared.db, { customerUuid: cust, status: 'submitted', submittedAt: new Date(Date.now() - 10_000) });
   const page = await polling;
   t.same(page.body.items.map((e: { type: string }) => e.type), ['underwriting.expired']);
   t.ok(Date.now() - asked < 10_000, `answered ${Date.now() - asked} ms after the request became overdue`);

@@ -3,7 +3,8 @@ import t, { type Test } from 'tap';
 import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase } from '../helpers/database.js';
 import { customer, insertRequest, postCallback, resultBody, startedPlus } from '../callbacks/fixtures.js';
-import { getJson, pushEnv, until, webhookSecret } from './fixtures.js';
+import { getJson, pushEnv, webhookSecret } from './fixtures.js';
+import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
 // Real HTTP receivers on 127.0.0.1; deliveries are checked with the reference Standard Webhooks
@@ -22,7 +23,7 @@ t.test('a completed request is pushed once, signed so that the standardwebhooks 
   const secret = webhookSecret();
   const { app } = await pushingGateway(t, [`${receiver.url}/hooks`], secret);
   const cust = customer('push');
-  await insertRequest(shared.db, cust, 'submitted');
+  await insertRequest(shared.db, { customerUuid: cust, status: 'submitted' });
   t.equal((await postCallback(app, resultBody(cust))).statusCode, 200);
 
   const [got] = await receiver.count(1);
@@ -74,7 +75,7 @@ t.test('a failed attempt is retried within seconds with the same webhook-id, and
   const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 503 : 200));
   const { app } = await pushingGateway(t, [receiver.url], secret);
   const [held, free] = [customer('held'), customer('free')];
-  await insertRequest(shared.db, held, 'submitted');
+  await insertRequest(shared.db, { customerUuid: held, status: 'submitted' });
   await postCallback(app, resultBody(held)); // completed: its first attempt fails
   await postCallback(app, resultBody(held, { started: startedPlus(5) })); // unmatched: must wait
   await receiver.count(1);
@@ -104,7 +105,7 @@ t.test('a delivery with no 2xx within EVENT_RETRY_HORIZON_S is dead, with its at
   const receiver = await startReceiver(t, (r) => (r.json.type === 'underwriting.completed' ? 500 : 200));
   const { app } = await pushingGateway(t, [receiver.url], webhookSecret(), { EVENT_RETRY_HORIZON_S: '1' });
   const cust = customer('dead');
-  await insertRequest(shared.db, cust, 'submitted');
+  await insertRequest(shared.db, { customerUuid: cust, status: 'submitted' });
   await postCallback(app, resultBody(cust));
   await postCallback(app, resultBody(cust, { started: startedPlus(5) }));
   const all = await receiver.waitFor((r) => r.json.type === 'callback.unmatched');
@@ -182,7 +183,7 @@ t.test('two instances sharing the database deliver each event once', async (t) =
   const other = await buildTestApp(t, { database: await anotherConnection(t, shared), env: pushEnv([receiver.url], secret, extra) });
   await other.app.ready();
   const customers = Array.from({ length: 60 }, () => customer('pair'));
-  await Promise.all(customers.map((c) => insertRequest(shared.db, c, 'submitted')));
+  await Promise.all(customers.map((c) => insertRequest(shared.db, { customerUuid: c, status: 'submitted' })));
   await Promise.all(customers.map((c, i) => postCallback(i % 2 === 0 ? one.app : other.app, resultBody(c))));
   const all = await receiver.count(60);
   // Every delivery recorded as delivered at its first attempt: a second send would need a second lease.

@@ -3,6 +3,7 @@ import pg from 'pg';
 import type { Test } from 'tap';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
+import { databaseUrl, forgetTemplate, migratedTemplate } from './template.js';
 import { timed } from './teardown.js';
 
 /** Set: tests run on this real PostgreSQL server (a database per test file); unset: PGlite. */
@@ -14,14 +15,31 @@ export interface TestDatabaseHandle extends DatabaseHandle {
   url: string | undefined;
 }
 
-/** Creates an empty database on the test server and drops it when the test ends. */
-export async function freshDatabaseUrl(t: Test): Promise<string> {
+/**
+ * Creates a database on the test server and drops it when the test ends: empty, or with `migrated`
+ * a clone of the run's migrated template (CREATE DATABASE ... TEMPLATE).
+ */
+export async function freshDatabaseUrl(t: Test, options: { migrated?: boolean } = {}): Promise<string> {
   if (!SERVER_URL) throw new Error('freshDatabaseUrl needs DATABASE_URL (a real PostgreSQL)');
   const name = `ugw_test_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: SERVER_URL });
   await admin.connect();
-  await admin.query(`create database ${name}`);
-  await admin.end();
+  try {
+    if (!options.migrated) {
+      await admin.query(`create database ${name}`);
+    } else {
+      try {
+        await admin.query(`create database ${name} template ${await migratedTemplate(SERVER_URL)}`);
+      } catch (err) {
+        // 3D000: the template was dropped meanwhile (by a run of other migrations): build it again.
+        if ((err as { code?: string }).code !== '3D000') throw err;
+        forgetTemplate();
+        await admin.query(`create database ${name} template ${await migratedTemplate(SERVER_URL)}`);
+      }
+    }
+  } finally {
+    await admin.end();
+  }
   t.teardown(() =>
     timed(`drop database ${name}`, async () => {
       const cleanup = new pg.Client({ connectionString: SERVER_URL });
@@ -30,20 +48,21 @@ export async function freshDatabaseUrl(t: Test): Promise<string> {
       await cleanup.end();
     }),
   );
-  const url = new URL(SERVER_URL);
-  url.pathname = `/${name}`;
-  return url.toString();
+  return databaseUrl(SERVER_URL, name);
 }
 
 /**
  * A fresh, migrated database for one test: its own PostgreSQL database when DATABASE_URL is set,
- * otherwise an in-memory PGlite. Closed (and dropped) at teardown.
+ * cloned from the run's migrated template, otherwise an in-memory PGlite, migrated (empty with
+ * `migrate: false`). Closed (and dropped) at teardown.
  */
 export async function freshDatabase(t: Test, options: { migrate?: boolean } = {}): Promise<TestDatabaseHandle> {
-  const url = SERVER_URL ? await freshDatabaseUrl(t) : undefined;
+  const migrated = options.migrate !== false;
+  const url = SERVER_URL ? await freshDatabaseUrl(t, { migrated }) : undefined;
   const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolSize: 20 });
   t.teardown(() => timed('database.close()', () => database.close()));
-  if (options.migrate !== false) await migrateToLatest(database);
+  // PGlite is migrated anew: loaded from a migrated dumpDataDir archive instead, its tests stalled (docs/testing.md).
+  if (!url && migrated) await migrateToLatest(database);
   return Object.assign(database, { url });
 }
 

@@ -2,7 +2,7 @@ import t from 'tap';
 import { buildTestApp } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
 import { dereference, responseChecker, schemaValidator } from '../helpers/openapi.js';
-import { insertRequest, resultBody } from '../queries/fixtures.js';
+import { insertRequest, distinctResult } from '../queries/fixtures.js';
 
 // The document at /docs/json as validators and client generators read it. Every other test file
 // also checks each answer it provokes against this document (test/helpers/openapi.ts).
@@ -135,7 +135,7 @@ t.test('the answers check: a pending record (decision null) validates; a wrong b
   const doc = await documentOf();
   const checker = responseChecker(doc);
   await insertRequest(database.db, { customerUuid: 'pending-1' });
-  await insertRequest(database.db, { customerUuid: 'done-1', result: resultBody('done-1', { score: 700, limit: 5000 }) });
+  await insertRequest(database.db, { customerUuid: 'done-1', result: distinctResult('done-1', { score: 700, limit: 5000 }) });
   const { app } = await buildTestApp(t, { database });
   for (const customerUuid of ['pending-1', 'done-1']) {
     const res = await app.inject({ method: 'GET', url: `/v1/underwritings/${customerUuid}` });

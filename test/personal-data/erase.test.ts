@@ -3,7 +3,7 @@ import { formatCpf, hashCpf, maskCpf } from '../../src/cpf.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { ENGINE, freshDatabase } from '../helpers/database.js';
 import { postCallback, resultBody as callbackBody } from '../callbacks/fixtures.js';
-import { insertRequest, resultBody, storeResult } from '../queries/fixtures.js';
+import { insertRequest, distinctResult, storeResult } from '../queries/fixtures.js';
 import { adminApp, dumpDatabase, dumpForms, insertInvalid, post, rowCounts, seedSubject } from './fixtures.js';
 
 // One database for the file (every test has its own customers and CPFs): a fresh PGlite costs seconds.
@@ -25,7 +25,7 @@ t.test('erasure is refused 409 in_flight while a request awaits its callback, an
   }
   t.same(await rowCounts(database.db), before, 'nothing erased, nothing audited');
 
-  await storeResult(database.db, waiting, resultBody('erase-flight-1'));
+  await storeResult(database.db, waiting, distinctResult('erase-flight-1'));
   const erased = await post(app, '/v1/personal-data/erase', { customerUuid: 'erase-flight-1' });
   t.equal(erased.statusCode, 200);
   // 3 requests; callbacks: 2 results, 1 unmatched, 1 invalid.

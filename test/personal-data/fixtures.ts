@@ -7,7 +7,7 @@ import { maskCpf } from '../../src/cpf.js';
 import type { Tables } from '../../src/db/types.js';
 import { buildTestApp, type TestApp, type TestAppOptions } from '../helpers/app.js';
 import type { TestDatabaseHandle } from '../helpers/database.js';
-import { insertRequest, insertUnmatched, resultBody } from '../queries/fixtures.js';
+import { insertRequest, insertUnmatched, distinctResult } from '../queries/fixtures.js';
 
 export const ADMIN_KEY = 'admin-key-0123456789abcdef';
 export const SECOND_ADMIN_KEY = 'admin-key-two-0123456789abcdef';
@@ -49,7 +49,7 @@ export async function seedSubject(db: Kysely<Tables>, customerUuid: string, cpf:
     cpf,
     submittedAt: '2026-01-02T10:00:00Z',
     srd: { grossIncome: 8000, occupation: 'Retired' },
-    result: resultBody(customerUuid, { limit: 7000 }),
+    result: distinctResult(customerUuid, { limit: 7000 }),
   });
   await db
     .updateTable('underwriting_requests')
@@ -67,7 +67,7 @@ export async function seedSubject(db: Kysely<Tables>, customerUuid: string, cpf:
       expires_at: new Date(Date.now() + 3600_000),
     })
     .execute();
-  await insertUnmatched(db, resultBody(customerUuid, { limit: 0 }));
+  await insertUnmatched(db, distinctResult(customerUuid, { limit: 0 }));
   await insertInvalid(db, { customerUuid, raw: `{"customerUuid":"${customerUuid}","cpf":"${cpf}","started":"yesterday"}` });
   await insertEvent(db, { customerUuid, requestId: completed, cpf });
   await insertEvent(db, { customerUuid, requestId: null, cpf });
@@ -92,7 +92,7 @@ export async function insertEvent(db: Kysely<Tables>, e: { customerUuid: string;
           submittedAt: '2026-01-02T10:00:00.000Z',
           completedAt: '2026-01-02T10:00:05.000Z',
           upstreamStatus: 202,
-          result: resultBody(e.customerUuid, { limit: 0 }),
+          result: distinctResult(e.customerUuid, { limit: 0 }),
         };
   const event = await db
     .insertInto('events')

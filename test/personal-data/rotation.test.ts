@@ -2,7 +2,7 @@ import t from 'tap';
 import { hashCpf } from '../../src/cpf.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
-import { insertRequest, resultBody } from '../queries/fixtures.js';
+import { insertRequest, distinctResult } from '../queries/fixtures.js';
 import { submitGateway, validRequest } from '../submissions/fixtures.js';
 import { ADMIN_KEY, post } from './fixtures.js';
 
@@ -13,7 +13,7 @@ const CPF = '39053344705';
 t.test('after rotation, requests hashed under the old key are found by lookup, export and erasure; new ones use the new key', async (t) => {
   const database = await freshDatabase(t);
   // Stored before the rotation, under the old (then only) key.
-  await insertRequest(database.db, { customerUuid: 'rotate-old', cpf: CPF, result: resultBody('rotate-old'), submittedAt: '2026-01-01T00:00:00Z' });
+  await insertRequest(database.db, { customerUuid: 'rotate-old', cpf: CPF, result: distinctResult('rotate-old'), submittedAt: '2026-01-01T00:00:00Z' });
 
   const onlyNew = await submitGateway(t, { database, env: { CPF_HASH_KEY: NEW_KEY, ADMIN_API_KEYS: ADMIN_KEY } });
   const lost = await post(onlyNew.app, '/v1/underwritings/lookup', { cpf: CPF }, null);

@@ -2,7 +2,7 @@ import t from 'tap';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
-import { CPF, insertRequest, insertUnmatched, resultBody } from './fixtures.js';
+import { CPF, insertRequest, insertUnmatched, distinctResult } from './fixtures.js';
 
 // One database for the file (every test has its own customers): a fresh PGlite costs seconds.
 const database = await freshDatabase(t);
@@ -59,7 +59,7 @@ t.test('without QUERY_API_KEYS no bearer key is needed', async (t) => {
 t.test('an unknown customer is 404 not_found', async (t) => {
   const { app } = await buildTestApp(t, { database });
   // A stray callback alone does not make a customer known.
-  await insertUnmatched(database.db, resultBody('ghost'));
+  await insertUnmatched(database.db, distinctResult('ghost'));
   const res = await app.inject({ method: 'GET', url: '/v1/underwritings/ghost' });
   t.equal(res.statusCode, 404);
   t.same(res.json(), { error: 'not_found', message: 'no underwriting request for customer ghost' });
@@ -111,12 +111,12 @@ t.test('a pending request answers with its state and a null result', async (t) =
 t.test('a re-underwritten customer shows the newest request on top and the older ones in history, newest first', async (t) => {
   const { app } = await buildTestApp(t, { database });
   const db = database.db;
-  const first = resultBody('cust-3', { limit: 0 });
-  const second = resultBody('cust-3', { score: -1, limit: -1 });
+  const first = distinctResult('cust-3', { limit: 0 });
+  const second = distinctResult('cust-3', { score: -1, limit: -1 });
   await insertRequest(db, { customerUuid: 'cust-3', submittedAt: '2026-01-01T00:00:00Z', result: first });
   await insertRequest(db, { customerUuid: 'cust-3', submittedAt: '2026-02-01T00:00:00Z', result: second });
   await insertRequest(db, { customerUuid: 'cust-3', submittedAt: '2026-03-01T00:00:00Z', costSavingEnabled: true, srd: null });
-  await insertRequest(db, { customerUuid: 'someone-else', result: resultBody('someone-else') });
+  await insertRequest(db, { customerUuid: 'someone-else', result: distinctResult('someone-else') });
 
   const res = await app.inject({ method: 'GET', url: '/v1/underwritings/cust-3' });
   t.equal(res.statusCode, 200);
@@ -136,13 +136,13 @@ t.test('a re-underwritten customer shows the newest request on top and the older
 
 t.test('callbacks for the customer that matched nothing are listed in unmatched', async (t) => {
   const { app } = await buildTestApp(t, { database });
-  const answered = resultBody('cust-4');
+  const answered = distinctResult('cust-4');
   await insertRequest(database.db, { customerUuid: 'cust-4', result: answered });
-  const stray1 = resultBody('cust-4', { limit: 100 });
-  const stray2 = resultBody('cust-4', { limit: 200 });
+  const stray1 = distinctResult('cust-4', { limit: 100 });
+  const stray2 = distinctResult('cust-4', { limit: 200 });
   await insertUnmatched(database.db, stray1);
   await insertUnmatched(database.db, stray2);
-  await insertUnmatched(database.db, resultBody('cust-other'));
+  await insertUnmatched(database.db, distinctResult('cust-other'));
 
   const res = await app.inject({ method: 'GET', url: '/v1/underwritings/cust-4' });
   t.equal(res.statusCode, 200);
@@ -157,7 +157,7 @@ t.test('callbacks for the customer that matched nothing are listed in unmatched'
 
 t.test('result is the callback body as stored, limited to the fields the provider documents', async (t) => {
   const { app } = await buildTestApp(t, { database });
-  const stored = resultBody('cust-5');
+  const stored = distinctResult('cust-5');
   const body = { ...stored, extra: 'provider-added', cpf: CPF, response: { ...stored.response, newField: 7 } };
   await insertRequest(database.db, { customerUuid: 'cust-5', result: body });
   const res = await app.inject({ method: 'GET', url: '/v1/underwritings/cust-5' });
@@ -167,7 +167,7 @@ t.test('result is the callback body as stored, limited to the fields the provide
 
 t.test('answers never contain the full CPF', async (t) => {
   const { app, logs } = await buildTestApp(t, { database });
-  await insertRequest(database.db, { customerUuid: 'cust-6', result: resultBody('cust-6') });
+  await insertRequest(database.db, { customerUuid: 'cust-6', result: distinctResult('cust-6') });
   await insertRequest(database.db, { customerUuid: 'cust-6' });
   const answers = [
     await app.inject({ method: 'GET', url: '/v1/underwritings/cust-6' }),

@@ -4,7 +4,7 @@ import t from 'tap';
 import { hashCpf, maskCpf } from '../../src/cpf.js';
 import { cursorCodec } from '../../src/http/cursor.js';
 import { buildTestApp, TEST_CPF_HASH_KEY } from '../helpers/app.js';
-import { CPF, emptyTables, insertRequest, OTHER_CPF, resultBody } from './fixtures.js';
+import { CPF, emptyTables, insertRequest, OTHER_CPF, distinctResult } from './fixtures.js';
 import { freshDatabase } from '../helpers/database.js';
 
 // One database for the file, emptied before each test: a fresh PGlite costs seconds.
@@ -19,11 +19,11 @@ async function get(app: FastifyInstance, url: string) {
 t.test('the list is newest first and filters by status, decision, since (inclusive) and until (exclusive)', async (t) => {
   const { app } = await buildTestApp(t, { database });
   const db = database.db;
-  await insertRequest(db, { customerUuid: 'a', submittedAt: '2026-01-01T00:00:00Z', result: resultBody('a', { limit: 0 }) });
-  await insertRequest(db, { customerUuid: 'b', submittedAt: '2026-01-02T00:00:00Z', result: resultBody('b') });
+  await insertRequest(db, { customerUuid: 'a', submittedAt: '2026-01-01T00:00:00Z', result: distinctResult('a', { limit: 0 }) });
+  await insertRequest(db, { customerUuid: 'b', submittedAt: '2026-01-02T00:00:00Z', result: distinctResult('b') });
   await insertRequest(db, { customerUuid: 'c', submittedAt: '2026-01-03T00:00:00Z', status: 'submit_failed', upstreamStatus: 422 });
   await insertRequest(db, { customerUuid: 'd', submittedAt: '2026-01-04T00:00:00Z' });
-  await insertRequest(db, { customerUuid: 'e', submittedAt: '2026-01-05T00:00:00Z', result: resultBody('e', { limit: 9000 }) });
+  await insertRequest(db, { customerUuid: 'e', submittedAt: '2026-01-05T00:00:00Z', result: distinctResult('e', { limit: 9000 }) });
 
   const all = await get(app, '/v1/underwritings');
   t.equal(all.status, 200);
@@ -122,7 +122,7 @@ t.test('a cursor keeps the filters it is used with', async (t) => {
     await insertRequest(database.db, {
       customerUuid: `f-${i}`,
       submittedAt: `2026-02-0${i + 1}T00:00:00Z`,
-      ...(i % 2 === 0 ? { result: resultBody(`f-${i}`) } : { status: 'expired' as const }),
+      ...(i % 2 === 0 ? { result: distinctResult(`f-${i}`) } : { status: 'expired' as const }),
     });
   }
   const first = await get(app, '/v1/underwritings?status=expired&limit=2');
@@ -176,7 +176,7 @@ t.test('a correctly signed cursor of the wrong shape is still refused', async (t
 t.test('lookup by CPF finds every request of that CPF, across customers, paged like the list', async (t) => {
   const { app } = await buildTestApp(t, { database });
   const db = database.db;
-  await insertRequest(db, { customerUuid: 'first-customer', cpf: CPF, submittedAt: '2026-01-01T00:00:00Z', result: resultBody('first-customer') });
+  await insertRequest(db, { customerUuid: 'first-customer', cpf: CPF, submittedAt: '2026-01-01T00:00:00Z', result: distinctResult('first-customer') });
   await insertRequest(db, { customerUuid: 'second-customer', cpf: CPF, submittedAt: '2026-01-02T00:00:00Z' });
   await insertRequest(db, { customerUuid: 'stranger', cpf: OTHER_CPF, submittedAt: '2026-01-03T00:00:00Z' });
 

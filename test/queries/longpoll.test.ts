@@ -12,7 +12,7 @@ import { httpRequest } from '../helpers/http.js';
 import { captureLogs } from '../helpers/logs.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { databaseBehindRelay, startRelay, throughRelay } from '../helpers/relay.js';
-import { insertRequest, resultBody, storeResult } from './fixtures.js';
+import { insertRequest, distinctResult, storeResult } from './fixtures.js';
 
 // One database for the file (every test has its own customers): a fresh PGlite costs seconds.
 const database = await freshDatabase(t);
@@ -39,7 +39,7 @@ t.test('a long-poll is answered with the result a callback stores through anothe
   const answer = httpRequest(`${base}/v1/underwritings/waiting-1?wait=30`);
   await blocked;
 
-  const body = resultBody('waiting-1', { limit: 1234 });
+  const body = distinctResult('waiting-1', { limit: 1234 });
   const delivered = await second.app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: body });
   t.equal(delivered.statusCode, 200);
   t.same(delivered.json(), { received: true });
@@ -79,7 +79,7 @@ t.test('one commit of many results wakes every waiter on another instance, from 
   const answers = customers.map((c) => first.app.inject({ method: 'GET', url: `/v1/underwritings/${c}?wait=30` }));
   await allBlocked;
 
-  const stored = await Promise.all(customers.map((c) => second.app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: resultBody(c) })));
+  const stored = await Promise.all(customers.map((c) => second.app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: distinctResult(c) })));
   t.same(new Set(stored.map((r) => r.statusCode)), new Set([200]));
   const results = await Promise.all(answers);
   t.same(new Set(results.map((r) => r.json().status)), new Set(['completed']), 'every waiter answered with its result');
@@ -102,7 +102,7 @@ t.test('a long-poll that waited out its time answers with the pending state', as
 
 t.test('a long-poll for a request that already has its result answers at once', noFullWait(), async (t) => {
   const { app } = await buildTestApp(t, { database });
-  const body = resultBody('done-1');
+  const body = distinctResult('done-1');
   await insertRequest(database.db, { customerUuid: 'done-1', result: body });
   const listener = listenerOf(t, database);
   let registered = 0;
@@ -163,7 +163,7 @@ t.test('past the waiter bound a long-poll is refused 503 too_many_waiters, not q
   const { app } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'bound-1' });
   await insertRequest(database.db, { customerUuid: 'bound-2' });
-  await insertRequest(database.db, { customerUuid: 'bound-3', result: resultBody('bound-3') });
+  await insertRequest(database.db, { customerUuid: 'bound-3', result: distinctResult('bound-3') });
   await app.ready();
   const listener = listenerOf(t, database);
   listener.maxWaiters = 1;
@@ -185,7 +185,7 @@ t.test('past the waiter bound a long-poll is refused 503 too_many_waiters, not q
   t.equal(answered.statusCode, 200, 'a result already there is still given');
   t.equal((await app.inject({ method: 'GET', url: '/v1/underwritings/bound-2' })).statusCode, 200, 'plain reads still work');
 
-  await storeResult(database.db, (await database.db.selectFrom('underwriting_requests').select('id').where('customer_uuid', '=', 'bound-1').executeTakeFirstOrThrow()).id, resultBody('bound-1'));
+  await storeResult(database.db, (await database.db.selectFrom('underwriting_requests').select('id').where('customer_uuid', '=', 'bound-1').executeTakeFirstOrThrow()).id, distinctResult('bound-1'));
   t.equal((await holding).statusCode, 200);
   const after = await app.inject({ method: 'GET', url: '/metrics' });
   t.match(after.body, /underwriting_longpoll_waiters 0\b/);
@@ -198,7 +198,7 @@ t.test('a result stored between two reads of a waiter is not missed', noFullWait
   await app.ready();
   // Results land while the long-polls are registering and reading, in every possible interleaving.
   const answers = ids.map((_, i) => app.inject({ method: 'GET', url: `/v1/underwritings/race-${i}?wait=30` }));
-  await Promise.all(ids.map((id, i) => storeResult(database.db, id, resultBody(`race-${i}`))));
+  await Promise.all(ids.map((id, i) => storeResult(database.db, id, distinctResult(`race-${i}`))));
   const results = await Promise.all(answers);
   t.same(
     results.map((r) => r.json().status),
@@ -227,7 +227,7 @@ if (SERVER_URL) {
     await blocked;
     relay.pause();
 
-    const delivered = await app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: resultBody('own-1') });
+    const delivered = await app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: distinctResult('own-1') });
     t.equal(delivered.statusCode, 200);
     const res = await answer;
     t.equal(res.status, 200);
@@ -262,7 +262,7 @@ if (SERVER_URL) {
     await blocked;
     t.ok(logs.entries().some((e) => e.msg === 'notification listener lost its connection; reconnecting'));
 
-    await storeResult(direct.db, requestId, resultBody('outage-1'));
+    await storeResult(direct.db, requestId, distinctResult('outage-1'));
     const res = await answer;
     t.equal(res.status, 200);
     t.match(res.json, { customerUuid: 'outage-1', status: 'completed', result: { customerUuid: 'outage-1' } });
@@ -292,7 +292,7 @@ if (SERVER_URL) {
       where application_name = 'underwriting-gateway-listener' and datname = current_database()`.execute(database.db);
     t.equal(rows[0]?.n, 1, 'a single LISTEN connection');
     const ids = await database.db.selectFrom('underwriting_requests').select(['id', 'customer_uuid']).execute();
-    for (const { id, customer_uuid } of ids) await storeResult(database.db, id, resultBody(customer_uuid));
+    for (const { id, customer_uuid } of ids) await storeResult(database.db, id, distinctResult(customer_uuid));
     const results = await Promise.all(answers);
     t.same(new Set(results.map((r) => r.json().status)), new Set(['completed']));
   });

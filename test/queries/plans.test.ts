@@ -1,21 +1,14 @@
-import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
 import t from 'tap';
 import { CLAIM_DELIVERIES, DISPATCH_DELIVERIES, feedHorizon } from '../../src/events/sql.js';
 import { RECORD_RESULTS, recordResultsParameters } from '../../src/requests/complete.js';
 import { hashCpf } from '../../src/cpf.js';
-import type { Tables } from '../../src/db/types.js';
 import { EXPIRE_BATCH, expireBatchParameters } from '../../src/requests/expiry.js';
 import { customerQuery, pageQuery } from '../../src/queries/sql.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
+import { plan } from '../helpers/plan.js';
 import { CPF } from './fixtures.js';
-
-async function plan(db: Kysely<Tables>, query: CompiledQuery): Promise<string> {
-  const { rows } = await db.executeQuery<{ 'QUERY PLAN': string }>(
-    CompiledQuery.raw(`explain ${query.sql}`, [...query.parameters]),
-  );
-  return rows.map((r) => r['QUERY PLAN']).join('\n');
-}
 
 // The planner is PostgreSQL's on both engines (PGlite is PostgreSQL compiled to WASM).
 t.test('every read uses its index on a table of 20k requests, never a sequential scan', async (t) => {

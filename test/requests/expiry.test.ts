@@ -6,7 +6,8 @@ import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { databaseBehindRelay } from '../helpers/relay.js';
 import { captureLogs } from '../helpers/logs.js';
-import { emptyTables, insertRequest, resultBody } from '../queries/fixtures.js';
+import { until } from '../helpers/until.js';
+import { emptyTables, insertRequest, distinctResult } from '../queries/fixtures.js';
 
 // One database for the file, emptied before each test: a fresh PGlite costs seconds.
 const database = await freshDatabase(t);
@@ -29,7 +30,7 @@ t.test('two instances sweeping at once expire each overdue request exactly once 
   for (let i = 0; i < 30; i++) fresh.push(await insertRequest(db, { customerUuid: `fresh-${i}`, submittedAt: ago(TIMEOUT_S - 1 - i) }));
   const atTheLimit = await insertRequest(db, { customerUuid: 'exactly', submittedAt: ago(TIMEOUT_S) });
   const failed = await insertRequest(db, { customerUuid: 'failed', status: 'submit_failed', submittedAt: ago(TIMEOUT_S * 2) });
-  const done = await insertRequest(db, { customerUuid: 'done', submittedAt: ago(TIMEOUT_S * 2), result: resultBody('done') });
+  const done = await insertRequest(db, { customerUuid: 'done', submittedAt: ago(TIMEOUT_S * 2), result: distinctResult('done') });
   const submitting = await insertRequest(db, { customerUuid: 'submitting', status: 'submitting', submittedAt: ago(TIMEOUT_S - 1) });
   const overdue = (
     await db.selectFrom('underwriting_requests').select('id').where('customer_uuid', 'like', 'late-%').orderBy('id').execute()
@@ -61,7 +62,7 @@ t.test('an expired request is shown as expired and a late callback still complet
   const listed = await app.inject({ method: 'GET', url: '/v1/underwritings?status=expired' });
   t.same(listed.json().items.map((i: { customerUuid: string }) => i.customerUuid), ['late-answer']);
 
-  const body = resultBody('late-answer');
+  const body = distinctResult('late-answer');
   const callback = await app.inject({ method: 'POST', url: '/v1/callbacks/underwriting', payload: body });
   t.equal(callback.statusCode, 200);
   const completed = await app.inject({ method: 'GET', url: '/v1/underwritings/late-answer' });
@@ -126,7 +127,7 @@ t.test('pending requests and expirations appear in the metrics', async (t) => {
   const { app } = await buildTestApp(t, { database, clock: () => NOW });
   await insertRequest(database.db, { customerUuid: 'p-1' });
   await insertRequest(database.db, { customerUuid: 'p-2', status: 'submitting' });
-  await insertRequest(database.db, { customerUuid: 'p-3', result: resultBody('p-3') });
+  await insertRequest(database.db, { customerUuid: 'p-3', result: distinctResult('p-3') });
   const res = await app.inject({ method: 'GET', url: '/metrics' });
   t.match(res.body, /underwriting_pending_requests 2\b/);
   t.match(res.body, /underwriting_expired_total 0\b/);
@@ -138,12 +139,14 @@ t.test("each instance's own periodic sweep expires overdue requests and counts t
   const id = await insertRequest(database.db, { customerUuid: 'periodic', submittedAt: ago(5) });
   await app.ready();
   // The counter moves once the whole sweep is done, after the row: wait for it, then look at the row.
-  const deadline = Date.now() + 10_000;
-  let metrics = '';
-  while (!/underwriting_expired_total 1\b/.test(metrics) && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
-  }
+  const metrics = await until(
+    async () => {
+      const { body } = await app.inject({ method: 'GET', url: '/metrics' });
+      return /underwriting_expired_total 1\b/.test(body) && body;
+    },
+    10_000,
+    'underwriting_expired_total 1',
+  );
   t.match(metrics, /underwriting_expired_total 1\b/);
   const { status } = await database.db.selectFrom('underwriting_requests').select('status').where('id', '=', id).executeTakeFirstOrThrow();
   t.equal(status, 'expired');

@@ -1,18 +1,13 @@
-import { CompiledQuery, type Kysely } from 'kysely';
+import type { CompiledQuery } from 'kysely';
 import t from 'tap';
-import { seedStatsData } from '../../bench/lib/stats-data.js';
-import type { Tables } from '../../src/db/types.js';
+import { seedStatsData } from '../../src/stats/sample-data.js';
 import { requestBatchQuery, retentionCutoff, strayBatchQuery } from '../../src/retention/sweep.js';
 import { strayPageQuery } from '../../src/stats/callbacks.js';
 import { bucketsQuery, presentQuery } from '../../src/stats/sql.js';
 import { freshDatabase } from '../helpers/database.js';
+import { plan } from '../helpers/plan.js';
 
 // The same reads at 1M rows, with timings: bench/stats-plans.ts (figures in bench/README.md).
-
-async function plan(db: Kysely<Tables>, query: CompiledQuery): Promise<string> {
-  const { rows } = await db.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`explain ${query.sql}`, [...query.parameters]));
-  return rows.map((r) => r['QUERY PLAN']).join('\n');
-}
 
 const END = new Date('2026-11-23T04:00:00Z');
 const DAY = 24 * 3600_000;

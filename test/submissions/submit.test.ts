@@ -1,4 +1,3 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import t, { type Test } from 'tap';
 import { hashCpf } from '../../src/cpf.js';
@@ -8,6 +7,7 @@ import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/databas
 import { httpRequest } from '../helpers/http.js';
 import { dereference } from '../helpers/openapi.js';
 import { databaseBehindRelay, type TcpRelay } from '../helpers/relay.js';
+import { until } from '../helpers/until.js';
 import { CPF, PROVIDER_PATH, type SubmitGateway, storedKeys, storedRequests, submitGateway, validRequest } from './fixtures.js';
 import { accept } from './provider.js';
 
@@ -246,7 +246,8 @@ if (SERVER_URL) {
     const before = (await storedRequests(gw.database)).length;
     relay.blackhole('insert_submitting'); // right after the insert is sent
     const answer = gw.submit(validRequest(), headers);
-    while (Number((await direct.query('select count(*) as n from underwriting_requests')).rows[0].n) === before) await delay(10);
+    const count = async () => Number((await direct.query('select count(*) as n from underwriting_requests')).rows[0].n);
+    await until(async () => (await count()) !== before, 10_000, 'the submit\'s committed row');
     // The connection dies after the commit; new ones get through (a backend ended, a flaky link).
     relay.cut();
     relay.restore();
@@ -301,7 +302,11 @@ if (SERVER_URL) {
 
     relay.blackhole('insert_submitting');
     const answer = gw.submit(validRequest(), { 'idempotency-key': 'stuck' });
-    while (Number((await direct.query('select count(*) as n from underwriting_requests')).rows[0].n) === 0) await delay(10);
+    await until(
+      async () => Number((await direct.query('select count(*) as n from underwriting_requests')).rows[0].n) !== 0,
+      10_000,
+      'the submit\'s committed row',
+    );
     relay.cut(); // and it stays down while the submit answers: the key cannot be freed
     t.equal((await answer).statusCode, 503);
     relay.restore();

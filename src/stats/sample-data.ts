@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import type { Tables } from '../../src/db/types.js';
+import type { Tables } from '../db/types.js';
 
 // Data shaped like a gateway in service, for the statistics plans: the test's small copy and the
 // 1M-row check in bench/stats-plans.ts use the same SQL.
