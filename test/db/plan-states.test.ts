@@ -1,10 +1,12 @@
 import type { Kysely } from 'kysely';
 import t from 'tap';
+import { openDatabase } from '../../src/db/database.js';
 import type { Tables } from '../../src/db/types.js';
-import { RECORD_RESULTS } from '../../src/requests/complete.js';
+import { RECORD_RESULTS, recordResults } from '../../src/requests/complete.js';
 import { freshDatabase } from '../helpers/database.js';
 import {
   analyseAll,
+  executeRecordResults,
   holdStatistics,
   inline,
   measure,
@@ -54,3 +56,27 @@ for (const state of STATISTICS_STATES) {
     t.ok(perLarge <= FLAT * perSmall, `buffers per result flat: ${perSmall.toFixed(1)} at ${SMALL * 2} requests, ${perLarge.toFixed(1)} at ${(SMALL + LARGE) * 2}`);
   });
 }
+
+t.test('a connection that planned the callback statement while the tables were tiny plans it afresh once they grew', async (t) => {
+  // The gateway's pool keeps connections open for hours: a plan cached at go-live (a prepared
+  // statement's generic plan, a foreign-key check's) must not outlive the table size it was made for.
+  const database = await freshDatabase(t);
+  await prepare(database.db, 'analysed empty, then grown');
+  // One connection, so that the statement prepared while tiny is the one measured.
+  const one = database.url ? await openDatabase({ databaseUrl: database.url, dataDir: 'memory://', poolSize: 1 }) : database;
+  if (one !== database) t.teardown(() => one.close());
+  await seedRequests(one.db, 'tiny-', 80, 1);
+  for (let b = 0; b < 10; b++) await recordResults(one.db, batchOf('tiny-', b, 8).map((r, i) => ({ ...r, customerUuid: `tiny-${b * 8 + i}` })), { skewS: 300 });
+  await seedRequests(one.db, 'l', LARGE, 2);
+  const batch = batchOf('l', 1, 32);
+  const run = database.engine === 'postgres' ? executeRecordResults(batch) : inline(RECORD_RESULTS.text, recordResultsBatch(batch));
+  const kept = await one.db.connection().execute((conn) => measure(conn, run));
+  // The same tables in another database (PGlite: another engine), whose plans were never cached while tiny.
+  const other = await freshDatabase(t);
+  await prepare(other.db, 'analysed empty, then grown');
+  await seedRequests(other.db, 'l', LARGE, 2);
+  const fresh = await other.db.connection().execute((conn) => measure(conn, inline(RECORD_RESULTS.text, recordResultsBatch(batch))));
+  t.notMatch(kept.plan, /Seq Scan on (underwriting_requests|callbacks)/, 'no plan made for a tiny table', { plan: kept.plan });
+  t.ok(kept.blocks <= FLAT * fresh.blocks, `buffers per result on the old connection ${(kept.blocks / 32).toFixed(1)}, planned afresh ${(fresh.blocks / 32).toFixed(1)}`);
+});
+
