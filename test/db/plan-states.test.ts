@@ -1,8 +1,10 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
 import type { Tables } from '../../src/db/types.js';
 import { RECORD_RESULTS, recordResults } from '../../src/requests/complete.js';
+import { idArray } from '../../src/aggregates/fold.js';
+import { INDEX_LOOKUPS_ONLY, removeRequestsQuery, requestBatchQuery } from '../../src/retention/sweep.js';
 import { freshDatabase } from '../helpers/database.js';
 import {
   analyseAll,
@@ -34,6 +36,13 @@ async function grow(db: Kysely<Tables>, state: StatisticsState, prefix: string, 
 async function prepare(db: Kysely<Tables>, state: StatisticsState): Promise<void> {
   await holdStatistics(db);
   if (state === 'analysed empty, then grown') await analyseAll(db);
+}
+
+/** A delivery to one target for every event (delivered), as a pushing gateway leaves them. */
+async function deliverAll(db: Kysely<Tables>): Promise<void> {
+  await sql`insert into event_deliveries (event_id, customer_uuid, url_key, url, status, queued_at, next_attempt_at, delivered_at)
+            select e.id, e.customer_uuid, 'k', 'http://127.0.0.1/', 'delivered', e.created_at, e.created_at, e.created_at
+              from events e where not exists (select 1 from event_deliveries d where d.event_id = e.id)`.execute(db);
 }
 
 const batchOf = (prefix: string, from: number, n: number) => Array.from({ length: n }, (_, i) => resultFor(`${prefix}${from + i * 3}`, i));
@@ -80,3 +89,36 @@ t.test('a connection that planned the callback statement while the tables were t
   t.ok(kept.blocks <= FLAT * fresh.blocks, `buffers per result on the old connection ${(kept.blocks / 32).toFixed(1)}, planned afresh ${(fresh.blocks / 32).toFixed(1)}`);
 });
 
+
+for (const state of STATISTICS_STATES) {
+  t.test(`a retention batch deletes by index and costs what it deletes, not what the tables hold (${state})`, async (t) => {
+    const { db } = await freshDatabase(t);
+    await prepare(db, state);
+    const cutoff = new Date(Date.now() - 3600_000);
+    const sweep = async () => {
+      const { rows } = await requestBatchQuery(cutoff, 100).execute(db);
+      const remove = removeRequestsQuery(idArray(rows.map((r) => r.id))).compile(db);
+      const setup = INDEX_LOOKUPS_ONLY.compile(db).sql;
+      const measured = await db.connection().execute((conn) => measure(conn, inline(remove.sql, remove.parameters), setup));
+      return { ...measured, requests: rows.length };
+    };
+    await grow(db, state, 's', SMALL);
+    await deliverAll(db);
+    if (state === 'analysed') await analyseAll(db);
+    const small = await sweep();
+    await grow(db, state, 'l', LARGE);
+    await deliverAll(db);
+    if (state === 'analysed') await analyseAll(db);
+    const large = await sweep();
+    for (const { plan, requests } of [small, large]) {
+      t.equal(requests, 100, 'a full batch of completed requests');
+      t.notMatch(plan, /Seq Scan|Hash (Semi |Anti )?Join/, 'every delete is an index lookup', { plan });
+      for (const index of ['idempotency_keys_request', 'callbacks_request', 'events_request', 'events_callback', 'event_deliveries_event_id_url_key_key', 'underwriting_requests_pkey']) {
+        t.match(plan, new RegExp(`Scan on ${index}|Scan using ${index}`), `by ${index}`, { plan });
+      }
+    }
+    // Each request: its callback, its event, its delivery.
+    t.match(small.plan, /Delete on event_deliveries[^\n]*\(actual rows=100(\.00)? loops=1\)/, 'the batch had its deliveries');
+    t.ok(large.blocks <= FLAT * small.blocks, `buffers per purged request flat: ${(small.blocks / 100).toFixed(1)} at ${SMALL * 2} requests, ${(large.blocks / 100).toFixed(1)} at ${(SMALL + LARGE) * 2}`);
+  });
+}

@@ -100,14 +100,15 @@ export interface Measured {
  * counts the buffers it touched in the public schema's tables and indexes: the
  * pg_stat_get_xact_blocks_* functions count this transaction's own, foreign-key checks and
  * cascades included (EXPLAIN's per-node buffers leave those out). An EXECUTE of a prepared
- * statement runs the plan that connection cached.
+ * statement runs the plan that connection cached. `setup` runs first in the transaction (a SET LOCAL).
  */
-export async function measure(conn: Kysely<Tables>, run: string): Promise<Measured> {
+export async function measure(conn: Kysely<Tables>, run: string, setup?: string): Promise<Measured> {
   const touched = sql<{ n: string }>`
     select coalesce(sum(pg_stat_get_xact_blocks_fetched(c.oid)), 0)::text as n
       from pg_class c where c.relnamespace = 'public'::regnamespace`;
   await sql`begin`.execute(conn);
   try {
+    if (setup !== undefined) await sql.raw(setup).execute(conn);
     const before = Number((await touched.execute(conn)).rows[0]!.n);
     const { rows } = await sql.raw<{ 'QUERY PLAN': string }>(`explain (analyze, costs off, timing off, summary off) ${run}`).execute(conn);
     const after = Number((await touched.execute(conn)).rows[0]!.n);
