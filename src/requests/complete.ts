@@ -84,10 +84,9 @@ export const RECORD_RESULTS: Statement = {
         select r.id from underwriting_requests r
         where r.customer_uuid = i.customer_uuid and r.result_callback_id is null
           -- A late result of an older request never completes one submitted after its pipeline
-          -- started. Written as a difference, which no index can serve: the planner has only
-          -- underwriting_requests_awaiting_result, a customer's few entries, never a range of all
-          -- requests submitted before started (docs/performance.md).
-          and r.submitted_at - i.started <= make_interval(secs => $2::double precision)
+          -- started. Served by underwriting_requests_awaiting_result: a customer's few entries,
+          -- never a range of all requests submitted before started (docs/performance.md).
+          and r.submitted_at <= i.started + make_interval(secs => $2::double precision)
         order by r.id desc
         limit 1
         for update
