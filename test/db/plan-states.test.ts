@@ -3,6 +3,7 @@ import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
 import type { Tables } from '../../src/db/types.js';
 import { CLAIM_DELIVERIES, CLAIM_IN_INDEX_ORDER } from '../../src/events/sql.js';
+import { customerQuery, pageQuery } from '../../src/queries/sql.js';
 import { RECORD_RESULTS, recordResults } from '../../src/requests/complete.js';
 import { idArray } from '../../src/aggregates/fold.js';
 import { INDEX_LOOKUPS_ONLY, removeRequestsQuery, requestBatchQuery } from '../../src/retention/sweep.js';
@@ -162,5 +163,38 @@ for (const state of STATISTICS_STATES) {
       t.match(plan, /Update on event_deliveries d \(actual rows=32(\.00)? loops=1\)/, 'a full claim');
     }
     t.ok(large.blocks <= FLAT * small.blocks, `buffers per claimed delivery flat: ${(small.blocks / 32).toFixed(1)} with 200 pending of 1,200, ${(large.blocks / 32).toFixed(1)} with 4,200 of 25,200`);
+  });
+}
+
+for (const state of STATISTICS_STATES) {
+  t.test(`GET one, a list page and a lookup read by index and cost what they return (${state})`, async (t) => {
+    // Tables of a few hundred rows are read whole (a page or two, cheaper than an index): the
+    // comparison is between two sizes where an index is the only sane way.
+    const { db } = await freshDatabase(t);
+    await prepare(db, state);
+    const reads = () => {
+      const queries = {
+        'GET one': customerQuery('m7').compile(db),
+        'list page': pageQuery(db, {}, undefined, 50).compile(),
+        lookup: pageQuery(db, { cpfHashes: ['h-m7'] }, undefined, 50).compile(),
+      };
+      return Promise.all(
+        Object.entries(queries).map(async ([name, q]) => ({ name, ...(await db.connection().execute((conn) => measure(conn, inline(q.sql, q.parameters)))) })),
+      );
+    };
+    const hashed = (prefix: string) => sql`update underwriting_requests set cpf_hash = 'h-' || customer_uuid where customer_uuid like ${prefix + '%'}`.execute(db);
+    await grow(db, state, 'm', LARGE / 2);
+    await hashed('m');
+    const mid = await reads();
+    await grow(db, state, 'l', LARGE * 2);
+    await hashed('l');
+    if (state === 'analysed') await analyseAll(db);
+    const large = await reads();
+    for (const [i, read] of mid.entries()) {
+      for (const { plan } of [read, large[i]!]) {
+        t.notMatch(plan, /Seq Scan on (underwriting_requests|callbacks)|BitmapAnd/, `${read.name}: by index`, { plan });
+      }
+      t.ok(large[i]!.blocks <= FLAT * read.blocks, `${read.name}: buffers flat, ${read.blocks} at ${LARGE} requests, ${large[i]!.blocks} at ${LARGE * 5}`, { plan: large[i]!.plan });
+    }
   });
 }
