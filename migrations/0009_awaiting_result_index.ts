@@ -2,8 +2,8 @@ import { type Kysely, sql } from 'kysely';
 
 // A customer's requests still without a result, newest first: what a callback looks for. Only
 // those rows are in it (a request leaves it when completed), so finding the one a result belongs
-// to reads a customer's few waiting entries whatever the table's size or statistics; the callback
-// statement writes its submitted_at bound so that no other index can serve it (docs/performance.md).
+// to reads a customer's few waiting entries whatever the table's size or statistics, instead of
+// ANDing the customer's entries with every request submitted before `started` (docs/performance.md).
 // Frozen once landed: change the schema with a new file.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`create index underwriting_requests_awaiting_result
