@@ -127,3 +127,30 @@ export function recordResultsBatch(batch: readonly ValidResult[], skewS = 300): 
 export function executeRecordResults(batch: readonly ValidResult[], skewS = 300): string {
   return `execute ${RECORD_RESULTS.name}(${recordResultsBatch(batch, skewS).map(literal).join(', ')})`;
 }
+
+// What the plan tests (test/db/plan-states-*.test.ts) share.
+
+export const SMALL = 500;
+export const LARGE = 10_000;
+/** How much more a result may cost on the large table: a B-tree a level deeper, not a scan. */
+export const FLAT = 1.5;
+
+/** A fresh database in `state`'s statistics, grown to `customers` (2 requests each: one completed, one waiting). */
+export async function grow(db: Kysely<Tables>, state: StatisticsState, prefix: string, customers: number): Promise<void> {
+  await seedRequests(db, prefix, customers, 2);
+  if (state === 'analysed') await analyseAll(db);
+}
+
+export async function prepare(db: Kysely<Tables>, state: StatisticsState): Promise<void> {
+  await holdStatistics(db);
+  if (state === 'analysed empty, then grown') await analyseAll(db);
+}
+
+/** A delivery to one target for every event (delivered), as a pushing gateway leaves them. */
+export async function deliverAll(db: Kysely<Tables>): Promise<void> {
+  await sql`insert into event_deliveries (event_id, customer_uuid, url_key, url, status, queued_at, next_attempt_at, delivered_at)
+            select e.id, e.customer_uuid, 'k', 'http://127.0.0.1/', 'delivered', e.created_at, e.created_at, e.created_at
+              from events e where not exists (select 1 from event_deliveries d where d.event_id = e.id)`.execute(db);
+}
+
+export const batchOf = (prefix: string, from: number, n: number) => Array.from({ length: n }, (_, i) => resultFor(`${prefix}${from + i * 3}`, i));
