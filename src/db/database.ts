@@ -114,6 +114,13 @@ export interface OpenDatabaseOptions {
  */
 export const KEEP_OPEN = 4;
 
+/**
+ * Every execution is planned for the tables as they are now. A connection lives for hours, and a
+ * generic plan it cached (a prepared statement's, or a foreign-key check's) while the tables were
+ * tiny kept scanning them whole once they had grown (docs/performance.md).
+ */
+export const NO_GENERIC_PLANS = 'set plan_cache_mode = force_custom_plan';
+
 /** int8 as a JS number on both engines (PGlite already does); ids stay far below 2^53. */
 const PG_INT8 = 20;
 const pgTypes = {
@@ -261,7 +268,7 @@ function openPool(connectionString: string, max: number, settings: PoolSettings)
     // No JIT: without statistics the callback statement's estimated cost can pass jit_above_cost,
     // and compiling it then costs more than running the batch (bench/README).
     ...(settings.poolMode === 'session'
-      ? { onConnect: (client: pg.PoolClient) => client.query(`set statement_timeout = ${settings.queryTimeoutMs}; set jit = off`).then(() => {}) }
+      ? { onConnect: (client: pg.PoolClient) => client.query(`set statement_timeout = ${settings.queryTimeoutMs}; set jit = off; ${NO_GENERIC_PLANS}`).then(() => {}) }
       : {}),
   } as pg.PoolConfig);
   const onError = (err: Error) => settings.onIdleError?.(err);
@@ -496,6 +503,8 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
     const reason = err instanceof Error && err.message ? err.message : `${(err as { name?: string })?.name ?? 'error'} ${(err as { errno?: number })?.errno ?? ''}`.trim();
     throw new Error(`DATA_DIR: the embedded database cannot be opened in ${dataDir} (${reason}); it must be a directory this user can create and write to`, { cause: err });
   }
+  // One backend for the process's whole life: its foreign-key checks' plans too.
+  await pglite.exec(NO_GENERIC_PLANS);
   const db = new Kysely<Tables>({ dialect: new PGliteDialect({ pglite }) });
   return {
     db,

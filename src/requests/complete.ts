@@ -83,7 +83,9 @@ export const RECORD_RESULTS: Statement = {
       cross join lateral (
         select r.id from underwriting_requests r
         where r.customer_uuid = i.customer_uuid and r.result_callback_id is null
-          -- A late result of an older request never completes one submitted after its pipeline started.
+          -- A late result of an older request never completes one submitted after its pipeline
+          -- started. Served by underwriting_requests_awaiting_result: a customer's few entries,
+          -- never a range of all requests submitted before started (docs/performance.md).
           and r.submitted_at <= i.started + make_interval(secs => $2::double precision)
         order by r.id desc
         limit 1
@@ -145,8 +147,9 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
   const ordered = batch.map((cb, index) => ({ cb, index })).sort((a, b) => (a.cb.customerUuid < b.cb.customerUuid ? -1 : 1));
   const customers = new Set(batch.map((cb) => cb.customerUuid));
   if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');
-  // A prepared statement: planned once per connection instead of on every batch. Traced as a child
-  // of the first traced callback's span, linked to the others' (one statement stores them all).
+  // A prepared statement: parsed once per connection, planned on every batch for the tables as they
+  // are (NO_GENERIC_PLANS). Traced as a child of the first traced callback's span, linked to the
+  // others' (one statement stores them all).
   const traced = batch.filter((cb) => cb.trace !== undefined);
   const links = traced.slice(1).map((cb) => ({ context: trace.getSpanContext(cb.trace!.context)! }));
   const rows = await runStatement<RecordedRow>(

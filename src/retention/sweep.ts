@@ -51,6 +51,15 @@ export function strayBatchQuery(cutoff: Date, batch: number) {
      for update skip locked`;
 }
 
+/**
+ * For the batch's transaction only (SET LOCAL: also behind a transaction pooler). Every lookup a
+ * batch makes has its index, foreign-key checks and cascades included; but with no statistics
+ * (or statistics from when the tables were small) the planner guesses that `request_id = any`
+ * of 500 ids matches a third of a table, and scans all of it. Forbidding the scan leaves it the
+ * index: the batch costs what it deletes (docs/performance.md).
+ */
+export const INDEX_LOOKUPS_ONLY = sql`set local enable_seqscan = off`;
+
 /** One kind of batch: how its rows are locked, folded into the aggregates and deleted. */
 interface BatchKind {
   lock(cutoff: Date, batch: number): RawBuilder<{ id: number }>;
@@ -70,22 +79,36 @@ interface BatchKind {
 const REQUESTS: BatchKind = {
   lock: requestBatchQuery,
   fold: foldRequests,
-  // One statement: requests and their callbacks reference each other, and the foreign keys are
-  // checked at its end. Events and deliveries would go by cascade; deleted here, they are counted.
-  remove: (ids) => sql<Purged>`
+  remove: (ids) => removeRequestsQuery(ids),
+  taken: (purged) => purged.underwriting_requests,
+};
+
+/**
+ * Deletes the requests `ids` and what hangs on them, in one statement: requests and their callbacks
+ * reference each other, and the foreign keys are checked at its end. Events and deliveries would
+ * go by cascade; deleted here, they are counted. Every delete is one index lookup per key (an
+ * `= any (array)`), never a scan: an `or` of two keys, or an `in (select ...)`, left the planner
+ * no index or a hash join over the whole table (docs/performance.md).
+ */
+export function removeRequestsQuery(ids: string) {
+  return sql<Purged>`
       with k as (delete from idempotency_keys where request_id = any (${ids}::bigint[]) returning 1),
            c as (delete from callbacks where request_id = any (${ids}::bigint[]) returning id),
-           e as (delete from events
-                  where request_id = any (${ids}::bigint[]) or callback_id in (select id from c) returning id),
-           d as (delete from event_deliveries where event_id in (select id from e) returning 1),
+           e_request as (delete from events where request_id = any (${ids}::bigint[]) returning id),
+           -- Another request's event naming one of these callbacks (none is written so today).
+           e_callback as (
+             delete from events where callback_id = any (array(select id from c))
+                and (request_id is null or request_id <> all (${ids}::bigint[]))
+             returning id),
+           d as (delete from event_deliveries
+                  where event_id = any (array(select id from e_request union all select id from e_callback)) returning 1),
            r as (delete from underwriting_requests where id = any (${ids}::bigint[]) returning 1)
       select (select count(*) from r)::int as underwriting_requests,
              (select count(*) from c)::int as callbacks,
              (select count(*) from k)::int as idempotency_keys,
-             (select count(*) from e)::int as events,
-             (select count(*) from d)::int as event_deliveries`,
-  taken: (purged) => purged.underwriting_requests,
-};
+             ((select count(*) from e_request) + (select count(*) from e_callback))::int as events,
+             (select count(*) from d)::int as event_deliveries`;
+}
 
 /** Unmatched and invalid callbacks that arrived before the cutoff, with their events. */
 const STRAY_CALLBACKS: BatchKind = {
@@ -93,7 +116,7 @@ const STRAY_CALLBACKS: BatchKind = {
   fold: foldStrayCallbacks,
   remove: (ids) => sql<Purged>`
       with e as (delete from events where callback_id = any (${ids}::bigint[]) returning id),
-           d as (delete from event_deliveries where event_id in (select id from e) returning 1),
+           d as (delete from event_deliveries where event_id = any (array(select id from e)) returning 1),
            c as (delete from callbacks where id = any (${ids}::bigint[]) returning 1)
       select 0 as underwriting_requests, (select count(*) from c)::int as callbacks, 0 as idempotency_keys,
              (select count(*) from e)::int as events, (select count(*) from d)::int as event_deliveries`,
@@ -106,6 +129,7 @@ const STRAY_CALLBACKS: BatchKind = {
  */
 async function purgeBatch(db: Kysely<Tables>, kind: BatchKind, cutoff: Date, batch: number): Promise<Purged> {
   return db.transaction().execute(async (trx) => {
+    await INDEX_LOOKUPS_ONLY.execute(trx);
     const { rows } = await kind.lock(cutoff, batch).execute(trx);
     if (rows.length === 0) return none();
     const ids = idArray(rows.map((r) => r.id));

@@ -1,0 +1,43 @@
+import { sql } from 'kysely';
+import { customerQuery, pageQuery } from '../../src/queries/sql.js';
+import t from 'tap';
+import { freshDatabase } from '../helpers/database.js';
+import { analyseAll, FLAT, grow, inline, LARGE, measure, prepare, STATISTICS_STATES } from '../helpers/statement-cost.js';
+
+
+// Issue 34: the statement keeps its plan and its cost per row, whatever the
+// statistics say and however large the tables grew since. Buffers, not timings (docs/performance.md).
+
+
+for (const state of STATISTICS_STATES) {
+  t.test(`GET one, a list page and a lookup read by index and cost what they return (${state})`, async (t) => {
+    // Tables of a few hundred rows are read whole (a page or two, cheaper than an index): the
+    // comparison is between two sizes where an index is the only sane way.
+    const { db } = await freshDatabase(t);
+    await prepare(db, state);
+    const reads = () => {
+      const queries = {
+        'GET one': customerQuery('m7').compile(db),
+        'list page': pageQuery(db, {}, undefined, 50).compile(),
+        lookup: pageQuery(db, { cpfHashes: ['h-m7'] }, undefined, 50).compile(),
+      };
+      return Promise.all(
+        Object.entries(queries).map(async ([name, q]) => ({ name, ...(await db.connection().execute((conn) => measure(conn, inline(q.sql, q.parameters)))) })),
+      );
+    };
+    const hashed = (prefix: string) => sql`update underwriting_requests set cpf_hash = 'h-' || customer_uuid where customer_uuid like ${prefix + '%'}`.execute(db);
+    await grow(db, state, 'm', LARGE / 2);
+    await hashed('m');
+    const mid = await reads();
+    await grow(db, state, 'l', LARGE * 2);
+    await hashed('l');
+    if (state === 'analysed') await analyseAll(db);
+    const large = await reads();
+    for (const [i, read] of mid.entries()) {
+      for (const { plan } of [read, large[i]!]) {
+        t.notMatch(plan, /Seq Scan on (underwriting_requests|callbacks)|BitmapAnd/, `${read.name}: by index`, { plan });
+      }
+      t.ok(large[i]!.blocks <= FLAT * read.blocks, `${read.name}: buffers flat, ${read.blocks} at ${LARGE} requests, ${large[i]!.blocks} at ${LARGE * 5}`, { plan: large[i]!.plan });
+    }
+  });
+}

@@ -1,0 +1,43 @@
+import { idArray } from '../../src/aggregates/fold.js';
+import { INDEX_LOOKUPS_ONLY, removeRequestsQuery, requestBatchQuery } from '../../src/retention/sweep.js';
+import t from 'tap';
+import { freshDatabase } from '../helpers/database.js';
+import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, prepare, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';
+
+
+// Issue 34: the statement keeps its plan and its cost per row, whatever the
+// statistics say and however large the tables grew since. Buffers, not timings (docs/performance.md).
+
+
+for (const state of STATISTICS_STATES) {
+  t.test(`a retention batch deletes by index and costs what it deletes, not what the tables hold (${state})`, async (t) => {
+    const { db } = await freshDatabase(t);
+    await prepare(db, state);
+    const cutoff = new Date(Date.now() - 3600_000);
+    const sweep = async () => {
+      const { rows } = await requestBatchQuery(cutoff, 100).execute(db);
+      const remove = removeRequestsQuery(idArray(rows.map((r) => r.id))).compile(db);
+      const setup = INDEX_LOOKUPS_ONLY.compile(db).sql;
+      const measured = await db.connection().execute((conn) => measure(conn, inline(remove.sql, remove.parameters), setup));
+      return { ...measured, requests: rows.length };
+    };
+    await grow(db, state, 's', SMALL);
+    await deliverAll(db);
+    if (state === 'analysed') await analyseAll(db);
+    const small = await sweep();
+    await grow(db, state, 'l', LARGE);
+    await deliverAll(db);
+    if (state === 'analysed') await analyseAll(db);
+    const large = await sweep();
+    for (const { plan, requests } of [small, large]) {
+      t.equal(requests, 100, 'a full batch of completed requests');
+      t.notMatch(plan, /Seq Scan|Hash (Semi |Anti )?Join/, 'every delete is an index lookup', { plan });
+      for (const index of ['idempotency_keys_request', 'callbacks_request', 'events_request', 'events_callback', 'event_deliveries_event_id_url_key_key', 'underwriting_requests_pkey']) {
+        t.match(plan, new RegExp(`Scan on ${index}|Scan using ${index}`), `by ${index}`, { plan });
+      }
+    }
+    // Each request: its callback, its event, its delivery.
+    t.match(small.plan, /Delete on event_deliveries[^\n]*\(actual rows=100(\.00)? loops=1\)/, 'the batch had its deliveries');
+    t.ok(large.blocks <= FLAT * small.blocks, `buffers per purged request flat: ${(small.blocks / 100).toFixed(1)} at ${SMALL * 2} requests, ${(large.blocks / 100).toFixed(1)} at ${(SMALL + LARGE) * 2}`);
+  });
+}
