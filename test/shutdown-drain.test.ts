@@ -1,30 +1,10 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import t, { type Test } from 'tap';
-import { TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from './helpers/app.js';
-import { freshDatabaseUrl, SERVER_URL } from './helpers/database.js';
-import { startProcess } from './helpers/process.js';
+import { startGatewayProcess } from './helpers/gateway-process.js';
 
 // SIGTERM's drain, on the gateway as npm start runs it (its own file: a process start on PGlite
 // under load takes a good share of a test file's time budget).
 
-async function startDraining(t: Test, drainMs: number) {
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'ugw-drain-'));
-  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
-  const env: Record<string, string> = {
-    HOST: '127.0.0.1',
-    PORT: '0',
-    DATA_DIR: dataDir,
-    PROVIDER_BASE_URL: 'http://127.0.0.1:9',
-    PARTNER_TOKEN: TEST_PARTNER_TOKEN,
-    CPF_HASH_KEY: TEST_CPF_HASH_KEY,
-    SHUTDOWN_DRAIN_MS: String(drainMs),
-  };
-  if (SERVER_URL) env.DATABASE_URL = await freshDatabaseUrl(t);
-  const server = startProcess(t, env);
-  return { server, base: await server.listening() };
-}
+const startDraining = (t: Test, drainMs: number) => startGatewayProcess(t, { SHUTDOWN_DRAIN_MS: String(drainMs) });
 
 const DRAINING = 'draining: /readyz answers 503, everything else is still served';
 

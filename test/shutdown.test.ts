@@ -1,30 +1,11 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import t, { type Test } from 'tap';
-import { TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from './helpers/app.js';
-import { freshDatabaseUrl, SERVER_URL } from './helpers/database.js';
-import { startProcess } from './helpers/process.js';
+import { startGatewayProcess } from './helpers/gateway-process.js';
 
-/** The gateway as `npm start` runs it, on a fresh database (PGlite in a temporary directory without DATABASE_URL). */
-async function startGateway(t: Test) {
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'ugw-shutdown-'));
-  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
-  const env: Record<string, string> = {
-    HOST: '127.0.0.1',
-    PORT: '0',
-    DATA_DIR: dataDir,
-    PROVIDER_BASE_URL: 'http://127.0.0.1:9',
-    PARTNER_TOKEN: TEST_PARTNER_TOKEN,
-    CPF_HASH_KEY: TEST_CPF_HASH_KEY,
-  };
-  if (SERVER_URL) env.DATABASE_URL = await freshDatabaseUrl(t);
-  const server = startProcess(t, env);
-  return { server, base: await server.listening() };
-}
+/** The gateway as `npm start` runs it, on a fresh database. */
+const startGateway = (t: Test) => startGatewayProcess(t);
 
 t.test('SIGTERM lets an in-flight request finish, closes the database and exits 0', async (t) => {
   const { server, base } = await startGateway(t);
