@@ -161,7 +161,7 @@ t.test("a dispatch of new events' deliveries walks the feed index from the targe
   await events(20001, 26000);
   const dispatch = await plan(
     db,
-    CompiledQuery.raw(DISPATCH_DELIVERIES.text, [['k'], ['http://127.0.0.1/'], 64, 'token', new Date('2027-01-01'), new Date('2027-01-01'), await feedHorizon(db)]),
+    CompiledQuery.raw(DISPATCH_DELIVERIES.text, [['k'], ['http://127.0.0.1/'], 64, 'token', new Date('2027-01-01'), new Date('2027-01-01'), await feedHorizon(db), [null]]),
   );
   t.match(dispatch, /Index Scan using events_feed on events/, dispatch);
   t.notMatch(dispatch, /Seq Scan on events/, 'no sequential scan of the events');
