@@ -110,7 +110,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       // An id shaped like a CPF would be logged on every line and echoed: replaced, as a malformed one is.
-      return typeof given === 'string' && REQUEST_ID.test(given) && maskCpfsInText(given) === given ? given : randomUUID();
+      // The id's other separators (_ and :) are read as a dash, so 123_456_789:09 is seen as the CPF it is.
+      const asText = typeof given === 'string' ? given.replace(/[_:]/g, '-') : '';
+      return typeof given === 'string' && REQUEST_ID.test(given) && maskCpfsInText(asText) === asText ? given : randomUUID();
     },
   }).withTypeProvider<ZodTypeProvider>();
   if (config.trustProxy.length > 0) {

@@ -159,3 +159,17 @@ t.test('migration 0015 masks CPFs stored in srd text (and in events) before mask
   const after = await sql<{ srd: typeof srd }>`select srd from underwriting_requests`.execute(database.db);
   t.same(after.rows[0]!.srd.address, { street: 'Rua ***.***.***-**', number: '42', city: 'tel 11 98765-4321' }, 'the rest of the text stays');
 });
+
+t.test('a request id holding a CPF between any of its separators (. - _ :) is replaced, never echoed or logged', async (t) => {
+  const { app, logs } = await buildTestApp(t);
+  const cpf = cpfFrom('161803398');
+  const shapes = [cpf, `${cpf.slice(0, 3)}.${cpf.slice(3, 6)}.${cpf.slice(6, 9)}-${cpf.slice(9)}`, `${cpf.slice(0, 3)}_${cpf.slice(3, 6)}_${cpf.slice(6, 9)}:${cpf.slice(9)}`, `req:${cpf.slice(0, 9)}_${cpf.slice(9)}`];
+  for (const id of shapes) {
+    const res = await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': id } });
+    t.not(res.headers['x-request-id'], id, `${id} is not echoed`);
+    t.match(res.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'a generated id instead');
+  }
+  const kept = await app.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'order_2026:17' } });
+  t.equal(kept.headers['x-request-id'], 'order_2026:17', 'an id with no CPF in it is kept');
+  t.notMatch(JSON.stringify(logs.entries()), new RegExp(cpf.slice(0, 9)), 'no log line holds it');
+});
