@@ -62,7 +62,7 @@ export function presentMetrics(registry: Registry, deps: PresentMetricsDeps): vo
 
   new Gauge({
     name: 'underwriting_event_url_deliveries',
-    help: `Pending and dead event deliveries by receiver URL (shown without userinfo and with query values redacted; at most ${MAX_URL_SERIES} URLs, the rest under url="other"); ${CLUSTER_WIDE}`,
+    help: `Pending and dead event deliveries by receiver origin (scheme, host and port: never a path, userinfo or query; at most ${MAX_URL_SERIES} URLs, the rest under url="other"); ${CLUSTER_WIDE}`,
     labelNames: ['url', 'status'] as const,
     registers: [registry],
     async collect() {
@@ -76,15 +76,29 @@ export function presentMetrics(registry: Registry, deps: PresentMetricsDeps): vo
 
 /** The rows with at most MAX_URL_SERIES distinct URLs: the others summed as "other". */
 export function boundedByUrl(rows: readonly UrlDeliveriesRow[]): UrlDeliveriesRow[] {
-  const urls = [...new Set(rows.map((r) => r.url))].sort();
+  const urls = [...new Set(rows.map((r) => originOf(r.url)))].sort();
   const kept = new Set(urls.slice(0, MAX_URL_SERIES));
   const out = new Map<string, UrlDeliveriesRow>();
   for (const row of rows) {
-    const url = kept.has(row.url) ? row.url : 'other';
+    const origin = originOf(row.url);
+    const url = kept.has(origin) ? origin : 'other';
     const key = `${url}\n${row.status}`;
     const seen = out.get(key);
     if (seen) seen.n += row.n;
     else out.set(key, { url, status: row.status, n: row.n });
   }
   return [...out.values()];
+}
+
+/**
+ * A receiver as a label: its origin (scheme, host, port) only. /metrics is open to every peer that
+ * reaches the port, and receivers often carry a token in the path (/services/T0/B0/<token>).
+ */
+export function originOf(url: string): string {
+  try {
+    const origin = new URL(url).origin;
+    return origin === 'null' ? 'other' : origin;
+  } catch {
+    return 'other';
+  }
 }
