@@ -174,8 +174,16 @@ function openPostgres(connectionString: string, options: OpenDatabaseOptions): D
     ping: async (timeoutMs) => {
       await withTimeout(main.pool.query('select 1'), timeoutMs);
     },
-    probe: (timeoutMs) =>
-      settings.poolModeMismatch ? Promise.reject(settings.poolModeMismatch) : withTimeout(probeWith(db, timeoutMs), timeoutMs),
+    probe: async (timeoutMs) => {
+      if (settings.poolModeMismatch) {
+        // Seen at run time: ready again only once named statements survive between transactions
+        // (the pooler fixed or bypassed), checked anew at each probe, never a verdict for life.
+        const seen = settings.poolModeMismatch;
+        await withTimeout(verifySessionPooling(main.pool), timeoutMs).catch(() => Promise.reject(seen));
+        if (settings.poolModeMismatch === seen) settings.poolModeMismatch = undefined;
+      }
+      await withTimeout(probeWith(db, timeoutMs), timeoutMs);
+    },
     verifyPoolMode: () => (poolMode === 'session' ? verifySessionPooling(main.pool) : Promise.resolve()),
     poolStats: () => ({ total: main.pool.totalCount, idle: main.pool.idleCount, waiting: main.pool.waitingCount, max: main.pool.options.max }),
     close: async () => {
