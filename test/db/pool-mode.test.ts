@@ -1,5 +1,6 @@
 import t from 'tap';
-import { openDatabase } from '../../src/db/database.js';
+import { sql } from 'kysely';
+import { openDatabase, runStatement } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { buildTestApp, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
 import { freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
@@ -98,6 +99,21 @@ if (!server) {
     t.equal(mismatches.length, 1, 'said once');
     t.match(mismatches[0]?.message, /DATABASE_POOL_MODE=transaction/);
     t.match((mismatches[0]?.cause as { code?: string } | undefined)?.code, /^(26000|42P05)$/);
+  });
+
+  t.test('after a mismatch seen at run time, readiness comes back once named statements survive again (no restart)', async (t) => {
+    const mismatches: Error[] = [];
+    const database = await openDatabase({ databaseUrl: await freshDatabaseUrl(t), dataDir: 'memory://', poolSize: 2, onPoolModeMismatch: (err) => mismatches.push(err) });
+    t.teardown(() => database.close());
+    await migrateToLatest(database);
+    const statement = { name: 'ugw_test_mismatch', text: 'select 1 as one' };
+    await runStatement(database.db, statement, []);
+    // What a transaction pooler does to a session: the statement pg believes prepared is gone.
+    await sql`deallocate all`.execute(database.db);
+    await t.rejects(runStatement(database.db, statement, []), { code: '26000' });
+    t.equal(mismatches.length, 1, 'the mismatch is seen');
+    // The database itself is direct: each probe checks anew, so the instance is ready again.
+    await t.resolves(database.probe(2000), 'ready again without a restart');
   });
 }
 
