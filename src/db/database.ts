@@ -245,7 +245,7 @@ interface PoolSettings {
   onIdleError: ((err: Error) => void) | undefined;
   /** Cleared once called. */
   onPoolModeMismatch: ((err: Error) => void) | undefined;
-  /** Set once a query showed the pooler does not keep sessions: readiness fails from then on (it cannot heal without a restart). */
+  /** Set once a query showed the pooler does not keep sessions: readiness fails until a probe finds sessions kept again. */
   poolModeMismatch?: Error;
   emit: (event: HealthEvent) => void;
 }
