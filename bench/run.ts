@@ -20,22 +20,16 @@ import { type DeliveryReport, deliveryScenario, drainDeliveries, renderDelivery,
 import { getOneScenario, seedGetOne } from './scenarios/get-one.js';
 import { runLongPolls } from './scenarios/long-poll.js';
 import { submitScenario } from './scenarios/submit.js';
+import { BENCH_OPTION_DETAILS, BENCH_OPTIONS } from './lib/options.js';
 
 // `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start] [--profile] [--probe] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500]`:
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
-const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|long-poll-callbacks=\d+|delivery-rate=\d+)$/;
 const cli = commandLine({
   command: 'npm run bench [-- options] (node dist/bench/run.js)',
   summary: 'Runs the benchmarks: the gateway against naive baselines, side by side (bench/README.md).',
-  details: [
-    '  --quick                    short rounds, for a smoke run',
-    '  --only=a,b                 callback, callback-push, submit, get-one, long-poll, delivery, cold-start',
-    '  --profile, --probe         CPU profiles, and what the gateway saw inside each run',
-    '  --own-postgres             a PostgreSQL of its own, tuned as bench/README.md says',
-    '  --long-poll-callbacks=N    --delivery-rate=N',
-  ],
+  details: BENCH_OPTION_DETAILS,
   accepts: (arg) => BENCH_OPTIONS.test(arg),
 });
 if (cli === undefined) process.exit();

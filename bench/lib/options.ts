@@ -1,0 +1,15 @@
+/**
+ * The options `npm run bench` accepts. Every option the harness reads must match here, or the
+ * command line refuses it before anything runs (test/bench-options.test.ts).
+ */
+export const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|long-poll-callbacks=\d+|delivery-rate=\d+|tracing|tracing=(on|off|aa))$/;
+
+export const BENCH_OPTION_DETAILS = [
+  '  --quick                    short rounds, for a smoke run',
+  '  --only=a,b                 callback, callback-push, submit, get-one, long-poll, delivery, cold-start',
+  '  --profile, --probe         CPU profiles, and what the gateway saw inside each run',
+  '  --own-postgres             a PostgreSQL of its own, tuned as bench/README.md says',
+  '  --long-poll-callbacks=N    --delivery-rate=N',
+  '  --tracing[=on|off|aa]      tracing on against off (on), this build against BENCH_TRACING_BASE_ENTRY (off),',
+  '                             or both sides off (aa): docs/tracing.md',
+];
