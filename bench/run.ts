@@ -38,6 +38,7 @@ const quick = args.includes('--quick');
 const profile = args.includes('--profile');
 const probe = args.includes('--probe');
 const ownPostgres = args.includes('--own-postgres');
+const rateArg = args.find((a) => a.startsWith('--rate='))?.slice('--rate='.length);
 const onlyArg = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
 const only = onlyArg ? new Set(onlyArg.split(',')) : undefined;
 const wanted = (name: string) => only === undefined || only.has(name);
@@ -193,7 +194,7 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
       // A reference gateway's backends share the gateway's application name: its DB CPU counts both.
       baseline: { ...baseline, dbCpu: () => backendCpuSnapshot(database, tracingMode === undefined ? ['bench-baseline'] : GATEWAY_APPLICATIONS) },
     };
-    const result = await compareAb(scenario, targets, () => walBytes(database), { ...settings, wrkRounds: withWrk ? settings.wrkRounds : 0, flushWrites: () => flushWrites(database.pool), ...(own ? { statementTotals: () => statementTotals(database.pool) } : {}) }, say);
+    const result = await compareAb(scenario, targets, () => walBytes(database), { ...settings, wrkRounds: withWrk && rateArg === undefined ? settings.wrkRounds : 0, ...(rateArg !== undefined ? { rate: Number(rateArg) } : {}), flushWrites: () => flushWrites(database.pool), ...(own ? { statementTotals: () => statementTotals(database.pool) } : {}) }, say);
     const gatewayPeakRssMb = gatewayRss.finish();
     return {
       scenario: scenario.name,

@@ -6,7 +6,7 @@ const bench = { command: 'bench', summary: 's', accepts: (a: string) => BENCH_OP
 
 t.test('every option the bench reads is accepted on its command line', async (t) => {
   // --tracing was read by the harness but refused by the command line ("unknown option").
-  for (const option of ['--quick', '--profile', '--probe', '--own-postgres', '--only=callback,submit', '--long-poll-callbacks=32', '--delivery-rate=500', '--tracing', '--tracing=on', '--tracing=off', '--tracing=aa']) {
+  for (const option of ['--quick', '--profile', '--probe', '--own-postgres', '--only=callback,submit', '--long-poll-callbacks=32', '--delivery-rate=500', '--rate=400', '--tracing', '--tracing=on', '--tracing=off', '--tracing=aa']) {
     t.match(readCommandLine(bench, [option]), { run: true }, option);
   }
 });

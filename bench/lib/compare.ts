@@ -43,6 +43,8 @@ export interface AbSettings {
   warmupRequests: number;
   /** Rounds of the wrk cross-check after autocannon's (scenarios that support it). */
   wrkRounds: number;
+  /** --rate: every autocannon run offers this many requests per second (CPU per answer at equal load). */
+  rate?: number;
   /**
    * Untimed, before each run once its data is seeded: writes out what earlier runs and the seeding
    * dirtied (a CHECKPOINT), so that no run pays for another's writeback.
@@ -194,7 +196,7 @@ export async function compareAb(
     const load =
       generator === 'wrk' && prepared.wrk
         ? await runWrk(baseUrl, scenario.connections, durationS, prepared.wrk)
-        : await runLoad({ ...prepared, baseUrl, connections: scenario.connections, durationS });
+        : await runLoad({ ...prepared, baseUrl, connections: scenario.connections, durationS, ...(settings.rate !== undefined ? { rate: settings.rate } : {}) });
     const schedAfter = schedTimesOf([pid, process.pid]);
     const [cpuAfter, dbAfter, walAfter] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
     const dbSchedAfter = schedTimesOf(dbAfter?.keys() ?? []);

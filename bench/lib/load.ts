@@ -27,6 +27,8 @@ export interface LoadSpec {
   build(n: number): RequestShape;
   /** How many distinct requests exist (e.g. rows seeded); the run stops early when they run out. */
   limit?: number;
+  /** A fixed offered load (requests per second over all connections) instead of as fast as answered. */
+  rate?: number;
 }
 
 export interface RunFigures {
@@ -74,6 +76,7 @@ export async function runLoad(spec: LoadSpec): Promise<RunFigures> {
         connections: spec.connections,
         ...(spec.amount !== undefined ? { amount: spec.amount } : { duration: spec.durationS }),
         pipelining: 1,
+        ...(spec.rate !== undefined ? { overallRate: spec.rate } : {}),
         timeout: 30,
         headers: { 'content-type': 'application/json', ...spec.headers },
         requests: [

@@ -2,7 +2,7 @@
  * The options `npm run bench` accepts. Every option the harness reads must match here, or the
  * command line refuses it before anything runs (test/bench-options.test.ts).
  */
-export const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|long-poll-callbacks=\d+|delivery-rate=\d+|tracing|tracing=(on|off|aa))$/;
+export const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|long-poll-callbacks=\d+|delivery-rate=\d+|rate=\d+|tracing|tracing=(on|off|aa))$/;
 
 export const BENCH_OPTION_DETAILS = [
   '  --quick                    short rounds, for a smoke run',
@@ -10,6 +10,8 @@ export const BENCH_OPTION_DETAILS = [
   '  --profile, --probe         CPU profiles, and what the gateway saw inside each run',
   '  --own-postgres             a PostgreSQL of its own, tuned as bench/README.md says',
   '  --long-poll-callbacks=N    --delivery-rate=N',
+  '  --rate=N                   A/B scenarios offer N requests/s instead of as many as answered (no wrk):',
+  '                             CPU per answer compared at equal load, e.g. with --tracing',
   '  --tracing[=on|off|aa]      tracing on against off (on), this build against BENCH_TRACING_BASE_ENTRY (off),',
   '                             or both sides off (aa): docs/tracing.md',
 ];
