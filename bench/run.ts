@@ -135,12 +135,19 @@ async function startGateway(
   });
 }
 
-/** The gateway exporting every span (default sampler) over OTLP/HTTP protobuf to the stub. */
+/**
+ * The gateway exporting every span (default sampler) over OTLP/HTTP protobuf to the stub. Any
+ * BENCH_OTEL_<NAME> is passed on as OTEL_<NAME>, to measure another setting (e.g.
+ * BENCH_OTEL_TRACES_SAMPLER=parentbased_traceidratio, BENCH_OTEL_BSP_SCHEDULE_DELAY=100).
+ */
 const tracingEnv = (stubUrl: string) => ({
   OTEL_EXPORTER_OTLP_ENDPOINT: stubUrl,
   OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
-  // BENCH_OTEL_BSP_SCHEDULE_DELAY: another batching delay for the gateway's spans, to measure it.
-  ...(process.env.BENCH_OTEL_BSP_SCHEDULE_DELAY ? { OTEL_BSP_SCHEDULE_DELAY: process.env.BENCH_OTEL_BSP_SCHEDULE_DELAY } : {}),
+  ...Object.fromEntries(
+    Object.entries(process.env)
+      .filter(([name, value]) => name.startsWith('BENCH_OTEL_') && value !== undefined)
+      .map(([name, value]) => [name.slice('BENCH_'.length), value as string]),
+  ),
 });
 
 /** The other side of a --tracing A/B: the same build with tracing off, or (--tracing=off) the build before tracing. */
