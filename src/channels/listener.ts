@@ -3,6 +3,7 @@ import net from 'node:net';
 import type { PGlite } from '@electric-sql/pglite';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
+import { backoff } from '../backoff.js';
 import type { DatabaseHandle } from '../db/database.js';
 import { unpackKeys } from './announcer.js';
 
@@ -201,10 +202,9 @@ function postgresSource(
   let loseCurrent: ((err?: Error) => void) | undefined;
 
   const schedule = () => {
-    const ceiling = Math.min(RECONNECT_MAX_MS, RECONNECT_MIN_MS * 2 ** failures);
     failures += 1;
-    // Jitter, so that a fleet of instances does not reconnect in lockstep after an outage.
-    retry = setTimeout(connect, ceiling / 2 + Math.random() * (ceiling / 2));
+    // Jittered, so that a fleet of instances does not reconnect in lockstep after an outage.
+    retry = setTimeout(connect, backoff(failures, RECONNECT_MIN_MS, RECONNECT_MAX_MS));
     retry.unref();
   };
 
