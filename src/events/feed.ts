@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { Kysely } from 'kysely';
 import type { Tables } from '../db/types.js';
 import { AppError } from '../errors.js';
-import { decodeFeedCursor, encodeFeedCursor } from './cursor.js';
+import { feedCursor } from '../http/cursor.js';
 import type { EventView } from './schemas.js';
 import { type EventRow, type FeedFilter, feedHeldBack, readFeed } from './sql.js';
 
@@ -89,7 +89,7 @@ export interface FeedRequest extends FeedFilter {
 
 /** One page of the feed; with waitS, held while nothing is newer than `after`. */
 export async function readFeedPage(deps: FeedDeps, q: FeedRequest): Promise<{ items: EventView[]; nextCursor: string | null }> {
-  const after = q.after === undefined ? undefined : decodeFeedCursor(q.after);
+  const after = q.after === undefined ? undefined : feedCursor.decode(q.after);
   const filter = { type: q.type, customerUuid: q.customerUuid };
   const deadline = performance.now() + q.waitS * 1000;
   const wakeups = deps.wakeups;
@@ -109,7 +109,7 @@ export async function readFeedPage(deps: FeedDeps, q: FeedRequest): Promise<{ it
     const remaining = deadline - performance.now();
     if (rows.length > 0 || remaining <= 0 || deps.closing.aborted || !wakeups) {
       const last = rows.at(-1);
-      return { items: rows.map(eventView), nextCursor: last ? encodeFeedCursor({ tx: last.tx_id, id: last.id }) : (q.after ?? null) };
+      return { items: rows.map(eventView), nextCursor: last ? feedCursor.encode({ tx: last.tx_id, id: last.id }) : (q.after ?? null) };
     }
     const held = await feedHeldBack(deps.db, filter, after);
     deps.onWaiting?.(1);

@@ -2,14 +2,11 @@ import { type Kysely, sql } from 'kysely';
 import { defineStatement, runStatement } from '../db/database.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { DeliveryStatus, EventType, Tables } from '../db/types.js';
+import type { FeedPosition } from '../http/cursor.js';
 import { eventBodySql, isoSql, recordEventsSql, targetParameters } from './record.js';
 import type { WebhookTarget } from './targets.js';
 
-/** Where a feed page ended: the writing transaction's xid8 (as text) and the event's id. */
-export interface FeedPosition {
-  tx: string;
-  id: number;
-}
+export type { FeedPosition };
 
 export interface FeedFilter {
   type?: EventType | undefined;
