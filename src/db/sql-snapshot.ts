@@ -1,17 +1,8 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import {
-  type CompiledQuery,
-  type DatabaseConnection,
-  type Driver,
-  Kysely,
-  PostgresAdapter,
-  PostgresIntrospector,
-  PostgresQueryCompiler,
-  type QueryResult,
-} from 'kysely';
-import { definedStatements, type SqlSnapshot } from './statements.js';
+import type { CompiledQuery, DatabaseConnection, Driver, Kysely, QueryResult } from 'kysely';
+import { compilingAsPostgres, definedStatements, type SqlSnapshot } from './statements.js';
 import type { Tables } from './types.js';
 
 // The SQL snapshots (docs/layout.md): the final text of every named statement and of the builder
@@ -59,14 +50,7 @@ function capturingDatabase(sent: CompiledQuery[], answers: readonly (readonly Re
     releaseConnection: async () => {},
     destroy: async () => {},
   };
-  return new Kysely<Tables>({
-    dialect: {
-      createAdapter: () => new PostgresAdapter(),
-      createDriver: () => driver,
-      createIntrospector: (db) => new PostgresIntrospector(db),
-      createQueryCompiler: () => new PostgresQueryCompiler(),
-    },
-  });
+  return compilingAsPostgres(driver);
 }
 
 /** The text as a file shows it: no common indentation, no trailing spaces, one statement terminator. */

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler } from 'kysely';
+import { type Driver, DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler } from 'kysely';
 import type { Tables } from './types.js';
 
 declare const defined: unique symbol;
@@ -50,18 +50,20 @@ export function definedStatements(): DefinedStatement[] {
   return [...registry.values()];
 }
 
-/**
- * A Kysely that compiles and never connects: a builder query's text for a named statement
- * (compiled as the gateway's own dialects compile it: PostgreSQL's).
- */
-export const compileOnly = new Kysely<Tables>({
-  dialect: {
-    createAdapter: () => new PostgresAdapter(),
-    createDriver: () => new DummyDriver(),
-    createIntrospector: (db) => new PostgresIntrospector(db),
-    createQueryCompiler: () => new PostgresQueryCompiler(),
-  },
-});
+/** A Kysely that compiles as the gateway's own dialects do (PostgreSQL's) and sends to `driver`. */
+export function compilingAsPostgres(driver: Driver): Kysely<Tables> {
+  return new Kysely<Tables>({
+    dialect: {
+      createAdapter: () => new PostgresAdapter(),
+      createDriver: () => driver,
+      createIntrospector: (db) => new PostgresIntrospector(db),
+      createQueryCompiler: () => new PostgresQueryCompiler(),
+    },
+  });
+}
+
+/** A Kysely that compiles and never connects: a builder query's text for a named statement. */
+export const compileOnly = compilingAsPostgres(new DummyDriver());
 
 /**
  * A query built by the builder or a `sql` template, as `npm run sql:snapshot` writes it: `run`
