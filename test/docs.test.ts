@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { access, readdir, readFile } from 'node:fs/promises';
 import t from 'tap';
 import { CONFIG_VARIABLES } from '../src/config.js';
 import { SANDBOX_CONFIG_VARIABLES } from '../src/sandbox/config.js';
@@ -11,10 +11,30 @@ t.test('.env.example lists every configuration variable', async (t) => {
   for (const name of [...CONFIG_VARIABLES, ...SANDBOX_CONFIG_VARIABLES]) t.ok(listed.has(name), `${name} is in .env.example`);
 });
 
-t.test('the README documents every configuration variable and the two commands', async (t) => {
+t.test('the configuration pages document every variable; the README points at them and keeps the two commands', async (t) => {
+  const configuration = await read('docs/configuration.md');
+  for (const name of CONFIG_VARIABLES) t.match(configuration, `\`${name}\``, `${name} is in docs/configuration.md`);
+  const sandbox = await read('docs/sandbox.md');
+  for (const name of SANDBOX_CONFIG_VARIABLES) t.match(sandbox, `\`${name}\``, `${name} is in docs/sandbox.md`);
   const readme = await read('README.md');
-  for (const name of [...CONFIG_VARIABLES, ...SANDBOX_CONFIG_VARIABLES]) t.match(readme, `\`${name}\``, `${name} is in the README`);
+  t.match(readme, '](docs/configuration.md');
+  t.match(readme, '](docs/sandbox.md)');
   t.match(readme, 'npm test');
   t.match(readme, 'npm start');
-  t.match(readme, /## Assumptions/);
+  t.match(await read('docs/assumptions.md'), /^# Assumptions/);
+  t.match(readme, '](docs/assumptions.md)');
+});
+
+t.test('every page under docs/ is linked from the README, and every relative link of the README and docs/ resolves', async (t) => {
+  const readme = await read('README.md');
+  const pages = (await readdir(new URL('../docs/', import.meta.url))).filter((f) => f.endsWith('.md'));
+  for (const page of pages) t.match(readme, `](docs/${page}`, `docs/${page} is linked from the README`);
+  for (const file of ['README.md', ...pages.map((p) => `docs/${p}`)]) {
+    const text = await read(file);
+    for (const [, target] of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
+      if (/^[a-z]+:/.test(target!)) continue;
+      const url = new URL(target!, new URL(`../${file}`, import.meta.url));
+      await t.resolves(access(url), `${file} links ${target}`);
+    }
+  }
 });

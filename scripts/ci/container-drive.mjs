@@ -9,7 +9,7 @@
 
 const [command, ...args] = process.argv.slice(2);
 
-/** The sandbox's default scenario CPFs (README, "Sandbox provider") and the decision each must give. */
+/** The sandbox's default scenario CPFs (docs/sandbox.md) and the decision each must give. */
 const SCENARIOS = [
   { name: 'cost-saving reject', cpf: '31415926590', costSavingEnabled: true, decision: 'filtered' },
   { name: 'standard reject', cpf: '27182818205', costSavingEnabled: false, decision: 'declined' },

@@ -33,7 +33,7 @@ export function addressMatcher(entries: readonly string[]): AddressMatcher {
     if (family === 0) return false;
     return list.check(address, family === 6 ? 'ipv6' : 'ipv4');
   };
-  // Peers repeat, and BlockList.check builds a SocketAddress per call (1-2% of the CPU under load):
+  // Peers repeat, and BlockList.check builds a SocketAddress per call (visible in the CPU profile under load):
   // verdicts are remembered, a bounded number of them (the list never changes while running).
   const verdicts = new Map<string, boolean>();
   return (candidate) => {

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import type { Arrival } from '../requests/complete.js';
 
@@ -25,3 +26,12 @@ export async function recordInvalid(db: Kysely<Tables>, cb: InvalidCallback): Pr
     .executeTakeFirstOrThrow();
   return row.id;
 }
+
+/** The insert above as `npm run sql:snapshot` writes it (docs/layout.md). */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  {
+    name: 'record_invalid',
+    rows: [[{ id: 1 }]],
+    run: (db) => recordInvalid(db, { receivedAt: new Date(0), peer: null, rawBody: Buffer.from('{}'), error: 'e', customerUuid: null, body: null }),
+  },
+];

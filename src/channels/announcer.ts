@@ -48,8 +48,8 @@ export function unpackKeys(payload: string): string[] {
 /**
  * At least this long between two NOTIFY statements of one announcer. Under callback load a commit
  * ends every few milliseconds, and each NOTIFY statement is a transaction that costs the notifying
- * backend, every listening backend and every listening instance (measured: its backend used a
- * sixth of the CPU of the callback statements' backends when every commit had its own); spaced,
+ * backend, every listening backend and every listening instance (with one per commit, the notifying
+ * backend's CPU was a large share of the callback statements' own: docs/assumptions.md); spaced,
  * the commits of those milliseconds share one. The first after a quiet spell goes at once. Only
  * other instances wait for it: this one wakes its own waiters when it announces (channel.ts).
  */
@@ -60,9 +60,9 @@ export const ANNOUNCE_SPACING_MS = 10;
  * callback's), coalescing everything queued meanwhile (and for ANNOUNCE_SPACING_MS after the
  * previous statement) into one statement. Not inside that statement:
  * PostgreSQL holds a database-wide lock from a notifying transaction's commit until its WAL flush,
- * which serialises every callback commit behind one fsync at a time (measured: 8x fewer callbacks
- * per second). This transaction is not durable (synchronous_commit off; notifications never are):
- * if it is lost, a long-poll answers at its deadline from what is stored.
+ * which serialises every callback commit behind one fsync at a time (callback throughput fell
+ * several-fold: docs/assumptions.md). This transaction is not durable (synchronous_commit off;
+ * notifications never are): if it is lost, a long-poll answers at its deadline from what is stored.
  */
 export function announcer(db: Kysely<Tables>, channel: string, log: FastifyBaseLogger, spacingMs = ANNOUNCE_SPACING_MS): Announcer {
   const pending = new Set<string>();

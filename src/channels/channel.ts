@@ -22,6 +22,8 @@ export interface NotificationChannel {
   onAny(fn: () => void): () => void;
   /** Reads state until poll.ready says so, a notification for key wakes it, or waitS seconds pass. */
   wait<T>(key: string, waitS: number, poll: LongPoll<T>): Promise<T>;
+  /** As wait, woken by every notification whatever its key (the event feed). */
+  waitAny<T>(waitS: number, poll: LongPoll<T>): Promise<T>;
   /** Starts listening when the app is ready, answers waiters at once on close, then stops. */
   plugin: FastifyPluginAsync;
 }
@@ -51,6 +53,7 @@ export function notificationChannel(database: DatabaseHandle, name: string, log:
       return () => subscribers.delete(fn);
     },
     wait: (key, waitS, poll) => longPoll({ listener: lease?.listener, closing: closing.signal }, key, waitS, poll),
+    waitAny: (waitS, poll) => longPoll({ listener: lease?.listener, closing: closing.signal }, undefined, waitS, poll),
     plugin: async (app) => {
       app.addHook('onReady', async () => {
         // One LISTEN connection per process and channel, shared by every waiter; it connects in the background.

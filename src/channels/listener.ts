@@ -3,6 +3,7 @@ import net from 'node:net';
 import type { PGlite } from '@electric-sql/pglite';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
+import { backoff } from '../backoff.js';
 import type { DatabaseHandle } from '../db/database.js';
 import { unpackKeys } from './announcer.js';
 
@@ -17,19 +18,22 @@ const RECONNECT_MAX_MS = 2000;
 /**
  * A half-open connection (no RST ever arrives) is noticed by this heartbeat, not only by TCP
  * keepalive: a `select 1` every second, lost when unanswered for LISTENER_QUERY_TIMEOUT_MS, so a
- * silent LISTEN connection is replaced within about 3 s (30 s apart, it took 24 s).
+ * silent LISTEN connection is replaced within about 3 s, not after TCP keepalive's much longer wait.
  */
 const HEARTBEAT_MS = 1000;
 const LISTENER_QUERY_TIMEOUT_MS = 2000;
 const STOP_GRACE_MS = 1000;
 
-/** One waiting party: woken by a notification for its key, or by a (re)connect of the listener. */
+/**
+ * One waiting party: woken by a notification for its key (any notification when it has none), or
+ * by a (re)connect of the listener.
+ */
 export class Waiter {
   #woken = false;
   #resolve: (() => void) | undefined;
 
   constructor(
-    readonly key: string,
+    readonly key: string | undefined,
     private readonly onCancel: (waiter: Waiter) => void,
     private readonly onBlock: (waiter: Waiter) => void = () => {},
   ) {}
@@ -92,6 +96,8 @@ export type ListenTarget = Pick<DatabaseHandle, 'engine' | 'listenConnectionStri
 export class ChannelListener extends EventEmitter {
   maxWaiters = DEFAULT_MAX_WAITERS;
   #byKey = new Map<string, Set<Waiter>>();
+  /** Waiters for anything new (the event feed's). */
+  #any = new Set<Waiter>();
   #count = 0;
   #listening = false;
   #source: Source | undefined;
@@ -113,37 +119,42 @@ export class ChannelListener extends EventEmitter {
     return this.#listening;
   }
 
-  /** Registers a waiter for key, or returns undefined when the process already holds maxWaiters. */
-  register(key: string): Waiter | undefined {
+  /**
+   * Registers a waiter for key (without one: for any notification), or returns undefined when the
+   * process already holds maxWaiters, of either kind.
+   */
+  register(key?: string): Waiter | undefined {
     if (this.#count >= this.maxWaiters) return undefined;
     const waiter = new Waiter(
       key,
       (w) => this.#unregister(w),
       (w) => this.emit('waiting', w.key),
     );
-    let set = this.#byKey.get(key);
-    if (!set) this.#byKey.set(key, (set = new Set()));
+    let set = key === undefined ? this.#any : this.#byKey.get(key);
+    if (!set) this.#byKey.set(key!, (set = new Set()));
     set.add(waiter);
     this.#count += 1;
     return waiter;
   }
 
   #unregister(waiter: Waiter): void {
-    const set = this.#byKey.get(waiter.key);
+    const set = waiter.key === undefined ? this.#any : this.#byKey.get(waiter.key);
     if (!set?.delete(waiter)) return;
     this.#count -= 1;
-    if (set.size === 0) this.#byKey.delete(waiter.key);
+    if (set.size === 0 && waiter.key !== undefined) this.#byKey.delete(waiter.key);
   }
 
-  /** Wakes the waiters of key: a notification named it, or this process committed it. */
+  /** Wakes the waiters of key, and those of anything: a notification named it, or this process committed it. */
   wake(key: string): void {
     const set = this.#byKey.get(key);
     if (set) for (const w of set) w.wake();
+    for (const w of this.#any) w.wake();
   }
 
   /** Wakes everyone, e.g. so that they re-check state after notifications may have been missed. */
   wakeAll(): void {
     for (const set of this.#byKey.values()) for (const w of set) w.wake();
+    for (const w of this.#any) w.wake();
   }
 
   start(database: ListenTarget): void {
@@ -151,6 +162,7 @@ export class ChannelListener extends EventEmitter {
       onNotify: (payload) => {
         this.emit('notification', payload);
         for (const key of unpackKeys(payload)) this.wake(key);
+        for (const w of this.#any) w.wake();
       },
       onListening: () => {
         this.#listening = true;
@@ -201,10 +213,9 @@ function postgresSource(
   let loseCurrent: ((err?: Error) => void) | undefined;
 
   const schedule = () => {
-    const ceiling = Math.min(RECONNECT_MAX_MS, RECONNECT_MIN_MS * 2 ** failures);
     failures += 1;
-    // Jitter, so that a fleet of instances does not reconnect in lockstep after an outage.
-    retry = setTimeout(connect, ceiling / 2 + Math.random() * (ceiling / 2));
+    // Jittered, so that a fleet of instances does not reconnect in lockstep after an outage.
+    retry = setTimeout(connect, backoff(failures, RECONNECT_MIN_MS, RECONNECT_MAX_MS));
     retry.unref();
   };
 

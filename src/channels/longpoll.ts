@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { setTimeout as delay } from 'node:timers/promises';
 import { AppError } from '../errors.js';
 import type { ChannelListener } from './listener.js';
 
@@ -10,8 +11,15 @@ export interface LongPoll<T> {
   read(): Promise<T>;
   /** True when the state is what the caller waits for: answer at once. */
   ready(state: T): boolean;
-  /** Tells a waiter gauge about one more (+1) or one fewer (-1) waiter. */
+  /** Tells a waiter gauge about one more (+1) or one fewer (-1) long-poll blocked until its next wake. */
   onWaiting(delta: 1 | -1): void;
+  /**
+   * After a read that is not ready: how long to wait at most before reading again even without a
+   * wake (for what can become ready with no notification); undefined: until a wake or the deadline.
+   */
+  recheckMs?(state: T): Promise<number | undefined>;
+  /** Reads at most this often, however often wakes come (a wait for anything is woken by every commit). */
+  minReadIntervalMs?: number;
 }
 
 export interface WaitContext {
@@ -22,11 +30,13 @@ export interface WaitContext {
 }
 
 /**
- * Reads state held until it is ready (a notification for key, from any instance, wakes the wait)
- * or waitS seconds pass. The waiter is registered before state is read, and a wake that comes
- * during a read is kept for the next wait, so no committed change can slip by unnoticed.
+ * Reads state held until it is ready (a notification for key, or for anything when key is
+ * undefined, from any instance, wakes the wait) or waitS seconds pass. The waiter is registered
+ * before state is read, and a wake that comes during a read is kept for the next wait, so no
+ * committed change can slip by unnoticed. Past the listener's waiter bound (shared by every kind of
+ * long-poll) a state that is not ready is refused with 503 too_many_waiters.
  */
-export async function longPoll<T>(context: WaitContext, key: string, waitS: number, poll: LongPoll<T>): Promise<T> {
+export async function longPoll<T>(context: WaitContext, key: string | undefined, waitS: number, poll: LongPoll<T>): Promise<T> {
   const { listener, closing } = context;
   if (waitS <= 0 || closing.aborted || !listener) return poll.read();
   const deadline = performance.now() + waitS * 1000;
@@ -36,16 +46,26 @@ export async function longPoll<T>(context: WaitContext, key: string, waitS: numb
     if (poll.ready(state)) return state;
     throw tooManyWaiters();
   }
-  poll.onWaiting(1);
   try {
+    let lastRead = -Infinity;
     for (;;) {
+      const sinceRead = performance.now() - lastRead;
+      if (poll.minReadIntervalMs !== undefined && sinceRead < poll.minReadIntervalMs && !closing.aborted) {
+        await delay(Math.min(poll.minReadIntervalMs - sinceRead, Math.max(0, deadline - performance.now())));
+      }
+      lastRead = performance.now();
       const state = await poll.read();
       const remaining = deadline - performance.now();
       if (poll.ready(state) || remaining <= 0 || closing.aborted) return state;
-      await waiter.next(remaining, closing);
+      const recheck = await poll.recheckMs?.(state);
+      poll.onWaiting(1);
+      try {
+        await waiter.next(recheck === undefined ? remaining : Math.min(remaining, recheck), closing);
+      } finally {
+        poll.onWaiting(-1);
+      }
     }
   } finally {
     waiter.cancel();
-    poll.onWaiting(-1);
   }
 }

@@ -9,9 +9,11 @@ import { inStatementSpan, type SpanParent } from '../tracing/spans.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import { isStorageUnavailable, markDatabaseError, StorageUnavailableError } from './storage-errors.js';
 import { isPreparedStatementMismatch, POOL_MODE_MISMATCH, verifySessionPooling } from './pool-mode.js';
+import { defineStatement, type Statement } from './statements.js';
 import type { Tables } from './types.js';
 
 export { isStorageUnavailable, markDatabaseError, StorageUnavailableError } from './storage-errors.js';
+export { defineStatement, type Statement } from './statements.js';
 
 export type Engine = 'postgres' | 'pglite';
 
@@ -434,12 +436,6 @@ class GuardedClient {
   }
 }
 
-/** A hot statement written once as SQL; its name must be unique in the process. */
-export interface Statement {
-  name: string;
-  text: string;
-}
-
 const pools = new WeakMap<Kysely<Tables>, GuardedPool>();
 
 /**
@@ -483,10 +479,10 @@ async function run<R>(db: Kysely<Tables>, statement: Statement, parameters: read
   }
 }
 
-const READINESS_PROBE: Statement = {
-  name: 'readiness_probe',
-  text: "select current_setting('transaction_read_only') = 'on' as read_only, exists (select 1 from underwriting_requests) as used",
-};
+const READINESS_PROBE = defineStatement(
+  'readiness_probe',
+  "select current_setting('transaction_read_only') = 'on' as read_only, exists (select 1 from underwriting_requests) as used",
+);
 
 /**
  * Runs the readiness probe as the routes run their statements. Its own query timeout is the

@@ -1,9 +1,8 @@
-import { setMaxListeners } from 'node:events';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { errorSchema, guardedRouteErrors, notFound } from '../errors.js';
-import { FeedWakeups, eventView, readFeedPage } from './feed.js';
+import { eventView, readFeedPage } from './feed.js';
 import { eventMetrics } from './metrics.js';
 import { operation } from '../openapi.js';
 import {
@@ -36,10 +35,7 @@ export const eventRoutes =
     const endpoints = endpointRegistry({ db, configured: webhooks, log: app.log });
     const keys = () => endpoints.targets().map((t) => t.key);
     const metrics = eventMetrics(deps.registry);
-    const closing = new AbortController();
-    setMaxListeners(0, closing.signal);
-    const wakeups = new FeedWakeups();
-    const unsubscribe = [deps.results.onAny(wakeups.bump)];
+    const unsubscribe: Array<() => void> = [];
     let worker: DeliveryWorker | undefined;
 
     guardRoutes(app, 'query', deps.config);
@@ -75,9 +71,7 @@ export const eventRoutes =
       endpoints.onChange(() => started.wake());
       if (configured.length > 0) app.log.info({ urls: configured.map((t) => t.shown) }, 'pushing outcome events');
     });
-    app.addHook('preClose', async () => closing.abort());
     app.addHook('onClose', async () => {
-      closing.abort();
       for (const stop of unsubscribe) stop();
       deps.handoff.attach(undefined);
       deps.handoff.onEndpointsChanged(undefined);
@@ -101,7 +95,7 @@ export const eventRoutes =
       async (request) => {
         const q = request.query;
         return readFeedPage(
-          { db, wakeups, closing: closing.signal, onWaiting: (delta) => metrics.waiting(delta), keys: keys() },
+          { db, waitAny: deps.results.waitAny, onWaiting: (delta) => metrics.waiting(delta), keys: keys() },
           { after: q.after, limit: q.limit ?? DEFAULT_FEED_PAGE, type: q.type, customerUuid: q.customerUuid, waitS: q.wait ?? 0 },
         );
       },

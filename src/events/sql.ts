@@ -1,14 +1,12 @@
 import { type Kysely, sql } from 'kysely';
-import { runStatement, type Statement } from '../db/database.js';
+import { defineStatement, runStatement } from '../db/database.js';
+import type { SqlSnapshot } from '../db/statements.js';
 import type { DeliveryStatus, EventType, Tables } from '../db/types.js';
+import type { FeedPosition } from '../http/cursor.js';
 import { eventBodySql, isoSql, recordEventsSql, targetParameters } from './record.js';
 import type { WebhookTarget } from './targets.js';
 
-/** Where a feed page ended: the writing transaction's xid8 (as text) and the event's id. */
-export interface FeedPosition {
-  tx: string;
-  id: number;
-}
+export type { FeedPosition };
 
 export interface FeedFilter {
   type?: EventType | undefined;
@@ -70,9 +68,7 @@ function deliveriesSql(keys: readonly string[]) {
  * between them, and then seem to write no events. In its own statement that writer has
  * committed before the page's snapshot is taken; in the page's own statement it would not be.)
  */
-const HORIZON: Statement = {
-  name: 'feed_horizon',
-  text: `
+const HORIZON = defineStatement('feed_horizon', `
   with s as materialized (select pg_current_snapshot() as snap),
   running as (
     select x.transactionid::text::bigint as xid32, bool_or(r.pid is not null) as writes_events
@@ -90,8 +86,7 @@ const HORIZON: Statement = {
        left join running l on l.xid32 = (p::text::bigint & 4294967295)
       where l.xid32 is null or l.writes_events)
   )::text as horizon
-  from s`,
-};
+  from s`);
 
 export async function feedHorizon(db: Kysely<Tables>): Promise<string> {
   const rows = await runStatement<{ horizon: string }>(db, HORIZON, []);
@@ -245,9 +240,7 @@ export interface DispatchedDelivery {
  * one's retry horizon starts at its first attempt (see CLAIM_DELIVERIES).
  * $1 keys, $2 shown URLs, $3 limit, $4 token, $5 lease end, $6 now, $7 horizon, $8 types.
  */
-export const DISPATCH_DELIVERIES: Statement = {
-  name: 'dispatch_event_deliveries',
-  text: `
+export const DISPATCH_DELIVERIES = defineStatement('dispatch_event_deliveries', `
     with locked as (
       select d.url_key, d.tx_id, d.event_id from event_dispatch d
       where d.url_key = any($1::text[])
@@ -306,8 +299,7 @@ export const DISPATCH_DELIVERIES: Statement = {
     select f.full, x.id, x.url_key, x.customer_uuid, x.lease_token, e.public_id, e.created_at, ${eventBodySql('e')} as body,
            e.traceparent, e.x_request_id
     from (select coalesce(max(k.n), 0) >= $3 as full from counts k) f
-    left join (inserted x join events e on e.id = x.event_id) on true`,
-};
+    left join (inserted x join events e on e.id = x.event_id) on true`);
 
 export async function dispatchDeliveries(
   db: Kysely<Tables>,
@@ -356,9 +348,7 @@ export interface ClaimedDelivery {
  * (a later event waits until the earlier one is delivered or dead). SKIP LOCKED lets any number
  * of instances claim at once without waiting for, or taking, each other's rows.
  */
-export const CLAIM_DELIVERIES: Statement = {
-  name: 'claim_event_deliveries',
-  text: `
+export const CLAIM_DELIVERIES = defineStatement('claim_event_deliveries', `
     with due as (
       select d.id from event_deliveries d
       where d.status = 'pending' and d.next_attempt_at <= $1::timestamptz
@@ -384,8 +374,7 @@ export const CLAIM_DELIVERIES: Statement = {
     from due, events e
     where d.id = due.id and e.id = d.event_id
     returning d.id, d.url_key, d.customer_uuid, d.attempts, d.queued_at, e.public_id, e.created_at, ${eventBodySql('e')} as body,
-              e.traceparent, e.x_request_id`,
-};
+              e.traceparent, e.x_request_id`);
 
 /**
  * For the claim's transaction only (SET LOCAL: also behind a transaction pooler). Without
@@ -418,16 +407,13 @@ export interface FinishedAttempt {
   nextAt: Date | null;
 }
 
-const RECORD_FINISHED_ATTEMPTS: Statement = {
-  name: 'record_event_delivery_outcomes',
-  text: `
+const RECORD_FINISHED_ATTEMPTS = defineStatement('record_event_delivery_outcomes', `
     update event_deliveries d
     set status = o.status, attempts = d.attempts + 1, last_attempt_at = o.at, last_status = o.http_status,
         last_error = o.error, next_attempt_at = coalesce(o.next_at, d.next_attempt_at),
         delivered_at = case when o.status = 'delivered' then o.at end, lease_until = null, lease_token = null
     from json_to_recordset($1::json) as o(id bigint, token text, status text, at timestamptz, http_status int, error text, next_at timestamptz)
-    where d.id = o.id and d.lease_token = o.token`,
-};
+    where d.id = o.id and d.lease_token = o.token`);
 
 /** Writes finished attempts in one statement; one whose lease was taken over (or requeued) is ignored. */
 export async function recordFinishedAttempts(db: Kysely<Tables>, attempts: readonly FinishedAttempt[]): Promise<void> {
@@ -543,3 +529,28 @@ export async function reserveRateSlots(db: Kysely<Tables>, key: string, window: 
     select granted from u`.execute(db);
   return Number(rows[0]?.granted ?? 0);
 }
+
+const AT = new Date('2026-01-01T00:00:00Z');
+const TARGET = { key: 'k', shown: 'https://receiver.example/hook', types: ['underwriting.completed'] };
+
+/** The builder queries above as `npm run sql:snapshot` writes them (docs/layout.md). */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'read_feed', rows: [[{ horizon: '9' }]], run: (db) => readFeed(db, {}, undefined, 50, ['k']) },
+  {
+    name: 'read_feed_filtered',
+    rows: [[{ horizon: '9' }]],
+    run: (db) => readFeed(db, { type: 'underwriting.completed', customerUuid: 'c' }, { tx: '5', id: 1 }, 50, ['k']),
+  },
+  { name: 'feed_held_back', rows: [[{ horizon: '9' }]], run: (db) => feedHeldBack(db, {}, { tx: '5', id: 1 }) },
+  { name: 'read_event', run: (db) => readEvent(db, 'evt', ['k']) },
+  { name: 'redeliver_event', rows: [[{ found: 1, queued: 1 }]], run: (db) => redeliverEvent(db, 'evt', [TARGET], AT) },
+  { name: 'redeliver_dead', run: (db) => redeliverDead(db, { since: '2026-01-01T00:00:00Z', until: '2026-01-02T00:00:00Z' }, [TARGET], AT) },
+  { name: 'start_dispatch', rows: [[{ horizon: '9' }]], run: (db) => startDispatch(db, [TARGET], AT) },
+  { name: 'claim_in_index_order', run: (db) => claimDeliveries(db, { now: AT, keys: ['k'], limit: 10, leaseS: 30, token: 't' }) },
+  { name: 'pending_summary', rows: [[{ n: '0', oldest: null }]], run: (db) => pendingSummary(db, ['k']) },
+  { name: 'release_deliveries', run: (db) => releaseDeliveries(db, [1], 't') },
+  { name: 'record_endpoint_failing', run: (db) => recordEndpointFailing(db, 'k', AT) },
+  { name: 'record_endpoint_recovered', run: (db) => recordEndpointFailing(db, 'k', null) },
+  { name: 'disable_failing_endpoint', run: (db) => disableFailingEndpoint(db, { key: 'k', at: AT, afterS: 60, lastError: 'e' }) },
+  { name: 'reserve_rate_slots', run: (db) => reserveRateSlots(db, 'k', 1, 5, 10) },
+];

@@ -15,18 +15,26 @@ const position = z.strictObject({
 
 const SHAPE = /^[A-Za-z0-9_-]{1,300}\.[A-Za-z0-9_-]{22}$/;
 
-/** Signs and checks page cursors; every instance sharing the configuration accepts the others' cursors. */
-export interface CursorCodec {
-  encode(p: Position): string;
-  /** Throws 400 validation_failed for anything this service did not issue. */
-  decode(cursor: string): Position;
+/** Turns a position into an opaque cursor and back; decode throws 400 validation_failed for anything this service did not issue. */
+export interface CursorCodec<P = Position> {
+  encode(p: P): string;
+  decode(cursor: string): P;
 }
 
-export function cursorCodec(secret: string): CursorCodec {
-  // A key of its own, derived from the configured secret, so a cursor signature says nothing about CPF hashes.
-  const key = createHmac('sha256', secret).update('underwriting-gateway/page-cursor/v1').digest();
+/** What every cursor this service refuses says, under the name of the parameter it came in. */
+const notIssued = (parameter: string) => validationFailed([{ path: parameter, message: 'not a cursor issued by this service' }]);
+
+/**
+ * Signed page cursors (the `cursor` parameter of the lists); every instance sharing the
+ * configuration accepts the others' cursors. The signing key is derived from the secret, so a
+ * cursor's signature says nothing about CPF hashes; a scope ('audit-cursor') derives a key of its
+ * own first, so that its cursors are never valid on another list.
+ */
+export function cursorCodec(secret: string, scope?: string): CursorCodec {
+  const scoped = scope === undefined ? secret : createHmac('sha256', secret).update(`underwriting-gateway/${scope}/v1`).digest('hex');
+  const key = createHmac('sha256', scoped).update('underwriting-gateway/page-cursor/v1').digest();
   const sign = (payload: string) => createHmac('sha256', key).update(payload).digest().subarray(0, 16);
-  const invalid = () => validationFailed([{ path: 'cursor', message: 'not a cursor issued by this service' }]);
+  const invalid = () => notIssued('cursor');
 
   return {
     encode(p) {
@@ -50,3 +58,27 @@ export function cursorCodec(secret: string): CursorCodec {
     },
   };
 }
+
+/** Where a feed page ended: the writing transaction's xid8 (as text) and the event's id. */
+export interface FeedPosition {
+  tx: string;
+  id: number;
+}
+
+const FEED_DECODED = /^(\d{1,20})\.(\d{1,16})$/;
+
+/**
+ * The event feed's cursor (the `after` parameter): it only says where the last page ended, which
+ * is no secret, so it is encoded, not signed; anything else is refused with 400.
+ */
+export const feedCursor: CursorCodec<FeedPosition> = {
+  encode(p) {
+    return Buffer.from(`${p.tx}.${p.id}`).toString('base64url');
+  },
+  decode(cursor) {
+    const m = /^[A-Za-z0-9_-]{1,64}$/.test(cursor) ? FEED_DECODED.exec(Buffer.from(cursor, 'base64url').toString('latin1')) : null;
+    const id = m ? Number(m[2]) : NaN;
+    if (!m || !Number.isSafeInteger(id) || BigInt(m[1]!) >= 2n ** 63n) throw notIssued('after');
+    return { tx: m[1]!, id };
+  },
+};

@@ -1,4 +1,3 @@
-import { createHmac } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes, presentedBearer } from '../access/guards.js';
@@ -40,7 +39,7 @@ export const personalDataRoutes =
       metrics: personalDataMetrics(deps.registry),
     });
     // A key of its own, so an audit cursor is never a valid list cursor and says nothing of CPF hashes.
-    const cursors = cursorCodec(createHmac('sha256', deps.config.cpfHashKey).update('underwriting-gateway/audit-cursor/v1').digest('hex'));
+    const cursors = cursorCodec(deps.config.cpfHashKey, 'audit-cursor');
 
     guardRoutes(app, 'admin', deps.config);
 

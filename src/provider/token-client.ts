@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { Counter, Gauge, Registry } from 'prom-client';
+import { backoff } from '../backoff.js';
 import type { TokenClientConfig } from '../config.js';
 import { TokenUnavailableError } from './errors.js';
 import { clientAuthentication } from './token-auth.js';
@@ -192,9 +193,9 @@ export class TokenClient implements BearerTokenSource {
   private backgroundFailed(err: unknown): void {
     if (this.closing.signal.aborted) return;
     this.backgroundFailures += 1;
-    const backoff = Math.min(MIN_REFRESH_INTERVAL_MS * 2 ** (this.backgroundFailures - 1), BACKGROUND_BACKOFF_CAP_MS);
+    const wait = backoff(this.backgroundFailures, MIN_REFRESH_INTERVAL_MS, BACKGROUND_BACKOFF_CAP_MS, this.random);
     const asked = err instanceof TokenEndpointError ? (err.retryAfterMs ?? 0) : 0;
-    this.nextAttemptAt = this.now() + Math.max(this.jitter(backoff), asked);
+    this.nextAttemptAt = this.now() + Math.max(wait, asked);
     this.log?.warn(
       { err: describeError(err), failures: this.backgroundFailures, nextAttemptAt: new Date(this.nextAttemptAt).toISOString() },
       'token renewal failed; the current token is still served',
@@ -251,8 +252,7 @@ export class TokenClient implements BearerTokenSource {
         if (this.closing.signal.aborted) throw new TokenUnavailableError('the token client is closed', { cause: err });
         if (!failure?.retryable || attempt >= MAX_ATTEMPTS) throw failure ?? err;
         if ((failure.retryAfterMs ?? 0) > MAX_RETRY_AFTER_MS) throw failure;
-        const backoff = this.jitter(Math.min(BACKOFF_BASE_MS * 2 ** (attempt - 1), BACKOFF_CAP_MS));
-        const wait = Math.max(backoff, failure.retryAfterMs ?? 0);
+        const wait = Math.max(backoff(attempt, BACKOFF_BASE_MS, BACKOFF_CAP_MS, this.random), failure.retryAfterMs ?? 0);
         this.log?.warn({ err: describeError(failure), attempt, retryInMs: Math.round(wait) }, 'token request failed; retrying');
         try {
           await this.sleep(wait, this.closing.signal);
@@ -300,10 +300,6 @@ export class TokenClient implements BearerTokenSource {
       { expiresIn, expSecondsLeft: Math.round(left / 1000) },
       "token endpoint's expires_in disagrees with the token's exp; renewal follows exp",
     );
-  }
-
-  private jitter(ms: number): number {
-    return ms / 2 + (this.random() * ms) / 2;
   }
 
   private createMetrics(registry: Registry): Metrics {

@@ -110,7 +110,7 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
       const started = performance.now();
       const seconds = () => (performance.now() - started) / 1000;
       // The whole exchange, body included, within timeoutMs: a timer, cleared at the end, fires the
-      // call's deadline. AbortSignal.timeout cost ~4% of the gateway's CPU per submit (weak refs, GC).
+      // call's deadline. AbortSignal.timeout showed in the submit's CPU profile (weak refs, GC).
       const signal = new Deadline();
       const timer = setTimeout(expire, options.timeoutMs, signal);
       try {
@@ -149,8 +149,8 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
 
 /**
  * undici's `signal` may be an emitter of 'abort' as well as an AbortSignal: one per call costs a
- * twentieth of an AbortController with its listener (~0.2 vs ~4 µs), which was ~3% of the
- * gateway's CPU per submit (its EventTarget, and the garbage it leaves).
+ * small fraction of an AbortController with its listener, which showed in the submit's CPU
+ * profile (its EventTarget, and the garbage it leaves).
  */
 class Deadline extends EventEmitter {
   aborted = false;

@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
-import { runStatement, type Statement } from '../db/database.js';
+import { defineStatement, runStatement } from '../db/database.js';
+import { compileOnly, type SqlSnapshot } from '../db/statements.js';
 import type { Decision, RequestStatus, Tables } from '../db/types.js';
 import type { Position } from '../http/cursor.js';
 import { selectRequestsWithResult } from '../requests/read.js';
@@ -48,13 +49,12 @@ export function customerQuery(customerUuid: string) {
       limit ${UNMATCHED_LIMIT})`;
 }
 
-/** customerQuery as a prepared statement: its UNION ALL took longer to plan (~0.33 ms) than to run. */
-let customerStatement: Statement | undefined;
+/** customerQuery as a prepared statement: its UNION ALL took longer to plan than to run. */
+const READ_CUSTOMER = defineStatement('read_customer', customerQuery('').compile(compileOnly).sql);
 
 export async function readCustomer(db: Kysely<Tables>, customerUuid: string): Promise<CustomerView | undefined> {
-  customerStatement ??= { name: 'read_customer', text: customerQuery('').compile(db).sql };
   // customerQuery's parameters, in its order.
-  const rows = await runStatement<CustomerRow>(db, customerStatement, [customerUuid, HISTORY_LIMIT + 1, customerUuid, UNMATCHED_LIMIT]);
+  const rows = await runStatement<CustomerRow>(db, READ_CUSTOMER, [customerUuid, HISTORY_LIMIT + 1, customerUuid, UNMATCHED_LIMIT]);
   const byNewest = (a: CustomerRow, b: CustomerRow) => b.id - a.id;
   const requests = rows.filter((r) => r.kind === 'request').sort(byNewest);
   const [newest, ...older] = requests.map((r) => buildRequestView(r as RequestRow));
@@ -124,3 +124,18 @@ export async function readPage(
     next: rows.length > limit && last ? { t: last.position_t, id: last.id } : undefined,
   };
 }
+
+/** The page query as `npm run sql:snapshot` writes it (docs/layout.md): unfiltered, and with every filter. */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'read_page', run: (db) => readPage(db, {}, undefined, 50) },
+  {
+    name: 'read_page_filtered',
+    run: (db) =>
+      readPage(
+        db,
+        { status: 'completed', decision: 'approved', since: '2026-01-01T00:00:00Z', until: '2026-01-02T00:00:00Z', cpfHashes: ['h1', 'h2'] },
+        { t: '2026-01-01T12:00:00.000000Z', id: 1 },
+        50,
+      ),
+  },
+];

@@ -1,6 +1,6 @@
 import { trace } from '@opentelemetry/api';
 import type { Kysely } from 'kysely';
-import { CALLBACK_QUERY_TIMEOUT_MS, runStatement, type Statement } from '../db/database.js';
+import { CALLBACK_QUERY_TIMEOUT_MS, defineStatement, runStatement } from '../db/database.js';
 import type { Decision, Tables } from '../db/types.js';
 import type { DeliveryHandoff } from '../events/handoff.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, unmatchedDataSql } from '../events/record.js';
@@ -69,9 +69,7 @@ export interface RecordOptions {
  * batches lock rows in the same order.
  * (The NOTIFY is sent after the commit, by the announcer: see channels/announcer.ts for why.)
  */
-export const RECORD_RESULTS: Statement = {
-  name: 'record_results',
-  text: `
+export const RECORD_RESULTS = defineStatement('record_results', `
     with input as (
       select * from json_to_recordset($1::json) as i(
         n int, customer_uuid text, received_at timestamptz, peer text, raw_body text,
@@ -131,8 +129,7 @@ export const RECORD_RESULTS: Statement = {
     select i.n, x.id, x.request_id, c.submitted_at, c.traceparent as submit_traceparent
     from inserted x
     join input i on i.customer_uuid = x.customer_uuid
-    left join completed c on c.id = x.request_id`,
-};
+    left join completed c on c.id = x.request_id`);
 
 /** The parameters of RECORD_RESULTS for one batch (already in the order it is written). */
 export function recordResultsParameters(batch: readonly ValidResult[], options: Pick<RecordOptions, 'skewS'>): unknown[] {

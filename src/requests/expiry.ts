@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
-import { runStatement, type Statement } from '../db/database.js';
+import { defineStatement, runStatement, type Statement } from '../db/database.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js';
 import { type Periodic, startPeriodic } from '../periodic.js';
@@ -44,9 +44,9 @@ export async function expireOverdueRequests(db: Kysely<Tables>, now: Date, timeo
  * partial index underwriting_requests_waiting even as a generic prepared plan).
  */
 function expireBatchStatement(status: 'submitted' | 'submitting'): Statement {
-  return {
-    name: `expire_${status}`,
-    text: `
+  return defineStatement(
+    `expire_${status}`,
+    `
       with due as (
         select id from underwriting_requests
         where status = '${status}' and submitted_at < $1
@@ -68,7 +68,7 @@ function expireBatchStatement(status: 'submitted' | 'submitting'): Statement {
       ),
       ${recordEventsSql('event_source', { origin: true })}
       select id, customer_uuid from expired`,
-  };
+  );
 }
 
 export const EXPIRE_BATCH = { submitted: expireBatchStatement('submitted') };

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
-import { runStatement, type Statement } from '../db/database.js';
+import { defineStatement, runStatement } from '../db/database.js';
+import type { SqlSnapshot } from '../db/statements.js';
 import type { SpanParent } from '../tracing/spans.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js';
@@ -49,22 +50,16 @@ export function isInFlightConflict(err: unknown): boolean {
 // The two statements of every submit, written once and prepared (Kysely building and compiling
 // them on every call showed in the submit's profile). Neither reads a timestamp back: submitted_at
 // is the `now` the insert was given. Instants go in as ISO text (pg formats a Date in JavaScript).
-const INSERT_SUBMITTING: Statement = {
-  name: 'insert_submitting',
-  text: `insert into underwriting_requests
+const INSERT_SUBMITTING = defineStatement('insert_submitting', `insert into underwriting_requests
      (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, idempotency_key, submitted_at, updated_at,
       traceparent, x_request_id)
    values ($1, $2, $3, $4, $5, 'submitting', $6, $7, $7, $8, $9)
-   returning id`,
-};
-const MARK_SUBMITTED: Statement = {
-  name: 'mark_submitted',
-  text: `update underwriting_requests
+   returning id`);
+const MARK_SUBMITTED = defineStatement('mark_submitted', `update underwriting_requests
       set status = case when status = 'submitting' then 'submitted' else status end,
           upstream_status = $1, updated_at = $2
     where id = $3
-   returning id`,
-};
+   returning id`);
 
 /** Commits the request as `submitting`; throws a unique violation (isInFlightConflict) if one is in flight. */
 export async function insertSubmitting(db: Kysely<Tables>, s: NewSubmission, parent?: SpanParent): Promise<{ id: number; submittedAt: Date }> {
@@ -100,9 +95,7 @@ export const REQUEST_DATA_COLUMNS = `id, customer_uuid, status, decision, cpf_ma
  * statement; a row a callback has already completed is
  * left alone, and has no such event.
  */
-const MARK_SUBMIT_FAILED: Statement = {
-  name: 'mark_submit_failed',
-  text: `
+const MARK_SUBMIT_FAILED = defineStatement('mark_submit_failed', `
     with failed as (
       update underwriting_requests
       set status = 'submit_failed', upstream_status = $1, upstream_error = $2, updated_at = $3
@@ -116,8 +109,7 @@ const MARK_SUBMIT_FAILED: Statement = {
       from failed f
     ),
     ${recordEventsSql('event_source', { origin: true })}
-    select customer_uuid from failed`,
-};
+    select customer_uuid from failed`);
 
 /**
  * Records a failed submit, unless a callback has already completed the row (then it is left alone);
@@ -199,3 +191,10 @@ async function endEach(
   }
   return released;
 }
+
+/** The builder queries above as `npm run sql:snapshot` writes them (docs/layout.md). */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'release_abandoned', run: (db) => releaseAbandoned(db, { now: new Date(0), afterMs: 1000, limit: 10 }) },
+  { name: 'release_abandoned_of_customer', run: (db) => releaseAbandoned(db, { now: new Date(0), afterMs: 1000, customerUuid: 'c' }) },
+  { name: 'release_unsent_of_key', run: (db) => releaseUnsentOfKey(db, { customerUuid: 'c', key: 'k', now: new Date(0) }) },
+];

@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { ORIGIN, turnaroundBin } from '../aggregates/turnaround.js';
+import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { unwrittenDeliveriesSql } from '../events/sql.js';
 
@@ -178,3 +179,11 @@ export async function readDeliveriesByUrl(db: Kysely<Tables>, keys: readonly str
   const { rows } = await deliveriesByUrlQuery(keys).execute(db);
   return rows.map((r) => ({ ...r, n: Number(r.n) }));
 }
+
+/** The console's queries as `npm run sql:snapshot` writes them (docs/layout.md). */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'read_buckets_hour', run: (db) => readBuckets(db, new Date(0), new Date(86_400_000), 'hour') },
+  { name: 'read_buckets_day', run: (db) => readBuckets(db, new Date(0), new Date(7 * 86_400_000), 'day') },
+  { name: 'read_present', rows: [[{}]], run: (db) => readPresent(db, new Date(0), ['k']) },
+  { name: 'read_deliveries_by_url', run: (db) => readDeliveriesByUrl(db, ['k']) },
+];

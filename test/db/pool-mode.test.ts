@@ -1,6 +1,6 @@
 import t from 'tap';
 import { sql } from 'kysely';
-import { openDatabase, runStatement } from '../../src/db/database.js';
+import { defineStatement, openDatabase, runStatement } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { buildTestApp, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
 import { freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
@@ -106,7 +106,7 @@ if (!server) {
     const database = await openDatabase({ databaseUrl: await freshDatabaseUrl(t), dataDir: 'memory://', poolSize: 2, onPoolModeMismatch: (err) => mismatches.push(err) });
     t.teardown(() => database.close());
     await migrateToLatest(database);
-    const statement = { name: 'ugw_test_mismatch', text: 'select 1 as one' };
+    const statement = defineStatement('ugw_test_mismatch', 'select 1 as one');
     await runStatement(database.db, statement, []);
     // What a transaction pooler does to a session: the statement pg believes prepared is gone.
     await sql`deallocate all`.execute(database.db);

@@ -1,8 +1,8 @@
 import { once } from 'node:events';
 import net from 'node:net';
 
-/** Every entry point a user runs (npm start, migrate, sandbox, token, the console build, the bench). */
-export const ENTRY_POINTS = ['src/server.ts', 'src/db/migrate-cli.ts', 'src/sandbox/server.ts', 'src/provider/token-cli.ts', 'src/console/build-cli.ts', 'bench/run.ts'];
+/** Every entry point a user runs (npm start, migrate, sandbox, token, the console build, sql:snapshot, the bench). */
+export const ENTRY_POINTS = ['src/server.ts', 'src/db/migrate-cli.ts', 'src/sandbox/server.ts', 'src/provider/token-cli.ts', 'src/console/build-cli.ts', 'src/db/sql-snapshot-cli.ts', 'bench/run.ts'];
 
 /**
  * An environment that would make every entry point fail were it read (a bad PORT, a database

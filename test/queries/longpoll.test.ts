@@ -5,7 +5,7 @@ import t from 'tap';
 import { RESULTS_CHANNEL } from '../../src/channels/names.js';
 import type { DatabaseHandle } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/database.js';
-import { acquireListener, type ChannelListener } from '../../src/channels/listener.js';
+import { acquireListener, type ChannelListener, DEFAULT_MAX_WAITERS } from '../../src/channels/listener.js';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
@@ -189,6 +189,35 @@ t.test('past the waiter bound a long-poll is refused 503 too_many_waiters, not q
   t.equal((await holding).statusCode, 200);
   const after = await app.inject({ method: 'GET', url: '/metrics' });
   t.match(after.body, /underwriting_longpoll_waiters 0\b/);
+});
+
+t.test("the event feed's long-polls wait through the same mechanism, under the same waiter bound", noFullWait(), async (t) => {
+  const { app } = await buildTestApp(t, { database });
+  await insertRequest(database.db, { customerUuid: 'shared-1' });
+  await app.ready();
+  const listener = listenerOf(t, database);
+  listener.maxWaiters = 1;
+  t.teardown(() => {
+    listener.maxWaiters = DEFAULT_MAX_WAITERS;
+  });
+
+  const blocked = once(listener, 'waiting');
+  const feed = app.inject({ method: 'GET', url: '/v1/events?customerUuid=shared-nobody&wait=30' });
+  t.equal((await blocked)[0], undefined, 'the feed waits for anything new, under no key');
+  t.match((await app.inject({ method: 'GET', url: '/metrics' })).body, /underwriting_event_feed_waiters 1\b/);
+
+  const tooMany = { error: 'too_many_waiters', message: 'too many long-polls are waiting on this instance; retry shortly or poll without wait' };
+  const customer = await app.inject({ method: 'GET', url: '/v1/underwritings/shared-1?wait=30' });
+  t.equal(customer.statusCode, 503, 'a customer long-poll finds the bound taken by the feed');
+  t.same(customer.json(), tooMany);
+  const another = await app.inject({ method: 'GET', url: '/v1/events?customerUuid=shared-nobody&wait=30' });
+  t.equal(another.statusCode, 503, 'and so does a second feed long-poll');
+  t.same(another.json(), tooMany);
+
+  await app.close();
+  const answered = await feed;
+  t.equal(answered.statusCode, 200, 'closing answers the waiting feed with what is stored');
+  t.same(answered.json().items, []);
 });
 
 t.test('a result stored between two reads of a waiter is not missed', noFullWait(), async (t) => {

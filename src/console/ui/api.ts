@@ -121,7 +121,7 @@ const query = (params: Record<string, string | number | undefined>): string => {
   return s ? `?${s}` : '';
 };
 
-// ---- Shapes the page reads (the contract's; see README "Console") ----
+// ---- Shapes the page reads (the contract's; see docs/console.md) ----
 
 export const DECISIONS: readonly Decision[] = ['approved', 'declined', 'filtered', 'no_score'];
 

@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import { type Actor, recordAudit } from '../../audit/trail.js';
 import type { AuditAction, EventType, Tables } from '../../db/types.js';
 import { AppError, notFound } from '../../errors.js';
-import { decodeFeedCursor } from '../cursor.js';
+import { feedCursor } from '../../http/cursor.js';
 import { newWebhookSecret } from '../signature.js';
 import { redactUrl } from '../targets.js';
 import {
@@ -158,7 +158,7 @@ export function endpointService(deps: EndpointServiceDeps) {
 
     async replay(id: string, from: { since: string } | { after: string }, actor: Actor): Promise<number> {
       const row = await one(id);
-      const position = 'after' in from ? { after: decodeFeedCursor(from.after) } : { since: from.since };
+      const position = 'after' in from ? { after: feedCursor.decode(from.after) } : { since: from.since };
       const queued = await db.transaction().execute(async (tx) => {
         const queued = await replayToEndpoint(tx, row, position, deps.clock());
         await audit(tx, 'endpoint.replay', actor, id, { queued });

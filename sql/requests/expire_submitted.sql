@@ -1,0 +1,36 @@
+-- Named statement expire_submitted, in src/requests/expiry.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+
+    with due as (
+      select id from underwriting_requests
+      where status = 'submitted' and submitted_at < $1
+      limit 1000
+      for update skip locked
+    ),
+    expired as (
+      update underwriting_requests r
+      set status = 'expired', updated_at = $2
+      from due
+      where r.id = due.id and r.status = 'submitted'
+      returning r.id, r.customer_uuid, r.status, r.decision, r.cpf_masked, r.cost_saving_enabled, r.srd,
+r.submitted_at, r.completed_at, r.upstream_status, r.updated_at, r.traceparent, r.x_request_id
+    ),
+    event_source as (
+      select 'underwriting.expired' as type, e.customer_uuid, e.updated_at as created_at,
+             e.id as request_id, null::bigint as callback_id, jsonb_build_object(
+  'customerUuid', e.customer_uuid, 'status', e.status, 'decision', e.decision,
+  'cpfMasked', e.cpf_masked, 'costSavingEnabled', e.cost_saving_enabled, 'srd', e.srd,
+  'submittedAt', to_char(e.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'completedAt', to_char(e.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+  'upstreamStatus', e.upstream_status, 'result', null::jsonb) as data,
+             e.traceparent, e.x_request_id
+      from expired e
+    ),
+
+  new_events as (
+    insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data, traceparent, x_request_id)
+    select 'evt_' || replace(gen_random_uuid()::text, '-', ''), s.type, s.customer_uuid, s.created_at,
+           s.request_id, s.callback_id, s.data, s.traceparent, s.x_request_id
+    from event_source s
+    order by s.customer_uuid
+    returning id
+  )
+    select id, customer_uuid from expired;

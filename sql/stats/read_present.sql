@@ -1,0 +1,22 @@
+-- Query read_present (builder), in src/stats/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+
+select p.pending, p.oldest_pending,
+       (select count(*) from callbacks c
+         where c.outcome = 'unmatched' and c.received_at >= $1)::bigint as unmatched,
+       (select count(*) from callbacks c
+         where c.outcome = 'invalid' and c.received_at >= $2)::bigint as invalid,
+       d.deliveries_pending + u.n as deliveries_pending, least(d.oldest_delivery_pending, u.oldest) as oldest_delivery_pending,
+       (select count(*) from event_deliveries x where x.status = 'dead')::bigint as deliveries_dead
+  from (select count(*)::bigint as pending, min(r.submitted_at) as oldest_pending
+          from underwriting_requests r
+         where r.status in ('submitting', 'submitted')) p,
+       (select count(*)::bigint as deliveries_pending, min(x.queued_at) as oldest_delivery_pending
+          from event_deliveries x
+         where x.status = 'pending') d,
+       (
+select (select count(*) from event_dispatch c join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id)
+         where c.url_key = any($3::text[])) as n,
+       (select min(f.created_at) from event_dispatch c
+          cross join lateral (select e.created_at from events e where (e.tx_id, e.id) > (c.tx_id, c.event_id)
+                               order by e.tx_id, e.id limit 1) f
+         where c.url_key = any($4::text[])) as oldest) u;
