@@ -1,5 +1,6 @@
 import { createHash, createHmac } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
+import type { SqlSnapshot } from '../db/statements.js';
 import type { AuditAction, Tables } from '../db/types.js';
 
 /** Who did it: a key's short fingerprint, or the peer when the route has no keys configured. */
@@ -90,3 +91,14 @@ export async function readAuditPage(
     next: rows.length > limit && last ? { t: last.position_t, id: last.id } : undefined,
   };
 }
+
+/** The trail's queries as `npm run sql:snapshot` writes them (docs/layout.md): the page unfiltered and with every filter. */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'record_audit', run: (db) => recordAudit(db, { at: new Date(0), action: 'export', actor: 'key:0', subject: 's', counts: {} }) },
+  { name: 'read_audit_page', run: (db) => readAuditPage(db, {}, undefined, 50) },
+  {
+    name: 'read_audit_page_filtered',
+    run: (db) =>
+      readAuditPage(db, { action: 'erase', since: '2026-01-01T00:00:00Z', until: '2026-01-02T00:00:00Z' }, { t: '2026-01-01T12:00:00.000000Z', id: 1 }, 50),
+  },
+];

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
+import type { SqlSnapshot } from '../db/statements.js';
 import type { IdempotencyKeyRow, Tables, UnderwritingRequestRow } from '../db/types.js';
 
 /** A key names one attempt for this long; after that it is as if it had never been used. */
@@ -111,3 +112,12 @@ export async function requestOfKey(
     .limit(1)
     .executeTakeFirst();
 }
+
+/** The key's queries as `npm run sql:snapshot` writes them (docs/layout.md). */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'claim_key', run: (db) => claimKey(db, { key: 'k', hash: 'h', now: new Date(0), leaseMs: 1000 }) },
+  { name: 'record_answer', run: (db) => recordAnswer(db, 'k', 1, { statusCode: 202, body: {} }) },
+  { name: 'release_key', run: (db) => releaseKey(db, 'k') },
+  { name: 'purge_expired_keys', run: (db) => purgeExpiredKeys(db, new Date(0)) },
+  { name: 'request_of_key', run: (db) => requestOfKey(db, 'k', new Date(0)) },
+];

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, type RawBuilder, sql } from 'kysely';
 import { foldRequests, foldStrayCallbacks, idArray } from '../aggregates/fold.js';
+import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { type Periodic, startPeriodic } from '../periodic.js';
 
@@ -184,3 +185,8 @@ export function startRetentionSweep(deps: RetentionDeps): RetentionSweep {
     }
   });
 }
+
+/** One batch of requests, its whole transaction, as `npm run sql:snapshot` writes it (docs/layout.md). */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'purge_request_batch', rows: [[], [{ id: 1 }]], run: (db) => purgeRequestBatch(db, new Date(0), DEFAULT_LIMITS.batch) },
+];
