@@ -543,3 +543,4 @@ export async function reserveRateSlots(db: Kysely<Tables>, key: string, window: 
     select granted from u`.execute(db);
   return Number(rows[0]?.granted ?? 0);
 }
+

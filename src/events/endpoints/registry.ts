@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { EndpointStatus, EventType, Tables } from '../../db/types.js';
@@ -120,7 +121,7 @@ export function fixedEndpoints(targets: readonly WebhookTarget[], secret: string
   const signer = webhookSigner(secret);
   const fixed = targets.map((t) => ({
     ...t,
-    id: `ep_${t.key}`,
+    id: `ep_${randomBytes(16).toString('hex')}`,
     managed: 'config' as const,
     status: 'active' as const,
     types: null,

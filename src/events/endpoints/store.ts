@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import type { EndpointStatus, EventEndpointsTable, EventType, Tables } from '../../db/types.js';
 import { feedHorizon } from '../sql.js';
@@ -104,6 +105,9 @@ async function startEndpointDispatch(db: Kysely<Tables>, key: string, shown: str
 /**
  * The configured URLs' endpoints: a row each (kept as it is when it exists: its status, types and
  * rate set through the API stay). Their dispatch positions are started by the worker, as before.
+ * Its id is random, drawn when its row is first written and kept in the row (every instance and
+ * every restart finds it by the key): derived from the URL, it would let a weak secret in the URL
+ * be guessed offline from the id.
  */
 export async function syncConfiguredEndpoints(db: Kysely<Tables>, targets: readonly { key: string; shown: string }[], now: Date): Promise<void> {
   if (targets.length === 0) return;
@@ -111,7 +115,7 @@ export async function syncConfiguredEndpoints(db: Kysely<Tables>, targets: reado
     .insertInto('event_endpoints')
     .values(
       targets.map((t) => ({
-        id: `ep_${t.key}`,
+        id: `ep_${randomBytes(16).toString('hex')}`,
         key: t.key,
         managed: 'config' as const,
         url: t.shown,
