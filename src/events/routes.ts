@@ -33,7 +33,7 @@ export const eventRoutes =
     const { db } = deps.database;
     const webhooks = deps.config.eventWebhooks;
     const configured = webhookTargets(deps.config);
-    const endpoints = endpointRegistry({ db, configured: webhooks, log: app.log });
+    const endpoints = endpointRegistry({ db, configured: webhooks, log: app.log, clock: deps.clock });
     const keys = () => endpoints.targets().map((t) => t.key);
     const metrics = eventMetrics(deps.registry);
     const closing = new AbortController();

@@ -55,3 +55,32 @@ t.test("migration 0016 gives an existing configured endpoint a random id, and it
   const dump = JSON.stringify([rows, audit.rows, event.rows]);
   t.notOk(dump.includes(old), 'the old id is nowhere');
 });
+
+t.test('a rotated-out secret is cleared from the database once its overlap ends, and only the new one signs', async (t) => {
+  const receiver = await startReceiver(t);
+  const { app } = await adminGateway(t, shared);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url, types: ['callback.unmatched'] });
+  const id = created.body.id as string;
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${id}`));
+  const rotated = (await call(app, 'POST', `/v1/endpoints/${id}/rotate-secret`, { expireOldAfterS: 1 })).body.secret as string;
+  const stored = () => shared.db.selectFrom('event_endpoints').select(['previous_secret', 'previous_expires_at']).where('id', '=', id).executeTakeFirstOrThrow();
+  t.equal((await stored()).previous_secret, created.body.secret, 'kept during the overlap');
+  const cleared = await until(async () => {
+    const row = await stored();
+    return row.previous_secret === null ? row : undefined;
+  }, 5000, 'the expired previous secret cleared');
+  t.equal(cleared.previous_expires_at, null);
+  const cust = customer('secret-cleared');
+  await stray(app, cust);
+  const [r] = (await receiver.waitFor((x) => x.json.data.customerUuid === cust)).filter((x) => x.json.data.customerUuid === cust);
+  t.equal((r!.headers['webhook-signature'] as string).split(' ').length, 1, 'one signature');
+  const verified = new Webhook(rotated).verify(r!.body, {
+    'webhook-id': r!.headers['webhook-id'] as string,
+    'webhook-timestamp': r!.headers['webhook-timestamp'] as string,
+    'webhook-signature': r!.headers['webhook-signature'] as string,
+  }) as { data: { customerUuid: string } };
+  t.equal(verified.data.customerUuid, cust);
+  // expireOldAfterS 0: the previous secret is not stored at all.
+  await call(app, 'POST', `/v1/endpoints/${id}/rotate-secret`, { expireOldAfterS: 0 });
+  t.equal((await stored()).previous_secret, null);
+});

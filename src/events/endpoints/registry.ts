@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely';
 import type { EndpointStatus, EventType, Tables } from '../../db/types.js';
 import { type SigningSecret, type WebhookSigner, webhookSigner } from '../signature.js';
 import { type WebhookTarget, webhookTarget } from '../targets.js';
-import { type EndpointRow, readEndpoints, syncConfiguredEndpoints } from './store.js';
+import { clearExpiredSecrets, type EndpointRow, readEndpoints, syncConfiguredEndpoints } from './store.js';
 
 /** An endpoint as the delivery worker sends to it. */
 export interface EndpointTarget extends WebhookTarget {
@@ -39,6 +39,7 @@ export interface RegistryDeps {
   configured: { urls: readonly string[]; secret: string } | undefined;
   log: Pick<FastifyBaseLogger, 'warn'>;
   refreshMs?: number;
+  clock?: () => Date;
 }
 
 /**
@@ -84,6 +85,11 @@ export function endpointRegistry(deps: RegistryDeps): EndpointRegistry {
       if (missing.length > 0) {
         await syncConfiguredEndpoints(deps.db, missing, new Date());
         rows = await readEndpoints(deps.db);
+      }
+      // A rotated-out secret whose overlap has ended is forgotten (by whichever instance sees it first).
+      const now = (deps.clock ?? (() => new Date()))();
+      if (rows.some((r) => r.previous_expires_at !== null && new Date(r.previous_expires_at).getTime() <= now.getTime())) {
+        await clearExpiredSecrets(deps.db, now);
       }
       // Compared by what the worker uses, so that an unchanged table costs no rebuild.
       const fingerprint = JSON.stringify(rows.map((r) => [r.id, r.updated_at, r.status, r.failing_since]));

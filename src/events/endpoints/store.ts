@@ -185,12 +185,22 @@ export async function deleteEndpoint(tx: Transaction<Tables>, row: EndpointRow, 
   return Number(ended.numUpdatedRows);
 }
 
-/** A new secret; the one it replaces keeps signing until `previousUntil`. */
+/** A new secret; the one it replaces keeps signing until `previousUntil` (not kept at all when that is now). */
 export async function rotateEndpointSecret(tx: Transaction<Tables>, row: EndpointRow, secret: string, previousUntil: Date, now: Date): Promise<void> {
+  const keep = previousUntil.getTime() > now.getTime();
   await tx
     .updateTable('event_endpoints')
-    .set({ secret, previous_secret: row.secret, previous_expires_at: previousUntil, updated_at: now })
+    .set({ secret, previous_secret: keep ? row.secret : null, previous_expires_at: keep ? previousUntil : null, updated_at: now })
     .where('id', '=', row.id)
+    .execute();
+}
+
+/** Forgets every previous secret whose overlap has ended: an expired secret is not kept in the database. */
+export async function clearExpiredSecrets(db: Kysely<Tables>, now: Date): Promise<void> {
+  await db
+    .updateTable('event_endpoints')
+    .set({ previous_secret: null, previous_expires_at: null })
+    .where('previous_expires_at', '<=', now)
     .execute();
 }
 
