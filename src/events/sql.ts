@@ -35,6 +35,13 @@ export interface EventRow {
 }
 
 /**
+ * Whether the endpoint (an event_endpoints row aliased `p`, null when its row is not written yet)
+ * receives the event (an events row aliased `e`): its types filter. What is not written yet for an
+ * endpoint (it is paused, or the worker has not dispatched it) is only what it will receive.
+ */
+const receivesSql = (p: string, e: string) => sql.raw(`(${p}.types is null or ${e}.type = any(${p}.types))`);
+
+/**
  * An event's deliveries (of an `events` row aliased `e`): those written, then one pending for
  * each configured target whose delivery is not written yet (the event is past the target's
  * dispatch position: the worker writes it shortly).
@@ -51,8 +58,9 @@ function deliveriesSql(keys: readonly string[]) {
     select false, array_position(${keys}::text[], c.url_key), jsonb_build_object(
              'url', c.url, 'status', 'pending', 'attempts', 0,
              'last_attempt_at', null, 'last_status', null, 'last_error', null)
-    from event_dispatch c
+    from event_dispatch c left join event_endpoints p on p.key = c.url_key
     where c.url_key = any(${keys}::text[]) and (c.tx_id, c.event_id) < (e.tx_id, e.id)
+      and ${receivesSql('p', 'e')}
       and not exists (select 1 from event_deliveries d where d.event_id = e.id and d.url_key = c.url_key)
   ) x)`;
 }
@@ -451,12 +459,21 @@ export async function recordFinishedAttempts(db: Kysely<Tables>, attempts: reado
  */
 export function unwrittenDeliveriesSql(keys: readonly string[]) {
   return sql`
-    select (select count(*) from event_dispatch c join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id)
+    select (select count(*) from event_dispatch c left join event_endpoints p on p.key = c.url_key
+              join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id) and ${receivesSql('p', 'e')}
              where c.url_key = any(${keys}::text[])) as n,
-           (select min(f.created_at) from event_dispatch c
-              cross join lateral (select e.created_at from events e where (e.tx_id, e.id) > (c.tx_id, c.event_id)
+           (select min(f.created_at) from event_dispatch c left join event_endpoints p on p.key = c.url_key
+              cross join lateral (select e.created_at from events e where (e.tx_id, e.id) > (c.tx_id, c.event_id) and ${receivesSql('p', 'e')}
                                    order by e.tx_id, e.id limit 1) f
              where c.url_key = any(${keys}::text[])) as oldest`;
+}
+
+/** The pending deliveries not written yet of one endpoint per row (c: event_dispatch, for deliveriesByUrlQuery). */
+export function unwrittenByUrlSql(keys: readonly string[]) {
+  return sql`
+    select c.url, 'pending' as status from event_dispatch c left join event_endpoints p on p.key = c.url_key
+      join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id) and ${receivesSql('p', 'e')}
+     where c.url_key = any(${keys}::text[])`;
 }
 
 /**

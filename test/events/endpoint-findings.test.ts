@@ -84,3 +84,28 @@ t.test('a rotated-out secret is cleared from the database once its overlap ends,
   await call(app, 'POST', `/v1/endpoints/${id}/rotate-secret`, { expireOldAfterS: 0 });
   t.equal((await stored()).previous_secret, null);
 });
+
+t.test("a paused endpoint's waiting events count as pending only for the types it receives", async (t) => {
+  const { app, database } = await buildTestApp(t, { env: { ADMIN_API_KEYS: ADMIN_KEY } });
+  await app.ready();
+  const created = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/picky', types: ['underwriting.completed'] });
+  await call(app, 'PATCH', `/v1/endpoints/${created.body.id}`, { status: 'paused' });
+  await stray(app, customer('picky1'));
+  await stray(app, customer('picky2'));
+  const stats = async () => (await app.inject({ url: '/v1/stats' })).json().now.events;
+  t.equal((await stats()).pending, 0, 'no callback.unmatched waits for an endpoint that receives only underwriting.completed');
+  const metrics = (await app.inject({ url: '/metrics' })).body;
+  t.notMatch(metrics, /underwriting_event_url_deliveries\{url="http:\/\/127\.0\.0\.1:9",status="pending"\} [1-9]/, 'nor per URL in the metrics');
+  const feed = (await app.inject({ url: '/v1/events?type=callback.unmatched' })).json();
+  t.ok(feed.items.length >= 2);
+  t.ok(
+    feed.items.every((e: any) => !e.deliveries.some((d: any) => d.url === 'http://127.0.0.1:9/picky')),
+    'no pending delivery shown for it under those events',
+  );
+  const cust = customer('picky3');
+  await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
+  await postCallback(app, resultBody(cust, { started: startedPlus(30) }));
+  t.equal((await stats()).pending, 1, 'the underwriting.completed one waits for it');
+  const completed = (await app.inject({ url: `/v1/events?customerUuid=${cust}&type=underwriting.completed` })).json().items[0];
+  t.match(completed.deliveries, [{ url: 'http://127.0.0.1:9/picky', status: 'pending' }]);
+});
