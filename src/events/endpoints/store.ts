@@ -39,19 +39,38 @@ export async function readEndpoint(db: Kysely<Tables>, id: string): Promise<Endp
   return db.selectFrom('event_endpoints').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** Per key: deliveries delivered, failed (pending after a failed attempt), dead, and the latest attempt. */
+/**
+ * Per key: deliveries delivered, failed (pending after a failed attempt), dead, and the latest
+ * attempt. Each figure is read through event_deliveries_endpoint (url_key, status,
+ * last_attempt_at): the counts over the endpoint's own entries of that status, the latest attempt
+ * as the newest of three (one per status) backward index lookups. No other endpoint's deliveries
+ * are read.
+ */
+export function endpointStatsQuery(keys: readonly string[]) {
+  return sql<EndpointStats>`
+    select k.key as url_key,
+           (select count(*) from event_deliveries d where d.url_key = k.key and d.status = 'delivered')::int as delivered,
+           (select count(*) from event_deliveries d where d.url_key = k.key and d.status = 'pending' and d.attempts > 0)::int as failed,
+           (select count(*) from event_deliveries d where d.url_key = k.key and d.status = 'dead')::int as dead,
+           l.last_attempt_at, l.last_status
+    from unnest(${keys}::text[]) as k(key)
+    left join lateral (
+      select x.last_attempt_at, x.last_status
+      from unnest(array['pending', 'delivered', 'dead']::text[]) as s(status)
+      cross join lateral (
+        select d.last_attempt_at, d.last_status from event_deliveries d
+        where d.url_key = k.key and d.status = s.status and d.last_attempt_at is not null
+        order by d.last_attempt_at desc
+        limit 1
+      ) x
+      order by x.last_attempt_at desc
+      limit 1
+    ) l on true`;
+}
+
 export async function readEndpointStats(db: Kysely<Tables>, keys: readonly string[]): Promise<Map<string, EndpointStats>> {
   if (keys.length === 0) return new Map();
-  const { rows } = await sql<EndpointStats>`
-    select d.url_key,
-           count(*) filter (where d.status = 'delivered')::int as delivered,
-           count(*) filter (where d.status = 'pending' and d.attempts > 0)::int as failed,
-           count(*) filter (where d.status = 'dead')::int as dead,
-           max(d.last_attempt_at) as last_attempt_at,
-           (array_agg(d.last_status order by d.last_attempt_at desc nulls last))[1] as last_status
-    from event_deliveries d
-    where d.url_key = any(${keys}::text[])
-    group by d.url_key`.execute(db);
+  const { rows } = await endpointStatsQuery(keys).execute(db);
   return new Map(rows.map((r) => [r.url_key, r]));
 }
 
