@@ -561,3 +561,51 @@ export async function reserveRateSlots(db: Kysely<Tables>, key: string, window: 
   return Number(rows[0]?.granted ?? 0);
 }
 
+/**
+ * Reserves up to `want` of an endpoint's max_in_flight slots for `holder` (one delivery worker),
+ * across every instance: in the endpoint's row, under its lock, as the rate's slots are. Holders'
+ * entries past their `until` (their instance died without giving them back) count no more and are
+ * dropped; the holder's own entry is renewed until `until`. The number granted (0 when all are held).
+ */
+export async function reserveInFlightSlots(
+  db: Kysely<Tables>,
+  s: { key: string; holder: string; want: number; limit: number; now: Date; until: Date },
+): Promise<number> {
+  const { rows } = await sql<{ granted: number }>`
+    with cur as (
+      select key, in_flight from event_endpoints where key = ${s.key} for update
+    ),
+    held as (
+      select cur.key,
+             coalesce((cur.in_flight -> ${s.holder}::text ->> 'n')::int, 0) as mine,
+             coalesce(sum((x.v ->> 'n')::int) filter (where x.h is not null), 0) as others,
+             coalesce(jsonb_object_agg(x.h, x.v) filter (where x.h is not null), '{}'::jsonb) as kept
+      from cur
+      left join lateral jsonb_each(cur.in_flight) as x(h, v)
+        on x.h <> ${s.holder}::text and (x.v ->> 'until')::timestamptz > ${s.now}::timestamptz
+      group by cur.key, cur.in_flight
+    ),
+    g as (select held.*, least(${s.want}::int, greatest(0, ${s.limit}::int - held.others - held.mine)) as granted from held),
+    u as (
+      update event_endpoints e
+      set in_flight = case when g.mine + g.granted = 0 then g.kept
+                           else g.kept || jsonb_build_object(${s.holder}::text, jsonb_build_object('n', g.mine + g.granted, 'until', ${s.until}::timestamptz)) end
+      from g where e.key = g.key
+      returning g.granted
+    )
+    select granted from u`.execute(db);
+  return Number(rows[0]?.granted ?? 0);
+}
+
+/** Gives back `n` of the holder's in-flight slots (all of them: every endpoint's, when n is undefined, at shutdown). */
+export async function releaseInFlightSlots(db: Kysely<Tables>, s: { key?: string; holder: string; n?: number; until: Date }): Promise<void> {
+  await sql`
+    update event_endpoints
+    set in_flight = case
+          when ${s.n ?? null}::int is null or (in_flight -> ${s.holder}::text ->> 'n')::int <= ${s.n ?? 0}::int then in_flight - ${s.holder}::text
+          else jsonb_set(in_flight, array[${s.holder}::text],
+                         jsonb_build_object('n', (in_flight -> ${s.holder}::text ->> 'n')::int - ${s.n ?? 0}::int, 'until', ${s.until}::timestamptz))
+        end
+    where in_flight -> ${s.holder}::text is not null
+      ${s.key === undefined ? sql`` : sql`and key = ${s.key}`}`.execute(db);
+}

@@ -14,6 +14,8 @@ export interface EndpointTarget extends WebhookTarget {
   /** Types it receives; null: all. */
   types: EventType[] | null;
   rateLimitPerS: number | null;
+  /** Attempts in flight to it at most, across every instance; null: no cap of its own. */
+  maxInFlight: number | null;
   failingSince: Date | null;
   signer: WebhookSigner;
 }
@@ -65,6 +67,7 @@ export function endpointRegistry(deps: RegistryDeps): EndpointRegistry {
       status: row.status,
       types: (row.types as EventType[] | null) ?? null,
       rateLimitPerS: row.rate_limit_per_s,
+      maxInFlight: row.max_in_flight,
       failingSince: row.failing_since ? new Date(row.failing_since) : null,
     };
     if (row.managed === 'config') {
@@ -132,6 +135,7 @@ export function fixedEndpoints(targets: readonly WebhookTarget[], secret: string
     status: 'active' as const,
     types: null,
     rateLimitPerS: null,
+    maxInFlight: null,
     failingSince: null,
     signer,
   }));

@@ -83,6 +83,7 @@ export interface NewEndpoint {
   description: string;
   types: EventType[] | null;
   rateLimitPerS: number | null;
+  maxInFlight: number | null;
   secret: string | null;
 }
 
@@ -102,6 +103,7 @@ export async function insertEndpoint(tx: Transaction<Tables>, e: NewEndpoint, no
       description: e.description,
       types: e.types,
       rate_limit_per_s: e.rateLimitPerS,
+      max_in_flight: e.maxInFlight,
       status: 'active',
       secret: e.secret,
       created_at: now,
@@ -154,6 +156,7 @@ export interface EndpointChange {
   description?: string;
   types?: EventType[] | null;
   rateLimitPerS?: number | null;
+  maxInFlight?: number | null;
   status?: 'active' | 'paused';
 }
 
@@ -171,6 +174,7 @@ export async function updateEndpoint(tx: Transaction<Tables>, before: EndpointRo
       ...(change.description !== undefined ? { description: change.description } : {}),
       ...(change.types !== undefined ? { types: change.types } : {}),
       ...(change.rateLimitPerS !== undefined ? { rate_limit_per_s: change.rateLimitPerS } : {}),
+      ...(change.maxInFlight !== undefined ? { max_in_flight: change.maxInFlight } : {}),
       ...(change.status !== undefined ? { status: change.status } : {}),
       ...(resumed ? { disabled_reason: null, failing_since: null } : {}),
     })
