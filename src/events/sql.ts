@@ -188,21 +188,38 @@ export async function redeliverEvent(
   return Number(row.found) === 0 ? undefined : Number(row.queued);
 }
 
-/** Queues again every dead delivery to a configured target of events created in [since, until). */
-export async function redeliverDead(
+/** Which deliveries a bulk redelivery queues again: of one status, of events in [since, until), maybe of one type. */
+export interface BulkRedelivery {
+  status: 'dead' | 'delivered';
+  since?: string | undefined;
+  until?: string | undefined;
+  type?: EventType | undefined;
+}
+
+/**
+ * Queues again, due now with a fresh horizon, every delivery of the given status to one of the
+ * targets (every endpoint this instance sends to, or the one asked for), of events created in
+ * [since, until) and of the type asked for, among the types each target receives.
+ */
+export async function redeliverDeliveries(
   db: Kysely<Tables>,
-  range: { since?: string | undefined; until?: string | undefined },
-  targets: readonly Pick<WebhookTarget, 'key'>[],
+  which: BulkRedelivery,
+  targets: readonly (Pick<WebhookTarget, 'key'> & { types?: readonly string[] | null })[],
   now: Date,
 ): Promise<number> {
+  const keys = targets.map((t) => t.key);
+  const types = targets.map((t) => (t.types ? t.types.join(',') : null));
   const { rows } = await sql<{ n: number }>`
     with queued as (
       update event_deliveries d
-      set status = 'pending', attempts = 0, queued_at = ${now}, next_attempt_at = ${now}, lease_until = null, lease_token = null
-      from events e
-      where e.id = d.event_id and d.status = 'dead' and d.url_key = any(${targets.map((t) => t.key)}::text[])
-        ${range.since === undefined ? sql`` : sql`and e.created_at >= ${range.since}::timestamptz`}
-        ${range.until === undefined ? sql`` : sql`and e.created_at < ${range.until}::timestamptz`}
+      set status = 'pending', attempts = 0, queued_at = ${now}, next_attempt_at = ${now}, lease_until = null, lease_token = null,
+          delivered_at = null
+      from events e, unnest(${keys}::text[], ${types}::text[]) as t(key, types)
+      where e.id = d.event_id and d.status = ${which.status} and d.url_key = t.key
+        and (t.types is null or e.type = any(string_to_array(t.types, ',')))
+        ${which.type === undefined ? sql`` : sql`and e.type = ${which.type}`}
+        ${which.since === undefined ? sql`` : sql`and e.created_at >= ${which.since}::timestamptz`}
+        ${which.until === undefined ? sql`` : sql`and e.created_at < ${which.until}::timestamptz`}
       returning 1
     )
     select count(*)::int as n from queued`.execute(db);
