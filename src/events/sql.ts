@@ -207,9 +207,19 @@ export async function redeliverDeliveries(
   targets: readonly (Pick<WebhookTarget, 'key'> & { types?: readonly string[] | null })[],
   now: Date,
 ): Promise<number> {
+  const { rows } = await redeliverQuery(which, targets, now).execute(db);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** The statement of redeliverDeliveries: one row, n queued. */
+export function redeliverQuery(
+  which: BulkRedelivery,
+  targets: readonly (Pick<WebhookTarget, 'key'> & { types?: readonly string[] | null })[],
+  now: Date,
+) {
   const keys = targets.map((t) => t.key);
   const types = targets.map((t) => (t.types ? t.types.join(',') : null));
-  const { rows } = await sql<{ n: number }>`
+  return sql<{ n: number }>`
     with queued as (
       update event_deliveries d
       set status = 'pending', attempts = 0, queued_at = ${now}, next_attempt_at = ${now}, lease_until = null, lease_token = null,
@@ -222,8 +232,7 @@ export async function redeliverDeliveries(
         ${which.until === undefined ? sql`` : sql`and e.created_at < ${which.until}::timestamptz`}
       returning 1
     )
-    select count(*)::int as n from queued`.execute(db);
-  return Number(rows[0]?.n ?? 0);
+    select count(*)::int as n from queued`;
 }
 
 /**

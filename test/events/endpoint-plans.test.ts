@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import t from 'tap';
 import { endpointStatsQuery } from '../../src/events/endpoints/store.js';
+import { redeliverQuery } from '../../src/events/sql.js';
 import { freshDatabase } from '../helpers/database.js';
 import { plan } from '../helpers/plan.js';
 
@@ -41,4 +42,11 @@ t.test("GET /v1/endpoints counts an endpoint's deliveries through event_deliveri
   t.match(byKey.get('key-3'), { delivered: expected.rows[0]!.delivered, failed: expected.rows[0]!.failed, dead: expected.rows[0]!.dead, last_status: 200 });
   t.equal(new Date(byKey.get('key-3')!.last_attempt_at!).getTime(), new Date(expected.rows[0]!.last).getTime());
   t.match(byKey.get('key-none'), { delivered: 0, failed: 0, dead: 0, last_attempt_at: null, last_status: null });
+
+  // A bulk redelivery to one endpoint reads its deliveries by an index, never every delivery.
+  for (const status of ['dead', 'delivered'] as const) {
+    const text = await plan(db, redeliverQuery({ status }, [{ key: 'key-3', types: null }], new Date('2027-01-01')).compile(db));
+    t.notMatch(text, /Seq Scan on event_deliveries/, `redeliver ${status} to one endpoint: no sequential scan\n${text}`);
+    t.match(text, /(Index (Only )?Scan using|Bitmap Index Scan on) event_deliveries_\w+/, `redeliver ${status}: by index`);
+  }
 });
