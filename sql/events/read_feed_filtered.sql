@@ -11,7 +11,8 @@ from (
   select false, array_position($1::text[], c.url_key), jsonb_build_object(
            'url', c.url, 'status', 'pending', 'attempts', 0,
            'last_attempt_at', null, 'last_status', null, 'last_error', null)
-  from event_dispatch c
+  from event_dispatch c left join event_endpoints p on p.key = c.url_key
   where c.url_key = any($2::text[]) and (c.tx_id, c.event_id) < (e.tx_id, e.id)
+    and (p.types is null or e.type = any(p.types))
     and not exists (select 1 from event_deliveries d where d.event_id = e.id and d.url_key = c.url_key)
 ) x) as "deliveries" from "events" as "e" where e.tx_id < $3::xid8 and (e.tx_id, e.id) > ($4::xid8, $5::bigint) and "e"."type" = $6 and "e"."customer_uuid" = $7 order by e.tx_id, "e"."id" limit $8;

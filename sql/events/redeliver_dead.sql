@@ -2,11 +2,14 @@
 
 with queued as (
   update event_deliveries d
-  set status = 'pending', attempts = 0, queued_at = $1, next_attempt_at = $2, lease_until = null, lease_token = null
-  from events e
-  where e.id = d.event_id and d.status = 'dead' and d.url_key = any($3::text[])
-    and e.created_at >= $4::timestamptz
-    and e.created_at < $5::timestamptz
+  set status = 'pending', attempts = 0, queued_at = $1, next_attempt_at = $2, lease_until = null, lease_token = null,
+      delivered_at = null
+  from events e, unnest($3::text[], $4::text[]) as t(key, types)
+  where e.id = d.event_id and d.status = $5 and d.url_key = t.key
+    and (t.types is null or e.type = any(string_to_array(t.types, ',')))
+
+    and e.created_at >= $6::timestamptz
+    and e.created_at < $7::timestamptz
   returning 1
 )
 select count(*)::int as n from queued;

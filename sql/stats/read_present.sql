@@ -14,9 +14,10 @@ select p.pending, p.oldest_pending,
           from event_deliveries x
          where x.status = 'pending') d,
        (
-select (select count(*) from event_dispatch c join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id)
+select (select count(*) from event_dispatch c left join event_endpoints p on p.key = c.url_key
+          join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id) and (p.types is null or e.type = any(p.types))
          where c.url_key = any($3::text[])) as n,
-       (select min(f.created_at) from event_dispatch c
-          cross join lateral (select e.created_at from events e where (e.tx_id, e.id) > (c.tx_id, c.event_id)
+       (select min(f.created_at) from event_dispatch c left join event_endpoints p on p.key = c.url_key
+          cross join lateral (select e.created_at from events e where (e.tx_id, e.id) > (c.tx_id, c.event_id) and (p.types is null or e.type = any(p.types))
                                order by e.tx_id, e.id limit 1) f
          where c.url_key = any($4::text[])) as oldest) u;

@@ -182,6 +182,10 @@ export interface EventEndpointsTable {
   /** The second (Unix seconds) whose attempt slots rate_used counts, across every instance. */
   rate_window: ColumnType<string | null, number | null | undefined, number | null>;
   rate_used: ColumnType<number, number | undefined, number>;
+  /** Attempts in flight to it at most, across every instance; null: no cap of its own. */
+  max_in_flight: number | null;
+  /** The slots each instance holds of max_in_flight: {"<holder>": {"n": slots, "until": instant}}. */
+  in_flight: ColumnType<Record<string, { n: number; until: string }>, string | undefined, string>;
 }
 
 /** Purged rows, folded per UTC hour: requests by the hour they were submitted, callbacks by arrival. */

@@ -16,7 +16,7 @@ import {
 } from './schemas.js';
 import { endpointRegistry } from './endpoints/registry.js';
 import { syncConfiguredEndpoints } from './endpoints/store.js';
-import { readEvent, redeliverDead, redeliverEvent, startDispatch } from './sql.js';
+import { readEvent, redeliverDeliveries, redeliverEvent, startDispatch } from './sql.js';
 import { webhookTargets } from './targets.js';
 import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
 
@@ -32,7 +32,7 @@ export const eventRoutes =
     const { db } = deps.database;
     const webhooks = deps.config.eventWebhooks;
     const configured = webhookTargets(deps.config);
-    const endpoints = endpointRegistry({ db, configured: webhooks, log: app.log });
+    const endpoints = endpointRegistry({ db, configured: webhooks, log: app.log, clock: deps.clock });
     const keys = () => endpoints.targets().map((t) => t.key);
     const metrics = eventMetrics(deps.registry);
     const unsubscribe: Array<() => void> = [];
@@ -144,15 +144,19 @@ export const eventRoutes =
         schema: {
           ...operation('redeliverDeadEvents', 'query'),
           tags: ['events'],
-          summary: 'Queue again every dead delivery (to a configured URL) of events created in [since, until)',
+          summary: 'Queue again every dead (or delivered) delivery of events created in [since, until), to every endpoint or one, of every type or one',
+          description:
+            'Each endpoint only for the types it receives; due at once, with a fresh retry horizon. 404 not_found: no endpoint endpointId that this instance sends to.',
           body: bulkRedeliverBody,
           response: { 202: queuedView, ...errors },
         },
       },
       async (request, reply) => {
-        const { since, until } = request.body;
-        const queued = await redeliverDead(db, { since, until }, endpoints.targets(), deps.clock());
-        request.log.info({ queued, since, until }, 'dead event deliveries queued again');
+        const { status, since, until, endpointId, type } = request.body;
+        const targets = endpoints.targets().filter((t) => endpointId === undefined || t.id === endpointId);
+        if (endpointId !== undefined && targets.length === 0) throw notFound(`no endpoint ${endpointId}`);
+        const queued = await redeliverDeliveries(db, { status, since, until, type }, targets, deps.clock());
+        request.log.info({ queued, status, since, until, endpoint: endpointId, type }, 'event deliveries queued again');
         worker?.wake();
         return reply.code(202).send({ queued });
       },

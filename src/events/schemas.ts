@@ -29,9 +29,15 @@ export const eventParams = z.strictObject({
 });
 
 export const bulkRedeliverBody = z.strictObject({
-  status: z.literal('dead'),
+  status: z.enum(['dead', 'delivered']).describe('The deliveries queued again: dead ones, or delivered ones (sent again)'),
   since: instant.optional().describe('events created at or after this instant'),
   until: instant.optional().describe('events created before this instant'),
+  endpointId: z
+    .string()
+    .regex(/^ep_[0-9a-f]{32}$/, 'must be an endpoint id (ep_ and 32 hex digits)')
+    .optional()
+    .describe('Only the deliveries to this endpoint (an id of GET /v1/endpoints); absent: to every endpoint'),
+  type: z.enum(EVENT_TYPES).optional().describe('Only events of this type'),
 });
 
 export const deliveryView = z.object({

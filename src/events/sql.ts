@@ -33,6 +33,13 @@ export interface EventRow {
 }
 
 /**
+ * Whether the endpoint (an event_endpoints row aliased `p`, null when its row is not written yet)
+ * receives the event (an events row aliased `e`): its types filter. What is not written yet for an
+ * endpoint (it is paused, or the worker has not dispatched it) is only what it will receive.
+ */
+const receivesSql = (p: string, e: string) => sql.raw(`(${p}.types is null or ${e}.type = any(${p}.types))`);
+
+/**
  * An event's deliveries (of an `events` row aliased `e`): those written, then one pending for
  * each configured target whose delivery is not written yet (the event is past the target's
  * dispatch position: the worker writes it shortly).
@@ -49,8 +56,9 @@ function deliveriesSql(keys: readonly string[]) {
     select false, array_position(${keys}::text[], c.url_key), jsonb_build_object(
              'url', c.url, 'status', 'pending', 'attempts', 0,
              'last_attempt_at', null, 'last_status', null, 'last_error', null)
-    from event_dispatch c
+    from event_dispatch c left join event_endpoints p on p.key = c.url_key
     where c.url_key = any(${keys}::text[]) and (c.tx_id, c.event_id) < (e.tx_id, e.id)
+      and ${receivesSql('p', 'e')}
       and not exists (select 1 from event_deliveries d where d.event_id = e.id and d.url_key = c.url_key)
   ) x)`;
 }
@@ -175,25 +183,51 @@ export async function redeliverEvent(
   return Number(row.found) === 0 ? undefined : Number(row.queued);
 }
 
-/** Queues again every dead delivery to a configured target of events created in [since, until). */
-export async function redeliverDead(
+/** Which deliveries a bulk redelivery queues again: of one status, of events in [since, until), maybe of one type. */
+export interface BulkRedelivery {
+  status: 'dead' | 'delivered';
+  since?: string | undefined;
+  until?: string | undefined;
+  type?: EventType | undefined;
+}
+
+/**
+ * Queues again, due now with a fresh horizon, every delivery of the given status to one of the
+ * targets (every endpoint this instance sends to, or the one asked for), of events created in
+ * [since, until) and of the type asked for, among the types each target receives.
+ */
+export async function redeliverDeliveries(
   db: Kysely<Tables>,
-  range: { since?: string | undefined; until?: string | undefined },
-  targets: readonly Pick<WebhookTarget, 'key'>[],
+  which: BulkRedelivery,
+  targets: readonly (Pick<WebhookTarget, 'key'> & { types?: readonly string[] | null })[],
   now: Date,
 ): Promise<number> {
-  const { rows } = await sql<{ n: number }>`
+  const { rows } = await redeliverQuery(which, targets, now).execute(db);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** The statement of redeliverDeliveries: one row, n queued. */
+export function redeliverQuery(
+  which: BulkRedelivery,
+  targets: readonly (Pick<WebhookTarget, 'key'> & { types?: readonly string[] | null })[],
+  now: Date,
+) {
+  const keys = targets.map((t) => t.key);
+  const types = targets.map((t) => (t.types ? t.types.join(',') : null));
+  return sql<{ n: number }>`
     with queued as (
       update event_deliveries d
-      set status = 'pending', attempts = 0, queued_at = ${now}, next_attempt_at = ${now}, lease_until = null, lease_token = null
-      from events e
-      where e.id = d.event_id and d.status = 'dead' and d.url_key = any(${targets.map((t) => t.key)}::text[])
-        ${range.since === undefined ? sql`` : sql`and e.created_at >= ${range.since}::timestamptz`}
-        ${range.until === undefined ? sql`` : sql`and e.created_at < ${range.until}::timestamptz`}
+      set status = 'pending', attempts = 0, queued_at = ${now}, next_attempt_at = ${now}, lease_until = null, lease_token = null,
+          delivered_at = null
+      from events e, unnest(${keys}::text[], ${types}::text[]) as t(key, types)
+      where e.id = d.event_id and d.status = ${which.status} and d.url_key = t.key
+        and (t.types is null or e.type = any(string_to_array(t.types, ',')))
+        ${which.type === undefined ? sql`` : sql`and e.type = ${which.type}`}
+        ${which.since === undefined ? sql`` : sql`and e.created_at >= ${which.since}::timestamptz`}
+        ${which.until === undefined ? sql`` : sql`and e.created_at < ${which.until}::timestamptz`}
       returning 1
     )
-    select count(*)::int as n from queued`.execute(db);
-  return Number(rows[0]?.n ?? 0);
+    select count(*)::int as n from queued`;
 }
 
 /**
@@ -437,12 +471,21 @@ export async function recordFinishedAttempts(db: Kysely<Tables>, attempts: reado
  */
 export function unwrittenDeliveriesSql(keys: readonly string[]) {
   return sql`
-    select (select count(*) from event_dispatch c join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id)
+    select (select count(*) from event_dispatch c left join event_endpoints p on p.key = c.url_key
+              join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id) and ${receivesSql('p', 'e')}
              where c.url_key = any(${keys}::text[])) as n,
-           (select min(f.created_at) from event_dispatch c
-              cross join lateral (select e.created_at from events e where (e.tx_id, e.id) > (c.tx_id, c.event_id)
+           (select min(f.created_at) from event_dispatch c left join event_endpoints p on p.key = c.url_key
+              cross join lateral (select e.created_at from events e where (e.tx_id, e.id) > (c.tx_id, c.event_id) and ${receivesSql('p', 'e')}
                                    order by e.tx_id, e.id limit 1) f
              where c.url_key = any(${keys}::text[])) as oldest`;
+}
+
+/** The pending deliveries not written yet of one endpoint per row (c: event_dispatch, for deliveriesByUrlQuery). */
+export function unwrittenByUrlSql(keys: readonly string[]) {
+  return sql`
+    select c.url, 'pending' as status from event_dispatch c left join event_endpoints p on p.key = c.url_key
+      join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id) and ${receivesSql('p', 'e')}
+     where c.url_key = any(${keys}::text[])`;
 }
 
 /**
@@ -530,6 +573,55 @@ export async function reserveRateSlots(db: Kysely<Tables>, key: string, window: 
   return Number(rows[0]?.granted ?? 0);
 }
 
+/**
+ * Reserves up to `want` of an endpoint's max_in_flight slots for `holder` (one delivery worker),
+ * across every instance: in the endpoint's row, under its lock, as the rate's slots are. Holders'
+ * entries past their `until` (their instance died without giving them back) count no more and are
+ * dropped; the holder's own entry is renewed until `until`. The number granted (0 when all are held).
+ */
+export async function reserveInFlightSlots(
+  db: Kysely<Tables>,
+  s: { key: string; holder: string; want: number; limit: number; now: Date; until: Date },
+): Promise<number> {
+  const { rows } = await sql<{ granted: number }>`
+    with cur as (
+      select key, in_flight from event_endpoints where key = ${s.key} for update
+    ),
+    held as (
+      select cur.key,
+             coalesce((cur.in_flight -> ${s.holder}::text ->> 'n')::int, 0) as mine,
+             coalesce(sum((x.v ->> 'n')::int) filter (where x.h is not null), 0) as others,
+             coalesce(jsonb_object_agg(x.h, x.v) filter (where x.h is not null), '{}'::jsonb) as kept
+      from cur
+      left join lateral jsonb_each(cur.in_flight) as x(h, v)
+        on x.h <> ${s.holder}::text and (x.v ->> 'until')::timestamptz > ${s.now}::timestamptz
+      group by cur.key, cur.in_flight
+    ),
+    g as (select held.*, least(${s.want}::int, greatest(0, ${s.limit}::int - held.others - held.mine)) as granted from held),
+    u as (
+      update event_endpoints e
+      set in_flight = case when g.mine + g.granted = 0 then g.kept
+                           else g.kept || jsonb_build_object(${s.holder}::text, jsonb_build_object('n', g.mine + g.granted, 'until', ${s.until}::timestamptz)) end
+      from g where e.key = g.key
+      returning g.granted
+    )
+    select granted from u`.execute(db);
+  return Number(rows[0]?.granted ?? 0);
+}
+
+/** Gives back `n` of the holder's in-flight slots (all of them: every endpoint's, when n is undefined, at shutdown). */
+export async function releaseInFlightSlots(db: Kysely<Tables>, s: { key?: string; holder: string; n?: number; until: Date }): Promise<void> {
+  await sql`
+    update event_endpoints
+    set in_flight = case
+          when ${s.n ?? null}::int is null or (in_flight -> ${s.holder}::text ->> 'n')::int <= ${s.n ?? 0}::int then in_flight - ${s.holder}::text
+          else jsonb_set(in_flight, array[${s.holder}::text],
+                         jsonb_build_object('n', (in_flight -> ${s.holder}::text ->> 'n')::int - ${s.n ?? 0}::int, 'until', ${s.until}::timestamptz))
+        end
+    where in_flight -> ${s.holder}::text is not null
+      ${s.key === undefined ? sql`` : sql`and key = ${s.key}`}`.execute(db);
+}
+
 const AT = new Date('2026-01-01T00:00:00Z');
 const TARGET = { key: 'k', shown: 'https://receiver.example/hook', types: ['underwriting.completed'] };
 
@@ -544,7 +636,8 @@ export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'feed_held_back', rows: [[{ horizon: '9' }]], run: (db) => feedHeldBack(db, {}, { tx: '5', id: 1 }) },
   { name: 'read_event', run: (db) => readEvent(db, 'evt', ['k']) },
   { name: 'redeliver_event', rows: [[{ found: 1, queued: 1 }]], run: (db) => redeliverEvent(db, 'evt', [TARGET], AT) },
-  { name: 'redeliver_dead', run: (db) => redeliverDead(db, { since: '2026-01-01T00:00:00Z', until: '2026-01-02T00:00:00Z' }, [TARGET], AT) },
+  { name: 'redeliver_dead', run: (db) => redeliverDeliveries(db, { status: 'dead', since: '2026-01-01T00:00:00Z', until: '2026-01-02T00:00:00Z' }, [TARGET], AT) },
+  { name: 'redeliver_by_type', run: (db) => redeliverDeliveries(db, { status: 'delivered', type: 'underwriting.completed' }, [TARGET], AT) },
   { name: 'start_dispatch', rows: [[{ horizon: '9' }]], run: (db) => startDispatch(db, [TARGET], AT) },
   { name: 'claim_in_index_order', run: (db) => claimDeliveries(db, { now: AT, keys: ['k'], limit: 10, leaseS: 30, token: 't' }) },
   { name: 'pending_summary', rows: [[{ n: '0', oldest: null }]], run: (db) => pendingSummary(db, ['k']) },
@@ -553,4 +646,6 @@ export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'record_endpoint_recovered', run: (db) => recordEndpointFailing(db, 'k', null) },
   { name: 'disable_failing_endpoint', run: (db) => disableFailingEndpoint(db, { key: 'k', at: AT, afterS: 60, lastError: 'e' }) },
   { name: 'reserve_rate_slots', run: (db) => reserveRateSlots(db, 'k', 1, 5, 10) },
+  { name: 'reserve_in_flight_slots', run: (db) => reserveInFlightSlots(db, { key: 'k', holder: 'h', want: 2, limit: 3, now: AT, until: AT }) },
+  { name: 'release_in_flight_slots', run: (db) => releaseInFlightSlots(db, { key: 'k', holder: 'h', n: 1, until: AT }) },
 ];

@@ -22,6 +22,8 @@ import {
   disableFailingEndpoint,
   recordFinishedAttempts,
   releaseDeliveries,
+  releaseInFlightSlots,
+  reserveInFlightSlots,
   reserveRateSlots,
   startDispatch,
 } from './sql.js';
@@ -79,6 +81,11 @@ const COMMIT_GATHER_MS = 10;
 const NUDGE_GATHER_MS = 100;
 /** Deliveries claimed per pollMs while callback ingest is busy: progress, at a cost ingest does not feel. */
 export const TRICKLE_CLAIM = 16;
+/**
+ * How long an endpoint's waiting attempts wait before asking again for a slot of its maxInFlight
+ * when every slot is held (by other instances: they give theirs back as their attempts end).
+ */
+export const IN_FLIGHT_POLL_MS = 50;
 
 /** One attempt's delivery: leased to this worker under `token`, with the body it sends. */
 interface Sendable {
@@ -95,6 +102,10 @@ interface Sendable {
   attempts: number;
   traceparent: string | null;
   requestId: string | null;
+  /** Sent holding one of its endpoint's maxInFlight slots: given back when the attempt ends. */
+  slot?: boolean;
+  /** When its lease ends (ms): after that another instance may claim it. */
+  leaseEndsAt: number;
 }
 
 /**
@@ -114,7 +125,7 @@ function abortAttempt(signal: AttemptSignal, timedOut: boolean): void {
   signal.emit('abort');
 }
 
-function dispatchedSendable(delivery: DispatchedDelivery, token: string, now: Date): Sendable {
+function dispatchedSendable(delivery: DispatchedDelivery, token: string, now: Date, leaseEndsAt: number): Sendable {
   const createdAt = new Date(delivery.created_at);
   return {
     id: delivery.id,
@@ -130,10 +141,11 @@ function dispatchedSendable(delivery: DispatchedDelivery, token: string, now: Da
     attempts: 0,
     traceparent: delivery.traceparent,
     requestId: delivery.x_request_id,
+    leaseEndsAt,
   };
 }
 
-function claimedSendable(delivery: ClaimedDelivery, token: string): Sendable {
+function claimedSendable(delivery: ClaimedDelivery, token: string, leaseEndsAt: number): Sendable {
   return {
     id: delivery.id,
     urlKey: delivery.url_key,
@@ -147,6 +159,7 @@ function claimedSendable(delivery: ClaimedDelivery, token: string): Sendable {
     attempts: delivery.attempts,
     traceparent: delivery.traceparent,
     requestId: delivery.x_request_id,
+    leaseEndsAt,
   };
 }
 
@@ -251,6 +264,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const lease = token();
       let dispatched: { full: boolean; deliveries: DispatchedDelivery[] };
       let dispatchedAt = new Date(0);
+      let claimedAt = new Date(0);
       let claimed: ClaimedDelivery[] = [];
       try {
         const now = deps.clock();
@@ -265,7 +279,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         dispatched = await dispatchDeliveries(deps.db, { now, targets, limit: Math.max(1, Math.ceil(limit / targets.length)), leaseS, token: lease });
         const sent = dispatched.deliveries.filter((d) => d.lease_token !== null).length;
         if (wantClaim && sent < limit && !dispatched.full) {
-          claimed = await claimDeliveries(deps.db, { now: deps.clock(), keys, limit: limit - sent, leaseS, token: lease });
+          claimedAt = deps.clock();
+          claimed = await claimDeliveries(deps.db, { now: claimedAt, keys, limit: limit - sent, leaseS, token: lease });
         }
       } catch (err) {
         backoffUntil = Date.now() + pollMs;
@@ -274,11 +289,11 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
       for (const delivery of dispatched.deliveries) {
         if (delivery.lease_token === null) held.add(delivery.customer_uuid);
-        else route(dispatchedSendable(delivery, lease, dispatchedAt));
+        else route(dispatchedSendable(delivery, lease, dispatchedAt, dispatchedAt.getTime() + leaseS * 1000));
       }
       for (const delivery of claimed) {
         held.delete(delivery.customer_uuid);
-        route(claimedSendable(delivery, lease));
+        route(claimedSendable(delivery, lease, claimedAt.getTime() + leaseS * 1000));
       }
       if (!dispatched.full && dispatched.deliveries.length + claimed.length < limit) {
         if (wantClaim) catchingUp = false;
@@ -296,20 +311,71 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
    */
   const endpointCap = () => Math.max(1, Math.ceil(concurrency / Math.min(4, Math.max(1, active().length))));
   const sendingTo = new Map<string, number>();
-  const busy = (key: string) => (sendingTo.get(key) ?? 0) >= endpointCap();
+  /** Its maxInFlight (across every instance), while it is active; null: none. */
+  const inFlightCapOf = (key: string) => {
+    const target = targetOf(key);
+    return target?.status === 'active' ? target.maxInFlight : null;
+  };
+  const busy = (key: string) => (sendingTo.get(key) ?? 0) >= Math.min(endpointCap(), inFlightCapOf(key) ?? Infinity);
   /** Deliveries waiting for their endpoint's rate (rateLimitPerS) or a slot of its cap, by endpoint key. */
   const pacers = new Map<string, { queue: Sendable[]; tokens: number; window: number; pumping: boolean }>();
   const limitOf = (key: string) => {
     const target = targetOf(key);
     return target?.status === 'active' ? target.rateLimitPerS : null;
   };
+  /** How many of its attempts may wait here for its rate or its slots: a second's worth, or one round of its cap. */
+  const waitingLimit = (t: Pick<EndpointTarget, 'rateLimitPerS' | 'maxInFlight'>) =>
+    t.rateLimitPerS === null && t.maxInFlight === null ? endpointCap() : Math.min(t.rateLimitPerS ?? Infinity, t.maxInFlight ?? Infinity);
   /** Enough of its attempts wait already: the endpoint is left out of claims until they go. */
-  const throttled = (t: EndpointTarget) => (pacers.get(t.key)?.queue.length ?? 0) >= (t.rateLimitPerS ?? endpointCap());
+  const throttled = (t: EndpointTarget) => (pacers.get(t.key)?.queue.length ?? 0) >= waitingLimit(t);
+
+  // An endpoint's maxInFlight holds across every instance: this worker reserves slots in the
+  // endpoint's row (as `holder`) before it sends, and gives each back once its attempt has ended.
+  const holder = randomBytes(9).toString('base64url');
+  /** Slots held (reserved, not given back) and slots in use by an attempt in flight, by endpoint key. */
+  const slotsHeld = new Map<string, number>();
+  const slotsUsed = new Map<string, number>();
+  const bump = (map: Map<string, number>, key: string, by: number) => {
+    const n = (map.get(key) ?? 0) + by;
+    if (n <= 0) map.delete(key);
+    else map.set(key, n);
+  };
+  /** How long a holder's reservation counts without news of it: an attempt ends within timeoutMs. */
+  const slotsUntil = () => new Date(deps.clock().getTime() + leaseS * 1000);
+  /** Slots to give back, by endpoint key, and the keys whose write is under way (one at a time per key). */
+  const toGiveBack = new Map<string, number>();
+  const givingBack = new Map<string, Promise<void>>();
+  let reservedAny = false;
+
+  /** Gives back `n` slots of the endpoint; what is given back meanwhile goes in the next write. */
+  function giveBack(key: string, n: number): void {
+    if (n <= 0) return;
+    bump(slotsHeld, key, -n);
+    bump(toGiveBack, key, n);
+    if (givingBack.has(key)) return;
+    givingBack.set(key, (async () => {
+      for (let n = toGiveBack.get(key) ?? 0; n > 0; n = toGiveBack.get(key) ?? 0) {
+        toGiveBack.delete(key);
+        try {
+          await releaseInFlightSlots(deps.db, { key, holder, n, until: slotsUntil() });
+        } catch (err) {
+          // Kept and given back later; meanwhile they run out on their own (slotsUntil).
+          bump(toGiveBack, key, n);
+          warnStorage(err, 'could not give back an endpoint in-flight slot; retrying');
+          if (stopped) break;
+          await new Promise((resolve) => setTimeout(resolve, pollMs).unref());
+        }
+      }
+      givingBack.delete(key);
+      // Another instance's attempts may be waiting for them; ours too.
+      if (pacers.has(key)) void pump(key);
+    })());
+  }
 
   /** Sends now, or once its endpoint's rate and cap allow (attempts waiting for them take no concurrency). */
   function route(delivery: Sendable): void {
     const key = delivery.urlKey;
-    if (limitOf(key) === null && !busy(key) && !pacers.has(key)) return send(delivery);
+    if (limitOf(key) === null && inFlightCapOf(key) === null && !busy(key) && !pacers.has(key)) return send(delivery);
     let pacer = pacers.get(key);
     if (!pacer) pacers.set(key, (pacer = { queue: [], tokens: 0, window: 0, pumping: false }));
     pacer.queue.push(delivery);
@@ -317,9 +383,9 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   }
 
   /**
-   * Sends an endpoint's waiting attempts as its cap and rate allow: slots of each second are
-   * reserved in the database, so that every instance together stays within rateLimitPerS.
-   * Called again when one of its attempts ends.
+   * Sends an endpoint's waiting attempts as its cap and rate allow: slots of each second, and
+   * slots of its maxInFlight, are reserved in the database, so that every instance together stays
+   * within rateLimitPerS and maxInFlight. Called again when one of its attempts ends.
    */
   async function pump(key: string): Promise<void> {
     const pacer = pacers.get(key);
@@ -328,10 +394,10 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     try {
       while (pacer.queue.length > 0 && !stopped && !busy(key)) {
         const limit = limitOf(key);
-        const wasThrottled = pacer.queue.length >= (limit ?? endpointCap());
-        if (limit === null) {
-          while (pacer.queue.length > 0 && !busy(key)) send(pacer.queue.shift()!);
-        } else {
+        const cap = inFlightCapOf(key);
+        const wasThrottled = pacer.queue.length >= waitingLimit({ rateLimitPerS: limit, maxInFlight: cap });
+        // Its rate first: the second's slots (waiting for the next second holds none of its in-flight slots).
+        if (limit !== null) {
           const nowMs = deps.clock().getTime();
           const window = Math.floor(nowMs / 1000);
           if (pacer.window !== window) {
@@ -348,16 +414,47 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
               continue;
             }
           }
-          while (pacer.tokens > 0 && pacer.queue.length > 0 && !busy(key)) {
-            pacer.tokens--;
-            send(pacer.queue.shift()!);
-          }
         }
-        if (wasThrottled && pacer.queue.length < (limit ?? endpointCap())) wake();
+        // Then its in-flight slots, unless some reserved are still unused.
+        if (cap !== null && (slotsHeld.get(key) ?? 0) <= (slotsUsed.get(key) ?? 0)) {
+          const room = Math.min(endpointCap(), cap) - (sendingTo.get(key) ?? 0);
+          const want = Math.min(pacer.queue.length, room, limit === null ? Infinity : pacer.tokens);
+          reservedAny = true;
+          const granted = await reserveInFlightSlots(deps.db, { key, holder, want, limit: cap, now: deps.clock(), until: slotsUntil() }).catch((err) => {
+            warnStorage(err, 'could not reserve an endpoint in-flight slot; retrying');
+            return -1;
+          });
+          if (granted <= 0) {
+            // Every slot is held elsewhere: look again shortly (they are given back as attempts end).
+            await new Promise((resolve) => setTimeout(resolve, granted === 0 ? IN_FLIGHT_POLL_MS : pollMs).unref());
+            continue;
+          }
+          bump(slotsHeld, key, granted);
+        }
+        while (pacer.queue.length > 0 && !busy(key) && (limit === null || pacer.tokens > 0)) {
+          if (cap !== null && (slotsHeld.get(key) ?? 0) <= (slotsUsed.get(key) ?? 0)) break;
+          const delivery = pacer.queue.shift()!;
+          if (deps.clock().getTime() + deps.timeoutMs > delivery.leaseEndsAt) {
+            // It waited so long that its attempt could outlast its lease, and another instance
+            // send it too: given back unattempted, due again for the next claim anywhere.
+            void releaseDeliveries(deps.db, [delivery.id], delivery.token).catch((err) => warnStorage(err, 'could not release an event delivery'));
+            continue;
+          }
+          if (limit !== null) pacer.tokens--;
+          if (cap !== null) {
+            delivery.slot = true;
+            bump(slotsUsed, key, 1);
+          }
+          send(delivery);
+        }
+        if (wasThrottled && pacer.queue.length < waitingLimit({ rateLimitPerS: limit, maxInFlight: cap })) wake();
       }
     } finally {
       pacer.pumping = false;
       if (pacer.queue.length === 0) pacers.delete(key);
+      // Slots reserved and not used (the queue emptied, or the cap was lifted): given back.
+      const surplus = (slotsHeld.get(key) ?? 0) - (slotsUsed.get(key) ?? 0);
+      if (surplus > 0 && (pacer.queue.length === 0 || stopped || inFlightCapOf(key) === null)) giveBack(key, surplus);
     }
   }
 
@@ -371,7 +468,11 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       if (left === 0) sendingTo.delete(key);
       else sendingTo.set(key, left);
       sends.delete(sending);
-      if (pacers.has(key)) void pump(key);
+      if (delivery.slot) {
+        // Given back at once, not kept for this instance's next attempt: other instances' turn too.
+        bump(slotsUsed, key, -1);
+        giveBack(key, 1);
+      } else if (pacers.has(key)) void pump(key);
     });
     sends.add(sending);
   }
@@ -543,6 +644,11 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
       await Promise.all([...sends]);
       await flushing;
+      // Every in-flight slot this worker still holds: for the other instances at once.
+      await Promise.all([...givingBack.values()]);
+      if (reservedAny) {
+        await releaseInFlightSlots(deps.db, { holder, until: slotsUntil() }).catch((err) => warnStorage(err, 'could not give back the endpoint in-flight slots'));
+      }
       await agent.close();
     },
   };

@@ -2,7 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import { ORIGIN, turnaroundBin } from '../aggregates/turnaround.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
-import { unwrittenDeliveriesSql } from '../events/sql.js';
+import { unwrittenByUrlSql, unwrittenDeliveriesSql } from '../events/sql.js';
 
 export type BucketUnit = 'hour' | 'day';
 
@@ -168,8 +168,7 @@ export function deliveriesByUrlQuery(keys: readonly string[] = []) {
       union all
       select d.url, 'dead' as status from event_deliveries d where d.status = 'dead'
       union all
-      select c.url, 'pending' as status from event_dispatch c join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id)
-       where c.url_key = any(${keys}::text[])
+      ${unwrittenByUrlSql(keys)}
     ) x
      group by url, status
      order by url, status`;

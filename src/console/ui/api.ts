@@ -187,6 +187,9 @@ export const redeliver = (id: string) => call<{ queued: number }>('POST', `v1/ev
 
 export const redeliverDead = () => call<{ queued: number }>('POST', 'v1/events/redeliver', { status: 'dead' });
 
+/** One endpoint's dead deliveries queued again (an events route: the query key, not the admin key). */
+export const redeliverDeadTo = (endpointId: string) => call<{ queued: number }>('POST', 'v1/events/redeliver', { status: 'dead', endpointId });
+
 /** The feed's largest page, and how many of them one look at the dead events reads at most. */
 const FEED_PAGE = 500;
 export const SCAN_PAGES = 20;

@@ -3,6 +3,7 @@ import {
   type Answer,
   type EndpointView,
   listEndpoints,
+  redeliverDeadTo,
   replayToEndpoint,
   rotateEndpointSecret,
   setEndpointStatus,
@@ -22,7 +23,8 @@ function successRate(e: EndpointView): string {
 
 /**
  * The receivers of pushed events (/v1/endpoints): health, last attempts, success rate, why one
- * is disabled; pause or resume, rotate its secret (shown once, here), replay from a time. These
+ * is disabled; pause or resume, redeliver its dead deliveries (POST /v1/events/redeliver, with the
+ * query key), rotate its secret (shown once, here), replay from a time. These
  * routes need an admin key (ADMIN_API_KEYS), asked for here and kept in this tab's session only.
  */
 export function Endpoints({ tick }: { tick: number }) {
@@ -118,6 +120,7 @@ export function Endpoints({ tick }: { tick: number }) {
                       {e.managed === 'config' ? 'EVENT_WEBHOOK_URLS' : e.description || e.id}
                       {e.types ? ` · ${e.types.join(', ')}` : ''}
                       {e.rateLimitPerS ? ` · ${e.rateLimitPerS}/s` : ''}
+                      {e.maxInFlight ? ` · at most ${e.maxInFlight} in flight` : ''}
                     </div>
                   </td>
                   <td class={`endpoint-${e.status}`}>
@@ -163,6 +166,17 @@ function EndpointActions({
       >
         {resume ? 'Resume' : 'Pause'}
       </button>{' '}
+      {e.stats.dead > 0 && (
+        <button
+          type="button"
+          class="secondary"
+          onClick={() =>
+            act('Redeliver dead', () => redeliverDeadTo(e.id), (data: { queued: number }) => `${data.queued} dead deliver${data.queued === 1 ? 'y' : 'ies'} queued again for ${e.url}.`)
+          }
+        >
+          Redeliver dead
+        </button>
+      )}{' '}
       {e.managed === 'api' && (
         <button
           type="button"

@@ -80,6 +80,7 @@ export interface EndpointView {
   description: string;
   types: string[] | null;
   rateLimitPerS: number | null;
+  maxInFlight: number | null;
   status: 'active' | 'paused' | 'disabled';
   disabledReason: string | null;
   createdAt: string;

@@ -1,9 +1,10 @@
+import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { EndpointStatus, EventType, Tables } from '../../db/types.js';
 import { type SigningSecret, type WebhookSigner, webhookSigner } from '../signature.js';
 import { type WebhookTarget, webhookTarget } from '../targets.js';
-import { type EndpointRow, readEndpoints, syncConfiguredEndpoints } from './store.js';
+import { clearExpiredSecrets, type EndpointRow, readEndpoints, syncConfiguredEndpoints } from './store.js';
 
 /** An endpoint as the delivery worker sends to it. */
 export interface EndpointTarget extends WebhookTarget {
@@ -13,6 +14,8 @@ export interface EndpointTarget extends WebhookTarget {
   /** Types it receives; null: all. */
   types: EventType[] | null;
   rateLimitPerS: number | null;
+  /** Attempts in flight to it at most, across every instance; null: no cap of its own. */
+  maxInFlight: number | null;
   failingSince: Date | null;
   signer: WebhookSigner;
 }
@@ -38,6 +41,7 @@ export interface RegistryDeps {
   configured: { urls: readonly string[]; secret: string } | undefined;
   log: Pick<FastifyBaseLogger, 'warn'>;
   refreshMs?: number;
+  clock?: () => Date;
 }
 
 /**
@@ -63,6 +67,7 @@ export function endpointRegistry(deps: RegistryDeps): EndpointRegistry {
       status: row.status,
       types: (row.types as EventType[] | null) ?? null,
       rateLimitPerS: row.rate_limit_per_s,
+      maxInFlight: row.max_in_flight,
       failingSince: row.failing_since ? new Date(row.failing_since) : null,
     };
     if (row.managed === 'config') {
@@ -83,6 +88,11 @@ export function endpointRegistry(deps: RegistryDeps): EndpointRegistry {
       if (missing.length > 0) {
         await syncConfiguredEndpoints(deps.db, missing, new Date());
         rows = await readEndpoints(deps.db);
+      }
+      // A rotated-out secret whose overlap has ended is forgotten (by whichever instance sees it first).
+      const now = (deps.clock ?? (() => new Date()))();
+      if (rows.some((r) => r.previous_expires_at !== null && new Date(r.previous_expires_at).getTime() <= now.getTime())) {
+        await clearExpiredSecrets(deps.db, now);
       }
       // Compared by what the worker uses, so that an unchanged table costs no rebuild.
       const fingerprint = JSON.stringify(rows.map((r) => [r.id, r.updated_at, r.status, r.failing_since]));
@@ -120,11 +130,12 @@ export function fixedEndpoints(targets: readonly WebhookTarget[], secret: string
   const signer = webhookSigner(secret);
   const fixed = targets.map((t) => ({
     ...t,
-    id: `ep_${t.key}`,
+    id: `ep_${randomBytes(16).toString('hex')}`,
     managed: 'config' as const,
     status: 'active' as const,
     types: null,
     rateLimitPerS: null,
+    maxInFlight: null,
     failingSince: null,
     signer,
   }));

@@ -90,7 +90,7 @@ export const endpointRoutes =
         schema: {
           ...operation('updateEndpoint', 'admin'),
           tags,
-          summary: 'Changes url, description, types, rateLimitPerS or status (active, paused)',
+          summary: 'Changes url, description, types, rateLimitPerS, maxInFlight or status (active, paused)',
           description: 'Made active again (from paused or disabled), its waiting deliveries resume in order, each with a fresh retry horizon. Audited.',
           params: endpointParams,
           body: endpointPatch,

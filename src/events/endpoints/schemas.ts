@@ -5,6 +5,7 @@ import { instant } from '../../http/query.js';
 
 export const MAX_URL_LENGTH = 2048;
 export const MAX_RATE_PER_S = 10_000;
+export const MAX_IN_FLIGHT = 100;
 export const DEFAULT_EXPIRE_OLD_AFTER_S = 86_400;
 
 // Never echoes the URL in its message: it may carry a secret.
@@ -29,11 +30,19 @@ const types = z
 
 const rate = z.number().int().min(1).max(MAX_RATE_PER_S).describe('Attempts per second at most (across every instance); null: no limit');
 
+const inFlight = z
+  .number()
+  .int()
+  .min(1)
+  .max(MAX_IN_FLIGHT)
+  .describe(`Attempts in flight to it at most, across every instance (1-${MAX_IN_FLIGHT}); null: only the worker's own limits`);
+
 export const endpointBody = z.strictObject({
   url: endpointUrl,
   description: z.string().max(500).optional(),
   types: types.nullable().optional(),
   rateLimitPerS: rate.nullable().optional(),
+  maxInFlight: inFlight.nullable().optional(),
   secret: z.string().refine(isWebhookSecret, 'must be whsec_ followed by the base64 of 24-64 random bytes').optional().describe('Generated when absent'),
 });
 export type EndpointBody = z.infer<typeof endpointBody>;
@@ -43,6 +52,7 @@ export const endpointPatch = z.strictObject({
   description: z.string().max(500).optional(),
   types: types.nullable().optional(),
   rateLimitPerS: rate.nullable().optional(),
+  maxInFlight: inFlight.nullable().optional(),
   status: z.enum(['active', 'paused']).optional().describe('paused: nothing is sent, deliveries wait; active resumes them (also a disabled endpoint) in order'),
 });
 export type EndpointPatch = z.infer<typeof endpointPatch>;
@@ -75,6 +85,7 @@ export const endpointView = z
     description: z.string(),
     types: z.array(z.enum(EVENT_TYPES)).nullable(),
     rateLimitPerS: z.number().int().nullable(),
+    maxInFlight: z.number().int().nullable(),
     status: z.enum(ENDPOINT_STATUSES),
     disabledReason: z.string().nullable(),
     createdAt: z.iso.datetime(),

@@ -45,6 +45,7 @@ function view(row: EndpointRow, stats: EndpointStats | undefined): EndpointView 
     description: row.description,
     types: (row.types as EventType[] | null) ?? null,
     rateLimitPerS: row.rate_limit_per_s,
+    maxInFlight: row.max_in_flight,
     status: row.status,
     disabledReason: row.disabled_reason,
     createdAt: new Date(row.created_at).toISOString(),
@@ -102,6 +103,7 @@ export function endpointService(deps: EndpointServiceDeps) {
             description: body.description ?? '',
             types: body.types ?? null,
             rateLimitPerS: body.rateLimitPerS ?? null,
+            maxInFlight: body.maxInFlight ?? null,
             secret,
           },
           deps.clock(),
@@ -121,6 +123,7 @@ export function endpointService(deps: EndpointServiceDeps) {
       if (patch.description !== undefined) change.description = patch.description;
       if (patch.types !== undefined) change.types = patch.types;
       if (patch.rateLimitPerS !== undefined) change.rateLimitPerS = patch.rateLimitPerS;
+      if (patch.maxInFlight !== undefined) change.maxInFlight = patch.maxInFlight;
       if (patch.status !== undefined) change.status = patch.status;
       const row = await db.transaction().execute(async (tx) => {
         const row = await updateEndpoint(tx, before, change, deps.clock());

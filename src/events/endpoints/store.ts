@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import type { EndpointStatus, EventEndpointsTable, EventType, Tables } from '../../db/types.js';
 import { feedHorizon } from '../sql.js';
@@ -38,19 +39,38 @@ export async function readEndpoint(db: Kysely<Tables>, id: string): Promise<Endp
   return db.selectFrom('event_endpoints').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** Per key: deliveries delivered, failed (pending after a failed attempt), dead, and the latest attempt. */
+/**
+ * Per key: deliveries delivered, failed (pending after a failed attempt), dead, and the latest
+ * attempt. Each figure is read through event_deliveries_endpoint (url_key, status,
+ * last_attempt_at): the counts over the endpoint's own entries of that status, the latest attempt
+ * as the newest of three (one per status) backward index lookups. No other endpoint's deliveries
+ * are read.
+ */
+export function endpointStatsQuery(keys: readonly string[]) {
+  return sql<EndpointStats>`
+    select k.key as url_key,
+           (select count(*) from event_deliveries d where d.url_key = k.key and d.status = 'delivered')::int as delivered,
+           (select count(*) from event_deliveries d where d.url_key = k.key and d.status = 'pending' and d.attempts > 0)::int as failed,
+           (select count(*) from event_deliveries d where d.url_key = k.key and d.status = 'dead')::int as dead,
+           l.last_attempt_at, l.last_status
+    from unnest(${keys}::text[]) as k(key)
+    left join lateral (
+      select x.last_attempt_at, x.last_status
+      from unnest(array['pending', 'delivered', 'dead']::text[]) as s(status)
+      cross join lateral (
+        select d.last_attempt_at, d.last_status from event_deliveries d
+        where d.url_key = k.key and d.status = s.status and d.last_attempt_at is not null
+        order by d.last_attempt_at desc
+        limit 1
+      ) x
+      order by x.last_attempt_at desc
+      limit 1
+    ) l on true`;
+}
+
 export async function readEndpointStats(db: Kysely<Tables>, keys: readonly string[]): Promise<Map<string, EndpointStats>> {
   if (keys.length === 0) return new Map();
-  const { rows } = await sql<EndpointStats>`
-    select d.url_key,
-           count(*) filter (where d.status = 'delivered')::int as delivered,
-           count(*) filter (where d.status = 'pending' and d.attempts > 0)::int as failed,
-           count(*) filter (where d.status = 'dead')::int as dead,
-           max(d.last_attempt_at) as last_attempt_at,
-           (array_agg(d.last_status order by d.last_attempt_at desc nulls last))[1] as last_status
-    from event_deliveries d
-    where d.url_key = any(${keys}::text[])
-    group by d.url_key`.execute(db);
+  const { rows } = await endpointStatsQuery(keys).execute(db);
   return new Map(rows.map((r) => [r.url_key, r]));
 }
 
@@ -63,6 +83,7 @@ export interface NewEndpoint {
   description: string;
   types: EventType[] | null;
   rateLimitPerS: number | null;
+  maxInFlight: number | null;
   secret: string | null;
 }
 
@@ -82,6 +103,7 @@ export async function insertEndpoint(tx: Transaction<Tables>, e: NewEndpoint, no
       description: e.description,
       types: e.types,
       rate_limit_per_s: e.rateLimitPerS,
+      max_in_flight: e.maxInFlight,
       status: 'active',
       secret: e.secret,
       created_at: now,
@@ -104,6 +126,9 @@ async function startEndpointDispatch(db: Kysely<Tables>, key: string, shown: str
 /**
  * The configured URLs' endpoints: a row each (kept as it is when it exists: its status, types and
  * rate set through the API stay). Their dispatch positions are started by the worker, as before.
+ * Its id is random, drawn when its row is first written and kept in the row (every instance and
+ * every restart finds it by the key): derived from the URL, it would let a weak secret in the URL
+ * be guessed offline from the id.
  */
 export async function syncConfiguredEndpoints(db: Kysely<Tables>, targets: readonly { key: string; shown: string }[], now: Date): Promise<void> {
   if (targets.length === 0) return;
@@ -111,7 +136,7 @@ export async function syncConfiguredEndpoints(db: Kysely<Tables>, targets: reado
     .insertInto('event_endpoints')
     .values(
       targets.map((t) => ({
-        id: `ep_${t.key}`,
+        id: `ep_${randomBytes(16).toString('hex')}`,
         key: t.key,
         managed: 'config' as const,
         url: t.shown,
@@ -131,6 +156,7 @@ export interface EndpointChange {
   description?: string;
   types?: EventType[] | null;
   rateLimitPerS?: number | null;
+  maxInFlight?: number | null;
   status?: 'active' | 'paused';
 }
 
@@ -148,6 +174,7 @@ export async function updateEndpoint(tx: Transaction<Tables>, before: EndpointRo
       ...(change.description !== undefined ? { description: change.description } : {}),
       ...(change.types !== undefined ? { types: change.types } : {}),
       ...(change.rateLimitPerS !== undefined ? { rate_limit_per_s: change.rateLimitPerS } : {}),
+      ...(change.maxInFlight !== undefined ? { max_in_flight: change.maxInFlight } : {}),
       ...(change.status !== undefined ? { status: change.status } : {}),
       ...(resumed ? { disabled_reason: null, failing_since: null } : {}),
     })
@@ -181,12 +208,22 @@ export async function deleteEndpoint(tx: Transaction<Tables>, row: EndpointRow, 
   return Number(ended.numUpdatedRows);
 }
 
-/** A new secret; the one it replaces keeps signing until `previousUntil`. */
+/** A new secret; the one it replaces keeps signing until `previousUntil` (not kept at all when that is now). */
 export async function rotateEndpointSecret(tx: Transaction<Tables>, row: EndpointRow, secret: string, previousUntil: Date, now: Date): Promise<void> {
+  const keep = previousUntil.getTime() > now.getTime();
   await tx
     .updateTable('event_endpoints')
-    .set({ secret, previous_secret: row.secret, previous_expires_at: previousUntil, updated_at: now })
+    .set({ secret, previous_secret: keep ? row.secret : null, previous_expires_at: keep ? previousUntil : null, updated_at: now })
     .where('id', '=', row.id)
+    .execute();
+}
+
+/** Forgets every previous secret whose overlap has ended: an expired secret is not kept in the database. */
+export async function clearExpiredSecrets(db: Kysely<Tables>, now: Date): Promise<void> {
+  await db
+    .updateTable('event_endpoints')
+    .set({ previous_secret: null, previous_expires_at: null })
+    .where('previous_expires_at', '<=', now)
     .execute();
 }
 

@@ -1,0 +1,15 @@
+-- Query redeliver_by_type (builder), in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+
+with queued as (
+  update event_deliveries d
+  set status = 'pending', attempts = 0, queued_at = $1, next_attempt_at = $2, lease_until = null, lease_token = null,
+      delivered_at = null
+  from events e, unnest($3::text[], $4::text[]) as t(key, types)
+  where e.id = d.event_id and d.status = $5 and d.url_key = t.key
+    and (t.types is null or e.type = any(string_to_array(t.types, ',')))
+    and e.type = $6
+
+
+  returning 1
+)
+select count(*)::int as n from queued;

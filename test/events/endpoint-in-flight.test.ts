@@ -1,0 +1,102 @@
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { sql } from 'kysely';
+import t, { type Test } from 'tap';
+import { customer } from '../callbacks/fixtures.js';
+import { anotherConnection, freshDatabase } from '../helpers/database.js';
+import { adminGateway, call, stray } from './admin.js';
+import { until } from './fixtures.js';
+
+// An endpoint's maxInFlight: at most that many attempts to it in flight at once, across every
+// instance, against a real slow receiver on 127.0.0.1 that counts what it holds at once.
+
+const shared = await freshDatabase(t);
+
+/** A real receiver on 127.0.0.1 that answers each request after `delayMs`, counting how many it holds at once. */
+async function slowReceiver(t: Test, delayMs: number) {
+  const state = { current: 0, max: 0, customers: [] as string[] };
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      state.current++;
+      state.max = Math.max(state.max, state.current);
+      setTimeout(() => {
+        state.current--;
+        state.customers.push(JSON.parse(Buffer.concat(chunks).toString('utf8')).data.customerUuid);
+        res.end();
+      }, delayMs);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, state };
+}
+
+t.test('maxInFlight is set, read, changed and validated through the API', async (t) => {
+  const { app } = await adminGateway(t, shared);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/cap', maxInFlight: 5 });
+  t.equal(created.status, 201);
+  t.equal(created.body.maxInFlight, 5);
+  const id = created.body.id as string;
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${id}`));
+  t.equal((await call(app, 'GET', `/v1/endpoints/${id}`)).body.maxInFlight, 5);
+  t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { maxInFlight: 100 })).body.maxInFlight, 100);
+  t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { maxInFlight: null })).body.maxInFlight, null);
+  t.equal((await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/cap2' })).body.maxInFlight, null, 'none by default');
+  for (const bad of [0, 101, 1.5, '3']) {
+    const res = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/cap3', maxInFlight: bad });
+    t.equal(res.status, 400, `maxInFlight ${JSON.stringify(bad)}`);
+    t.equal(res.body.error, 'validation_failed');
+  }
+  t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { maxInFlight: 0 })).status, 400);
+  await call(app, 'DELETE', `/v1/endpoints/${(await call(app, 'GET', '/v1/endpoints')).body.items.find((e: any) => e.url === 'http://127.0.0.1:9/cap2').id}`);
+});
+
+t.test('maxInFlight holds across two instances sharing the database: a slow receiver never holds more at once', async (t) => {
+  const receiver = await slowReceiver(t, 300);
+  const { app: a } = await adminGateway(t, shared);
+  const { app: b } = await adminGateway(t, await anotherConnection(t, shared));
+  const created = await call(a, 'POST', '/v1/endpoints', { url: receiver.url, maxInFlight: 3, types: ['callback.unmatched'] });
+  const id = created.body.id as string;
+  t.teardown(() => call(a, 'DELETE', `/v1/endpoints/${id}`));
+  await until(async () => ((await call(b, 'GET', `/v1/endpoints/${id}`)).body?.maxInFlight === 3 ? true : undefined));
+  // 40 customers' events, recorded half on each instance: without the cap (each instance may have
+  // 64 in flight) they all arrive within a few hundred milliseconds, most at once.
+  const custs = Array.from({ length: 40 }, (_, i) => customer(`cap-${i}`));
+  const began = Date.now();
+  await Promise.all(custs.map((c, i) => stray(i % 2 === 0 ? a : b, c)));
+  await until(() => custs.every((c) => receiver.state.customers.includes(c)), 30_000, 'every event at the slow receiver');
+  const tookMs = Date.now() - began;
+  t.ok(receiver.state.max <= 3, `at most ${receiver.state.max} requests in flight at once (maxInFlight 3)`);
+  t.equal(receiver.state.max, 3, 'and the cap was used');
+  t.ok(tookMs >= (40 / 3) * 300 - 300, `40 events at 300 ms each, 3 at a time, took ${tookMs} ms`);
+  // Every slot was given back: the row holds no instance's reservation.
+  await until(async () => {
+    const row = await shared.db.selectFrom('event_endpoints').select('in_flight').where('id', '=', id).executeTakeFirstOrThrow();
+    return Object.keys(row.in_flight).length === 0 ? true : undefined;
+  }, 5000, 'the in-flight slots given back');
+  t.pass('the slots were given back');
+});
+
+t.test("the slots of an instance that died holding them count no more once its reservation runs out", async (t) => {
+  const receiver = await slowReceiver(t, 200);
+  const { app } = await adminGateway(t, shared);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url, maxInFlight: 2, types: ['callback.unmatched'] });
+  const id = created.body.id as string;
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${id}`));
+  // A holder that died holding both slots, its reservation running out in 2 s.
+  const until2s = new Date(Date.now() + 2000).toISOString();
+  await sql`update event_endpoints set in_flight = jsonb_build_object('dead-holder', jsonb_build_object('n', 2, 'until', ${until2s}::timestamptz))
+            where id = ${id}`.execute(shared.db);
+  const began = Date.now();
+  const cust = customer('cap-dead-holder');
+  await stray(app, cust);
+  await until(() => receiver.state.customers.includes(cust), 15_000, 'the event at the receiver');
+  t.ok(Date.now() - began >= 1500, `sent ${Date.now() - began} ms later: once the dead holder's slots ran out`);
+});
