@@ -40,6 +40,34 @@ export interface UnderwritingRequestsTable {
   traceparent: string | null;
   /** The submit's X-Request-Id (given or generated): sent to the provider and on the pushed events. */
   x_request_id: string | null;
+  /** The campaign whose file held it (migration 0018); null for a single submit. */
+  campaign_id: ColumnType<number | null, number | null | undefined, number | null>;
+}
+
+export const CAMPAIGN_STATUSES = ['running', 'done', 'cancelled'] as const;
+export type CampaignStatus = (typeof CAMPAIGN_STATUSES)[number];
+export const CAMPAIGN_SOURCES = ['ndjson', 'csv'] as const;
+export type CampaignSource = (typeof CAMPAIGN_SOURCES)[number];
+
+/** A file of submits uploaded at once (see migration 0018): counts and rejected lines by number, no personal data. */
+export interface CampaignsTable {
+  id: Generated<number>;
+  /** cmp_ and 32 hex digits: the id the API shows. */
+  public_id: string;
+  created_at: DefaultedTimestamp;
+  /** Each batch of the upload touches it (its heartbeat). */
+  updated_at: DefaultedTimestamp;
+  status: ColumnType<CampaignStatus, CampaignStatus | undefined, CampaignStatus>;
+  source: CampaignSource;
+  /** A key's fingerprint (key:…) or the peer (peer:…); never a key. */
+  created_by: string;
+  accepted: ColumnType<number, number | undefined, number>;
+  rejected: ColumnType<number, number | undefined, number>;
+  /** The first rejected lines, [{line, issues: [{path, message}]}]: never a line's content. */
+  rejected_lines: Json<Array<{ line: number; issues: Array<{ path: string; message: string }> }>>;
+  uploaded_at: Timestamp | null;
+  upload_error: string | null;
+  cancelled_at: Timestamp | null;
 }
 
 export interface CallbacksTable {
@@ -218,6 +246,7 @@ export interface Tables {
   event_endpoints: EventEndpointsTable;
   statistics_hourly: StatisticsHourlyTable;
   turnaround_hourly: TurnaroundHourlyTable;
+  campaigns: CampaignsTable;
 }
 
 export type UnderwritingRequestRow = Selectable<UnderwritingRequestsTable>;
