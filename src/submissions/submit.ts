@@ -2,12 +2,11 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
-import { hashCpf, maskCpf, maskCpfsInText } from '../cpf.js';
 import type { Tables } from '../db/types.js';
 import { StorageUnavailableError } from '../db/database.js';
 import { AppError, errorBody } from '../errors.js';
 import { TokenUnavailableError, UpstreamRejectedError, UpstreamUnavailableError } from '../provider/errors.js';
-import type { Srd, UnderwritingRequest } from '../provider/schemas.js';
+import type { UnderwritingRequest } from '../provider/schemas.js';
 import { EXCERPT_MAX_CHARS, type UnderwritingClient } from '../provider/underwriting-client.js';
 import { scrubText } from '../scrub.js';
 import { type SpanParent, storedTraceparent } from '../tracing/spans.js';
@@ -22,6 +21,7 @@ import {
   storedAnswer,
 } from '../requests/idempotency.js';
 import type { SubmitMetricOutcome } from './metrics.js';
+import { storedForm } from './stored-form.js';
 import {
   abandonedAfterMs,
   insertSubmitting,
@@ -143,10 +143,8 @@ export function submitter(deps: SubmitDeps) {
     const { trace } = origin;
     const submission: NewSubmission = {
       customerUuid: body.customerUuid,
-      cpfHash: hashCpf(body.cpf, deps.cpfHashKey),
-      cpfMasked: maskCpf(body.cpf),
+      ...storedForm(body, deps.cpfHashKey),
       costSavingEnabled: body.costSavingEnabled,
-      srd: maskSrdText(body.srd),
       idempotencyKey: key,
       now: deps.clock(),
       traceparent: storedTraceparent(trace),
@@ -286,13 +284,4 @@ function describeFailure(err: unknown, secrets: Array<string | undefined>): Fail
 /** Keeps CPFs (in any separator form or escape) and our own secrets out of what we store from the provider's words. */
 function redact(text: string, secrets: Array<string | undefined>): string {
   return scrubText(text, secrets, EXCERPT_MAX_CHARS);
-}
-
-/** srd as stored (so as returned and pushed): a CPF typed into one of its text fields is masked. */
-export function maskSrdText(srd: Srd | undefined): Srd | undefined {
-  if (!srd?.address) return srd;
-  const address = Object.fromEntries(
-    Object.entries(srd.address).map(([field, value]) => [field, typeof value === 'string' ? maskCpfsInText(value) : value]),
-  );
-  return { ...srd, address };
 }

@@ -48,7 +48,15 @@ export interface Delivery {
 
 export interface EventView {
   id: string;
-  type: 'underwriting.completed' | 'underwriting.submit_failed' | 'underwriting.expired' | 'callback.unmatched' | 'endpoint.disabled';
+  type:
+    | 'underwriting.queued'
+    | 'underwriting.submitted'
+    | 'underwriting.completed'
+    | 'underwriting.submit_failed'
+    | 'underwriting.expired'
+    | 'underwriting.cancelled'
+    | 'callback.unmatched'
+    | 'endpoint.disabled';
   timestamp: string;
   /** A request's view, an unmatched callback's { customerUuid, receivedAt, result }, or a disabled endpoint's. */
   data: { customerUuid: string } | { endpointId: string };
