@@ -6,6 +6,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { addressMatcher, forwardedAddressesOnly } from './access/addresses.js';
 import { callbackRoutes } from './callbacks/routes.js';
+import { campaignRoutes } from './campaigns/routes.js';
 import { notificationChannel } from './channels/channel.js';
 import { RESULTS_CHANNEL } from './channels/names.js';
 import type { Config } from './config.js';
@@ -172,6 +173,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         { name: 'operations', description: 'Health, readiness, metrics' },
         { name: 'personal data', description: 'LGPD: export, erasure and the audit trail (admin keys)' },
         { name: 'endpoints', description: 'Receivers of pushed events, managed at runtime (admin keys)' },
+        { name: 'campaigns', description: 'Files of submits, queued and forwarded at the provider\'s pace; their progress and results' },
       ],
     ),
   );
@@ -201,6 +203,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Before the capabilities: plugins close in reverse order, so the last announcements still go out.
   await app.register(capabilityDeps.results.plugin);
   await app.register(submissionRoutes(capabilityDeps));
+  await app.register(campaignRoutes(capabilityDeps));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));
   await app.register(personalDataRoutes(capabilityDeps));
