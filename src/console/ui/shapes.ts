@@ -98,3 +98,50 @@ export interface EndpointView {
 export interface EndpointList {
   items: EndpointView[];
 }
+
+export type CampaignStatus = 'running' | 'done' | 'cancelled';
+
+export interface CampaignSummary {
+  id: string;
+  createdAt: string;
+  status: CampaignStatus;
+  source: 'ndjson' | 'csv';
+  accepted: number;
+  rejectedTotal: number;
+  uploadedAt: string | null;
+  uploadError: string | null;
+}
+
+export interface CampaignPage {
+  items: CampaignSummary[];
+  nextCursor: string | null;
+}
+
+export interface CampaignCounts {
+  queued: number;
+  submitting: number;
+  submitted: number;
+  completed: number;
+  submit_failed: number;
+  expired: number;
+  cancelled: number;
+  approved: number;
+  declined: number;
+  filtered: number;
+  no_score: number;
+}
+
+export interface CampaignView extends CampaignSummary {
+  createdBy: string;
+  cancelledAt: string | null;
+  counts: CampaignCounts;
+  ratePerS: number;
+  etaS: number | null;
+  rejected: { line: number; issues: { path: string; message: string }[] }[];
+}
+
+export interface CampaignCancelled {
+  id: string;
+  status: 'cancelled';
+  cancelled: number;
+}
