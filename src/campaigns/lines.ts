@@ -10,6 +10,9 @@ export type FileLine =
   | { line: number; fields: string[]; text?: undefined; problem?: undefined }
   | { line: number; problem: string; text?: undefined; fields?: undefined };
 
+/** A body as it arrives: the request's stream (or, in tests, its chunks). */
+export type Source = AsyncIterable<Buffer | string> | Iterable<Buffer | string>;
+
 export interface ReadLimits {
   /** The whole body, in bytes. */
   maxBytes: number;
@@ -37,7 +40,7 @@ export class UnreadableFileError extends Error {
 }
 
 /** The body's chunks, counted against the byte limit, decoded as UTF-8 (a character split across chunks is kept whole). */
-async function* decoded(body: AsyncIterable<Buffer | string>, maxBytes: number): AsyncGenerator<string> {
+async function* decoded(body: Source, maxBytes: number): AsyncGenerator<string> {
   const decoder = new StringDecoder('utf8');
   let bytes = 0;
   for await (const chunk of body) {
@@ -55,7 +58,7 @@ const tooLong = (line: number, limits: ReadLimits): FileLine => ({ line, problem
  * NDJSON: one JSON text per line (LF or CRLF). Blank lines are skipped but counted, so numbers
  * are what an editor shows. Yields the lines of each chunk together (one await per chunk, not per line).
  */
-export async function* ndjsonLines(body: AsyncIterable<Buffer | string>, limits: ReadLimits): AsyncGenerator<FileLine[]> {
+export async function* ndjsonLines(body: Source, limits: ReadLimits): AsyncGenerator<FileLine[]> {
   let pending = '';
   let line = 0;
   /** Inside a line already reported too long: its rest is dropped up to the next newline. */
@@ -107,7 +110,7 @@ const CR = 0x0d;
  * quotes may hold commas, line breaks and doubled quotes (""). A quote inside an unquoted field is
  * kept as it is. Each record carries the line it starts on; empty lines are skipped but counted.
  */
-export async function* csvRecords(body: AsyncIterable<Buffer | string>, limits: ReadLimits): AsyncGenerator<FileLine[]> {
+export async function* csvRecords(body: Source, limits: ReadLimits): AsyncGenerator<FileLine[]> {
   let physical = 1;
   let recordLine = 1;
   let fields: string[] = [];

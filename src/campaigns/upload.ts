@@ -7,7 +7,7 @@ import { AppError, type ValidationIssue, validationFailed } from '../errors.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import { enqueueSubmits, type QueuedSubmit } from '../submissions/queue.js';
 import type { Sealer } from '../submissions/seal.js';
-import { BodyTooLargeError, csvRecords, type FileLine, ndjsonLines, UnreadableFileError } from './lines.js';
+import { BodyTooLargeError, csvRecords, type FileLine, ndjsonLines, type Source, UnreadableFileError } from './lines.js';
 import { checkHeader, csvToBody, type FieldKinds, fieldKinds, issuesOf, lineIssue, parseJsonLine } from './records.js';
 import { abandonUpload, countBatch, finishUpload, insertCampaign, lockForBatch, type RejectedLine } from './store.js';
 
@@ -43,7 +43,7 @@ export interface UploadDeps {
 
 export interface UploadRequest {
   source: CampaignSource;
-  body: AsyncIterable<Buffer | string>;
+  body: Source;
   /** key:… or peer:…; never a key. */
   createdBy: string;
   traceparent: string | null;
