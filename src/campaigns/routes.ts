@@ -37,7 +37,7 @@ const MEDIA_TYPES: Record<string, CampaignSource> = { 'application/x-ndjson': 'n
 
 /** The body is documented by its schema and read by the handler as a stream: never validated (or held) whole. */
 const streamedBody: FastifySchemaCompiler<unknown> = (route) =>
-  route.httpPart === 'body' ? () => ({ value: undefined }) : validatorCompiler(route as Parameters<typeof validatorCompiler>[0]);
+  route.httpPart === 'body' ? (stream: unknown) => ({ value: stream }) : validatorCompiler(route as Parameters<typeof validatorCompiler>[0]);
 
 const unknownCampaign = (id: string) => notFound(`no campaign ${id}`);
 

@@ -78,7 +78,7 @@ export const CANCEL_BATCH = 5000;
  * Ends up to CANCEL_BATCH of the campaign's queued requests as `cancelled`, their sealed bodies
  * cleared, each with its underwriting.cancelled event, in one statement. Returns how many.
  */
-const CANCEL_QUEUED: Statement = {
+export const CANCEL_QUEUED: Statement = {
   name: 'cancel_campaign_queued',
   text: `
     with target as (
@@ -154,7 +154,7 @@ export interface CountRow {
  * A campaign's requests counted by status and decision, and how many were forwarded since
  * `since`: one grouped index-only scan of underwriting_requests_campaign.
  */
-const COUNT_CAMPAIGN: Statement = {
+export const COUNT_CAMPAIGN: Statement = {
   name: 'count_campaign',
   text: `
     select status, decision, count(*)::int as n,
@@ -185,7 +185,7 @@ export interface ResultRow {
 }
 
 /** One page of a campaign's results in file order (keyset on id, through underwriting_requests_campaign). */
-const RESULTS_PAGE: Statement = {
+export const RESULTS_PAGE: Statement = {
   name: 'campaign_results_page',
   text: `
     select r.id, r.customer_uuid, r.status, r.decision, r.cpf_masked, r.completed_at,
@@ -218,9 +218,9 @@ export interface ListRow {
   position_t: string;
 }
 
-/** Campaigns, newest first, by keyset on (created_at, id). */
-export async function listCampaigns(db: Kysely<Tables>, after: Position | undefined, limit: number): Promise<ListRow[]> {
-  const { rows } = await sql<ListRow>`
+/** Campaigns, newest first, by keyset on (created_at, id) through campaigns_list. */
+export function listQuery(after: Position | undefined, limit: number) {
+  return sql<ListRow>`
     select c.id, c.public_id, c.created_at, c.status, c.source, c.accepted, c.rejected, c.uploaded_at, c.updated_at, c.upload_error,
            exists (select 1 from underwriting_requests r
                     where r.campaign_id = c.id and r.status in ('queued', 'submitting', 'submitted')) as open,
@@ -228,6 +228,10 @@ export async function listCampaigns(db: Kysely<Tables>, after: Position | undefi
       from campaigns c
      ${after ? sql`where (c.created_at, c.id) < (${after.t}::timestamptz, ${after.id}::bigint)` : sql``}
      order by c.created_at desc, c.id desc
-     limit ${limit + 1}`.execute(db);
+     limit ${limit + 1}`;
+}
+
+export async function listCampaigns(db: Kysely<Tables>, after: Position | undefined, limit: number): Promise<ListRow[]> {
+  const { rows } = await listQuery(after, limit).execute(db);
   return rows.map((r) => ({ ...r, id: Number(r.id) }));
 }
