@@ -39,11 +39,21 @@ export class UnreadableFileError extends Error {
   }
 }
 
-/** The body's chunks, counted against the byte limit, decoded as UTF-8 (a character split across chunks is kept whole). */
+/**
+ * The body's chunks, counted against the byte limit, decoded as UTF-8 (a character split across
+ * chunks is kept whole). Read through its iterator by hand: when reading stops early (a refused
+ * header, too many lines), the request's stream is left as it is rather than destroyed, which
+ * would take its socket down and the answer with it (the answer then closes the connection).
+ */
 async function* decoded(body: Source, maxBytes: number): AsyncGenerator<string> {
   const decoder = new StringDecoder('utf8');
   let bytes = 0;
-  for await (const chunk of body) {
+  const chunks: AsyncIterator<Buffer | string> | Iterator<Buffer | string> =
+    Symbol.asyncIterator in body ? body[Symbol.asyncIterator]() : body[Symbol.iterator]();
+  for (;;) {
+    const next = await chunks.next();
+    if (next.done) break;
+    const chunk = next.value;
     const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
     bytes += buffer.length;
     if (bytes > maxBytes) throw new BodyTooLargeError(maxBytes);

@@ -11,9 +11,9 @@ import { line, NDJSON } from './fixtures.js';
 // its bytes keep coming.
 
 /** Sends a body from a generator over a real connection (chunked), and resolves with the answer. */
-function send(url: string, body: AsyncIterable<string> | Iterable<string>): Promise<{ status: number; json: any }> {
+function send(url: string, body: AsyncIterable<string> | Iterable<string>, type = NDJSON): Promise<{ status: number; json: any }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: 'POST', headers: { 'content-type': NDJSON }, agent: false }, (res) => {
+    const req = http.request(url, { method: 'POST', headers: { 'content-type': type }, agent: false }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -22,7 +22,8 @@ function send(url: string, body: AsyncIterable<string> | Iterable<string>): Prom
       });
       res.on('error', reject);
     });
-    req.on('error', reject);
+    // Once the server has answered (and closed), the rest of the body may meet a closed socket.
+    req.on('error', (err) => setTimeout(() => reject(err), 500));
     Readable.from(body).pipe(req);
   });
 }
@@ -90,4 +91,17 @@ t.test('an upload may take longer than the request timeout while its bytes keep 
     req.write('{');
   });
   t.equal(other, 408, 'a submit is still bounded by the request timeout');
+});
+
+t.test('a file refused at its start is answered (400) while the client is still sending it, and nothing is stored', async (t) => {
+  const { app, database } = await buildTestApp(t);
+  const base = await listen(app);
+  function* file() {
+    yield 'customerUuid,cpf,costSavingEnabled,nonsense\r\n';
+    for (let i = 0; i < 2000; i++) yield `x-${i},52998224725,true,${'y'.repeat(10_000)}\r\n`;
+  }
+  const answer = await send(`${base}/v1/campaigns`, file(), 'text/csv');
+  t.equal(answer.status, 400);
+  t.match(answer.json.issues, [{ path: 'header.4', message: /unknown column/ }]);
+  t.same(await database.db.selectFrom('campaigns').select('id').execute(), [], 'no campaign');
 });
