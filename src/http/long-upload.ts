@@ -11,7 +11,9 @@ type Marked = Socket & { [LONG_UPLOAD]?: boolean };
 
 /** Lets this request's body take longer than the request timeout, as long as bytes keep coming (`idleMs`). */
 export function allowLongUpload(request: FastifyRequest, idleMs: number): void {
-  const socket = request.raw.socket as Marked;
+  const socket = request.raw.socket as Marked | undefined;
+  // An injected request (tests) has no connection, and so no timeouts.
+  if (!socket || typeof request.raw.setTimeout !== 'function') return;
   socket[LONG_UPLOAD] = true;
   request.raw.setTimeout(idleMs, () => {
     request.raw.destroy(Object.assign(new Error(`no byte of the body for ${idleMs} ms`), { code: 'ERR_UPLOAD_IDLE' }));
