@@ -5,6 +5,7 @@ import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js
 import type { ValidationIssue } from '../errors.js';
 import type { Position } from '../http/cursor.js';
 import { REQUEST_DATA_COLUMNS } from '../requests/store.js';
+import { INDEX_LOOKUPS_ONLY } from '../retention/sweep.js';
 
 // A campaign's SQL: its row, its requests' counts and results (through the partial index
 // underwriting_requests_campaign, migration 0018), and its cancellation.
@@ -45,18 +46,23 @@ export async function insertCampaign(
 }
 
 /**
- * Locks the campaign for a batch of its upload (cancel takes the same lock, so a batch is never
- * queued after a cancel) and says whether it was cancelled meanwhile.
+ * Holds the campaign against a cancel for one batch of its upload (a share lock: batches written
+ * at once do not wait for each other; cancel's update waits for them, and a batch that comes after
+ * it sees it), and says whether it was cancelled meanwhile.
  */
 export async function lockForBatch(trx: Kysely<Tables>, id: number): Promise<{ cancelled: boolean }> {
-  const { rows } = await sql<{ status: CampaignStatus }>`select status from campaigns where id = ${id} for update`.execute(trx);
+  const { rows } = await sql<{ status: CampaignStatus }>`select status from campaigns where id = ${id} for share`.execute(trx);
   return { cancelled: rows[0]?.status !== 'running' };
 }
 
-/** Counts a batch in; also the upload's heartbeat (updated_at: see readCampaign). */
-export async function countBatch(trx: Kysely<Tables>, id: number, batch: { accepted: number; rejected: number; now: Date }): Promise<void> {
+/**
+ * Counts a batch in once it is committed (its own short statement, outside the batch's
+ * transaction, so concurrent batches never wait on the row); also the upload's heartbeat
+ * (updated_at: see views.ts).
+ */
+export async function countBatch(db: Kysely<Tables>, id: number, batch: { accepted: number; rejected: number; now: Date }): Promise<void> {
   await sql`update campaigns set accepted = accepted + ${batch.accepted}, rejected = rejected + ${batch.rejected}, updated_at = ${batch.now}
-    where id = ${id}`.execute(trx);
+    where id = ${id}`.execute(db);
 }
 
 /** The upload has been read whole: the final counts and the first rejected lines. */
@@ -82,18 +88,18 @@ export const CANCEL_QUEUED: Statement = {
   name: 'cancel_campaign_queued',
   text: `
     with target as (
+      -- Through underwriting_requests_campaign_open (no order: the queue's index would walk every queued request).
       select id from underwriting_requests
        where campaign_id = $1 and status = 'queued'
-       order by id
        limit $3
        for update skip locked
     ),
     cancelled as (
+      -- One primary-key lookup per id (a join let the planner hash the whole table).
       update underwriting_requests r
          set status = 'cancelled', queued_body = null, updated_at = $2
-        from target
-       where r.id = target.id
-      returning ${REQUEST_DATA_COLUMNS.split(',').map((c) => `r.${c.trim()}`).join(', ')}
+       where r.id = any (array(select id from target))
+      returning ${REQUEST_DATA_COLUMNS}
     ),
     event_source as (
       select '${EVENT_TYPE.cancelled}' as type, c.customer_uuid, c.updated_at as created_at,
@@ -192,8 +198,10 @@ export const RESULTS_PAGE: Statement = {
            -- By primary key per row: the result's response only.
            (select c.body -> 'response' from callbacks c where c.id = r.result_callback_id) as response
       from underwriting_requests r
-     where r.campaign_id = $1 and r.id > $2
-     order by r.id
+     -- The position as a row of the index's own columns: only underwriting_requests_campaign serves
+     -- it (with r.id > $2 alone the planner may walk the primary key, filtering out other rows).
+     where r.campaign_id = $1 and (r.campaign_id, r.id) > ($1::bigint, $2::bigint)
+     order by r.campaign_id, r.id
      limit $3`,
 };
 
@@ -231,7 +239,15 @@ export function listQuery(after: Position | undefined, limit: number) {
      limit ${limit + 1}`;
 }
 
+/**
+ * The page, in a transaction that forbids sequential scans: for an EXISTS the planner guesses a
+ * scan of the requests finds a row at once, and for a campaign with nothing in flight it reads the
+ * whole table; the open-requests index answers each probe in one lookup.
+ */
 export async function listCampaigns(db: Kysely<Tables>, after: Position | undefined, limit: number): Promise<ListRow[]> {
-  const { rows } = await listQuery(after, limit).execute(db);
+  const rows = await db.transaction().execute(async (trx) => {
+    await INDEX_LOOKUPS_ONLY.execute(trx);
+    return (await listQuery(after, limit).execute(trx)).rows;
+  });
   return rows.map((r) => ({ ...r, id: Number(r.id) }));
 }

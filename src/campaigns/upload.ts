@@ -23,6 +23,12 @@ export const MAX_BODY_BYTES = 1024 * 1024 * 1024;
 export const MAX_LINE_CHARS = 16 * 1024;
 /** Valid lines queued per batch (one statement, one transaction). */
 export const BATCH_LINES = 1000;
+/**
+ * Batches being written while the next is read. One: request ids follow the file's order (the
+ * results' order), and two batches naming the same customers in different orders would otherwise
+ * wait on each other's in-flight index entries (a deadlock that fails the upload).
+ */
+export const BATCHES_IN_FLIGHT = 1;
 /** Rejected lines kept and answered with their issues (all are counted). */
 export const MAX_REJECTED_SHOWN = 1000;
 
@@ -85,37 +91,48 @@ export function campaignUploader(deps: UploadDeps) {
     const campaign = async (): Promise<number> =>
       (campaignId ??= await insertCampaign(deps.db, { publicId, source: request.source, createdBy: request.createdBy, now: deps.clock() }));
 
-    /** Queues one batch in one transaction, with its counts; lines whose customer is in flight are rejected. */
+    /** Queues one batch in one transaction; lines whose customer is in flight are rejected. */
     const flush = async (batch: Pending[], rejectedBefore: number): Promise<void> => {
       const id = await campaign();
       const now = deps.clock();
       const stored = await deps.db.transaction().execute(async (trx) => {
         if ((await lockForBatch(trx, id)).cancelled) throw new AppError(409, 'campaign_cancelled', `campaign ${publicId} was cancelled during its upload; the rest of the file was not read`);
-        const results = await enqueueSubmits(trx, batch.map((p) => p.submit), { now, cpfHashKey: deps.cpfHashKey, sealer: deps.sealer, campaignId: id });
-        const queued = results.filter((r) => r !== null).length;
-        await countBatch(trx, id, { accepted: queued, rejected: rejectedBefore + batch.length - queued, now });
-        return results;
+        return enqueueSubmits(trx, batch.map((p) => p.submit), { now, cpfHashKey: deps.cpfHashKey, sealer: deps.sealer, campaignId: id });
       });
+      let queued = 0;
       stored.forEach((r, i) => {
         if (r === null) reject(batch[i]!.line, [IN_FLIGHT_ISSUE]);
-        else accepted++;
+        else queued++;
       });
+      accepted += queued;
+      await countBatch(deps.db, id, { accepted: queued, rejected: rejectedBefore + batch.length - queued, now });
     };
 
     let batch: Pending[] = [];
     /** Lines rejected since the last batch: counted in with the next one. */
     let rejectedSince = 0;
-    /** The batch being written while the next one is read. */
-    let writing: Promise<void> | undefined;
+    /** The batch being written while the next one is read (BATCHES_IN_FLIGHT). */
+    const writing = new Set<Promise<void>>();
+    let failure: unknown;
     const startFlush = async () => {
-      await writing;
+      while (writing.size >= BATCHES_IN_FLIGHT) await Promise.race(writing);
+      if (failure !== undefined) throw failure;
       const full = batch;
       const rejectedCount = rejectedSince;
       batch = [];
       rejectedSince = 0;
-      writing = flush(full, rejectedCount);
-      // Awaited before the next batch (or at the end); a failure meanwhile must not be unhandled.
-      writing.catch(() => {});
+      const write: Promise<void> = flush(full, rejectedCount).then(
+        () => void writing.delete(write),
+        (err: unknown) => {
+          failure ??= err;
+          writing.delete(write);
+        },
+      );
+      writing.add(write);
+    };
+    const allWritten = async () => {
+      await Promise.all(writing);
+      if (failure !== undefined) throw failure;
     };
     /** customerUuids of the batch being read: a second line of one is in flight already (the first). */
     let inBatch = new Set<string>();
@@ -169,7 +186,7 @@ export function campaignUploader(deps: UploadDeps) {
       }
       if (request.source === 'csv' && columns === undefined) throw validationFailed([lineIssue('header', 'the file is empty: a CSV campaign starts with a header row')], 'the CSV has no header row');
       if (batch.length > 0) await startFlush();
-      await writing;
+      await allWritten();
       const id = await campaign();
       // In-flight lines are known only once their batch is written, after later lines were read.
       rejected.sort((a, b) => a.line - b.line);
@@ -177,7 +194,7 @@ export function campaignUploader(deps: UploadDeps) {
       request.log.info({ campaign: publicId, accepted, rejected: rejectedTotal }, 'campaign uploaded');
       return { id: publicId, accepted, rejected, rejectedTotal };
     } catch (err) {
-      await writing?.catch(() => {});
+      await Promise.all(writing);
       throw await failed(err);
     }
 

@@ -1,6 +1,8 @@
 import http from 'node:http';
 import { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import t from 'tap';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { ENGINE } from '../helpers/database.js';
@@ -33,7 +35,10 @@ function send(url: string, body: AsyncIterable<string> | Iterable<string>, type 
 // is stored, and larger than the heap growth allowed, so a body held whole would fail the bound.
 const LINES = ENGINE === 'postgres' ? 100_000 : 20_000;
 const PAD = ENGINE === 'postgres' ? 2_000 : 8_000;
-const HEAP_BOUND_MB = 96;
+const HEAP_BOUND_MB = 64;
+/** What the process keeps, not what it has yet to collect: a full collection before each sample. */
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc') as () => void;
 
 t.test(`${LINES} lines (${Math.round((LINES * (PAD + 330)) / 1e6)} MB) stream through with bounded memory`, async (t) => {
   t.setTimeout(240_000);
@@ -48,15 +53,16 @@ t.test(`${LINES} lines (${Math.round((LINES * (PAD + 330)) / 1e6)} MB) stream th
       yield chunk;
     }
   }
-  global.gc?.();
+  gc();
   const before = process.memoryUsage();
   let peakHeap = before.heapUsed;
   let peakRss = before.rss;
   const sampler = setInterval(() => {
+    gc();
     const now = process.memoryUsage();
     peakHeap = Math.max(peakHeap, now.heapUsed);
     peakRss = Math.max(peakRss, now.rss);
-  }, 25);
+  }, 250);
   const began = performance.now();
   const answer = await send(`${base}/v1/campaigns`, file());
   const seconds = (performance.now() - began) / 1000;
@@ -65,8 +71,8 @@ t.test(`${LINES} lines (${Math.round((LINES * (PAD + 330)) / 1e6)} MB) stream th
   t.equal(answer.json.accepted, LINES);
   t.equal(answer.json.rejectedTotal, 0);
   const heapGrowthMb = (peakHeap - before.heapUsed) / 1e6;
-  t.comment(`${LINES} lines in ${seconds.toFixed(1)} s (${Math.round(LINES / seconds)} lines/s); heap +${heapGrowthMb.toFixed(0)} MB, RSS +${((peakRss - before.rss) / 1e6).toFixed(0)} MB on ${ENGINE}`);
-  t.ok(heapGrowthMb < HEAP_BOUND_MB, `the JS heap grew by ${heapGrowthMb.toFixed(0)} MB, under ${HEAP_BOUND_MB} MB, for a body of ${Math.round((LINES * PAD) / 1e6)} MB and more`);
+  t.comment(`${LINES} lines in ${seconds.toFixed(1)} s (${Math.round(LINES / seconds)} lines/s); live heap +${heapGrowthMb.toFixed(0)} MB, RSS +${((peakRss - before.rss) / 1e6).toFixed(0)} MB on ${ENGINE}`);
+  t.ok(heapGrowthMb < HEAP_BOUND_MB, `the live JS heap grew by ${heapGrowthMb.toFixed(0)} MB, under ${HEAP_BOUND_MB} MB, for a body of ${Math.round((LINES * PAD) / 1e6)} MB and more`);
   const view = (await app.inject({ method: 'GET', url: `/v1/campaigns/${answer.json.id}` })).json();
   t.equal(view.counts.queued + view.counts.submitting + view.counts.submitted + view.counts.submit_failed, LINES, 'every line stored');
 });
