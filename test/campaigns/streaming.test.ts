@@ -30,18 +30,20 @@ function send(url: string, body: AsyncIterable<string> | Iterable<string>, type 
   });
 }
 
-// PostgreSQL takes 100,000 lines here; PGlite (one in-process engine) 20,000, padded wider so
-// that the body is as large. Each line carries JSON whitespace: the body is far larger than what
-// is stored, and larger than the heap growth allowed, so a body held whole would fail the bound.
-const LINES = ENGINE === 'postgres' ? 100_000 : 20_000;
-const PAD = ENGINE === 'postgres' ? 2_000 : 8_000;
+// The body is far larger than what is stored: each line carries JSON whitespace up to near the
+// line limit, so a body held whole would break the heap bound many times over, while the
+// database's work stays small (the throughput figure of 100,000 plain lines: bench/README.md).
+const LINES = ENGINE === 'postgres' ? 30_000 : 10_000;
+const PAD = ENGINE === 'postgres' ? 8_000 : 15_000;
 const HEAP_BOUND_MB = 64;
 /** What the process keeps, not what it has yet to collect: a full collection before each sample. */
 v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc') as () => void;
 
+// A loaded CI machine writes these batches slowly; the file's own bound instead of .taprc's.
+t.setTimeout(300_000);
+
 t.test(`${LINES} lines (${Math.round((LINES * (PAD + 330)) / 1e6)} MB) stream through with bounded memory`, async (t) => {
-  t.setTimeout(240_000);
   const { app } = await buildTestApp(t);
   const base = await listen(app);
   const pad = ' '.repeat(PAD);
@@ -62,7 +64,7 @@ t.test(`${LINES} lines (${Math.round((LINES * (PAD + 330)) / 1e6)} MB) stream th
     const now = process.memoryUsage();
     peakHeap = Math.max(peakHeap, now.heapUsed);
     peakRss = Math.max(peakRss, now.rss);
-  }, 250);
+  }, 1000);
   const began = performance.now();
   const answer = await send(`${base}/v1/campaigns`, file());
   const seconds = (performance.now() - began) / 1000;
@@ -78,7 +80,7 @@ t.test(`${LINES} lines (${Math.round((LINES * (PAD + 330)) / 1e6)} MB) stream th
 });
 
 t.test('an upload may take longer than the request timeout while its bytes keep coming; other routes keep the bound', async (t) => {
-  const { app } = await buildTestApp(t, { serverTimeouts: { requestTimeoutMs: 500, checkIntervalMs: 50 } });
+  const { app } = await buildTestApp(t, { serverTimeouts: { headersTimeoutMs: 400, requestTimeoutMs: 500, checkIntervalMs: 50 } });
   const base = await listen(app);
   async function* slow() {
     for (let i = 0; i < 8; i++) {
