@@ -89,7 +89,8 @@ const TAKE: Statement = {
            (extract(epoch from v.now) * 1000)::float8 as now_ms,
            (case
               when v.verdict = 'held' then extract(epoch from v.hold_until) * 1000
-              when v.verdict = 'open' then extract(epoch from greatest(v.open_until, v.probe_until)) * 1000
+              -- Open: until its period ends; while another instance's probe runs, unknown (asked again soon).
+              when v.verdict = 'open' and coalesce(v.open_until > v.now, false) then extract(epoch from v.open_until) * 1000
               when v.verdict = 'rate' and v.used_now >= $1 then (v.sec + 1) * 1000
               when v.verdict = 'rate' then v.sec * 1000 + v.used_now * ${SPREAD_MS}.0 / $1
             end)::float8 as until_ms

@@ -46,7 +46,9 @@ export interface Pacer {
 export const MAX_HOLD_S = 600;
 /** How often the first waiter asks again while every slot is in flight on other instances. */
 const IN_FLIGHT_POLL_MS = 20;
-/** An open circuit's probe (another instance's) is checked this often. */
+/** While another instance's probe runs, the first waiter asks again this often. */
+const PROBE_POLL_MS = 50;
+/** The first waiter asks again at least this often, whatever the refusal said (a change elsewhere, a clock step). */
 const MAX_WAIT_MS = 1000;
 
 interface Waiter {
@@ -154,12 +156,12 @@ export function createPacer(deps: PacerDeps): Pacer {
     }
     lastRefusal = taken.refusal;
     if (taken.refusal === 'open') noteCircuit(true);
-    const waitMs =
-      taken.untilMs === null ? IN_FLIGHT_POLL_MS : Math.max(1, Math.min(taken.untilMs - taken.nowMs, taken.refusal === 'open' ? MAX_WAIT_MS : Infinity));
+    // Unknown end (slots in flight elsewhere, another instance's probe running): ask again soon.
+    const unknownMs = taken.refusal === 'open' ? PROBE_POLL_MS : IN_FLIGHT_POLL_MS;
+    const endsInMs = taken.untilMs === null ? unknownMs : taken.untilMs - taken.nowMs;
     // Waiters whose deadline comes before the hold (or the open circuit) ends are answered now.
-    const endsInMs = taken.untilMs === null ? IN_FLIGHT_POLL_MS : taken.untilMs - taken.nowMs;
     refuseLate(taken.refusal, endsInMs);
-    schedule(waitMs);
+    schedule(Math.max(1, Math.min(endsInMs, MAX_WAIT_MS)));
   }
 
   function schedule(ms: number): void {

@@ -23,7 +23,7 @@ import type { Sealer } from './seal.js';
  */
 
 /** While nothing is queued, the queue is looked at this often (a submit on this instance wakes it at once). */
-export const IDLE_POLL_MS = 500;
+export const IDLE_POLL_MS = 1000;
 /** After a database failure, the loop waits this long before trying again. */
 const STORAGE_RETRY_MS = 1000;
 /** A bearer token that cannot be had holds the queue this long before the next try (it is not the provider's failure). */

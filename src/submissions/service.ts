@@ -81,8 +81,15 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
         counted: metrics.forwarded,
       });
     });
+    // Claiming stops as soon as closing begins (not once the last long-poll has been answered);
+    // the forwards in flight finish before the provider client closes.
+    let stopped: Promise<void> | undefined;
+    app.addHook('preClose', (done) => {
+      stopped = forwarder?.stop();
+      done();
+    });
     app.addHook('onClose', async () => {
-      await forwarder?.stop();
+      await (stopped ?? forwarder?.stop());
       pacer.close();
       await client.close();
     });

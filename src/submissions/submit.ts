@@ -217,7 +217,8 @@ export function submitter(deps: SubmitDeps) {
       ({ status: upstreamStatus } = await deps.client.submitUnderwriting(body, { sendBy, requestId: origin.requestId, trace }));
       void permit.release('answered');
     } catch (err) {
-      void permit.release(err instanceof TokenUnavailableError ? 'not_called' : circuitOutcome(err), holdOf(err));
+      // Awaited: the next submit must see this failure (the circuit, the provider's Retry-After).
+      await permit.release(err instanceof TokenUnavailableError ? 'not_called' : circuitOutcome(err), holdOf(err));
       const failure = describeFailure(err, [body.cpf, deps.partnerToken]);
       // The hint (what the operator should check) comes once per token failure streak, never a secret.
       const hint = err instanceof TokenUnavailableError ? err.hint : undefined;
