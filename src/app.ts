@@ -35,6 +35,7 @@ import { retention } from './retention/plugin.js';
 import { statsRoutes } from './stats/routes.js';
 import { addSecurityHeaders, type SecurityHeaderOptions } from './security-headers.js';
 import { submissionRoutes } from './submissions/routes.js';
+import { createSubmissions } from './submissions/service.js';
 import { traceRequests } from './tracing/server-spans.js';
 
 export type { Clock } from './deps.js';
@@ -202,8 +203,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(requestLifecycle(capabilityDeps));
   // Before the capabilities: plugins close in reverse order, so the last announcements still go out.
   await app.register(capabilityDeps.results.plugin);
-  await app.register(submissionRoutes(capabilityDeps));
-  await app.register(campaignRoutes(capabilityDeps));
+  const submissions = createSubmissions(capabilityDeps, app.log);
+  // Registered before the routes: plugins close in reverse order, so the forwarder stops (and its
+  // forwards in flight end) after the routes' last answers.
+  await app.register(submissions.worker);
+  await app.register(submissionRoutes(capabilityDeps, submissions));
+  await app.register(campaignRoutes(capabilityDeps, submissions.queue));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));
   await app.register(personalDataRoutes(capabilityDeps));

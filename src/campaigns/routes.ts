@@ -9,7 +9,7 @@ import { AppError, notFound } from '../errors.js';
 import { cursorCodec } from '../http/cursor.js';
 import { allowLongUpload } from '../http/long-upload.js';
 import { operation } from '../openapi.js';
-import { sealerOf } from '../submissions/seal.js';
+import type { SubmitQueue } from '../submissions/service.js';
 import { submitBodySchema } from '../submissions/schemas.js';
 import { storedTraceparent } from '../tracing/spans.js';
 import { traceOf } from '../tracing/server-spans.js';
@@ -43,7 +43,7 @@ const unknownCampaign = (id: string) => notFound(`no campaign ${id}`);
 
 /** POST /v1/campaigns and the campaign reads: the submit allowlist, and QUERY_API_KEYS when set. */
 export const campaignRoutes =
-  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  (deps: CapabilityDeps, queue: SubmitQueue): FastifyPluginAsyncZod =>
   async (app) => {
     const { config } = deps;
     const { db } = deps.database;
@@ -53,7 +53,8 @@ export const campaignRoutes =
       clock: deps.clock,
       schema: submitBodySchema(config.customerUuidAllowCpf),
       cpfHashKey: config.cpfHashKey,
-      sealer: sealerOf(config.cpfHashKeys),
+      sealer: queue.sealer,
+      wake: queue.wake,
     });
     const actorOf = (request: FastifyRequest): Actor =>
       config.queryApiKeys.length > 0 ? keyFingerprint(presentedBearer(request) ?? '') : `peer:${request.ip}`;

@@ -44,6 +44,8 @@ export interface UploadDeps {
   schema: z.ZodType<UnderwritingRequest>;
   cpfHashKey: string;
   sealer: Sealer;
+  /** Told after each batch commits: this instance's forwarder looks at once. */
+  wake?: () => void;
   limits?: { maxLines?: number; maxBodyBytes?: number; maxLineChars?: number; batchLines?: number };
 }
 
@@ -99,6 +101,7 @@ export function campaignUploader(deps: UploadDeps) {
         if ((await lockForBatch(trx, id)).cancelled) throw new AppError(409, 'campaign_cancelled', `campaign ${publicId} was cancelled during its upload; the rest of the file was not read`);
         return enqueueSubmits(trx, batch.map((p) => p.submit), { now, cpfHashKey: deps.cpfHashKey, sealer: deps.sealer, campaignId: id });
       });
+      deps.wake?.();
       let queued = 0;
       stored.forEach((r, i) => {
         if (r === null) reject(batch[i]!.line, [IN_FLIGHT_ISSUE]);

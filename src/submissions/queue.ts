@@ -131,7 +131,7 @@ export interface ClaimedSubmit {
  * a request that may have reached the provider never holds a CPF again. Rows others hold (a
  * claim, an erasure) are skipped.
  */
-const CLAIM_NEXT: Statement = {
+export const CLAIM_NEXT: Statement = {
   name: 'claim_next_queued',
   text: `
     with next as (
@@ -154,7 +154,7 @@ export async function claimNextQueued(db: Kysely<Tables>, now: Date): Promise<Cl
 }
 
 /** True when a request is queued (the forwarder's idle check). */
-const ANY_QUEUED: Statement = {
+export const ANY_QUEUED: Statement = {
   name: 'any_queued',
   text: `select exists (select 1 from underwriting_requests where status = 'queued') as any`,
 };

@@ -140,7 +140,7 @@ export interface RequestView {
   cpfMasked: string;
   costSavingEnabled: boolean;
   srd: Record<string, unknown> | null;
-  submittedAt: string;
+  submittedAt: string | null;
   completedAt: string | null;
   upstreamStatus: number | null;
   result: UnderwritingResult | null;
