@@ -51,3 +51,11 @@ export async function markForwarded(db: Kysely<Tables>, publicId: string, now = 
   await sql`update underwriting_requests r set status = 'submitted', queued_body = null, submitted_at = ${now}, upstream_status = 202
     from campaigns c where c.id = r.campaign_id and c.public_id = ${publicId} and r.status = 'queued'`.execute(db);
 }
+
+/**
+ * Holds every instance's forwarder back, as a provider's endless Retry-After would (the shared
+ * pace's hold_until): queued requests stay queued, for tests that read them as uploaded.
+ */
+export async function holdTheProvider(db: Kysely<Tables>): Promise<void> {
+  await sql`update provider_pacing set hold_until = now() + interval '1 day'`.execute(db);
+}

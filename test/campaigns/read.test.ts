@@ -5,12 +5,14 @@ import { buildTestApp } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
 import { postCallback, resultBody } from '../callbacks/fixtures.js';
 import { ADMIN_KEY, post as adminPost } from '../personal-data/fixtures.js';
-import { cpfOf, get, line, markForwarded, ndjson, requestsOf, upload } from './fixtures.js';
+import { cpfOf, get, line, markForwarded, ndjson, requestsOf, upload, holdTheProvider } from './fixtures.js';
 
 // A campaign's progress, results, cancellation and lifetime, read through the API.
 
 const database = await freshDatabase(t);
 const gw = await buildTestApp(t, { database, env: { ADMIN_API_KEYS: ADMIN_KEY } });
+// Nothing is forwarded here: the requests stay as uploaded (markForwarded plays the forwarder).
+await holdTheProvider(database.db);
 const { app } = gw;
 
 /** Uploads `n` lines of customers `${name}-<i>` and answers the campaign id. */

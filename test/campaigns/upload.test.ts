@@ -8,13 +8,15 @@ import { buildTestApp, listen, TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { dumpDatabase, dumpForms } from '../personal-data/fixtures.js';
-import { CSV, cpfOf, get, line, NDJSON, ndjson, requestsOf, upload } from './fixtures.js';
+import { CSV, cpfOf, get, line, NDJSON, ndjson, requestsOf, upload, holdTheProvider } from './fixtures.js';
 
 // POST /v1/campaigns: every line validated as a submit, the valid ones queued, the others reported
 // by line number; the same rules as a single submit (allowlist, keys, validation, in flight, CPFs).
 
 const database = await freshDatabase(t);
 const gw = await buildTestApp(t, { database });
+// Nothing is forwarded here: the requests stay as uploaded (markForwarded plays the forwarder).
+await holdTheProvider(database.db);
 const { app } = gw;
 
 t.test('an NDJSON file: valid lines are queued in the campaign, invalid ones reported by their line number', async (t) => {

@@ -3,7 +3,7 @@ import t from 'tap';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { ensureConsoleBuilt, launchBrowser, watchedPage } from '../helpers/browser.js';
 import { postCallback, resultBody } from '../callbacks/fixtures.js';
-import { cpfOf, line, markForwarded, ndjson, upload } from '../campaigns/fixtures.js';
+import { cpfOf, holdTheProvider, line, markForwarded, ndjson, upload } from '../campaigns/fixtures.js';
 
 // The console's campaigns, in a real headless Chromium against a real gateway and database.
 
@@ -16,6 +16,7 @@ const context = await (async () => {
 
 t.test('the campaigns list opens a campaign: progress, decisions, rejected lines by number, results, cancel', async (t) => {
   const { app, database } = await buildTestApp(t, { env: { QUERY_API_KEYS: KEY } });
+  await holdTheProvider(database.db);
   const auth = { authorization: `Bearer ${KEY}` };
   const done = await upload(app, ndjson([line('con-a', 1), line('con-b', 2)]), undefined, auth);
   t.equal(done.statusCode, 202);
