@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import net from 'node:net';
+import { sql } from 'kysely';
 import t from 'tap';
 import { SANDBOX_DEFAULT_CPFS, SANDBOX_DEFAULT_PARTNER_TOKEN } from '../../src/sandbox/config.js';
 import { buildTestApp } from '../helpers/app.js';
@@ -22,8 +23,9 @@ async function freePort(): Promise<number> {
 t.test('a campaign goes through the sandbox: every line forwarded once, completed by its callback, results by decision', async (t) => {
   const port = await freePort();
   const sandbox = await startSandbox(t, { SANDBOX_CALLBACK_URL: `http://127.0.0.1:${port}/v1/callbacks/underwriting`, SANDBOX_DELAY_MS: '50' });
-  const { app } = await buildTestApp(t, {
-    env: { PROVIDER_BASE_URL: sandbox.base, PARTNER_TOKEN: SANDBOX_DEFAULT_PARTNER_TOKEN },
+  const { app, database } = await buildTestApp(t, {
+    // A loaded machine (PGlite, the sandbox and the gateway in one process) answers slowly: no timeout stands in for a failure.
+    env: { PROVIDER_BASE_URL: sandbox.base, PARTNER_TOKEN: SANDBOX_DEFAULT_PARTNER_TOKEN, UPSTREAM_TIMEOUT_MS: '15000' },
   });
   await app.listen({ host: '127.0.0.1', port });
 
@@ -48,6 +50,8 @@ t.test('a campaign goes through the sandbox: every line forwarded once, complete
     60_000,
     'the campaign done',
   );
+  const { rows: failures } = await sql<{ upstream_error: string }>`select distinct upstream_error from underwriting_requests where status = 'submit_failed'`.execute(database.db);
+  t.same(failures, [], 'no forward failed');
   t.match(done.counts, { queued: 0, submitting: 0, submitted: 0, completed: 23 });
   // The three scenario CPFs decide as configured; the others by the sandbox's own derivation.
   t.ok(done.counts.approved >= 1 && done.counts.declined >= 1 && done.counts.filtered >= 1, JSON.stringify(done.counts));
