@@ -78,6 +78,8 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
     });
 
   async function loop(): Promise<void> {
+    // The first look waits a poll too: the app's first requests (and their connections) come first.
+    await sleep(IDLE_POLL_MS);
     while (!stopping) {
       try {
         if (!(await anyQueued(deps.db))) {
