@@ -8,11 +8,12 @@ import type { Tables } from '../db/types.js';
 
 /**
  * Within a second, call n (0-based) may start only once n * SPREAD_MS / maxRps milliseconds of it
- * have passed: the second's calls are spread over its first SPREAD_MS, and the last of them still
- * reaches the provider within the same second after up to 1000 - SPREAD_MS ms of delay between
- * taking the slot and sending (the provider counts by its own clock; docs/provider-pacing.md).
+ * have passed: the second's calls are spread over its first SPREAD_MS, and a call is sent only
+ * while its second has SEND_MARGIN_MS (pacing.ts) left, else it takes another slot. So a call
+ * reaches the provider within the second it was counted in unless it spends more than that margin
+ * on the way (the provider counts by its own clock; docs/provider-pacing.md).
  */
-export const SPREAD_MS = 900;
+export const SPREAD_MS = 700;
 
 /** Why no slot was given, and what may end it. */
 export type Refusal =
@@ -26,7 +27,7 @@ export type Refusal =
   | 'in_flight';
 
 export type TakeResult =
-  | { slot: number; probe: boolean }
+  | { slot: number; probe: boolean; /** Database time (ms since the epoch) when it was taken, and when its second ends. */ nowMs: number; windowEndMs: number }
   | { slot: null; refusal: Refusal; /** Database time (ms since the epoch) until which the refusal holds, when known. */ untilMs: number | null; nowMs: number };
 
 export interface PaceLimits {
@@ -83,7 +84,7 @@ const TAKE: Statement = {
        where p.id = 1 and exists (select 1 from taken)
       returning p.id
     )
-    select (select slot from taken) as slot,
+    select (select slot from taken) as slot, ((v.sec + 1) * 1000)::float8 as window_end_ms,
            case when v.verdict = 'ok' and not exists (select 1 from taken) then 'in_flight' else v.verdict end as verdict,
            v.is_open,
            (extract(epoch from v.now) * 1000)::float8 as now_ms,
@@ -99,13 +100,13 @@ const TAKE: Statement = {
 
 /** Takes a call slot if the pace, the provider's hold and the circuit allow one now; one statement. */
 export async function takeSlot(db: Kysely<Tables>, limits: PaceLimits, holder: string, leaseMs: number): Promise<TakeResult> {
-  const [row] = await runStatement<{ slot: number | null; verdict: string; is_open: boolean; now_ms: number; until_ms: number | null }>(
+  const [row] = await runStatement<{ slot: number | null; window_end_ms: number; verdict: string; is_open: boolean; now_ms: number; until_ms: number | null }>(
     db,
     TAKE,
     [limits.maxRps, limits.maxInFlight, limits.circuitFailures, holder, leaseMs],
   );
   if (!row) throw new Error('provider_pacing has no row: is migration 0017 applied?');
-  if (row.slot !== null) return { slot: Number(row.slot), probe: row.is_open };
+  if (row.slot !== null) return { slot: Number(row.slot), probe: row.is_open, nowMs: Number(row.now_ms), windowEndMs: Number(row.window_end_ms) };
   return { slot: null, refusal: row.verdict as Refusal, untilMs: row.until_ms === null ? null : Number(row.until_ms), nowMs: Number(row.now_ms) };
 }
 

@@ -15,6 +15,12 @@ import { type CallOutcome, ensureSlots, type Refusal, returnSlot, takeSlot } fro
 /** A slot to call the provider once; give it back with what the call told. */
 export interface Permit {
   readonly probe: boolean;
+  /**
+   * False once the call could no longer reach the provider within the second it was counted in
+   * (this process was slow to send it): give it back unused and take another, or the provider
+   * would see it in the next second, on top of that second's calls.
+   */
+  fresh(): boolean;
   /** Once; holdS: the provider's Retry-After, when it gave one. */
   release(outcome: CallOutcome, holdS?: number | null): Promise<void>;
 }
@@ -44,6 +50,8 @@ export interface Pacer {
 
 /** Retry-After is believed up to this long; a longer one (or an HTTP date far ahead) is cut to it. */
 export const MAX_HOLD_S = 600;
+/** A call is sent at least this long before the end of the second it was counted in (the way to the provider). */
+const SEND_MARGIN_MS = 300;
 /** How often the first waiter asks again while every slot is in flight on other instances. */
 const IN_FLIGHT_POLL_MS = 20;
 /** While another instance's probe runs, the first waiter asks again this often. */
@@ -65,6 +73,18 @@ export interface PacerDeps {
   log: FastifyBaseLogger;
   /** Told whenever the circuit's consecutive failures change state (opened, closed). */
   onCircuit?: (open: boolean) => void;
+}
+
+/**
+ * A permit that is still fresh when the caller is about to send (see Permit.fresh): one that went
+ * stale between being given and being used goes back unused, and another is taken.
+ */
+export async function acquireFresh(pacer: Pacer, options: AcquireOptions): Promise<AcquireResult> {
+  for (;;) {
+    const result = await pacer.acquire(options);
+    if ('refused' in result || result.permit.fresh()) return result;
+    await result.permit.release('not_called');
+  }
 }
 
 export function createPacer(deps: PacerDeps): Pacer {
@@ -96,10 +116,11 @@ export function createPacer(deps: PacerDeps): Pacer {
     else deps.log.info('provider circuit closed: the provider answers again');
   }
 
-  function permitOf(slot: number, holder: string, probe: boolean): Permit {
+  function permitOf(slot: number, holder: string, probe: boolean, usableUntil: number): Permit {
     let released = false;
     return {
       probe,
+      fresh: () => performance.now() < usableUntil,
       async release(outcome, holdS = null) {
         if (released) return;
         released = true;
@@ -144,13 +165,14 @@ export function createPacer(deps: PacerDeps): Pacer {
     const holder = `${instance}:${++sequence}`;
     const taken = await takeSlot(db, config, holder, deps.leaseMs);
     if (taken.slot !== null) {
+      const permit = permitOf(taken.slot, holder, taken.probe, performance.now() + taken.windowEndMs - taken.nowMs - SEND_MARGIN_MS);
       const first = next();
       if (first) {
         remove(first);
-        first.resolve({ permit: permitOf(taken.slot, holder, taken.probe) });
+        first.resolve({ permit });
       } else {
         // The waiter left meanwhile (its deadline): the slot goes back unused.
-        void permitOf(taken.slot, holder, taken.probe).release('not_called');
+        void permit.release('not_called');
       }
       return;
     }
@@ -201,25 +223,29 @@ export function createPacer(deps: PacerDeps): Pacer {
     acquire(options) {
       if (closed) return Promise.resolve({ refused: { reason: 'closing', retryAfterS: 1 } });
       return new Promise<AcquireResult>((resolve, reject) => {
-        const waiter: Waiter = { options, resolve, reject };
-        (options.priority === 'sync' ? sync : queue).push(waiter);
-        options.signal?.addEventListener(
-          'abort',
-          () => {
-            if (!sync.includes(waiter) && !queue.includes(waiter)) return;
-            remove(waiter);
-            resolve({ refused: { reason: 'closing', retryAfterS: 1 } });
+        let timer: NodeJS.Timeout | undefined;
+        const leave = () => {
+          if (!sync.includes(waiter) && !queue.includes(waiter)) return;
+          remove(waiter);
+          settle.resolve({ refused: { reason: options.signal?.aborted ? 'closing' : lastRefusal, retryAfterS: 1 } });
+        };
+        // However it ends, the waiter's timer and abort listener go with it.
+        const settle = {
+          resolve: (result: AcquireResult) => {
+            clearTimeout(timer);
+            options.signal?.removeEventListener('abort', leave);
+            resolve(result);
           },
-          { once: true },
-        );
-        if (options.deadline !== undefined) {
-          const ms = Math.max(0, options.deadline - performance.now());
-          setTimeout(() => {
-            if (!sync.includes(waiter) && !queue.includes(waiter)) return;
-            remove(waiter);
-            resolve({ refused: { reason: lastRefusal, retryAfterS: 1 } });
-          }, ms).unref();
-        }
+          reject: (err: unknown) => {
+            clearTimeout(timer);
+            options.signal?.removeEventListener('abort', leave);
+            reject(err);
+          },
+        };
+        const waiter: Waiter = { options, ...settle };
+        (options.priority === 'sync' ? sync : queue).push(waiter);
+        options.signal?.addEventListener('abort', leave, { once: true });
+        if (options.deadline !== undefined) timer = setTimeout(leave, Math.max(0, options.deadline - performance.now()));
         pump();
       });
     },

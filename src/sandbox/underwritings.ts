@@ -18,6 +18,8 @@ export interface UnderwritingDeps {
   faults: FaultState;
 }
 
+const arrivedAt = new WeakMap<object, number>();
+
 /** POST UNDERWRITINGS_PATH: accept, then call back after the delay. */
 export const underwritingRoutes =
   ({ config, delivery, clock, faults }: UnderwritingDeps): FastifyPluginAsyncZod =>
@@ -27,6 +29,11 @@ export const underwritingRoutes =
       {
         // Both checks run before the body is read, as the real edge would refuse the connection early.
         onRequest: [
+          // A call counts in the second it arrived, not the one its body was read in.
+          (request, _reply, done) => {
+            arrivedAt.set(request, Date.now());
+            done();
+          },
           allowlistGuard('sandbox', config.allowedIps, 'sandbox: refused: address not in the allowlist'),
           partnerTokenGuard(config.partnerToken),
         ],
@@ -43,7 +50,7 @@ export const underwritingRoutes =
         },
       },
       async (request, reply) => {
-        const admission = faults.admit(request.body.customerUuid, Date.now());
+        const admission = faults.admit(request.body.customerUuid, arrivedAt.get(request) ?? Date.now());
         if (admission.answer === 429 || admission.answer === 503) {
           // Refused before anything is run: the provider did not take it.
           const [error, message] =

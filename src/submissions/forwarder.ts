@@ -5,7 +5,7 @@ import type { Clock } from '../deps.js';
 import { isStorageUnavailable } from '../db/database.js';
 import type { Tables } from '../db/types.js';
 import { TokenUnavailableError } from '../provider/errors.js';
-import type { Pacer, Permit } from '../provider/pacing.js';
+import { acquireFresh, type Pacer, type Permit } from '../provider/pacing.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import type { UnderwritingClient } from '../provider/underwriting-client.js';
 import { markSubmitFailed, SEND_WINDOW_MS } from '../requests/store.js';
@@ -31,6 +31,9 @@ const TOKEN_HOLD_S = 1;
 
 /** What a queued body that no configured key opens says (CPF_HASH_KEY rotated away, or a tampered row); it was never sent. */
 export const NOT_SENT_UNREADABLE = 'not sent: the queued request could not be read back (was CPF_HASH_KEY replaced without keeping the old key?)';
+
+/** What a claimed request returned to the queue for want of a slot in its send window says (it was not sent). */
+const NOT_SENT_NO_SLOT = 'not sent: no provider slot within the send window; queued again';
 
 export interface ForwarderDeps {
   db: Kysely<Tables>;
@@ -75,6 +78,8 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
     });
 
   async function loop(): Promise<void> {
+    // The first look waits a poll too: the app's first requests (and their connections) come first.
+    await sleep(IDLE_POLL_MS);
     while (!stopping) {
       try {
         if (!(await anyQueued(deps.db))) {
@@ -110,9 +115,10 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
     }
   }
 
-  async function forwardOne(claimed: ClaimedSubmit, permit: Permit): Promise<void> {
+  async function forwardOne(claimed: ClaimedSubmit, taken: Permit): Promise<void> {
     const claimedAt = performance.now();
     const { id, customer_uuid: customerUuid } = claimed;
+    let permit = taken;
     const plain = claimed.queued_body === null ? undefined : deps.sealer.open(claimed.queued_body, customerUuid);
     if (plain === undefined) {
       await permit.release('not_called');
@@ -121,6 +127,17 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
       return;
     }
     const body = JSON.parse(plain) as UnderwritingRequest;
+    if (!permit.fresh()) {
+      // Claiming took the slot past its second: another one, within the send window, or back to the queue.
+      await permit.release('not_called');
+      const again = await acquireFresh(deps.pacer, { priority: 'queue', deadline: claimedAt + SEND_WINDOW_MS, signal: stopped.signal });
+      if ('refused' in again) {
+        await returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), { upstreamStatus: null, error: NOT_SENT_NO_SLOT }, deps.clock());
+        deps.counted?.('requeued');
+        return;
+      }
+      permit = again.permit;
+    }
     const trace: SpanParent | undefined = deps.tracer && { tracer: deps.tracer, context: contextOfTraceparent(claimed.traceparent) };
     try {
       const { status } = await deps.client.submitUnderwriting(body, {

@@ -6,7 +6,7 @@ import type { Tables } from '../db/types.js';
 import { StorageUnavailableError } from '../db/database.js';
 import { AppError, errorBody } from '../errors.js';
 import { TokenUnavailableError } from '../provider/errors.js';
-import type { PaceRefusal, Pacer } from '../provider/pacing.js';
+import { acquireFresh, type PaceRefusal, type Pacer } from '../provider/pacing.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import type { UnderwritingClient } from '../provider/underwriting-client.js';
 import { type SpanParent, storedTraceparent } from '../tracing/spans.js';
@@ -204,7 +204,7 @@ export function submitter(deps: SubmitDeps) {
 
     let paced;
     try {
-      paced = await deps.pacer.acquire({ deadline: sendBy, priority: 'sync' });
+      paced = await acquireFresh(deps.pacer, { deadline: sendBy, priority: 'sync' });
     } catch (err) {
       await markSubmitFailed(deps.db, stored.id, { upstreamStatus: null, error: NOT_SENT_NO_SLOT }, deps.clock(), trace).catch(() => {});
       throw err;

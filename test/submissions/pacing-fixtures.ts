@@ -1,4 +1,7 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
 import type { Test } from 'tap';
 import type { DatabaseHandle } from '../../src/db/database.js';
 import type { Faults, SandboxStats } from '../../src/sandbox/faults.js';
@@ -67,9 +70,33 @@ export async function requestOf(database: DatabaseHandle, customerUuid: string) 
     .executeTakeFirst();
 }
 
+/**
+ * Between the tests of a file that share a database: what an earlier test left queued is cancelled
+ * (so no later forwarder sends it), and the provider's shared pace starts afresh (no hold, circuit closed).
+ */
+export async function resetQueue(database: DatabaseHandle): Promise<void> {
+  await sql`update underwriting_requests set status = 'cancelled', queued_body = null where status = 'queued'`.execute(database.db);
+  await sql`update provider_pacing set failures = 0, open_until = null, probe_until = null, hold_until = '-infinity', used = 0`.execute(database.db);
+}
+
 /** Customers submitted more than once, as the sandbox counted what it received. */
 export function twice(stats: SandboxStats): string[] {
   return Object.entries(stats.received)
     .filter(([, n]) => n > 1)
     .map(([c]) => c);
+}
+
+/** The event types recorded for a customer, oldest first. */
+export async function eventTypes(database: DatabaseHandle, customerUuid: string): Promise<string[]> {
+  const rows = await database.db.selectFrom('events').select('type').where('customer_uuid', '=', customerUuid).orderBy('id').execute();
+  return rows.map((e) => e.type);
+}
+
+/** A port nothing listens on (connections are refused). */
+export async function closedPort(): Promise<number> {
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }
