@@ -6,6 +6,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { addressMatcher, forwardedAddressesOnly } from './access/addresses.js';
 import { callbackRoutes } from './callbacks/routes.js';
+import { campaignRoutes } from './campaigns/routes.js';
 import { notificationChannel } from './channels/channel.js';
 import { RESULTS_CHANNEL } from './channels/names.js';
 import type { Config } from './config.js';
@@ -34,6 +35,7 @@ import { retention } from './retention/plugin.js';
 import { statsRoutes } from './stats/routes.js';
 import { addSecurityHeaders, type SecurityHeaderOptions } from './security-headers.js';
 import { submissionRoutes } from './submissions/routes.js';
+import { createSubmissions } from './submissions/service.js';
 import { traceRequests } from './tracing/server-spans.js';
 
 export type { Clock } from './deps.js';
@@ -172,6 +174,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         { name: 'operations', description: 'Health, readiness, metrics' },
         { name: 'personal data', description: 'LGPD: export, erasure and the audit trail (admin keys)' },
         { name: 'endpoints', description: 'Receivers of pushed events, managed at runtime (admin keys)' },
+        { name: 'campaigns', description: 'Files of submits, queued and forwarded at the provider\'s pace; their progress and results' },
       ],
     ),
   );
@@ -200,7 +203,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(requestLifecycle(capabilityDeps));
   // Before the capabilities: plugins close in reverse order, so the last announcements still go out.
   await app.register(capabilityDeps.results.plugin);
-  await app.register(submissionRoutes(capabilityDeps));
+  const submissions = createSubmissions(capabilityDeps, app.log);
+  // Registered before the routes: plugins close in reverse order, so the forwarder stops (and its
+  // forwards in flight end) after the routes' last answers.
+  await app.register(submissions.worker);
+  await app.register(submissionRoutes(capabilityDeps, submissions));
+  await app.register(campaignRoutes(capabilityDeps, submissions.queue));
   await app.register(callbackRoutes(capabilityDeps));
   await app.register(queryRoutes(capabilityDeps));
   await app.register(personalDataRoutes(capabilityDeps));

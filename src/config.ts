@@ -94,6 +94,10 @@ const envSchema = z.object({
   PROVIDER_BASE_URL: baseUrl.optional(),
   PARTNER_TOKEN: partnerTokenSchema.optional(),
   UPSTREAM_TIMEOUT_MS: integer(100, 120_000).default(10_000),
+  PROVIDER_MAX_RPS: integer(1, 100_000).default(50),
+  PROVIDER_MAX_IN_FLIGHT: integer(1, 10_000).default(32),
+  PROVIDER_CIRCUIT_FAILURES: integer(1, 1000).default(5),
+  PROVIDER_CIRCUIT_OPEN_S: integer(1, 3600).default(30),
   SUBMIT_ALLOWED_IPS: addressList.default(LOCALHOST),
   CALLBACK_ALLOWED_IPS: addressList.optional(),
   QUERY_ALLOWED_IPS: addressList.default(LOCALHOST),
@@ -180,6 +184,8 @@ export interface Config {
   providerBaseUrl: string | undefined;
   partnerToken: string | undefined;
   upstreamTimeoutMs: number;
+  /** The provider's pace across every instance (provider/pacing.ts, docs/provider-pacing.md). */
+  providerPacing: ProviderPacingConfig;
   submitAllowedIps: string[];
   callbackAllowedIps: string[];
   queryAllowedIps: string[];
@@ -228,6 +234,17 @@ export interface TracingConfig {
 }
 
 export const DEFAULT_SERVICE_NAME = 'underwriting-gateway';
+
+export interface ProviderPacingConfig {
+  /** Provider calls started per second, at most, by all instances together. */
+  maxRps: number;
+  /** Provider calls in flight at once, at most, by all instances together. */
+  maxInFlight: number;
+  /** Consecutive failed calls (no answer, or a 5xx) that open the circuit. */
+  circuitFailures: number;
+  /** How long an open circuit stays shut before one instance probes the provider. */
+  circuitOpenS: number;
+}
 
 export interface EventWebhookConfig {
   /** As configured, secrets included: used only to send, never logged or shown. */
@@ -315,6 +332,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     providerBaseUrl: e.PROVIDER_BASE_URL,
     partnerToken: e.PARTNER_TOKEN,
     upstreamTimeoutMs: e.UPSTREAM_TIMEOUT_MS,
+    providerPacing: {
+      maxRps: e.PROVIDER_MAX_RPS,
+      maxInFlight: e.PROVIDER_MAX_IN_FLIGHT,
+      circuitFailures: e.PROVIDER_CIRCUIT_FAILURES,
+      circuitOpenS: e.PROVIDER_CIRCUIT_OPEN_S,
+    },
     submitAllowedIps: e.SUBMIT_ALLOWED_IPS,
     callbackAllowedIps: e.CALLBACK_ALLOWED_IPS ?? LOCALHOST,
     queryAllowedIps: e.QUERY_ALLOWED_IPS,

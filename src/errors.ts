@@ -4,6 +4,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { isStorageUnavailable } from './db/database.js';
+import { isLongUpload } from './http/long-upload.js';
 
 /** An error the client is meant to see: a stable code, an HTTP status, a human message. */
 export class AppError extends Error {
@@ -139,6 +140,8 @@ const CLIENT_ERRORS: Record<string, { status: number; error: string; message: st
  */
 export function answerClientError(this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  // A campaign's upload is bounded by its silence instead (http/long-upload.ts); Node reports each request once.
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT' && isLongUpload(socket)) return;
   const known = CLIENT_ERRORS[err.code ?? ''];
   // Anything else Node refuses (a malformed request line or header) is a 400 like Fastify's own: validation_failed.
   const { status, error, message } = known ?? { status: 400, error: 'validation_failed', message: 'the request could not be read' };

@@ -19,7 +19,7 @@ r.submitted_at, r.completed_at, r.upstream_status, r.updated_at, r.traceparent, 
              e.id as request_id, null::bigint as callback_id, jsonb_build_object(
   'customerUuid', e.customer_uuid, 'status', e.status, 'decision', e.decision,
   'cpfMasked', e.cpf_masked, 'costSavingEnabled', e.cost_saving_enabled, 'srd', e.srd,
-  'submittedAt', to_char(e.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'completedAt', to_char(e.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+  'submittedAt', case when e.status in ('queued', 'cancelled') then null else to_char(e.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') end, 'completedAt', to_char(e.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
   'upstreamStatus', e.upstream_status, 'result', null::jsonb) as data,
              e.traceparent, e.x_request_id
       from expired e

@@ -12,7 +12,7 @@ submitted_at, completed_at, upstream_status, updated_at, traceparent, x_request_
            f.id as request_id, null::bigint as callback_id, jsonb_build_object(
   'customerUuid', f.customer_uuid, 'status', f.status, 'decision', f.decision,
   'cpfMasked', f.cpf_masked, 'costSavingEnabled', f.cost_saving_enabled, 'srd', f.srd,
-  'submittedAt', to_char(f.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'completedAt', to_char(f.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+  'submittedAt', case when f.status in ('queued', 'cancelled') then null else to_char(f.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') end, 'completedAt', to_char(f.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
   'upstreamStatus', f.upstream_status, 'result', null::jsonb) as data,
            f.traceparent, f.x_request_id
     from failed f

@@ -15,6 +15,8 @@ target as materialized (
       -- started. Served by underwriting_requests_awaiting_result: a customer's few entries,
       -- never a range of all requests submitted before started (docs/performance.md).
       and r.submitted_at <= i.started + make_interval(secs => $2::double precision)
+      -- Never sent (still queued, or cancelled): no result can be its.
+      and r.status not in ('queued', 'cancelled')
     order by r.id desc
     limit 1
     for update
@@ -49,7 +51,7 @@ event_source as (
          c.id as request_id, c.callback_id, jsonb_build_object(
 'customerUuid', c.customer_uuid, 'status', c.status, 'decision', c.decision,
 'cpfMasked', c.cpf_masked, 'costSavingEnabled', c.cost_saving_enabled, 'srd', c.srd,
-'submittedAt', to_char(c.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'completedAt', to_char(c.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+'submittedAt', case when c.status in ('queued', 'cancelled') then null else to_char(c.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') end, 'completedAt', to_char(c.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
 'upstreamStatus', c.upstream_status, 'result', c.body) as data,
          c.traceparent, c.x_request_id
   from completed c

@@ -4,7 +4,7 @@ set local enable_seqscan = off;
 
 select r.id from underwriting_requests r
  where r.submitted_at < $1 and r.updated_at < $2
-   and r.status not in ('submitting', 'submitted')
+   and r.status not in ('queued', 'submitting', 'submitted')
  order by r.submitted_at
  limit $3
  for update skip locked;
@@ -55,4 +55,5 @@ select (select count(*) from r)::int as underwriting_requests,
        (select count(*) from c)::int as callbacks,
        (select count(*) from k)::int as idempotency_keys,
        ((select count(*) from e_request) + (select count(*) from e_callback))::int as events,
-       (select count(*) from d)::int as event_deliveries;
+       (select count(*) from d)::int as event_deliveries,
+       0 as campaigns;

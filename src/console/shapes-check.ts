@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import type { endpointListView, endpointView } from '../events/endpoints/schemas.js';
 import type { eventView, feedView, queuedView } from '../events/schemas.js';
 import type { statsView, strayPageView } from '../stats/schemas.js';
+import type { campaignPage, campaignView, cancelAnswer } from '../campaigns/schemas.js';
 import type * as Page from './ui/shapes.js';
 
 type Gives<Server extends Read, Read> = Server;
@@ -14,3 +15,6 @@ export type CallbacksChecked = Gives<z.infer<typeof strayPageView>, Page.Callbac
 export type QueuedChecked = Gives<z.infer<typeof queuedView>, { queued: number }>;
 export type EndpointChecked = Gives<z.infer<typeof endpointView>, Page.EndpointView>;
 export type EndpointListChecked = Gives<z.infer<typeof endpointListView>, Page.EndpointList>;
+export type CampaignChecked = Gives<z.infer<typeof campaignView>, Page.CampaignView>;
+export type CampaignPageChecked = Gives<z.infer<typeof campaignPage>, Page.CampaignPage>;
+export type CampaignCancelChecked = Gives<z.infer<typeof cancelAnswer>, Page.CampaignCancelled>;

@@ -6,7 +6,7 @@ type DefaultedTimestamp = ColumnType<Date, Date | string | undefined, Date | str
 /** jsonb: written as a JSON string (or object), read back parsed. */
 type Json<T> = ColumnType<T, string | T, string | T>;
 
-export const REQUEST_STATUSES = ['submitting', 'submitted', 'submit_failed', 'expired', 'completed'] as const;
+export const REQUEST_STATUSES = ['queued', 'submitting', 'submitted', 'submit_failed', 'expired', 'completed', 'cancelled'] as const;
 export type RequestStatus = (typeof REQUEST_STATUSES)[number];
 
 export const DECISIONS = ['approved', 'declined', 'no_score', 'filtered'] as const;
@@ -40,6 +40,40 @@ export interface UnderwritingRequestsTable {
   traceparent: string | null;
   /** The submit's X-Request-Id (given or generated): sent to the provider and on the pushed events. */
   x_request_id: string | null;
+  /** When a queued submit (Prefer: respond-async) was queued; null for a synchronous one. */
+  queued_at: Timestamp | null;
+  /** The body to forward, sealed (submissions/seal.ts), only while `queued`; null once claimed, cancelled or never queued. */
+  queued_body: Buffer | Uint8Array | null;
+  /** Sends of a queued submit that the provider certainly did not receive (each returned it to the queue). */
+  forward_attempts: ColumnType<number, number | undefined, number>;
+  /** The campaign whose file held it (migration 0018); null for a single submit. */
+  campaign_id: ColumnType<number | null, number | null | undefined, number | null>;
+}
+
+export const CAMPAIGN_STATUSES = ['running', 'done', 'cancelled'] as const;
+export type CampaignStatus = (typeof CAMPAIGN_STATUSES)[number];
+export const CAMPAIGN_SOURCES = ['ndjson', 'csv'] as const;
+export type CampaignSource = (typeof CAMPAIGN_SOURCES)[number];
+
+/** A file of submits uploaded at once (see migration 0018): counts and rejected lines by number, no personal data. */
+export interface CampaignsTable {
+  id: Generated<number>;
+  /** cmp_ and 32 hex digits: the id the API shows. */
+  public_id: string;
+  created_at: DefaultedTimestamp;
+  /** Each batch of the upload touches it (its heartbeat). */
+  updated_at: DefaultedTimestamp;
+  status: ColumnType<CampaignStatus, CampaignStatus | undefined, CampaignStatus>;
+  source: CampaignSource;
+  /** A key's fingerprint (key:…) or the peer (peer:…); never a key. */
+  created_by: string;
+  accepted: ColumnType<number, number | undefined, number>;
+  rejected: ColumnType<number, number | undefined, number>;
+  /** The first rejected lines, [{line, issues: [{path, message}]}]: never a line's content. */
+  rejected_lines: Json<Array<{ line: number; issues: Array<{ path: string; message: string }> }>>;
+  uploaded_at: Timestamp | null;
+  upload_error: string | null;
+  cancelled_at: Timestamp | null;
 }
 
 export interface CallbacksTable {
@@ -100,6 +134,9 @@ export const EVENT_TYPES = [
   'underwriting.expired',
   'callback.unmatched',
   'endpoint.disabled',
+  'underwriting.queued',
+  'underwriting.submitted',
+  'underwriting.cancelled',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
@@ -210,6 +247,25 @@ export interface TurnaroundHourlyTable {
   requests: number;
 }
 
+/** The provider's pace, shared by every instance (one row, id 1; see provider/pacing.ts). */
+export interface ProviderPacingTable {
+  id: number;
+  /** The Unix second whose call starts `used` counts. */
+  window_s: ColumnType<string, number | undefined, number>;
+  used: ColumnType<number, number | undefined, number>;
+  hold_until: ColumnType<Date, Date | string | undefined, Date | string>;
+  failures: ColumnType<number, number | undefined, number>;
+  open_until: Timestamp | null;
+  probe_until: Timestamp | null;
+}
+
+/** One leased row per provider call in flight (slot < PROVIDER_MAX_IN_FLIGHT counts). */
+export interface ProviderSlotsTable {
+  slot: number;
+  lease_until: ColumnType<Date, Date | string | undefined, Date | string>;
+  holder: string | null;
+}
+
 /** Every table's column types, as Kysely sees them: `Kysely<Tables>`. */
 export interface Tables {
   underwriting_requests: UnderwritingRequestsTable;
@@ -222,6 +278,9 @@ export interface Tables {
   event_endpoints: EventEndpointsTable;
   statistics_hourly: StatisticsHourlyTable;
   turnaround_hourly: TurnaroundHourlyTable;
+  provider_pacing: ProviderPacingTable;
+  provider_slots: ProviderSlotsTable;
+  campaigns: CampaignsTable;
 }
 
 export type UnderwritingRequestRow = Selectable<UnderwritingRequestsTable>;

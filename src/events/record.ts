@@ -15,7 +15,7 @@ export function requestDataSql(r: string, result: string): string {
   return `jsonb_build_object(
     'customerUuid', ${r}.customer_uuid, 'status', ${r}.status, 'decision', ${r}.decision,
     'cpfMasked', ${r}.cpf_masked, 'costSavingEnabled', ${r}.cost_saving_enabled, 'srd', ${r}.srd,
-    'submittedAt', ${isoSql(`${r}.submitted_at`)}, 'completedAt', ${isoSql(`${r}.completed_at`)},
+    'submittedAt', case when ${r}.status in ('queued', 'cancelled') then null else ${isoSql(`${r}.submitted_at`)} end, 'completedAt', ${isoSql(`${r}.completed_at`)},
     'upstreamStatus', ${r}.upstream_status, 'result', ${result})`;
 }
 
@@ -54,7 +54,10 @@ export function targetParameters(targets: readonly Pick<WebhookTarget, 'key' | '
   return [targets.map((t) => t.key), targets.map((t) => t.shown)];
 }
 
-export const EVENT_TYPE: Record<'completed' | 'submitFailed' | 'expired' | 'unmatched', EventType> = {
+export const EVENT_TYPE: Record<'completed' | 'submitFailed' | 'expired' | 'unmatched' | 'queued' | 'submitted' | 'cancelled', EventType> = {
+  queued: 'underwriting.queued',
+  submitted: 'underwriting.submitted',
+  cancelled: 'underwriting.cancelled',
   completed: 'underwriting.completed',
   submitFailed: 'underwriting.submit_failed',
   expired: 'underwriting.expired',

@@ -1,4 +1,5 @@
 import { eventView } from '../events/feed.js';
+import { submittedAtView } from '../requests/schemas.js';
 import type { ExportView } from './schemas.js';
 import type { Stored } from './store.js';
 
@@ -34,7 +35,7 @@ export function exportView(stored: Stored, customerUuids: string[], cpf: string 
       cpfMasked: r.cpf_masked,
       costSavingEnabled: r.cost_saving_enabled,
       srd: r.srd as ExportView['requests'][number]['srd'],
-      submittedAt: r.submitted_at.toISOString(),
+      submittedAt: submittedAtView(r.status, r.submitted_at),
       updatedAt: r.updated_at.toISOString(),
       completedAt: r.completed_at ? r.completed_at.toISOString() : null,
       upstreamStatus: r.upstream_status,

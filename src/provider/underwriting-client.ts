@@ -104,7 +104,7 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
       if (sendOptions.sendBy !== undefined && performance.now() > sendOptions.sendBy) {
         throw new TokenUnavailableError('the bearer token came too late to send the request in time');
       }
-      if (pool === undefined) throw new UpstreamUnavailableError('no provider base URL is configured');
+      if (pool === undefined) throw new UpstreamUnavailableError('no provider base URL is configured', { notSent: true });
       if (sendOptions.requestId !== undefined) headers['x-request-id'] = sendOptions.requestId;
       const span = sendOptions.trace && clientSpan(sendOptions.trace, headers);
       const started = performance.now();
@@ -121,7 +121,7 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
           observe(seconds(), 'unavailable');
           const reason = unreachableReason(err, signal, options.timeoutMs);
           if (span) endFailed(span, signal.aborted ? 'timeout' : ((err as { code?: string } | null)?.code ?? 'unreachable'));
-          throw new UpstreamUnavailableError(reason, { cause: err });
+          throw new UpstreamUnavailableError(reason, { cause: err, notSent: neverConnected(err, signal) });
         }
         const status = response.statusCode;
         span?.setAttribute('http.response.status_code', status);
@@ -136,7 +136,7 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
         // Cut to EXCERPT_MAX_CHARS only once scrubbed, so that no secret or CPF is cut in half and kept.
         const excerpt = await readBounded(response.body, EXCERPT_MAX_BYTES, 'truncate').catch(() => '');
         observe(seconds(), 'rejected');
-        throw new UpstreamRejectedError(status, excerpt);
+        throw new UpstreamRejectedError(status, excerpt, retryAfterSeconds(response.headers['retry-after']));
       } finally {
         clearTimeout(timer);
       }
@@ -169,4 +169,34 @@ function unreachableReason(err: unknown, signal: Deadline, timeoutMs: number): s
   }
   const message = err instanceof Error ? err.message : String(err);
   return `provider unreachable: ${typeof code === 'string' ? `${code} ` : ''}${message}`.slice(0, EXCERPT_MAX_CHARS);
+}
+
+/**
+ * Errors that come before a connection exists, so before a byte of the request was written:
+ * refused, no such host (or no answer from DNS), unreachable network, the connect timing out.
+ * undici opens a new connection for a request when no idle one is free; a reused connection that
+ * fails is never one of these.
+ */
+const BEFORE_CONNECT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+
+function neverConnected(err: unknown, signal: Deadline): boolean {
+  if (signal.aborted) return false;
+  let cause: unknown = err;
+  // undici may wrap the socket's error; the code is on it or on its cause.
+  for (let depth = 0; depth < 3 && cause; depth++) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && BEFORE_CONNECT.has(code)) return true;
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/** Retry-After as seconds from now: delta-seconds or an HTTP date; undefined when absent or unreadable. */
+export function retryAfterSeconds(value: string | string[] | undefined, nowMs = Date.now()): number | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (text === undefined) return undefined;
+  const trimmed = text.trim();
+  if (/^[0-9]{1,9}$/.test(trimmed)) return Number(trimmed);
+  const at = Date.parse(trimmed);
+  return Number.isNaN(at) ? undefined : Math.max(0, (at - nowMs) / 1000);
 }

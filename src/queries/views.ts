@@ -1,5 +1,5 @@
 import type { Decision, RequestStatus } from '../db/types.js';
-import type { RequestView } from '../requests/schemas.js';
+import { type RequestView, submittedAtView } from '../requests/schemas.js';
 
 // The answers' bodies, built from our own rows (sql.ts reads them; a new column never leaks into an answer).
 
@@ -59,7 +59,7 @@ export function buildRequestView(row: RequestRow): RequestView {
     cpfMasked: row.cpf_masked,
     costSavingEnabled: row.cost_saving_enabled,
     srd: buildSrd(row.srd as Json),
-    submittedAt: row.submitted_at.toISOString(),
+    submittedAt: submittedAtView(row.status, row.submitted_at),
     completedAt: row.completed_at ? row.completed_at.toISOString() : null,
     upstreamStatus: row.upstream_status,
     result: buildResult(row.result as Json),

@@ -85,6 +85,8 @@ export const RECORD_RESULTS = defineStatement('record_results', `
           -- started. Served by underwriting_requests_awaiting_result: a customer's few entries,
           -- never a range of all requests submitted before started (docs/performance.md).
           and r.submitted_at <= i.started + make_interval(secs => $2::double precision)
+          -- Never sent (still queued, or cancelled): no result can be its.
+          and r.status not in ('queued', 'cancelled')
         order by r.id desc
         limit 1
         for update

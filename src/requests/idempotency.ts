@@ -102,10 +102,10 @@ export async function requestOfKey(
   db: Kysely<Tables>,
   key: string,
   now: Date,
-): Promise<Pick<UnderwritingRequestRow, 'id' | 'customer_uuid' | 'status' | 'upstream_status' | 'upstream_error' | 'submitted_at'> | undefined> {
+): Promise<Pick<UnderwritingRequestRow, 'id' | 'customer_uuid' | 'status' | 'upstream_status' | 'upstream_error' | 'submitted_at' | 'queued_at'> | undefined> {
   return db
     .selectFrom('underwriting_requests')
-    .select(['id', 'customer_uuid', 'status', 'upstream_status', 'upstream_error', 'submitted_at'])
+    .select(['id', 'customer_uuid', 'status', 'upstream_status', 'upstream_error', 'submitted_at', 'queued_at'])
     .where('idempotency_key', '=', key)
     .where('submitted_at', '>', new Date(now.getTime() - IDEMPOTENCY_TTL_MS))
     .orderBy('id', 'desc')

@@ -37,9 +37,14 @@ export const requestView = z.object({
   cpfMasked: z.string(),
   costSavingEnabled: z.boolean(),
   srd: srdView.nullable(),
-  submittedAt: z.iso.datetime(),
+  submittedAt: z.iso.datetime().nullable().describe('When it was sent to the provider; null while queued, or cancelled before it was sent'),
   completedAt: z.iso.datetime().nullable(),
   upstreamStatus: httpStatusSchema.nullable(),
   result: resultView.nullable(),
 }).meta({ id: 'UnderwritingRecord' });
+
+/** submittedAt as answered: a request never sent (queued, cancelled) has none (submitted_at holds its queue time until then). */
+export function submittedAtView(status: string, submittedAt: Date): string | null {
+  return status === 'queued' || status === 'cancelled' ? null : submittedAt.toISOString();
+}
 export type RequestView = z.infer<typeof requestView>;

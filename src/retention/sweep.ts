@@ -6,7 +6,7 @@ import type { Tables } from '../db/types.js';
 import { type Periodic, startPeriodic } from '../periodic.js';
 
 /** Tables the sweep deletes from, as the purged-rows metric labels them. */
-export const PURGED_TABLES = ['underwriting_requests', 'callbacks', 'idempotency_keys', 'events', 'event_deliveries'] as const;
+export const PURGED_TABLES = ['underwriting_requests', 'callbacks', 'idempotency_keys', 'events', 'event_deliveries', 'campaigns'] as const;
 export type PurgedTable = (typeof PURGED_TABLES)[number];
 export type Purged = Record<PurgedTable, number>;
 
@@ -22,7 +22,7 @@ export const DEFAULT_LIMITS: PurgeLimits = { batch: 500, maxBatches: 20 };
 /** How often each instance runs a pass. */
 export const RETENTION_INTERVAL_MS = 60_000;
 
-const none = (): Purged => ({ underwriting_requests: 0, callbacks: 0, idempotency_keys: 0, events: 0, event_deliveries: 0 });
+const none = (): Purged => ({ underwriting_requests: 0, callbacks: 0, idempotency_keys: 0, events: 0, event_deliveries: 0, campaigns: 0 });
 
 function add(total: Purged, more: Purged): void {
   for (const table of PURGED_TABLES) total[table] += more[table];
@@ -37,7 +37,7 @@ export function requestBatchQuery(cutoff: Date, batch: number) {
   return sql<{ id: number }>`
     select r.id from underwriting_requests r
      where r.submitted_at < ${cutoff} and r.updated_at < ${cutoff}
-       and r.status not in ('submitting', 'submitted')
+       and r.status not in ('queued', 'submitting', 'submitted')
      order by r.submitted_at
      limit ${batch}
      for update skip locked`;
@@ -108,7 +108,8 @@ export function removeRequestsQuery(ids: string) {
              (select count(*) from c)::int as callbacks,
              (select count(*) from k)::int as idempotency_keys,
              ((select count(*) from e_request) + (select count(*) from e_callback))::int as events,
-             (select count(*) from d)::int as event_deliveries`;
+             (select count(*) from d)::int as event_deliveries,
+             0 as campaigns`;
 }
 
 /** Unmatched and invalid callbacks that arrived before the cutoff, with their events. */
@@ -120,8 +121,28 @@ const STRAY_CALLBACKS: BatchKind = {
            d as (delete from event_deliveries where event_id = any (array(select id from e)) returning 1),
            c as (delete from callbacks where id = any (${ids}::bigint[]) returning 1)
       select 0 as underwriting_requests, (select count(*) from c)::int as callbacks, 0 as idempotency_keys,
-             (select count(*) from e)::int as events, (select count(*) from d)::int as event_deliveries`,
+             (select count(*) from e)::int as events, (select count(*) from d)::int as event_deliveries, 0 as campaigns`,
   taken: (purged) => purged.callbacks,
+};
+
+/**
+ * Campaigns past the cutoff whose requests are all gone (purged, or erased): a campaign holds no
+ * personal data, but nothing is kept past retention. Each probe for a request is one lookup in
+ * underwriting_requests_campaign.
+ */
+const CAMPAIGNS: BatchKind = {
+  lock: (cutoff, batch) => sql<{ id: number }>`
+    select c.id from campaigns c
+     where c.created_at < ${cutoff} and c.updated_at < ${cutoff}
+       and not exists (select 1 from underwriting_requests r where r.campaign_id = c.id)
+     limit ${batch}
+     for update skip locked`,
+  fold: async () => {},
+  remove: (ids) => sql<Purged>`
+      with c as (delete from campaigns where id = any (${ids}::bigint[]) returning 1)
+      select 0 as underwriting_requests, 0 as callbacks, 0 as idempotency_keys, 0 as events, 0 as event_deliveries,
+             (select count(*) from c)::int as campaigns`,
+  taken: (purged) => purged.campaigns,
 };
 
 /**
@@ -152,7 +173,7 @@ export function purgeRequestBatch(db: Kysely<Tables>, cutoff: Date, batch: numbe
 export async function purgePass(db: Kysely<Tables>, now: Date, retentionDays: number, limits = DEFAULT_LIMITS): Promise<Purged> {
   const cutoff = retentionCutoff(now, retentionDays);
   const total = none();
-  for (const kind of [REQUESTS, STRAY_CALLBACKS]) {
+  for (const kind of [REQUESTS, STRAY_CALLBACKS, CAMPAIGNS]) {
     for (let i = 0; i < limits.maxBatches; i++) {
       const purged = await purgeBatch(db, kind, cutoff, limits.batch);
       add(total, purged);

@@ -6,6 +6,7 @@ import { BODY_LIMIT_BYTES } from '../deps.js';
 import { installErrorHandler } from '../errors.js';
 import type { SandboxConfig } from './config.js';
 import { type CallbackDelivery, callbackDelivery, DEFAULT_RETRY_POLICY, type RetryPolicy } from './delivery.js';
+import { faultRoutes, faultState, NO_FAULTS } from './faults.js';
 import { filePendingStore, memoryPendingStore } from './pending.js';
 import { createTokenSigner, tokenRoutes } from './tokens.js';
 import { underwritingRoutes } from './underwritings.js';
@@ -47,7 +48,14 @@ export async function buildSandboxApp(config: Readonly<SandboxConfig>, deps: San
 
   app.get('/healthz', { schema: { response: { 200: z.object({ status: z.string() }) } } }, async () => ({ status: 'ok' }));
   await app.register(tokenRoutes(config, await createTokenSigner()));
-  await app.register(underwritingRoutes({ config, delivery, clock }));
+  const faults = faultState(config.faults ?? NO_FAULTS);
+  // Never-answered calls hold their sockets: destroyed first, so that closing does not wait for them.
+  app.addHook('preClose', (done) => {
+    faults.close();
+    done();
+  });
+  await app.register(faultRoutes(faults, config.allowedIps));
+  await app.register(underwritingRoutes({ config, delivery, clock, faults }));
   return app;
 }
 

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { ConfigError } from '../config-error.js';
 import { addressList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnvWithSecretFiles } from '../env.js';
 import { partnerTokenSchema } from '../provider/schemas.js';
+import type { Faults } from './faults.js';
 
 // Fixed, documented defaults: the simulator is for local runs, docker-compose and CI, never production.
 export const SANDBOX_DEFAULT_PARTNER_TOKEN = 'sandboxPartnerTokenForLocalDevelopmentOnlyNeverUseInProduction01';
@@ -38,6 +39,12 @@ const publicKeyPem = z
   }, 'must be an RSA or P-256 public key in PEM (-----BEGIN PUBLIC KEY-----)');
 
 const cpf = z.string().trim().regex(/^[0-9]{11}$/, 'must be exactly 11 digits');
+/** A share of calls: a decimal number from 0 to 1. */
+const rate = z
+  .string()
+  .trim()
+  .regex(/^(0(\.[0-9]+)?|1(\.0+)?)$/, 'must be a number from 0 to 1')
+  .transform(Number);
 
 const envSchema = z.object({
   SANDBOX_HOST: z.string().trim().min(1, 'must not be empty').default('127.0.0.1'),
@@ -54,6 +61,10 @@ const envSchema = z.object({
   SANDBOX_CPF_STANDARD_REJECT: cpf.default(SANDBOX_DEFAULT_CPFS.standardReject),
   SANDBOX_CPF_APPROVE: cpf.default(SANDBOX_DEFAULT_CPFS.approve),
   SANDBOX_ALLOWED_IPS: addressList.default(SANDBOX_DEFAULT_ALLOWED_IPS),
+  SANDBOX_MAX_RPS: integer(1, 1_000_000).optional(),
+  SANDBOX_FAIL_503_RATE: rate.default(0),
+  SANDBOX_TIMEOUT_AFTER_RECEIVE_RATE: rate.default(0),
+  SANDBOX_RETRY_AFTER_S: integer(0, 3600).default(1),
   LOG_LEVEL: logLevel.default('info'),
   LOG_FORMAT: logFormat,
 });
@@ -90,6 +101,8 @@ export interface SandboxConfig {
   tokenTtlS: number;
   scenarioCpfs: ScenarioCpfs;
   allowedIps: string[];
+  /** Failure injection at start (POST /_sandbox/faults changes it at run time). */
+  faults: Faults;
   logLevel: LogLevel;
   /** Unset: pretty in development on a terminal, JSON otherwise (see defaultLogFormat). */
   logFormat: LogFormat | undefined;
@@ -123,6 +136,12 @@ export function loadSandboxConfig(env: NodeJS.ProcessEnv = process.env): Readonl
     tokenTtlS: e.SANDBOX_TOKEN_TTL_S,
     scenarioCpfs: Object.freeze(scenarioCpfs),
     allowedIps: e.SANDBOX_ALLOWED_IPS,
+    faults: Object.freeze({
+      maxRps: e.SANDBOX_MAX_RPS ?? null,
+      fail503Rate: e.SANDBOX_FAIL_503_RATE,
+      timeoutAfterReceiveRate: e.SANDBOX_TIMEOUT_AFTER_RECEIVE_RATE,
+      retryAfterS: e.SANDBOX_RETRY_AFTER_S,
+    }),
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
   });
@@ -154,5 +173,6 @@ export function describeSandboxConfig(config: Readonly<SandboxConfig>, redactUrl
         ? 'default'
         : 'custom',
     allowedIps: config.allowedIps,
+    faults: config.faults,
   };
 }

@@ -1,10 +1,13 @@
 import { Histogram, type Registry } from 'prom-client';
 import { outcomeCounter } from '../metrics.js';
 import type { UpstreamMetricOutcome } from '../provider/underwriting-client.js';
+import type { ForwardOutcome } from './forwarder.js';
 
 /** How a submit was answered, as the `outcome` label of underwriting_submissions_total. */
 export type SubmitMetricOutcome =
   | 'submitted'
+  | 'queued'
+  | 'paced'
   | 'rejected'
   | 'unavailable'
   | 'auth_failed'
@@ -20,6 +23,7 @@ export type SubmitMetricOutcome =
 export interface SubmitMetrics {
   answered(outcome: SubmitMetricOutcome): void;
   upstream(seconds: number, outcome: UpstreamMetricOutcome): void;
+  forwarded(outcome: ForwardOutcome): void;
 }
 
 export function submitMetrics(registry: Registry): SubmitMetrics {
@@ -31,9 +35,11 @@ export function submitMetrics(registry: Registry): SubmitMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
+  const forwards = outcomeCounter(registry, 'underwriting_forwards_total', 'Queued submits forwarded, by what became of them (submitted, requeued, submit_failed)');
   return {
     answered: (outcome) => submissions.inc({ outcome }),
     upstream: (seconds, outcome) => upstream.observe({ outcome }, seconds),
+    forwarded: (outcome) => forwards.inc({ outcome }),
   };
 }
 

@@ -3,17 +3,24 @@ import { type FastifyPluginAsyncZod, serializerCompiler, validatorCompiler } fro
 import { allowlistGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
 import { operation } from '../openapi.js';
-import { createUnderwritingClient } from '../provider/underwriting-client.js';
 import { traceOf } from '../tracing/server-spans.js';
-import { metricOutcomeOfStatus, type SubmitMetricOutcome, submitMetrics } from './metrics.js';
-import { acceptedSchema, idempotencyKeySchema, submitBodySchema, submitHeadersSchema, submitResponses } from './schemas.js';
-import { submitter } from './submit.js';
+import { metricOutcomeOfStatus, type SubmitMetricOutcome } from './metrics.js';
+import {
+  acceptedSchema,
+  idempotencyKeySchema,
+  prefersAsync,
+  queuedSchema,
+  submitBodySchema,
+  submitHeadersSchema,
+  submitResponses,
+} from './schemas.js';
+import type { Submissions } from './service.js';
 
 const METRIC_OUTCOME = Symbol('submitMetricOutcome');
 type WithMetricOutcome = FastifyRequest & { [METRIC_OUTCOME]: SubmitMetricOutcome | null };
 
-/** The 202's fields in the schema's order: a replay read back from jsonb has its keys reordered. */
-const ACCEPTED_FIELDS = Object.keys(acceptedSchema.shape);
+/** The 202's fields in the schemas' order (submitted or queued): a replay read back from jsonb has its keys reordered. */
+const ACCEPTED_FIELDS = [...new Set([...Object.keys(acceptedSchema.shape), ...Object.keys(queuedSchema.shape)])];
 
 /**
  * A 202 is built by the submitter from our own values (or replayed as it was stored, from the same
@@ -40,27 +47,10 @@ const headersOnlyKey: FastifySchemaCompiler<unknown> = (route) => {
 };
 
 export const submissionRoutes =
-  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  (deps: Pick<CapabilityDeps, 'config'>, submissions: Pick<Submissions, 'submit' | 'metrics'>): FastifyPluginAsyncZod =>
   async (app) => {
     const { config } = deps;
-    const metrics = submitMetrics(deps.registry);
-    const client = createUnderwritingClient({
-      baseUrl: config.providerBaseUrl,
-      partnerToken: config.partnerToken,
-      timeoutMs: config.upstreamTimeoutMs,
-      tokenSource: deps.tokenSource,
-      observe: metrics.upstream,
-    });
-    app.addHook('onClose', () => client.close());
-    const submit = submitter({
-      db: deps.database.db,
-      client,
-      clock: deps.clock,
-      cpfHashKey: config.cpfHashKey,
-      partnerToken: config.partnerToken,
-      upstreamTimeoutMs: config.upstreamTimeoutMs,
-      announce: (customerUuid) => deps.results.announce(customerUuid),
-    });
+    const { submit, metrics } = submissions;
     // Answers the handler produced carry their metric outcome; the rest (400, 403, 413, 503) are named by status.
     // A decorated field, not a WeakMap: a weak entry per submit is extra work for the garbage collector.
     app.decorateRequest(METRIC_OUTCOME, null);
@@ -78,7 +68,9 @@ export const submissionRoutes =
           tags: ['underwritings'],
           summary: 'Submit an underwriting request to the provider',
           description:
-            'Validates and stores the request (status submitting), then forwards it to the provider with the partner token.',
+            'Validates and stores the request (status submitting), then forwards it to the provider with the partner token. ' +
+            'With `Prefer: respond-async` it is stored as queued and answered 202 at once; the gateway forwards it when the ' +
+            "provider's pace allows (docs/provider-pacing.md).",
           headers: submitHeadersSchema,
           body: submitBodySchema(config.customerUuidAllowCpf),
           response: submitResponses,
@@ -88,9 +80,12 @@ export const submissionRoutes =
       },
       async (request, reply) => {
         const origin = { requestId: request.id, trace: traceOf(request) };
-        const answer = await submit(request.body, request.headers['idempotency-key'], request.log, origin);
+        const mode = prefersAsync(request.headers.prefer) ? 'async' : 'sync';
+        const answer = await submit(request.body, request.headers['idempotency-key'], request.log, origin, mode);
         (request as WithMetricOutcome)[METRIC_OUTCOME] = answer.metricOutcome;
         if (answer.replayed) void reply.header('idempotent-replayed', 'true');
+        if (answer.statusCode === 202 && answer.body.status === 'queued') void reply.header('preference-applied', 'respond-async');
+        if (answer.retryAfterS !== undefined) void reply.header('retry-after', String(answer.retryAfterS));
         // Stored answers are replayed verbatim; their shape is the route's response schema for that status.
         return reply.code(answer.statusCode as 202).send(answer.body as never);
       },

@@ -12,7 +12,18 @@ export const submitHeadersSchema = z.looseObject({
   'idempotency-key': idempotencyKeySchema
     .optional()
     .describe('Repeats with the same key and body get the first answer again, without a second provider call (24 h)'),
+  prefer: z
+    .string()
+    .optional()
+    .describe('respond-async: store the request as queued and answer 202 at once; it is forwarded when the provider\'s pace allows'),
 });
+
+/** True when a Prefer header (RFC 7240: a comma list of preferences, each maybe with parameters) asks for respond-async. */
+export function prefersAsync(prefer: string | string[] | undefined): boolean {
+  if (prefer === undefined) return false;
+  const values = Array.isArray(prefer) ? prefer : [prefer];
+  return values.some((v) => v.split(',').some((p) => p.split(';')[0]!.trim().toLowerCase() === 'respond-async'));
+}
 
 /** A customerUuid that is a CPF (11 digits once its dashes and underscores go, check digits holding). */
 export function customerUuidIsCpf(customerUuid: string): boolean {
@@ -45,10 +56,19 @@ export const acceptedSchema = z
   .describe('The provider accepted the request')
   .meta({ id: 'SubmitAccepted' });
 
+export const queuedSchema = z
+  .object({
+    customerUuid: z.string(),
+    status: z.literal('queued').describe('Stored; forwarded when the provider\'s pace allows. GET shows its state'),
+    submittedAt: z.null().describe('Set once it is forwarded (GET shows it)'),
+  })
+  .describe('Prefer: respond-async: the request is queued (Preference-Applied: respond-async)')
+  .meta({ id: 'SubmitQueued' });
+
 const error = (description: string) => errorSchema.describe(description);
 
 export const submitResponses = {
-  202: acceptedSchema,
+  202: z.union([acceptedSchema, queuedSchema]),
   400: validationErrorSchema.describe('validation_failed: nothing stored, nothing sent'),
   403: error('forbidden: the caller is not in SUBMIT_ALLOWED_IPS'),
   409: error('in_flight: this customerUuid already has a request awaiting its callback'),
@@ -60,5 +80,8 @@ export const submitResponses = {
     .meta({ id: 'UpstreamErrorBody' })
     .describe('upstream_rejected (the provider answered non-2xx) or upstream_auth_failed (no bearer token)'),
   503: error('storage_unavailable: nothing sent'),
-  504: error('upstream_unavailable: the provider was unreachable or did not answer in time'),
+  504: error(
+    'upstream_unavailable: the provider was unreachable or did not answer in time, or (with Retry-After, nothing sent) ' +
+      "no call to it was possible within the send window: its pace, its Retry-After or an open circuit",
+  ),
 };

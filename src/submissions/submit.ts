@@ -2,14 +2,13 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
-import { hashCpf, maskCpf, maskCpfsInText } from '../cpf.js';
 import type { Tables } from '../db/types.js';
 import { StorageUnavailableError } from '../db/database.js';
 import { AppError, errorBody } from '../errors.js';
-import { TokenUnavailableError, UpstreamRejectedError, UpstreamUnavailableError } from '../provider/errors.js';
-import type { Srd, UnderwritingRequest } from '../provider/schemas.js';
-import { EXCERPT_MAX_CHARS, type UnderwritingClient } from '../provider/underwriting-client.js';
-import { scrubText } from '../scrub.js';
+import { TokenUnavailableError } from '../provider/errors.js';
+import { acquireFresh, type PaceRefusal, type Pacer } from '../provider/pacing.js';
+import type { UnderwritingRequest } from '../provider/schemas.js';
+import type { UnderwritingClient } from '../provider/underwriting-client.js';
 import { type SpanParent, storedTraceparent } from '../tracing/spans.js';
 import {
   bodyHash,
@@ -21,7 +20,11 @@ import {
   type StoredAnswer,
   storedAnswer,
 } from '../requests/idempotency.js';
+import { circuitOutcome, describeFailure, holdOf } from './failure.js';
 import type { SubmitMetricOutcome } from './metrics.js';
+import { enqueueSubmits } from './queue.js';
+import type { Sealer } from './seal.js';
+import { storedForm } from './stored-form.js';
 import {
   abandonedAfterMs,
   insertSubmitting,
@@ -43,9 +46,16 @@ export interface SubmitDeps {
   /** Scrubbed from anything the provider says before it is stored. */
   partnerToken: string | undefined;
   upstreamTimeoutMs: number;
+  /** The provider's pace, shared by every instance: a synchronous submit waits for a slot within its send window. */
+  pacer: Pacer;
+  /** Queued submits (Prefer: respond-async): sealed with this, then the forwarder is woken. */
+  queue: { sealer: Sealer; wake: () => void };
   /** Told the customer of a failed submit once it (and its event) is committed. */
   announce?: (customerUuid: string) => void;
 }
+
+/** sync: the provider is called now (the default); async: the request is queued for the forwarder (Prefer: respond-async). */
+export type SubmitMode = 'sync' | 'async';
 
 /** Where a submit comes from: carried to the provider, stored for the callback and the events. */
 export interface SubmitOrigin {
@@ -58,6 +68,8 @@ export interface SubmitOrigin {
 export interface SubmitAnswer extends StoredAnswer {
   metricOutcome: SubmitMetricOutcome;
   replayed: boolean;
+  /** Sent as Retry-After: the provider is not being called for this long (pacing, Retry-After, open circuit). */
+  retryAfterS?: number;
 }
 
 const IDEMPOTENCY_POLL_MS = [20, 50, 100, 200] as const;
@@ -76,7 +88,7 @@ export function submitter(deps: SubmitDeps) {
   /** A pending key older than this belongs to an attempt that died; a retry may take it over. */
   const leaseMs = abandonedAfterMs(deps.upstreamTimeoutMs);
 
-  async function withKey(body: UnderwritingRequest, key: string, log: FastifyBaseLogger, origin: SubmitOrigin): Promise<SubmitAnswer> {
+  async function withKey(body: UnderwritingRequest, key: string, log: FastifyBaseLogger, origin: SubmitOrigin, mode: SubmitMode): Promise<SubmitAnswer> {
     const hash = bodyHash(body);
     const deadline = Date.now() + waitMs;
     let takenOver = false;
@@ -109,7 +121,7 @@ export function submitter(deps: SubmitDeps) {
     // read now, the key stays pending, for a later retry to take over again.)
     const earlier = takenOver ? await requestOfKey(deps.db, key, deps.clock()) : undefined;
     try {
-      attempt = earlier ? { answer: answerOf(earlier), requestId: earlier.id } : await once(body, key, log, origin);
+      attempt = earlier ? { answer: answerOf(earlier), requestId: earlier.id } : await once(body, key, log, origin, mode);
     } catch (err) {
       // No final answer, and nothing sent (storage failed before the call): free the key so that a
       // retry runs the request. So a key that is free again was never sent under, by anyone.
@@ -132,21 +144,38 @@ export function submitter(deps: SubmitDeps) {
     );
   }
 
+  type Attempt = { answer: SubmitAnswer; requestId: number | null };
+  const inFlightAttempt = (): Attempt => ({
+    answer: { statusCode: 409, body: errorBody(inFlight()), metricOutcome: 'in_flight', replayed: false },
+    requestId: null,
+  });
+
+  function once(body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger, origin: SubmitOrigin, mode: SubmitMode): Promise<Attempt> {
+    return mode === 'async' ? enqueue(body, key, log, origin) : callNow(body, key, log, origin);
+  }
+
+  /** Stores the request as `queued` (with its event) and answers at once; the forwarder sends it when the pace allows. */
+  async function enqueue(body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger, origin: SubmitOrigin): Promise<Attempt> {
+    const submit = { body, idempotencyKey: key, xRequestId: origin.requestId, traceparent: storedTraceparent(origin.trace) };
+    const store = async () => (await enqueueSubmits(deps.db, [submit], { now: deps.clock(), cpfHashKey: deps.cpfHashKey, sealer: deps.queue.sealer }))[0];
+    let stored = await store();
+    // The request in flight may be one nobody will finish (see releaseBlocking): then it no longer holds the customer.
+    if (stored === null && (await releaseBlocking(body.customerUuid, key, log))) stored = await store();
+    if (!stored) return inFlightAttempt();
+    deps.queue.wake();
+    log.info({ customerUuid: body.customerUuid }, 'queued: the request will be forwarded when the provider\'s pace allows');
+    const queued = { customerUuid: body.customerUuid, status: 'queued' as const, submittedAt: null };
+    return { answer: { statusCode: 202, body: queued, metricOutcome: 'queued', replayed: false }, requestId: stored.id };
+  }
+
   /** Store first, then call the provider, then record what happened without ever moving a row back. */
-  async function once(
-    body: UnderwritingRequest,
-    key: string | undefined,
-    log: FastifyBaseLogger,
-    origin: SubmitOrigin,
-  ): Promise<{ answer: SubmitAnswer; requestId: number | null }> {
+  async function callNow(body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger, origin: SubmitOrigin): Promise<Attempt> {
     const began = performance.now();
     const { trace } = origin;
     const submission: NewSubmission = {
       customerUuid: body.customerUuid,
-      cpfHash: hashCpf(body.cpf, deps.cpfHashKey),
-      cpfMasked: maskCpf(body.cpf),
+      ...storedForm(body, deps.cpfHashKey),
       costSavingEnabled: body.costSavingEnabled,
-      srd: maskSrdText(body.srd),
       idempotencyKey: key,
       now: deps.clock(),
       traceparent: storedTraceparent(trace),
@@ -157,14 +186,13 @@ export function submitter(deps: SubmitDeps) {
       stored = await insertSubmitting(deps.db, submission, trace);
     } catch (err) {
       if (!isInFlightConflict(err)) throw err;
-      const inFlightAnswer = { answer: { statusCode: 409, body: errorBody(inFlight()), metricOutcome: 'in_flight' as const, replayed: false }, requestId: null };
       // The request in flight may be one nobody will finish (see releaseBlocking): then it no longer holds the customer.
-      if (!(await releaseBlocking(body.customerUuid, key, log))) return inFlightAnswer;
+      if (!(await releaseBlocking(body.customerUuid, key, log))) return inFlightAttempt();
       try {
         stored = await insertSubmitting(deps.db, { ...submission, now: deps.clock() }, trace);
       } catch (again) {
         if (!isInFlightConflict(again)) throw again;
-        return inFlightAnswer;
+        return inFlightAttempt();
       }
     }
     const sendBy = began + SEND_WINDOW_MS;
@@ -174,10 +202,23 @@ export function submitter(deps: SubmitDeps) {
       throw new StorageUnavailableError('storing the request took too long; nothing was sent');
     }
 
+    let paced;
+    try {
+      paced = await acquireFresh(deps.pacer, { deadline: sendBy, priority: 'sync' });
+    } catch (err) {
+      await markSubmitFailed(deps.db, stored.id, { upstreamStatus: null, error: NOT_SENT_NO_SLOT }, deps.clock(), trace).catch(() => {});
+      throw err;
+    }
+    if ('refused' in paced) return notPaced(paced.refused, body.customerUuid, stored.id, log, trace);
+    const { permit } = paced;
+
     let upstreamStatus: number;
     try {
       ({ status: upstreamStatus } = await deps.client.submitUnderwriting(body, { sendBy, requestId: origin.requestId, trace }));
+      void permit.release('answered');
     } catch (err) {
+      // Awaited: the next submit must see this failure (the circuit, the provider's Retry-After).
+      await permit.release(err instanceof TokenUnavailableError ? 'not_called' : circuitOutcome(err), holdOf(err));
       const failure = describeFailure(err, [body.cpf, deps.partnerToken]);
       // The hint (what the operator should check) comes once per token failure streak, never a secret.
       const hint = err instanceof TokenUnavailableError ? err.hint : undefined;
@@ -210,6 +251,21 @@ export function submitter(deps: SubmitDeps) {
     return { answer: { statusCode: 202, body: accepted, metricOutcome: 'submitted', replayed: false }, requestId: stored.id };
   }
 
+  /** A synchronous submit that got no slot in its send window: stored as submit_failed (nothing sent), answered 504 with Retry-After. */
+  async function notPaced(refusal: PaceRefusal, customerUuid: string, id: number, log: FastifyBaseLogger, trace: SpanParent | undefined): Promise<Attempt> {
+    const why = REFUSAL_WORDS[refusal.reason];
+    await markSubmitFailed(deps.db, id, { upstreamStatus: null, error: `not sent: ${why}` }, deps.clock(), trace).then(
+      (marked) => {
+        if (marked) deps.announce?.(customerUuid);
+      },
+      (dbErr: Error) => log.error({ customerUuid, err: { message: dbErr.message } }, 'could not record a submit the pace refused'),
+    );
+    log.warn({ customerUuid, reason: refusal.reason, retryAfterS: refusal.retryAfterS }, 'submit not sent: no provider slot in its send window');
+    const error = new AppError(504, 'upstream_unavailable', `the provider is not being called now (${why}); nothing was sent`);
+    const answer = { statusCode: 504, body: errorBody(error), metricOutcome: 'paced' as const, replayed: false, retryAfterS: refusal.retryAfterS };
+    return { answer, requestId: id };
+  }
+
   /**
    * Ends the customer's request in flight when nobody will finish it, so that a new submit may go
    * on: one of this very Idempotency-Key still `submitting` was left by an attempt that answered 503
@@ -228,12 +284,28 @@ export function submitter(deps: SubmitDeps) {
     return ended.length > 0;
   }
 
-  return (body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger, origin: SubmitOrigin): Promise<SubmitAnswer> =>
-    key === undefined ? once(body, undefined, log, origin).then((a) => a.answer) : withKey(body, key, log, origin);
+  return (body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger, origin: SubmitOrigin, mode: SubmitMode = 'sync'): Promise<SubmitAnswer> =>
+    key === undefined ? once(body, undefined, log, origin, mode).then((a) => a.answer) : withKey(body, key, log, origin, mode);
 }
+
+/** What the stored request says of a synchronous submit the pace refused, and the 504's message. */
+const REFUSAL_WORDS: Record<PaceRefusal['reason'], string> = {
+  held: "the provider asked us to wait (Retry-After)",
+  open: 'the provider has been failing; the circuit is open until a probe succeeds',
+  rate: 'PROVIDER_MAX_RPS calls per second are taken',
+  in_flight: 'PROVIDER_MAX_IN_FLIGHT calls are in flight',
+  closing: 'the instance is shutting down',
+};
+
+/** What a request stored but never sent, for want of a provider slot (the database failed), says in upstream_error. */
+const NOT_SENT_NO_SLOT = 'not sent: no provider slot could be taken (the database failed)';
 
 /** The answer an abandoned attempt would have given, rebuilt from the request it stored. */
 function answerOf(row: NonNullable<Awaited<ReturnType<typeof requestOfKey>>>): SubmitAnswer {
+  // A queued submit's answer was 202 queued, whatever became of it since (GET tells).
+  if (row.queued_at !== null) {
+    return { statusCode: 202, body: { customerUuid: row.customer_uuid, status: 'queued', submittedAt: null }, metricOutcome: 'idempotent_replay', replayed: true };
+  }
   const status = row.upstream_status;
   if (status !== null && status >= 200 && status < 300) {
     const body = { customerUuid: row.customer_uuid, status: 'submitted', submittedAt: row.submitted_at.toISOString(), upstreamStatus: status };
@@ -250,49 +322,4 @@ function answerOf(row: NonNullable<Awaited<ReturnType<typeof requestOfKey>>>): S
     'an earlier attempt with this Idempotency-Key stopped before the provider answered; its callback may still arrive',
   );
   return { statusCode: 504, body: errorBody(error), metricOutcome: 'idempotent_replay', replayed: true };
-}
-
-interface Failure {
-  error: AppError;
-  metricOutcome: SubmitMetricOutcome;
-  stored: { upstreamStatus: number | null; error: string };
-}
-
-/** Maps a failed provider call to the contract's answer and to what the stored request says. */
-function describeFailure(err: unknown, secrets: Array<string | undefined>): Failure {
-  if (err instanceof TokenUnavailableError) {
-    return {
-      error: new AppError(502, 'upstream_auth_failed', 'no bearer token could be obtained for the provider; nothing was sent'),
-      metricOutcome: 'auth_failed',
-      stored: { upstreamStatus: null, error: redact(`bearer token unavailable: ${err.message}`, secrets) },
-    };
-  }
-  if (err instanceof UpstreamRejectedError) {
-    const { upstreamStatus } = err;
-    return {
-      error: new AppError(502, 'upstream_rejected', `the provider refused the request (HTTP ${upstreamStatus})`, { upstreamStatus }),
-      metricOutcome: 'rejected',
-      stored: { upstreamStatus, error: redact(err.bodyExcerpt, secrets) || `provider answered ${upstreamStatus} with no body` },
-    };
-  }
-  const reason = err instanceof UpstreamUnavailableError ? err.message : 'the provider call failed unexpectedly';
-  return {
-    error: new AppError(504, 'upstream_unavailable', 'the provider could not be reached or did not answer in time'),
-    metricOutcome: 'unavailable',
-    stored: { upstreamStatus: null, error: redact(reason, secrets) },
-  };
-}
-
-/** Keeps CPFs (in any separator form or escape) and our own secrets out of what we store from the provider's words. */
-function redact(text: string, secrets: Array<string | undefined>): string {
-  return scrubText(text, secrets, EXCERPT_MAX_CHARS);
-}
-
-/** srd as stored (so as returned and pushed): a CPF typed into one of its text fields is masked. */
-export function maskSrdText(srd: Srd | undefined): Srd | undefined {
-  if (!srd?.address) return srd;
-  const address = Object.fromEntries(
-    Object.entries(srd.address).map(([field, value]) => [field, typeof value === 'string' ? maskCpfsInText(value) : value]),
-  );
-  return { ...srd, address };
 }

@@ -23,6 +23,11 @@ const doc = (await app.inject({ method: 'GET', url: '/docs/json' })).json();
 const checker = responseChecker(doc);
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
+/** Each kind of {id}'s shape, by path. */
+const ID_PREFIXES: Array<[string, string]> = [
+  ['/v1/endpoints', 'ep_'],
+  ['/v1/campaigns', 'cmp_'],
+];
 const operations: Array<{ path: string; method: string; route: string; url: string; op: any }> = Object.entries(doc.paths as Record<string, any>).flatMap(
   ([path, item]) =>
     Object.entries(item as Record<string, any>)
@@ -31,7 +36,7 @@ const operations: Array<{ path: string; method: string; route: string; url: stri
         path,
         method: method.toUpperCase(),
         route: path.replace(/\{(\w+)\}/g, ':$1'),
-        url: path.replace('{customerUuid}', 'conformance-1').replace('{id}', path.startsWith('/v1/endpoints') ? `ep_${'0'.repeat(32)}` : `evt_${'0'.repeat(32)}`),
+        url: path.replace('{customerUuid}', 'conformance-1').replace('{id}', `${ID_PREFIXES.find(([p]) => path.startsWith(p))?.[1] ?? 'evt_'}${'0'.repeat(32)}`),
         op,
       })),
 );
@@ -120,7 +125,10 @@ const BODIES: Record<string, unknown> = {
   updateEndpoint: { description: 'conformance' },
   rotateEndpointSecret: {},
   replayToEndpoint: { since: '2026-01-01T00:00:00Z' },
+  createCampaign: `${JSON.stringify(validRequest({ customerUuid: 'conformance-2' }))}\n`,
 };
+/** The content type of a body that is not JSON. */
+const CONTENT_TYPES: Record<string, string> = { createCampaign: 'application/x-ndjson' };
 const credentials = (o: (typeof operations)[number]): Record<string, string> => {
   const admin = o.op.security?.some((s: object) => 'adminKey' in s);
   return { authorization: `Bearer ${admin ? ADMIN_KEY : QUERY_KEY}` };
@@ -159,7 +167,8 @@ if (SERVER_URL) {
     relay.cut();
     for (const o of documented) {
       const body = BODIES[o.op.operationId];
-      const res = await guarded.app.inject({ method: o.method as 'GET', url: withToken(o), headers: credentials(o), ...(body ? { payload: body as object } : {}) });
+      const type = CONTENT_TYPES[o.op.operationId];
+      const res = await guarded.app.inject({ method: o.method as 'GET', url: withToken(o), headers: { ...credentials(o), ...(type ? { 'content-type': type } : {}) }, ...(body ? { payload: body as object } : {}) });
       t.equal(res.statusCode, 503, `${o.method} ${o.path}: ${res.body.slice(0, 100)}`);
     }
     relay.restore();

@@ -63,7 +63,7 @@ for (const [engine, open] of engines) {
     const purged = await purgePass(db, NOW, 30);
     t.same(
       purged,
-      { underwriting_requests: 3, callbacks: 3, idempotency_keys: 1, events: 3, event_deliveries: 4 },
+      { underwriting_requests: 3, callbacks: 3, idempotency_keys: 1, events: 3, event_deliveries: 4, campaigns: 0 },
       'three requests, their one callback, key and two events, two stray callbacks and one event, and their deliveries',
     );
     t.same(await countRows(db), { requests: 3, callbacks: 4, keys: 1, events: 2, deliveries: 2 });
@@ -75,7 +75,7 @@ for (const [engine, open] of engines) {
     const { rows: hours } = await sql<{ hour: Date }>`select hour from statistics_hourly order by hour`.execute(db);
     t.ok(hours.every((h) => h.hour.getTime() % 3600_000 === 0), 'aggregates are keyed by whole UTC hours');
 
-    t.same(await purgePass(db, NOW, 30), { underwriting_requests: 0, callbacks: 0, idempotency_keys: 0, events: 0, event_deliveries: 0 }, 'a second pass finds nothing');
+    t.same(await purgePass(db, NOW, 30), { underwriting_requests: 0, callbacks: 0, idempotency_keys: 0, events: 0, event_deliveries: 0, campaigns: 0 }, 'a second pass finds nothing');
     t.same((await aggregates(database)).submitted, 3, 'and counts nothing twice');
   });
 }

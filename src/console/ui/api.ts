@@ -1,9 +1,9 @@
 // The console is a client of the gateway's HTTP API and nothing else: every path is relative to
 // /console, so the page also works behind a proxy that mounts the gateway under a prefix.
 
-import type { CallbackView, Decision, EndpointList, EndpointView, EventView, Stats } from './shapes.js';
+import type { CallbackView, CampaignCancelled, CampaignPage, CampaignView, Decision, EndpointList, EndpointView, EventView, Stats } from './shapes.js';
 
-export type { Bucket, CallbackView, Decision, Delivery, EndpointView, EventView, Present, Stats } from './shapes.js';
+export type { Bucket, CallbackView, CampaignCounts, CampaignSummary, CampaignView, Decision, Delivery, EndpointView, EventView, Present, Stats } from './shapes.js';
 
 const KEY_STORAGE = 'ugw.console.apiKey';
 /** The endpoints section's key (ADMIN_API_KEYS): another key than the query routes'. */
@@ -140,7 +140,7 @@ export interface RequestView {
   cpfMasked: string;
   costSavingEnabled: boolean;
   srd: Record<string, unknown> | null;
-  submittedAt: string;
+  submittedAt: string | null;
   completedAt: string | null;
   upstreamStatus: number | null;
   result: UnderwritingResult | null;
@@ -245,3 +245,43 @@ export const rotateEndpointSecret = (id: string) =>
 
 export const replayToEndpoint = (id: string, since: string) =>
   call<{ queued: number }>('POST', `v1/endpoints/${encodeURIComponent(id)}/replay`, { since }, true);
+
+// ---- Campaigns (the submit allowlist, and the query key when set) ----
+
+export const listCampaigns = (cursor?: string) => call<CampaignPage>('GET', `v1/campaigns${query({ limit: 20, cursor })}`);
+
+export const getCampaign = (id: string) => call<CampaignView>('GET', `v1/campaigns/${encodeURIComponent(id)}`);
+
+export const cancelCampaign = (id: string) => call<CampaignCancelled>('POST', `v1/campaigns/${encodeURIComponent(id)}/cancel`);
+
+/** Where a campaign's results are downloaded from (relative to /console). */
+export const resultsPath = (id: string, format: 'csv' | 'ndjson') => `v1/campaigns/${encodeURIComponent(id)}/results?format=${format}`;
+
+/**
+ * Downloads a campaign's results with the key as a bearer token (a plain link cannot carry it):
+ * read into a Blob, then saved under its file name. Without a key the page links to the file instead.
+ */
+export async function downloadResults(id: string, format: 'csv' | 'ndjson'): Promise<Answer<null>> {
+  const key = storedKey();
+  let res: Response;
+  try {
+    res = await fetch(resultsPath(id, format), {
+      headers: key ? { authorization: `Bearer ${key}` } : {},
+      credentials: 'omit',
+      cache: 'no-store',
+      redirect: 'error',
+    });
+  } catch {
+    return { ok: false, status: 0, kind: 'network', message: 'the gateway did not answer' };
+  }
+  if (!res.ok) return { ok: false, status: res.status, kind: res.status === 401 ? 'unauthorized' : 'failed', message: `HTTP ${res.status}` };
+  const url = URL.createObjectURL(await res.blob());
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = `${id}-results.${format}`;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  return { ok: true, status: 200, data: null };
+}

@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { type Answer, getReady, getStats, listRecent, onAnswer, type Page, type Range, type RequestView, type Stats, storedKey, storeKey } from './api.js';
+import { Campaigns } from './campaigns.js';
 import { Charts } from './charts.js';
 import { CustomerPanel } from './customer.js';
 import { Endpoints } from './endpoints.js';
@@ -159,6 +160,7 @@ export function App() {
             <RequestTable requests={recent.data.items} onOpen={setCustomer} testId="recent" />
           ))}
       </section>
+      <Campaigns tick={tick} />
       <Lists tick={tick} deadCount={stats?.ok ? stats.data.now.events.dead : undefined} onOpen={setCustomer} />
       <Endpoints tick={tick} />
     </div>

@@ -48,7 +48,15 @@ export interface Delivery {
 
 export interface EventView {
   id: string;
-  type: 'underwriting.completed' | 'underwriting.submit_failed' | 'underwriting.expired' | 'callback.unmatched' | 'endpoint.disabled';
+  type:
+    | 'underwriting.queued'
+    | 'underwriting.submitted'
+    | 'underwriting.completed'
+    | 'underwriting.submit_failed'
+    | 'underwriting.expired'
+    | 'underwriting.cancelled'
+    | 'callback.unmatched'
+    | 'endpoint.disabled';
   timestamp: string;
   /** A request's view, an unmatched callback's { customerUuid, receivedAt, result }, or a disabled endpoint's. */
   data: { customerUuid: string } | { endpointId: string };
@@ -90,4 +98,51 @@ export interface EndpointView {
 
 export interface EndpointList {
   items: EndpointView[];
+}
+
+export type CampaignStatus = 'running' | 'done' | 'cancelled';
+
+export interface CampaignSummary {
+  id: string;
+  createdAt: string;
+  status: CampaignStatus;
+  source: 'ndjson' | 'csv';
+  accepted: number;
+  rejectedTotal: number;
+  uploadedAt: string | null;
+  uploadError: string | null;
+}
+
+export interface CampaignPage {
+  items: CampaignSummary[];
+  nextCursor: string | null;
+}
+
+export interface CampaignCounts {
+  queued: number;
+  submitting: number;
+  submitted: number;
+  completed: number;
+  submit_failed: number;
+  expired: number;
+  cancelled: number;
+  approved: number;
+  declined: number;
+  filtered: number;
+  no_score: number;
+}
+
+export interface CampaignView extends CampaignSummary {
+  createdBy: string;
+  cancelledAt: string | null;
+  counts: CampaignCounts;
+  ratePerS: number;
+  etaS: number | null;
+  rejected: { line: number; issues: { path: string; message: string }[] }[];
+}
+
+export interface CampaignCancelled {
+  id: string;
+  status: 'cancelled';
+  cancelled: number;
 }

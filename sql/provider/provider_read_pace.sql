@@ -1,0 +1,6 @@
+-- Named statement provider_read_pace, in src/provider/pacing-store.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+
+select p.failures, coalesce(p.open_until > clock_timestamp(), false) as open,
+     greatest(0, extract(epoch from p.hold_until - clock_timestamp()) * 1000)::float8 as held_ms,
+     (select count(*) from provider_slots s where s.slot < $1 and s.lease_until > clock_timestamp())::int as in_flight
+from provider_pacing p where p.id = 1;

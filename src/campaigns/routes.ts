@@ -1,0 +1,208 @@
+import { Readable } from 'node:stream';
+import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
+import { type FastifyPluginAsyncZod, validatorCompiler } from 'fastify-type-provider-zod';
+import { allowlistGuard, apiKeyGuard, presentedBearer } from '../access/guards.js';
+import { type Actor, keyFingerprint } from '../audit/trail.js';
+import type { CampaignSource } from '../db/types.js';
+import type { CapabilityDeps } from '../deps.js';
+import { AppError, notFound } from '../errors.js';
+import { cursorCodec } from '../http/cursor.js';
+import { allowLongUpload } from '../http/long-upload.js';
+import { operation } from '../openapi.js';
+import type { SubmitQueue } from '../submissions/service.js';
+import { submitBodySchema } from '../submissions/schemas.js';
+import { storedTraceparent } from '../tracing/spans.js';
+import { traceOf } from '../tracing/server-spans.js';
+import {
+  campaignBody,
+  campaignParams,
+  cancelResponses,
+  DEFAULT_PAGE,
+  listQuery,
+  listResponses,
+  RESULT_COLUMNS,
+  readResponses,
+  resultsQuery,
+  resultsResponses,
+  uploadResponses,
+} from './schemas.js';
+import { cancelCampaign, listCampaigns, readCampaignRow } from './store.js';
+import { campaignUploader, MAX_BODY_BYTES } from './upload.js';
+import { campaignView, csvHeader, csvLine, listItem, ndjsonLine, resultChunks } from './views.js';
+
+/** A campaign's upload that sends no byte for this long is cut off (it may take longer than the request timeout as a whole). */
+export const UPLOAD_IDLE_MS = 30_000;
+
+const MEDIA_TYPES: Record<string, CampaignSource> = { 'application/x-ndjson': 'ndjson', 'text/csv': 'csv' };
+
+/** The body is documented by its schema and read by the handler as a stream: never validated (or held) whole. */
+const streamedBody: FastifySchemaCompiler<unknown> = (route) =>
+  route.httpPart === 'body' ? (stream: unknown) => ({ value: stream }) : validatorCompiler(route as Parameters<typeof validatorCompiler>[0]);
+
+const unknownCampaign = (id: string) => notFound(`no campaign ${id}`);
+
+/** POST /v1/campaigns and the campaign reads: the submit allowlist, and QUERY_API_KEYS when set. */
+export const campaignRoutes =
+  (deps: CapabilityDeps, queue: SubmitQueue): FastifyPluginAsyncZod =>
+  async (app) => {
+    const { config } = deps;
+    const { db } = deps.database;
+    const cursors = cursorCodec(config.cpfHashKey);
+    const upload = campaignUploader({
+      db,
+      clock: deps.clock,
+      schema: submitBodySchema(config.customerUuidAllowCpf),
+      cpfHashKey: config.cpfHashKey,
+      sealer: queue.sealer,
+      wake: queue.wake,
+    });
+    const actorOf = (request: FastifyRequest): Actor =>
+      config.queryApiKeys.length > 0 ? keyFingerprint(presentedBearer(request) ?? '') : `peer:${request.ip}`;
+
+    app.addHook('onRequest', allowlistGuard('submit', config.submitAllowedIps));
+    app.addHook('onRequest', apiKeyGuard(config.queryApiKeys));
+
+    // The file passes through as the request's stream: read line by line by the uploader, never whole.
+    app.addContentTypeParser(Object.keys(MEDIA_TYPES), (_request, payload, done) => done(null, payload));
+
+    app.post(
+      '/v1/campaigns',
+      {
+        schema: {
+          ...operation('createCampaign', 'query'),
+          tags: ['campaigns'],
+          summary: 'Upload a file of submits (NDJSON or CSV): each valid line is queued, each invalid one reported by number',
+          description:
+            'The file is read as it arrives and each line validated exactly as POST /v1/underwritings validates its body. ' +
+            'Valid lines are stored as queued submits (in batches, as they are read) and forwarded at the provider\'s pace. ' +
+            'A line whose customer already has a request queued or awaiting its callback (or appears earlier in the file) is rejected. ' +
+            'If the upload fails part-way (too large, cut off, cancelled), what it had queued is cancelled.',
+          consumes: Object.keys(MEDIA_TYPES),
+          body: campaignBody,
+          response: uploadResponses,
+        },
+        validatorCompiler: streamedBody,
+        preValidation: async (request) => {
+          const [type = '', ...params] = (request.headers['content-type'] ?? '').split(';').map((p) => p.trim().toLowerCase());
+          const charset = params.find((p) => p.startsWith('charset='))?.slice(8).replace(/"/g, '');
+          if (!(type in MEDIA_TYPES) || (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')) {
+            throw new AppError(415, 'unsupported_media_type', 'send the file as application/x-ndjson or text/csv, in UTF-8');
+          }
+          const length = Number(request.headers['content-length']);
+          if (Number.isFinite(length) && length > MAX_BODY_BYTES) {
+            throw new AppError(413, 'payload_too_large', `the body is larger than ${MAX_BODY_BYTES} bytes: split the file into several campaigns`);
+          }
+          allowLongUpload(request, UPLOAD_IDLE_MS);
+        },
+      },
+      async (request, reply) => {
+        const type = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+        try {
+          const answer = await upload({
+            source: MEDIA_TYPES[type]!,
+            body: request.body as unknown as AsyncIterable<Buffer>,
+            createdBy: actorOf(request),
+            traceparent: storedTraceparent(traceOf(request)),
+            log: request.log,
+          });
+          return reply.code(202).send(answer);
+        } catch (err) {
+          // The rest of the body is not read: the connection closes after the answer.
+          if (!request.raw.complete) void reply.header('connection', 'close');
+          throw err;
+        }
+      },
+    );
+
+    app.get(
+      '/v1/campaigns',
+      {
+        schema: {
+          ...operation('listCampaigns', 'query'),
+          tags: ['campaigns'],
+          summary: 'Campaigns, newest first, paged by cursor',
+          querystring: listQuery,
+          response: listResponses,
+        },
+      },
+      async (request) => {
+        const { limit = DEFAULT_PAGE, cursor } = request.query;
+        const rows = await listCampaigns(db, cursor === undefined ? undefined : cursors.decode(cursor), limit);
+        const page = rows.slice(0, limit);
+        const last = page.at(-1);
+        const now = deps.clock();
+        return {
+          items: page.map((row) => listItem(row, now)),
+          nextCursor: rows.length > limit && last ? cursors.encode({ t: last.position_t, id: last.id }) : null,
+        };
+      },
+    );
+
+    app.get(
+      '/v1/campaigns/:id',
+      {
+        schema: {
+          ...operation('getCampaign', 'query'),
+          tags: ['campaigns'],
+          summary: "A campaign's progress: its requests by status and decision, the rate they are forwarded at, the estimated time left",
+          params: campaignParams,
+          response: readResponses,
+        },
+      },
+      async (request) => {
+        const row = await readCampaignRow(db, request.params.id);
+        if (!row) throw unknownCampaign(request.params.id);
+        return campaignView(db, row, deps.clock());
+      },
+    );
+
+    app.get(
+      '/v1/campaigns/:id/results',
+      {
+        schema: {
+          ...operation('getCampaignResults', 'query'),
+          tags: ['campaigns'],
+          summary: "A campaign's outcomes, streamed in file order: CSV (default) or NDJSON (Accept: application/x-ndjson)",
+          description: 'Read page by page as it is sent. Only masked CPFs. A request erased since (LGPD) is no longer listed.',
+          params: campaignParams,
+          querystring: resultsQuery,
+          response: resultsResponses,
+        },
+      },
+      async (request, reply) => {
+        const row = await readCampaignRow(db, request.params.id);
+        if (!row) throw unknownCampaign(request.params.id);
+        const ndjson = request.query.format === 'ndjson' || (request.query.format === undefined && /application\/x-ndjson/i.test(request.headers.accept ?? ''));
+        const chunks = resultChunks(db, row.id, ndjson ? (lines) => lines.map(ndjsonLine).join('') : (lines) => lines.map((l) => csvLine(l, RESULT_COLUMNS)).join(''));
+        async function* file() {
+          if (!ndjson) yield csvHeader(RESULT_COLUMNS);
+          yield* chunks;
+        }
+        const name = `${row.public_id}-results.${ndjson ? 'ndjson' : 'csv'}`;
+        return reply
+          .type(ndjson ? 'application/x-ndjson; charset=utf-8' : 'text/csv; charset=utf-8')
+          .header('content-disposition', `attachment; filename="${name}"`)
+          .header('cache-control', 'no-store')
+          .send(Readable.from(file(), { objectMode: false }) as never);
+      },
+    );
+
+    app.post(
+      '/v1/campaigns/:id/cancel',
+      {
+        schema: {
+          ...operation('cancelCampaign', 'query'),
+          tags: ['campaigns'],
+          summary: 'Cancel a campaign: every request of it still queued ends cancelled (never sent); those already forwarded go on',
+          params: campaignParams,
+          response: cancelResponses,
+        },
+      },
+      async (request, reply) => {
+        const done = await cancelCampaign(db, request.params.id, deps.clock());
+        if (!done) throw unknownCampaign(request.params.id);
+        request.log.info({ campaign: request.params.id, cancelled: done.cancelled }, 'campaign cancelled');
+        return reply.code(202).send({ id: request.params.id, status: 'cancelled' as const, cancelled: done.cancelled });
+      },
+    );
+  };

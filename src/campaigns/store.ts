@@ -1,0 +1,244 @@
+import { type Kysely, sql } from 'kysely';
+import { defineStatement, runStatement, type Statement } from '../db/database.js';
+import type { CampaignSource, CampaignStatus, Decision, RequestStatus, Tables } from '../db/types.js';
+import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js';
+import type { ValidationIssue } from '../errors.js';
+import type { Position } from '../http/cursor.js';
+import { REQUEST_DATA_COLUMNS } from '../requests/store.js';
+import { INDEX_LOOKUPS_ONLY } from '../retention/sweep.js';
+
+// A campaign's SQL: its row, its requests' counts and results (through the partial index
+// underwriting_requests_campaign, migration 0018), and its cancellation.
+
+export interface RejectedLine {
+  line: number;
+  issues: ValidationIssue[];
+}
+
+export interface CampaignRow {
+  id: number;
+  public_id: string;
+  created_at: Date;
+  updated_at: Date;
+  status: CampaignStatus;
+  source: CampaignSource;
+  created_by: string;
+  accepted: number;
+  rejected: number;
+  rejected_lines: RejectedLine[];
+  uploaded_at: Date | null;
+  upload_error: string | null;
+  cancelled_at: Date | null;
+}
+
+const CAMPAIGN_COLUMNS = `id, public_id, created_at, updated_at, status, source, created_by, accepted, rejected, rejected_lines,
+  uploaded_at, upload_error, cancelled_at`;
+
+export async function insertCampaign(
+  db: Kysely<Tables>,
+  c: { publicId: string; source: CampaignSource; createdBy: string; now: Date },
+): Promise<number> {
+  const { rows } = await sql<{ id: number }>`
+    insert into campaigns (public_id, source, created_by, created_at, updated_at)
+    values (${c.publicId}, ${c.source}, ${c.createdBy}, ${c.now}, ${c.now})
+    returning id`.execute(db);
+  return Number(rows[0]!.id);
+}
+
+/**
+ * Holds the campaign against a cancel for one batch of its upload (a share lock: batches written
+ * at once do not wait for each other; cancel's update waits for them, and a batch that comes after
+ * it sees it), and says whether it was cancelled meanwhile.
+ */
+export async function lockForBatch(trx: Kysely<Tables>, id: number): Promise<{ cancelled: boolean }> {
+  const { rows } = await sql<{ status: CampaignStatus }>`select status from campaigns where id = ${id} for share`.execute(trx);
+  return { cancelled: rows[0]?.status !== 'running' };
+}
+
+/**
+ * Counts a batch in once it is committed (its own short statement, outside the batch's
+ * transaction, so concurrent batches never wait on the row); also the upload's heartbeat
+ * (updated_at: see views.ts).
+ */
+export async function countBatch(db: Kysely<Tables>, id: number, batch: { accepted: number; rejected: number; now: Date }): Promise<void> {
+  await sql`update campaigns set accepted = accepted + ${batch.accepted}, rejected = rejected + ${batch.rejected}, updated_at = ${batch.now}
+    where id = ${id}`.execute(db);
+}
+
+/** The upload has been read whole: the final counts and the first rejected lines. */
+export async function finishUpload(
+  db: Kysely<Tables>,
+  id: number,
+  done: { accepted: number; rejected: number; rejectedLines: RejectedLine[]; now: Date },
+): Promise<void> {
+  await sql`update campaigns
+      set accepted = ${done.accepted}, rejected = ${done.rejected}, rejected_lines = ${JSON.stringify(done.rejectedLines)}::jsonb,
+          uploaded_at = ${done.now}, updated_at = ${done.now}
+    where id = ${id}`.execute(db);
+}
+
+/** Requests a cancel ends per statement (each its own transaction, rows the forwarder holds skipped). */
+export const CANCEL_BATCH = 5000;
+
+/**
+ * Ends up to CANCEL_BATCH of the campaign's queued requests as `cancelled`, their sealed bodies
+ * cleared, each with its underwriting.cancelled event, in one statement. Returns how many.
+ */
+export const CANCEL_QUEUED = defineStatement('cancel_campaign_queued', `
+    with target as (
+      -- Through underwriting_requests_campaign_open (no order: the queue's index would walk every queued request).
+      select id from underwriting_requests
+       where campaign_id = $1 and status = 'queued'
+       limit $3
+       for update skip locked
+    ),
+    cancelled as (
+      -- One primary-key lookup per id (a join let the planner hash the whole table).
+      update underwriting_requests r
+         set status = 'cancelled', queued_body = null, updated_at = $2
+       where r.id = any (array(select id from target))
+      returning ${REQUEST_DATA_COLUMNS}
+    ),
+    event_source as (
+      select '${EVENT_TYPE.cancelled}' as type, c.customer_uuid, c.updated_at as created_at,
+             c.id as request_id, null::bigint as callback_id, ${requestDataSql('c', 'null::jsonb')} as data,
+             c.traceparent, c.x_request_id
+      from cancelled c
+    ),
+    ${recordEventsSql('event_source', { origin: true })}
+    select count(*)::int as n from cancelled`);
+
+/**
+ * Cancels the campaign: its row first (under the lock its upload's batches take, so none is
+ * queued after this), then every request still queued, in batches. Requests already claimed by
+ * the forwarder go on. Returns how many were cancelled; undefined for an unknown campaign.
+ */
+export async function cancelCampaign(db: Kysely<Tables>, publicId: string, now: Date): Promise<{ cancelled: number } | undefined> {
+  const { rows } = await sql<{ id: number }>`
+    update campaigns set status = 'cancelled', cancelled_at = coalesce(cancelled_at, ${now}), updated_at = ${now}
+     where public_id = ${publicId}
+    returning id`.execute(db);
+  if (rows.length === 0) return undefined;
+  return { cancelled: await cancelQueued(db, Number(rows[0]!.id), now) };
+}
+
+/** Every queued request of a campaign ends cancelled, in batches. */
+export async function cancelQueued(db: Kysely<Tables>, id: number, now: Date): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const [row] = await runStatement<{ n: number }>(db, CANCEL_QUEUED, [id, now.toISOString(), CANCEL_BATCH]);
+    const n = Number(row?.n ?? 0);
+    total += n;
+    if (n < CANCEL_BATCH) return total;
+  }
+}
+
+/** An upload that failed part-way: what it queued is cancelled, and the campaign says why. */
+export async function abandonUpload(db: Kysely<Tables>, id: number, reason: string, now: Date): Promise<number> {
+  await sql`update campaigns set status = 'cancelled', upload_error = ${reason}, cancelled_at = coalesce(cancelled_at, ${now}), updated_at = ${now}
+    where id = ${id}`.execute(db);
+  return cancelQueued(db, id, now);
+}
+
+export async function readCampaignRow(db: Kysely<Tables>, publicId: string): Promise<CampaignRow | undefined> {
+  const { rows } = await sql<CampaignRow>`select ${sql.raw(CAMPAIGN_COLUMNS)} from campaigns where public_id = ${publicId}`.execute(db);
+  return rows[0] && { ...rows[0], id: Number(rows[0].id) };
+}
+
+export interface CountRow {
+  status: RequestStatus;
+  decision: Decision | null;
+  n: number;
+  /** Of these, forwarded to the provider since the rate window's start. */
+  recent: number;
+}
+
+/**
+ * A campaign's requests counted by status and decision, and how many were forwarded since
+ * `since`: one grouped index-only scan of underwriting_requests_campaign.
+ */
+export const COUNT_CAMPAIGN = defineStatement('count_campaign', `
+    select status, decision, count(*)::int as n,
+           (count(*) filter (where status not in ('queued', 'cancelled') and submitted_at >= $2))::int as recent
+      from underwriting_requests
+     where campaign_id = $1
+     group by status, decision`);
+
+export async function countCampaign(db: Kysely<Tables>, id: number, since: Date): Promise<CountRow[]> {
+  return runStatement<CountRow>(db, COUNT_CAMPAIGN, [id, since.toISOString()]);
+}
+
+/** Marks a campaign done once its counts show nothing in flight (a courtesy for the list; GET computes it anyway). */
+export async function markDone(db: Kysely<Tables>, id: number, now: Date): Promise<void> {
+  await sql`update campaigns set status = 'done', updated_at = ${now} where id = ${id} and status = 'running'`.execute(db);
+}
+
+export interface ResultRow {
+  id: number;
+  customer_uuid: string;
+  status: RequestStatus;
+  decision: Decision | null;
+  cpf_masked: string;
+  completed_at: Date | null;
+  /** The stored result's `response` object, or null. */
+  response: { score?: unknown; riskBand?: unknown; limit?: unknown } | null;
+}
+
+/** One page of a campaign's results in file order (keyset on id, through underwriting_requests_campaign). */
+export const RESULTS_PAGE = defineStatement('campaign_results_page', `
+    select r.id, r.customer_uuid, r.status, r.decision, r.cpf_masked, r.completed_at,
+           -- By primary key per row: the result's response only.
+           (select c.body -> 'response' from callbacks c where c.id = r.result_callback_id) as response
+      from underwriting_requests r
+     -- The position as a row of the index's own columns: only underwriting_requests_campaign serves
+     -- it (with r.id > $2 alone the planner may walk the primary key, filtering out other rows).
+     where r.campaign_id = $1 and (r.campaign_id, r.id) > ($1::bigint, $2::bigint)
+     order by r.campaign_id, r.id
+     limit $3`);
+
+export async function resultsPage(db: Kysely<Tables>, id: number, afterId: number, limit: number): Promise<ResultRow[]> {
+  const rows = await runStatement<ResultRow>(db, RESULTS_PAGE, [id, afterId, limit]);
+  return rows.map((r) => ({ ...r, id: Number(r.id) }));
+}
+
+export interface ListRow {
+  id: number;
+  public_id: string;
+  created_at: Date;
+  status: CampaignStatus;
+  source: CampaignSource;
+  accepted: number;
+  rejected: number;
+  uploaded_at: Date | null;
+  updated_at: Date;
+  upload_error: string | null;
+  /** A request of it is queued, being sent or awaiting its callback (underwriting_requests_campaign_open). */
+  open: boolean;
+  position_t: string;
+}
+
+/** Campaigns, newest first, by keyset on (created_at, id) through campaigns_list. */
+export function listQuery(after: Position | undefined, limit: number) {
+  return sql<ListRow>`
+    select c.id, c.public_id, c.created_at, c.status, c.source, c.accepted, c.rejected, c.uploaded_at, c.updated_at, c.upload_error,
+           exists (select 1 from underwriting_requests r
+                    where r.campaign_id = c.id and r.status in ('queued', 'submitting', 'submitted')) as open,
+           to_char(c.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as position_t
+      from campaigns c
+     ${after ? sql`where (c.created_at, c.id) < (${after.t}::timestamptz, ${after.id}::bigint)` : sql``}
+     order by c.created_at desc, c.id desc
+     limit ${limit + 1}`;
+}
+
+/**
+ * The page, in a transaction that forbids sequential scans: for an EXISTS the planner guesses a
+ * scan of the requests finds a row at once, and for a campaign with nothing in flight it reads the
+ * whole table; the open-requests index answers each probe in one lookup.
+ */
+export async function listCampaigns(db: Kysely<Tables>, after: Position | undefined, limit: number): Promise<ListRow[]> {
+  const rows = await db.transaction().execute(async (trx) => {
+    await INDEX_LOOKUPS_ONLY.execute(trx);
+    return (await listQuery(after, limit).execute(trx)).rows;
+  });
+  return rows.map((r) => ({ ...r, id: Number(r.id) }));
+}

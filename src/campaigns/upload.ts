@@ -1,0 +1,235 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { z } from 'zod';
+import type { CampaignSource, Tables } from '../db/types.js';
+import { AppError, type ValidationIssue, validationFailed } from '../errors.js';
+import type { UnderwritingRequest } from '../provider/schemas.js';
+import { enqueueSubmits, type QueuedSubmit } from '../submissions/queue.js';
+import type { Sealer } from '../submissions/seal.js';
+import { BodyTooLargeError, csvRecords, type FileLine, ndjsonLines, type Source, UnreadableFileError } from './lines.js';
+import { checkHeader, csvToBody, type FieldKinds, fieldKinds, issuesOf, lineIssue, parseJsonLine } from './records.js';
+import { abandonUpload, countBatch, finishUpload, insertCampaign, lockForBatch, type RejectedLine } from './store.js';
+
+// POST /v1/campaigns, the work: the file is read as it arrives, each line validated as a submit,
+// the valid ones queued in batches (each batch its own transaction, so the forwarder starts on
+// the first while the rest arrive), the invalid ones reported by line number.
+
+/** The most lines a campaign may hold. */
+export const MAX_LINES = 1_000_000;
+/** The most bytes a campaign's body may hold: a million lines of up to ~1 KiB each. */
+export const MAX_BODY_BYTES = 1024 * 1024 * 1024;
+/** One line (one CSV record), in characters: a valid submit is far shorter. */
+export const MAX_LINE_CHARS = 16 * 1024;
+/** Valid lines queued per batch (one statement, one transaction). */
+export const BATCH_LINES = 1000;
+/**
+ * Batches being written while the next is read. One: request ids follow the file's order (the
+ * results' order), and two batches naming the same customers in different orders would otherwise
+ * wait on each other's in-flight index entries (a deadlock that fails the upload).
+ */
+export const BATCHES_IN_FLIGHT = 1;
+/** Rejected lines kept and answered with their issues (all are counted). */
+export const MAX_REJECTED_SHOWN = 1000;
+
+/** The top-level fields a CSV header must name. */
+const REQUIRED_COLUMNS = ['customerUuid', 'cpf', 'costSavingEnabled'] as const;
+
+const IN_FLIGHT_ISSUE = lineIssue('customerUuid', 'this customerUuid already has a request queued or awaiting its callback (from another submit, or an earlier line of this file)');
+
+export interface UploadDeps {
+  db: Kysely<Tables>;
+  clock: () => Date;
+  /** The submit's body schema (submissions/schemas.ts: submitBodySchema), as the submit route uses it. */
+  schema: z.ZodType<UnderwritingRequest>;
+  cpfHashKey: string;
+  sealer: Sealer;
+  /** Told after each batch commits: this instance's forwarder looks at once. */
+  wake?: () => void;
+  limits?: { maxLines?: number; maxBodyBytes?: number; maxLineChars?: number; batchLines?: number };
+}
+
+export interface UploadRequest {
+  source: CampaignSource;
+  body: Source;
+  /** key:… or peer:…; never a key. */
+  createdBy: string;
+  traceparent: string | null;
+  log: FastifyBaseLogger;
+}
+
+export interface UploadAnswer {
+  id: string;
+  accepted: number;
+  rejected: RejectedLine[];
+  rejectedTotal: number;
+}
+
+export const campaignIdOf = () => `cmp_${randomBytes(16).toString('hex')}`;
+
+interface Pending {
+  line: number;
+  submit: QueuedSubmit;
+}
+
+export function campaignUploader(deps: UploadDeps) {
+  const maxLines = deps.limits?.maxLines ?? MAX_LINES;
+  const maxBytes = deps.limits?.maxBodyBytes ?? MAX_BODY_BYTES;
+  const maxLineChars = deps.limits?.maxLineChars ?? MAX_LINE_CHARS;
+  const batchLines = deps.limits?.batchLines ?? BATCH_LINES;
+  const kinds: FieldKinds = fieldKinds(deps.schema as never);
+
+  return async function upload(request: UploadRequest): Promise<UploadAnswer> {
+    const publicId = campaignIdOf();
+    let campaignId: number | undefined;
+    let accepted = 0;
+    let rejectedTotal = 0;
+    const rejected: RejectedLine[] = [];
+    const reject = (line: number, issues: ValidationIssue[]) => {
+      rejectedTotal++;
+      if (rejected.length < MAX_REJECTED_SHOWN) rejected.push({ line, issues });
+    };
+
+    const campaign = async (): Promise<number> =>
+      (campaignId ??= await insertCampaign(deps.db, { publicId, source: request.source, createdBy: request.createdBy, now: deps.clock() }));
+
+    /** Queues one batch in one transaction; lines whose customer is in flight are rejected. */
+    const flush = async (batch: Pending[], rejectedBefore: number): Promise<void> => {
+      const id = await campaign();
+      const now = deps.clock();
+      const stored = await deps.db.transaction().execute(async (trx) => {
+        if ((await lockForBatch(trx, id)).cancelled) throw new AppError(409, 'campaign_cancelled', `campaign ${publicId} was cancelled during its upload; the rest of the file was not read`);
+        return enqueueSubmits(trx, batch.map((p) => p.submit), { now, cpfHashKey: deps.cpfHashKey, sealer: deps.sealer, campaignId: id });
+      });
+      deps.wake?.();
+      let queued = 0;
+      stored.forEach((r, i) => {
+        if (r === null) reject(batch[i]!.line, [IN_FLIGHT_ISSUE]);
+        else queued++;
+      });
+      accepted += queued;
+      await countBatch(deps.db, id, { accepted: queued, rejected: rejectedBefore + batch.length - queued, now });
+    };
+
+    let batch: Pending[] = [];
+    /** Lines rejected since the last batch: counted in with the next one. */
+    let rejectedSince = 0;
+    /** The batch being written while the next one is read (BATCHES_IN_FLIGHT). */
+    const writing = new Set<Promise<void>>();
+    let failure: unknown;
+    const startFlush = async () => {
+      while (writing.size >= BATCHES_IN_FLIGHT) await Promise.race(writing);
+      if (failure !== undefined) throw failure;
+      const full = batch;
+      const rejectedCount = rejectedSince;
+      batch = [];
+      rejectedSince = 0;
+      const write: Promise<void> = flush(full, rejectedCount).then(
+        () => void writing.delete(write),
+        (err: unknown) => {
+          failure ??= err;
+          writing.delete(write);
+        },
+      );
+      writing.add(write);
+    };
+    const allWritten = async () => {
+      await Promise.all(writing);
+      if (failure !== undefined) throw failure;
+    };
+    /** customerUuids of the batch being read: a second line of one is in flight already (the first). */
+    let inBatch = new Set<string>();
+
+    const take = (line: number, value: unknown) => {
+      const parsed = deps.schema.safeParse(value);
+      if (!parsed.success) {
+        rejectedSince++;
+        return reject(line, issuesOf(parsed.error));
+      }
+      const body = parsed.data;
+      if (inBatch.has(body.customerUuid)) {
+        rejectedSince++;
+        return reject(line, [IN_FLIGHT_ISSUE]);
+      }
+      inBatch.add(body.customerUuid);
+      batch.push({ line, submit: { body, xRequestId: `${publicId}:${line}`, traceparent: request.traceparent } });
+    };
+
+    try {
+      const limits = { maxBytes, maxLineChars };
+      const reader = request.source === 'csv' ? csvRecords(request.body, limits) : ndjsonLines(request.body, limits);
+      let columns: string[] | undefined;
+      let lines = 0;
+      for await (const chunk of reader) {
+        for (const fileLine of chunk) {
+          if (request.source === 'csv' && columns === undefined) {
+            columns = header(fileLine, kinds);
+            continue;
+          }
+          if (++lines > maxLines) {
+            throw new AppError(413, 'payload_too_large', `the file holds more than ${maxLines} lines (line ${fileLine.line}): split it into several campaigns`);
+          }
+          if (fileLine.problem !== undefined) {
+            rejectedSince++;
+            reject(fileLine.line, [lineIssue('', fileLine.problem)]);
+            continue;
+          }
+          const read = fileLine.fields !== undefined ? csvToBody(columns!, fileLine.fields, kinds) : parseJsonLine(fileLine.text);
+          if ('issues' in read) {
+            rejectedSince++;
+            reject(fileLine.line, read.issues);
+            continue;
+          }
+          take(fileLine.line, read.value);
+          if (batch.length >= batchLines) {
+            await startFlush();
+            inBatch = new Set();
+          }
+        }
+      }
+      if (request.source === 'csv' && columns === undefined) throw validationFailed([lineIssue('header', 'the file is empty: a CSV campaign starts with a header row')], 'the CSV has no header row');
+      if (batch.length > 0) await startFlush();
+      await allWritten();
+      const id = await campaign();
+      // In-flight lines are known only once their batch is written, after later lines were read.
+      rejected.sort((a, b) => a.line - b.line);
+      await finishUpload(deps.db, id, { accepted, rejected: rejectedTotal, rejectedLines: rejected, now: deps.clock() });
+      request.log.info({ campaign: publicId, accepted, rejected: rejectedTotal }, 'campaign uploaded');
+      return { id: publicId, accepted, rejected, rejectedTotal };
+    } catch (err) {
+      await Promise.all(writing);
+      throw await failed(err);
+    }
+
+    /** The upload stops: what it queued is cancelled (nothing of a failed upload is sent unless already forwarded). */
+    async function failed(err: unknown): Promise<unknown> {
+      const answer = asAnswer(err);
+      if (campaignId !== undefined) {
+        const reason = answer instanceof AppError ? answer.message : 'the upload stopped';
+        try {
+          const cancelled = await abandonUpload(deps.db, campaignId, reason, deps.clock());
+          request.log.warn({ campaign: publicId, cancelled, reason }, 'campaign upload failed: what it queued is cancelled');
+        } catch (cancelErr) {
+          request.log.error({ campaign: publicId, err: { message: (cancelErr as Error).message } }, 'campaign upload failed, and what it queued could not be cancelled');
+        }
+      }
+      return answer;
+    }
+  };
+}
+
+/** The CSV header's columns (trimmed), or a 400 naming what is wrong with it. */
+function header(first: FileLine, kinds: FieldKinds): string[] {
+  if (first.fields === undefined) throw validationFailed([lineIssue('header', first.problem ?? 'unreadable')], 'the CSV header row cannot be read');
+  const columns = first.fields.map((c) => c.trim());
+  const issues = checkHeader(columns, kinds, REQUIRED_COLUMNS);
+  if (issues.length > 0) throw validationFailed(issues, 'the CSV header row does not name the submit\'s fields');
+  return columns;
+}
+
+/** Reading errors as the contract's answers; others (storage, a client gone) pass as they are. */
+function asAnswer(err: unknown): unknown {
+  if (err instanceof BodyTooLargeError) return new AppError(413, 'payload_too_large', `the body is larger than ${err.maxBytes} bytes: split the file into several campaigns`);
+  if (err instanceof UnreadableFileError) return validationFailed([lineIssue(`line.${err.line}`, err.message)], 'the file cannot be read past this line');
+  return err;
+}

@@ -1,0 +1,187 @@
+import type { Kysely } from 'kysely';
+import { defineStatement, runStatement, type Statement } from '../db/database.js';
+import type { Tables } from '../db/types.js';
+
+// The provider's pace as rows every instance shares (migration 0017): one statement takes a call
+// slot, one gives it back. Time is the database's (clock_timestamp()), so instances whose clocks
+// differ still count the same seconds.
+
+/**
+ * Within a second, call n (0-based) may start only once n * SPREAD_MS / maxRps milliseconds of it
+ * have passed: the second's calls are spread over its first SPREAD_MS, and a call is sent only
+ * while its second has SEND_MARGIN_MS (pacing.ts) left, else it takes another slot. So a call
+ * reaches the provider within the second it was counted in unless it spends more than that margin
+ * on the way (the provider counts by its own clock; docs/provider-pacing.md).
+ */
+export const SPREAD_MS = 700;
+
+/** Why no slot was given, and what may end it. */
+export type Refusal =
+  /** The provider's Retry-After (or a backoff after a failure) holds every instance until untilMs. */
+  | 'held'
+  /** The circuit is open until untilMs, or another instance's probe is running. */
+  | 'open'
+  /** This second's calls are all taken, or the next is not due yet (spread): untilMs. */
+  | 'rate'
+  /** PROVIDER_MAX_IN_FLIGHT calls are in flight. */
+  | 'in_flight';
+
+export type TakeResult =
+  | { slot: number; probe: boolean; /** Database time (ms since the epoch) when it was taken, and when its second ends. */ nowMs: number; windowEndMs: number }
+  | { slot: null; refusal: Refusal; /** Database time (ms since the epoch) until which the refusal holds, when known. */ untilMs: number | null; nowMs: number };
+
+export interface PaceLimits {
+  maxRps: number;
+  maxInFlight: number;
+  circuitFailures: number;
+}
+
+const TAKE = defineStatement('provider_take_slot', `
+    with p as (select * from provider_pacing where id = 1 for update),
+    -- The clock is read once the row is ours (a statement may wait for it), and never counts a
+    -- second older than the one already counted.
+    t as (select p.*, clock_timestamp() as now from p),
+    c as (
+      select t.*, greatest(floor(extract(epoch from t.now))::bigint, t.window_s) as sec,
+             case when floor(extract(epoch from t.now))::bigint < t.window_s then 0
+                  else (extract(epoch from t.now) - floor(extract(epoch from t.now))) * 1000 end as ms
+      from t
+    ),
+    v as (
+      select c.now, c.sec, c.hold_until, c.open_until, c.probe_until,
+             c.failures >= $3 as is_open,
+             case when c.window_s = c.sec then c.used else 0 end as used_now,
+             case
+               when c.hold_until > c.now then 'held'
+               when c.failures >= $3 and (coalesce(c.open_until > c.now, false) or coalesce(c.probe_until > c.now, false)) then 'open'
+               when (case when c.window_s = c.sec then c.used else 0 end) >= $1 then 'rate'
+               when c.ms < (case when c.window_s = c.sec then c.used else 0 end) * ${SPREAD_MS}.0 / $1 then 'rate'
+               else 'ok'
+             end as verdict
+      from c
+    ),
+    free as (
+      select s.slot from provider_slots s, v
+      where s.slot < $2 and s.lease_until <= v.now and v.verdict = 'ok'
+      order by s.slot
+      limit 1
+      for update of s skip locked
+    ),
+    taken as (
+      update provider_slots s
+         set lease_until = v.now + make_interval(secs => $5::double precision / 1000), holder = $4
+        from v, free f
+       where s.slot = f.slot and s.lease_until <= v.now
+      returning s.slot
+    ),
+    paced as (
+      update provider_pacing p
+         set window_s = v.sec, used = v.used_now + 1,
+             probe_until = case when v.is_open then v.now + make_interval(secs => $5::double precision / 1000) else p.probe_until end
+        from v
+       where p.id = 1 and exists (select 1 from taken)
+      returning p.id
+    )
+    select (select slot from taken) as slot, ((v.sec + 1) * 1000)::float8 as window_end_ms,
+           case when v.verdict = 'ok' and not exists (select 1 from taken) then 'in_flight' else v.verdict end as verdict,
+           v.is_open,
+           (extract(epoch from v.now) * 1000)::float8 as now_ms,
+           (case
+              when v.verdict = 'held' then extract(epoch from v.hold_until) * 1000
+              -- Open: until its period ends; while another instance's probe runs, unknown (asked again soon).
+              when v.verdict = 'open' and coalesce(v.open_until > v.now, false) then extract(epoch from v.open_until) * 1000
+              when v.verdict = 'rate' and v.used_now >= $1 then (v.sec + 1) * 1000
+              when v.verdict = 'rate' then v.sec * 1000 + v.used_now * ${SPREAD_MS}.0 / $1
+            end)::float8 as until_ms
+    from v`);
+
+/** Takes a call slot if the pace, the provider's hold and the circuit allow one now; one statement. */
+export async function takeSlot(db: Kysely<Tables>, limits: PaceLimits, holder: string, leaseMs: number): Promise<TakeResult> {
+  const [row] = await runStatement<{ slot: number | null; window_end_ms: number; verdict: string; is_open: boolean; now_ms: number; until_ms: number | null }>(
+    db,
+    TAKE,
+    [limits.maxRps, limits.maxInFlight, limits.circuitFailures, holder, leaseMs],
+  );
+  if (!row) throw new Error('provider_pacing has no row: is migration 0017 applied?');
+  if (row.slot !== null) return { slot: Number(row.slot), probe: row.is_open, nowMs: Number(row.now_ms), windowEndMs: Number(row.window_end_ms) };
+  return { slot: null, refusal: row.verdict as Refusal, untilMs: row.until_ms === null ? null : Number(row.until_ms), nowMs: Number(row.now_ms) };
+}
+
+/** What a call told about the provider, for the circuit: an answer (even a refusal), a failure (no answer, a 5xx), or no call made. */
+export type CallOutcome = 'answered' | 'failed' | 'not_called';
+
+export interface SlotReturn {
+  slot: number;
+  holder: string;
+  outcome: CallOutcome;
+  /** The call was the circuit's probe. */
+  probe: boolean;
+  /** Hold every instance this long from now (Retry-After, or a backoff). */
+  holdS: number | null;
+  circuitFailures: number;
+  circuitOpenS: number;
+}
+
+/**
+ * Gives the slot back and records the outcome: an answer closes the circuit, a failure counts
+ * (the threshold opens it for circuitOpenS); a failure also holds every instance a short, growing
+ * backoff (50 ms doubling, at most 2 s) before the next call. Returns the consecutive failures now.
+ */
+const RETURN = defineStatement('provider_return_slot', `
+    with freed as (
+      update provider_slots set lease_until = '-infinity', holder = null
+       where slot = $1 and holder = $2
+      returning slot
+    ),
+    t as (select clock_timestamp() as now)
+    update provider_pacing p
+       set failures = case $3 when 'answered' then 0 when 'failed' then p.failures + 1 else p.failures end,
+           open_until = case
+             when $3 = 'answered' then null
+             when $3 = 'failed' and p.failures + 1 >= $5 then t.now + make_interval(secs => $6::double precision)
+             else p.open_until end,
+           probe_until = case when $4 then null else p.probe_until end,
+           hold_until = greatest(
+             p.hold_until,
+             case when $7::double precision is not null then t.now + make_interval(secs => $7::double precision) else '-infinity' end,
+             case when $3 = 'failed' then t.now + make_interval(secs => least(0.05 * power(2, least(p.failures, 10)), 2)) else '-infinity' end)
+      from t
+     where p.id = 1
+    returning p.failures`);
+
+export async function returnSlot(db: Kysely<Tables>, r: SlotReturn): Promise<number> {
+  const [row] = await runStatement<{ failures: number }>(db, RETURN, [
+    r.slot,
+    r.holder,
+    r.outcome,
+    r.probe,
+    r.circuitFailures,
+    r.circuitOpenS,
+    r.holdS,
+  ]);
+  return Number(row?.failures ?? 0);
+}
+
+const ENSURE_SLOTS = defineStatement('provider_ensure_slots', 'insert into provider_slots (slot) select generate_series(0, $1 - 1) on conflict do nothing');
+
+const READ_PACE = defineStatement('provider_read_pace', `select p.failures, coalesce(p.open_until > clock_timestamp(), false) as open,
+                    greatest(0, extract(epoch from p.hold_until - clock_timestamp()) * 1000)::float8 as held_ms,
+                    (select count(*) from provider_slots s where s.slot < $1 and s.lease_until > clock_timestamp())::int as in_flight
+               from provider_pacing p where p.id = 1`);
+
+/** Rows for slots 0..maxInFlight-1 (kept when the limit is lowered; only slot < limit counts). */
+export async function ensureSlots(db: Kysely<Tables>, maxInFlight: number): Promise<void> {
+  await runStatement(db, ENSURE_SLOTS, [
+    maxInFlight,
+  ]);
+}
+
+/** The shared state, for metrics and /v1/stats-like readers: open circuit, hold, failures, calls in flight. */
+export async function readPace(db: Kysely<Tables>, maxInFlight: number) {
+  const [row] = await runStatement<{ failures: number; open: boolean; held_ms: number; in_flight: number }>(
+    db,
+    READ_PACE,
+    [maxInFlight],
+  );
+  return row;
+}

@@ -1,0 +1,260 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { ProviderPacingConfig } from '../config.js';
+import type { Tables } from '../db/types.js';
+import { type CallOutcome, ensureSlots, type Refusal, returnSlot, takeSlot } from './pacing-store.js';
+
+/**
+ * The provider's pace for this instance's callers: waiters line up here (synchronous submits
+ * before the queue's forwarder), and only the first of them asks the database (pacing-store.ts)
+ * for a slot at a time, so a thousand waiting submits cost one statement per slot, not a thousand
+ * polls. The pace itself is the database's, shared by every instance.
+ */
+
+/** A slot to call the provider once; give it back with what the call told. */
+export interface Permit {
+  readonly probe: boolean;
+  /**
+   * False once the call could no longer reach the provider within the second it was counted in
+   * (this process was slow to send it): give it back unused and take another, or the provider
+   * would see it in the next second, on top of that second's calls.
+   */
+  fresh(): boolean;
+  /** Once; holdS: the provider's Retry-After, when it gave one. */
+  release(outcome: CallOutcome, holdS?: number | null): Promise<void>;
+}
+
+export interface PaceRefusal {
+  reason: Refusal | 'closing';
+  /** Whole seconds until a call may be possible again, for a Retry-After header (at least 1). */
+  retryAfterS: number;
+}
+
+export type AcquireResult = { permit: Permit } | { refused: PaceRefusal };
+
+export interface AcquireOptions {
+  /** performance.now() by which a slot must be had; unset: wait as long as it takes. */
+  deadline?: number;
+  /** Synchronous submits (a caller waiting) go before the queue. */
+  priority: 'sync' | 'queue';
+  /** Aborted: the waiter leaves, refused with reason closing (a worker that stops). */
+  signal?: AbortSignal;
+}
+
+export interface Pacer {
+  acquire(options: AcquireOptions): Promise<AcquireResult>;
+  /** Refuses every waiter (reason closing) and every later acquire; slots given out stay valid until released. */
+  close(): void;
+}
+
+/** Retry-After is believed up to this long; a longer one (or an HTTP date far ahead) is cut to it. */
+export const MAX_HOLD_S = 600;
+/** A call is sent at least this long before the end of the second it was counted in (the way to the provider). */
+const SEND_MARGIN_MS = 300;
+/** How often the first waiter asks again while every slot is in flight on other instances. */
+const IN_FLIGHT_POLL_MS = 20;
+/** While another instance's probe runs, the first waiter asks again this often. */
+const PROBE_POLL_MS = 50;
+/** The first waiter asks again at least this often, whatever the refusal said (a change elsewhere, a clock step). */
+const MAX_WAIT_MS = 1000;
+
+interface Waiter {
+  options: AcquireOptions;
+  resolve: (result: AcquireResult) => void;
+  reject: (err: unknown) => void;
+}
+
+export interface PacerDeps {
+  db: Kysely<Tables>;
+  config: ProviderPacingConfig;
+  /** A slot's lease: past it, a slot whose instance died is free again. */
+  leaseMs: number;
+  log: FastifyBaseLogger;
+  /** Told whenever the circuit's consecutive failures change state (opened, closed). */
+  onCircuit?: (open: boolean) => void;
+}
+
+/**
+ * A permit that is still fresh when the caller is about to send (see Permit.fresh): one that went
+ * stale between being given and being used goes back unused, and another is taken.
+ */
+export async function acquireFresh(pacer: Pacer, options: AcquireOptions): Promise<AcquireResult> {
+  for (;;) {
+    const result = await pacer.acquire(options);
+    if ('refused' in result || result.permit.fresh()) return result;
+    await result.permit.release('not_called');
+  }
+}
+
+export function createPacer(deps: PacerDeps): Pacer {
+  const { db, config } = deps;
+  const instance = randomBytes(6).toString('hex');
+  let sequence = 0;
+  const sync: Waiter[] = [];
+  const queue: Waiter[] = [];
+  let asking = false;
+  let timer: NodeJS.Timeout | undefined;
+  let closed = false;
+  let slotsReady: Promise<void> | undefined;
+  let circuitOpen = false;
+  /** Why the last ask got no slot: what a waiter whose deadline passes is told. */
+  let lastRefusal: Refusal = 'rate';
+
+  const next = () => sync[0] ?? queue[0];
+  const remove = (w: Waiter) => {
+    const line = w.options.priority === 'sync' ? sync : queue;
+    const i = line.indexOf(w);
+    if (i >= 0) line.splice(i, 1);
+  };
+
+  function noteCircuit(open: boolean): void {
+    if (open === circuitOpen) return;
+    circuitOpen = open;
+    deps.onCircuit?.(open);
+    if (open) deps.log.warn({ failures: config.circuitFailures, openS: config.circuitOpenS }, 'provider circuit open: no calls until a probe succeeds');
+    else deps.log.info('provider circuit closed: the provider answers again');
+  }
+
+  function permitOf(slot: number, holder: string, probe: boolean, usableUntil: number): Permit {
+    let released = false;
+    return {
+      probe,
+      fresh: () => performance.now() < usableUntil,
+      async release(outcome, holdS = null) {
+        if (released) return;
+        released = true;
+        try {
+          const failures = await returnSlot(db, {
+            slot,
+            holder,
+            outcome,
+            probe,
+            holdS: holdS === null ? null : Math.min(holdS, MAX_HOLD_S),
+            circuitFailures: config.circuitFailures,
+            circuitOpenS: config.circuitOpenS,
+          });
+          noteCircuit(failures >= config.circuitFailures);
+        } catch (err) {
+          // The lease runs out by itself; the outcome is lost for the circuit, not the call.
+          deps.log.warn({ err: { message: (err as Error).message } }, 'could not give a provider slot back (its lease will run out)');
+        }
+        pump();
+      },
+    };
+  }
+
+  function refuseLate(refusal: Refusal, waitMs: number): void {
+    const at = performance.now() + waitMs;
+    for (const w of [...sync, ...queue]) {
+      if (w.options.deadline !== undefined && w.options.deadline < at) {
+        remove(w);
+        w.resolve({ refused: { reason: refusal, retryAfterS: Math.max(1, Math.ceil(waitMs / 1000)) } });
+      }
+    }
+  }
+
+  async function ask(): Promise<void> {
+    const waiter = next();
+    if (!waiter) return;
+    slotsReady ??= ensureSlots(db, config.maxInFlight).catch((err: unknown) => {
+      slotsReady = undefined;
+      throw err;
+    });
+    await slotsReady;
+    const holder = `${instance}:${++sequence}`;
+    const taken = await takeSlot(db, config, holder, deps.leaseMs);
+    if (taken.slot !== null) {
+      const permit = permitOf(taken.slot, holder, taken.probe, performance.now() + taken.windowEndMs - taken.nowMs - SEND_MARGIN_MS);
+      const first = next();
+      if (first) {
+        remove(first);
+        first.resolve({ permit });
+      } else {
+        // The waiter left meanwhile (its deadline): the slot goes back unused.
+        void permit.release('not_called');
+      }
+      return;
+    }
+    lastRefusal = taken.refusal;
+    if (taken.refusal === 'open') noteCircuit(true);
+    // Unknown end (slots in flight elsewhere, another instance's probe running): ask again soon.
+    const unknownMs = taken.refusal === 'open' ? PROBE_POLL_MS : IN_FLIGHT_POLL_MS;
+    const endsInMs = taken.untilMs === null ? unknownMs : taken.untilMs - taken.nowMs;
+    // Waiters whose deadline comes before the hold (or the open circuit) ends are answered now.
+    refuseLate(taken.refusal, endsInMs);
+    schedule(Math.max(1, Math.min(endsInMs, MAX_WAIT_MS)));
+  }
+
+  function schedule(ms: number): void {
+    if (timer !== undefined || closed) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      pump();
+    }, ms);
+  }
+
+  function pump(): void {
+    if (asking || closed || !next()) return;
+    if (timer !== undefined) {
+      clearTimeout(timer);
+      timer = undefined;
+    }
+    asking = true;
+    ask().then(
+      () => {
+        asking = false;
+        // A slot was given: the next waiter asks at once; a refusal has scheduled the next ask.
+        if (timer === undefined) pump();
+      },
+      (err: unknown) => {
+        asking = false;
+        const first = next();
+        if (first) {
+          remove(first);
+          first.reject(err);
+        }
+        pump();
+      },
+    );
+  }
+
+  return {
+    acquire(options) {
+      if (closed) return Promise.resolve({ refused: { reason: 'closing', retryAfterS: 1 } });
+      return new Promise<AcquireResult>((resolve, reject) => {
+        let timer: NodeJS.Timeout | undefined;
+        const leave = () => {
+          if (!sync.includes(waiter) && !queue.includes(waiter)) return;
+          remove(waiter);
+          settle.resolve({ refused: { reason: options.signal?.aborted ? 'closing' : lastRefusal, retryAfterS: 1 } });
+        };
+        // However it ends, the waiter's timer and abort listener go with it.
+        const settle = {
+          resolve: (result: AcquireResult) => {
+            clearTimeout(timer);
+            options.signal?.removeEventListener('abort', leave);
+            resolve(result);
+          },
+          reject: (err: unknown) => {
+            clearTimeout(timer);
+            options.signal?.removeEventListener('abort', leave);
+            reject(err);
+          },
+        };
+        const waiter: Waiter = { options, ...settle };
+        (options.priority === 'sync' ? sync : queue).push(waiter);
+        options.signal?.addEventListener('abort', leave, { once: true });
+        if (options.deadline !== undefined) timer = setTimeout(leave, Math.max(0, options.deadline - performance.now()));
+        pump();
+      });
+    },
+    close() {
+      closed = true;
+      if (timer !== undefined) clearTimeout(timer);
+      for (const w of [...sync, ...queue]) w.resolve({ refused: { reason: 'closing', retryAfterS: 1 } });
+      sync.length = 0;
+      queue.length = 0;
+    },
+  };
+}

@@ -1,0 +1,194 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Clock } from '../deps.js';
+import { isStorageUnavailable } from '../db/database.js';
+import type { Tables } from '../db/types.js';
+import { TokenUnavailableError } from '../provider/errors.js';
+import { acquireFresh, type Pacer, type Permit } from '../provider/pacing.js';
+import type { UnderwritingRequest } from '../provider/schemas.js';
+import type { UnderwritingClient } from '../provider/underwriting-client.js';
+import { markSubmitFailed, SEND_WINDOW_MS } from '../requests/store.js';
+import { contextOfTraceparent, type SpanParent } from '../tracing/spans.js';
+import type { Tracer } from '@opentelemetry/api';
+import { certainlyNotReceived, circuitOutcome, describeFailure, holdOf } from './failure.js';
+import { anyQueued, type ClaimedSubmit, claimNextQueued, markForwarded, returnToQueue } from './queue.js';
+import type { Sealer } from './seal.js';
+
+/**
+ * Every instance runs one: it takes a provider slot (pacing.ts, behind synchronous submits),
+ * claims the oldest queued request, and forwards it. A request the provider certainly did not
+ * receive goes back to the queue in its place; any other failure ends it submit_failed, as a
+ * synchronous submit would (docs/provider-pacing.md).
+ */
+
+/** While nothing is queued, the queue is looked at this often (a submit on this instance wakes it at once). */
+export const IDLE_POLL_MS = 1000;
+/** After a database failure, the loop waits this long before trying again. */
+const STORAGE_RETRY_MS = 1000;
+/** A bearer token that cannot be had holds the queue this long before the next try (it is not the provider's failure). */
+const TOKEN_HOLD_S = 1;
+
+/** What a queued body that no configured key opens says (CPF_HASH_KEY rotated away, or a tampered row); it was never sent. */
+export const NOT_SENT_UNREADABLE = 'not sent: the queued request could not be read back (was CPF_HASH_KEY replaced without keeping the old key?)';
+
+/** What a claimed request returned to the queue for want of a slot in its send window says (it was not sent). */
+const NOT_SENT_NO_SLOT = 'not sent: no provider slot within the send window; queued again';
+
+export interface ForwarderDeps {
+  db: Kysely<Tables>;
+  client: Pick<UnderwritingClient, 'submitUnderwriting'>;
+  pacer: Pacer;
+  sealer: Sealer;
+  clock: Clock;
+  log: FastifyBaseLogger;
+  /** Scrubbed from anything the provider says before it is stored. */
+  partnerToken: string | undefined;
+  tracer: Tracer | undefined;
+  /** Told the customer once a forward's outcome is committed (long-polls wake). */
+  announce?: (customerUuid: string) => void;
+  /** Counts forwards by what became of them. */
+  counted?: (outcome: ForwardOutcome) => void;
+}
+
+export type ForwardOutcome = 'submitted' | 'requeued' | 'submit_failed';
+
+export interface Forwarder {
+  /** Something was queued: look now rather than at the next idle poll. */
+  wake(): void;
+  /** Stops claiming; waits for the forwards in flight (each within UPSTREAM_TIMEOUT_MS). */
+  stop(): Promise<void>;
+}
+
+export function startForwarder(deps: ForwarderDeps): Forwarder {
+  let stopping = false;
+  const stopped = new AbortController();
+  let wakeUp: (() => void) | undefined;
+  const inFlight = new Set<Promise<void>>();
+
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        wakeUp = undefined;
+        resolve();
+      }
+      wakeUp = done;
+    });
+
+  async function loop(): Promise<void> {
+    // The first look waits a poll too: the app's first requests (and their connections) come first.
+    await sleep(IDLE_POLL_MS);
+    while (!stopping) {
+      try {
+        if (!(await anyQueued(deps.db))) {
+          await sleep(IDLE_POLL_MS);
+          continue;
+        }
+        const paced = await deps.pacer.acquire({ priority: 'queue', signal: stopped.signal });
+        if ('refused' in paced) {
+          // Stopping, or the pacer closed (the app is closing): nothing more is claimed.
+          if (!stopping) await sleep(IDLE_POLL_MS);
+          continue;
+        }
+        const { permit } = paced;
+        if (stopping) {
+          await permit.release('not_called');
+          break;
+        }
+        const claimed = await claimNextQueued(deps.db, deps.clock()).catch(async (err: unknown) => {
+          await permit.release('not_called');
+          throw err;
+        });
+        if (!claimed) {
+          await permit.release('not_called');
+          continue;
+        }
+        const forward = guarded(forwardOne(claimed, permit)).finally(() => inFlight.delete(forward));
+        inFlight.add(forward);
+      } catch (err) {
+        if (isStorageUnavailable(err)) deps.log.warn({ err: { message: (err as Error).message } }, 'forwarder: database unavailable');
+        else deps.log.error({ err }, 'forwarder failed');
+        await delay(STORAGE_RETRY_MS);
+      }
+    }
+  }
+
+  async function forwardOne(claimed: ClaimedSubmit, taken: Permit): Promise<void> {
+    const claimedAt = performance.now();
+    const { id, customer_uuid: customerUuid } = claimed;
+    let permit = taken;
+    const plain = claimed.queued_body === null ? undefined : deps.sealer.open(claimed.queued_body, customerUuid);
+    if (plain === undefined) {
+      await permit.release('not_called');
+      await fail(id, customerUuid, { upstreamStatus: null, error: NOT_SENT_UNREADABLE });
+      deps.log.error({ customerUuid }, 'forwarder: a queued request could not be read back; stored as submit_failed, nothing sent');
+      return;
+    }
+    const body = JSON.parse(plain) as UnderwritingRequest;
+    if (!permit.fresh()) {
+      // Claiming took the slot past its second: another one, within the send window, or back to the queue.
+      await permit.release('not_called');
+      const again = await acquireFresh(deps.pacer, { priority: 'queue', deadline: claimedAt + SEND_WINDOW_MS, signal: stopped.signal });
+      if ('refused' in again) {
+        await returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), { upstreamStatus: null, error: NOT_SENT_NO_SLOT }, deps.clock());
+        deps.counted?.('requeued');
+        return;
+      }
+      permit = again.permit;
+    }
+    const trace: SpanParent | undefined = deps.tracer && { tracer: deps.tracer, context: contextOfTraceparent(claimed.traceparent) };
+    try {
+      const { status } = await deps.client.submitUnderwriting(body, {
+        sendBy: claimedAt + SEND_WINDOW_MS,
+        ...(claimed.x_request_id === null ? {} : { requestId: claimed.x_request_id }),
+        trace,
+      });
+      await permit.release('answered');
+      await markForwarded(deps.db, id, status, deps.clock());
+      deps.announce?.(customerUuid);
+      deps.counted?.('submitted');
+      deps.log.info({ customerUuid, upstreamStatus: status }, 'forwarded: the provider accepted a queued request');
+    } catch (err) {
+      if (err instanceof TokenUnavailableError) await permit.release('not_called', TOKEN_HOLD_S);
+      else await permit.release(circuitOutcome(err), holdOf(err));
+      const failure = describeFailure(err, [body.cpf, deps.partnerToken]);
+      if (certainlyNotReceived(err)) {
+        const again = deps.sealer.seal(plain, customerUuid);
+        await returnToQueue(deps.db, id, again, failure.stored, deps.clock());
+        deps.counted?.('requeued');
+        deps.log.info({ customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code }, 'forward not received by the provider: queued again');
+        return;
+      }
+      await fail(id, customerUuid, failure.stored);
+      deps.log.warn({ customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code }, 'forward failed (possibly received): stored as submit_failed');
+    }
+  }
+
+  async function fail(id: number, customerUuid: string, stored: { upstreamStatus: number | null; error: string }): Promise<void> {
+    if (await markSubmitFailed(deps.db, id, stored, deps.clock())) deps.announce?.(customerUuid);
+    deps.counted?.('submit_failed');
+  }
+
+  /** A forward whose outcome could not be written stays `submitting`: the expiry sweep ends it as abandoned (possibly received). */
+  function guarded(forward: Promise<void>): Promise<void> {
+    return forward.catch((err: unknown) =>
+      deps.log.error({ err: { message: (err as Error).message } }, 'forwarder: the outcome of a forward could not be recorded'),
+    );
+  }
+
+  const running = loop();
+  return {
+    wake() {
+      wakeUp?.();
+    },
+    async stop() {
+      stopping = true;
+      stopped.abort();
+      wakeUp?.();
+      await running;
+      await Promise.all(inFlight);
+    },
+  };
+}

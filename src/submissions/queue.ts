@@ -1,0 +1,203 @@
+import type { Kysely } from 'kysely';
+import { defineStatement, runStatement, type Statement } from '../db/database.js';
+import type { Tables } from '../db/types.js';
+import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js';
+import type { UnderwritingRequest } from '../provider/schemas.js';
+import { REQUEST_DATA_COLUMNS } from '../requests/store.js';
+import type { Sealer } from './seal.js';
+import { storedForm } from './stored-form.js';
+
+// The durable submit queue (Prefer: respond-async, campaigns): its statements. The forwarder
+// (forwarder.ts) claims from it at the provider's pace; see docs/provider-pacing.md.
+
+/** One validated submit to queue. */
+export interface QueuedSubmit {
+  /** Validated exactly as a synchronous submit's body (submitBodySchema). */
+  body: UnderwritingRequest;
+  idempotencyKey?: string | undefined;
+  /** Sent to the provider as X-Request-Id when forwarded, and carried by the request's events. */
+  xRequestId: string;
+  /** W3C traceparent the forward and the events continue; null with tracing off. */
+  traceparent: string | null;
+}
+
+export interface EnqueueOptions {
+  now: Date;
+  /** CPF_HASH_KEY's first key: hashes the CPF for lookups, as a synchronous submit. */
+  cpfHashKey: string;
+  /** Seals the body to forward (it holds the full CPF). */
+  sealer: Sealer;
+  /** Written to underwriting_requests.campaign_id (a column migration 0018 adds); omit it before then. */
+  campaignId?: string | number | undefined;
+}
+
+/** Per submit, in the order given: its request id, or null when its customer already has a request in flight (or earlier in the same batch). */
+export type EnqueueResult = { id: number } | null;
+
+/** Rows per enqueue statement at most: callers give more, they are written in batches of this size (each its own statement). */
+export const ENQUEUE_BATCH = 1000;
+
+function enqueueStatement(withCampaign: boolean): Statement {
+  return defineStatement(withCampaign ? 'enqueue_submits_campaign' : 'enqueue_submits', `
+    with input as (
+      select * from json_to_recordset($1::json) as i(
+        n int, customer_uuid text, cpf_hash text, cpf_masked text, cost_saving_enabled boolean, srd jsonb,
+        idempotency_key text, queued_body text, traceparent text, x_request_id text)
+    ),
+    queued as (
+      insert into underwriting_requests
+        (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, idempotency_key,
+         submitted_at, updated_at, queued_at, queued_body, traceparent, x_request_id${withCampaign ? ', campaign_id' : ''})
+      select i.customer_uuid, i.cpf_hash, i.cpf_masked, i.cost_saving_enabled, i.srd, 'queued', i.idempotency_key,
+             $2, $2, $2, decode(i.queued_body, 'base64'), i.traceparent, i.x_request_id${withCampaign ? ', $3' : ''}
+      from input i
+      order by i.n
+      -- A customer with a request queued or awaiting its callback (underwriting_requests_one_in_flight),
+      -- or twice in one batch: the later one is not queued.
+      on conflict do nothing
+      returning ${REQUEST_DATA_COLUMNS}
+    ),
+    event_source as (
+      select '${EVENT_TYPE.queued}' as type, q.customer_uuid, q.updated_at as created_at,
+             q.id as request_id, null::bigint as callback_id, ${requestDataSql('q', 'null::jsonb')} as data,
+             q.traceparent, q.x_request_id
+      from queued q
+    ),
+    ${recordEventsSql('event_source', { origin: true })}
+    select id, customer_uuid from queued`);
+}
+const ENQUEUE = enqueueStatement(false);
+const ENQUEUE_CAMPAIGN = enqueueStatement(true);
+
+/**
+ * Stores validated submits as `queued`, each with its underwriting.queued event, in statements of
+ * ENQUEUE_BATCH rows (each batch commits on its own). The forwarder sends them, oldest first.
+ * Nothing is sent here; a submit whose customer is in flight is answered null and not stored.
+ */
+export async function enqueueSubmits(
+  db: Kysely<Tables>,
+  submits: readonly QueuedSubmit[],
+  options: EnqueueOptions,
+): Promise<EnqueueResult[]> {
+  const results: EnqueueResult[] = [];
+  for (let start = 0; start < submits.length; start += ENQUEUE_BATCH) {
+    const batch = submits.slice(start, start + ENQUEUE_BATCH);
+    const rows = batch.map((s, n) => {
+      const form = storedForm(s.body, options.cpfHashKey);
+      return {
+        n,
+        customer_uuid: s.body.customerUuid,
+        cpf_hash: form.cpfHash,
+        cpf_masked: form.cpfMasked,
+        cost_saving_enabled: s.body.costSavingEnabled,
+        srd: form.srd ?? null,
+        idempotency_key: s.idempotencyKey ?? null,
+        queued_body: options.sealer.seal(JSON.stringify(s.body), s.body.customerUuid).toString('base64'),
+        traceparent: s.traceparent,
+        x_request_id: s.xRequestId,
+      };
+    });
+    const withCampaign = options.campaignId !== undefined;
+    const parameters: unknown[] = [JSON.stringify(rows), options.now.toISOString()];
+    if (withCampaign) parameters.push(options.campaignId);
+    const stored = await runStatement<{ id: number; customer_uuid: string }>(db, withCampaign ? ENQUEUE_CAMPAIGN : ENQUEUE, parameters);
+    const idOf = new Map(stored.map((r) => [r.customer_uuid, Number(r.id)]));
+    for (const s of batch) {
+      const id = idOf.get(s.body.customerUuid);
+      // The first of a customer's submits in the batch is the one stored; the later ones are in flight.
+      idOf.delete(s.body.customerUuid);
+      results.push(id === undefined ? null : { id });
+    }
+  }
+  return results;
+}
+
+/** A queued request the forwarder has claimed (now `submitting`, its sealed body out of the table). */
+export interface ClaimedSubmit {
+  id: number;
+  customer_uuid: string;
+  queued_body: Uint8Array | null;
+  traceparent: string | null;
+  x_request_id: string | null;
+  forward_attempts: number;
+}
+
+/**
+ * Claims the oldest queued request: `queued` → `submitting`, submitted_at the claim's time, and
+ * its sealed body taken out of the table in the same statement (returned, never left behind), so
+ * a request that may have reached the provider never holds a CPF again. Rows others hold (a
+ * claim, an erasure) are skipped.
+ */
+export const CLAIM_NEXT = defineStatement('claim_next_queued', `
+    with next as (
+      select id, queued_body from underwriting_requests
+      where status = 'queued'
+      order by id
+      limit 1
+      for update skip locked
+    )
+    update underwriting_requests r
+       set status = 'submitting', queued_body = null, submitted_at = $1, updated_at = $1
+      from next
+     where r.id = next.id
+    returning r.id, r.customer_uuid, next.queued_body, r.traceparent, r.x_request_id, r.forward_attempts`);
+
+export async function claimNextQueued(db: Kysely<Tables>, now: Date): Promise<ClaimedSubmit | undefined> {
+  const [row] = await runStatement<ClaimedSubmit>(db, CLAIM_NEXT, [now.toISOString()]);
+  return row && { ...row, id: Number(row.id) };
+}
+
+/** True when a request is queued (the forwarder's idle check). */
+export const ANY_QUEUED = defineStatement('any_queued', `select exists (select 1 from underwriting_requests where status = 'queued') as any`);
+
+export async function anyQueued(db: Kysely<Tables>): Promise<boolean> {
+  const [row] = await runStatement<{ any: boolean }>(db, ANY_QUEUED, []);
+  return row?.any === true;
+}
+
+/**
+ * A claimed request the provider certainly did not receive goes back to the queue, its body sealed
+ * again, its place (its id) kept; the reason is kept in upstream_error until it is sent.
+ */
+const RETURN_TO_QUEUE = defineStatement('return_to_queue', `
+    update underwriting_requests
+       set status = 'queued', queued_body = $2, submitted_at = queued_at, updated_at = $3,
+           forward_attempts = forward_attempts + 1, upstream_status = $4, upstream_error = $5
+     where id = $1 and status = 'submitting'
+    returning id`);
+
+export async function returnToQueue(
+  db: Kysely<Tables>,
+  id: number,
+  sealed: Buffer,
+  reason: { upstreamStatus: number | null; error: string },
+  now: Date,
+): Promise<boolean> {
+  const rows = await runStatement(db, RETURN_TO_QUEUE, [id, sealed, now.toISOString(), reason.upstreamStatus, reason.error]);
+  return rows.length > 0;
+}
+
+/**
+ * The provider accepted a forwarded request: `submitting` → `submitted` with its
+ * underwriting.submitted event. A callback that overtook the reply has completed it already: left
+ * alone, no event (its underwriting.completed says more).
+ */
+const MARK_FORWARDED = defineStatement('mark_forwarded', `
+    with forwarded as (
+      update underwriting_requests
+         set status = 'submitted', upstream_status = $1, upstream_error = null, updated_at = $2
+       where id = $3 and status = 'submitting'
+      returning ${REQUEST_DATA_COLUMNS}
+    ),
+    event_source as (
+      select '${EVENT_TYPE.submitted}' as type, f.customer_uuid, f.updated_at as created_at,
+             f.id as request_id, null::bigint as callback_id, ${requestDataSql('f', 'null::jsonb')} as data,
+             f.traceparent, f.x_request_id
+      from forwarded f
+    ),
+    ${recordEventsSql('event_source', { origin: true })}
+    select id from forwarded`);
+
+export async function markForwarded(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date): Promise<void> {
+  await runStatement(db, MARK_FORWARDED, [upstreamStatus, now.toISOString(), id]);
+}

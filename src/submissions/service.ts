@@ -1,0 +1,98 @@
+import type { FastifyBaseLogger, FastifyPluginAsync } from 'fastify';
+import { Gauge } from 'prom-client';
+import type { CapabilityDeps } from '../deps.js';
+import { createPacer, type Pacer } from '../provider/pacing.js';
+import { createUnderwritingClient } from '../provider/underwriting-client.js';
+import { abandonedAfterMs } from '../requests/store.js';
+import { type Forwarder, startForwarder } from './forwarder.js';
+import { type SubmitMetrics, submitMetrics } from './metrics.js';
+import { sealerOf, type Sealer } from './seal.js';
+import { submitter } from './submit.js';
+
+/** What queues submits needs besides the database: the sealer of their bodies, and the forwarder to wake. */
+export interface SubmitQueue {
+  /** sealerOf(CPF_HASH_KEY's keys): pass it to enqueueSubmits. */
+  sealer: Sealer;
+  /** Call after enqueueSubmits committed: this instance's forwarder looks at once. */
+  wake(): void;
+}
+
+/** The submit capability's services, built once by app.ts: the route receives them, the worker plugin runs them. */
+export interface Submissions {
+  submit: ReturnType<typeof submitter>;
+  metrics: SubmitMetrics;
+  queue: SubmitQueue;
+  pacer: Pacer;
+  /** Starts the forwarder when the app is ready; at close stops claiming, waits for forwards in flight, closes the provider client. */
+  worker: FastifyPluginAsync;
+}
+
+export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger): Submissions {
+  const { config } = deps;
+  const { db } = deps.database;
+  const metrics = submitMetrics(deps.registry);
+  const client = createUnderwritingClient({
+    baseUrl: config.providerBaseUrl,
+    partnerToken: config.partnerToken,
+    timeoutMs: config.upstreamTimeoutMs,
+    tokenSource: deps.tokenSource,
+    observe: metrics.upstream,
+  });
+  const circuit = new Gauge({
+    name: 'provider_circuit_open',
+    help: '1 while this instance has seen the provider circuit open (no calls until a probe succeeds)',
+    registers: [deps.registry],
+  });
+  const pacer = createPacer({
+    db,
+    config: config.providerPacing,
+    // A slot whose instance died is free again once its call would surely have ended.
+    leaseMs: abandonedAfterMs(config.upstreamTimeoutMs),
+    log,
+    onCircuit: (open) => circuit.set(open ? 1 : 0),
+  });
+  const sealer = sealerOf(config.cpfHashKeys);
+  let forwarder: Forwarder | undefined;
+  const queue: SubmitQueue = { sealer, wake: () => forwarder?.wake() };
+  const announce = (customerUuid: string) => deps.results.announce(customerUuid);
+  const submit = submitter({
+    db,
+    client,
+    clock: deps.clock,
+    cpfHashKey: config.cpfHashKey,
+    partnerToken: config.partnerToken,
+    upstreamTimeoutMs: config.upstreamTimeoutMs,
+    pacer,
+    queue,
+    announce,
+  });
+  const worker: FastifyPluginAsync = async (app) => {
+    app.addHook('onReady', async () => {
+      forwarder = startForwarder({
+        db,
+        client,
+        pacer,
+        sealer,
+        clock: deps.clock,
+        log: app.log,
+        partnerToken: config.partnerToken,
+        tracer: deps.tracer,
+        announce,
+        counted: metrics.forwarded,
+      });
+    });
+    // Claiming stops as soon as closing begins (not once the last long-poll has been answered);
+    // the forwards in flight finish before the provider client closes.
+    let stopped: Promise<void> | undefined;
+    app.addHook('preClose', (done) => {
+      stopped = forwarder?.stop();
+      done();
+    });
+    app.addHook('onClose', async () => {
+      await (stopped ?? forwarder?.stop());
+      pacer.close();
+      await client.close();
+    });
+  };
+  return { submit, metrics, queue, pacer, worker };
+}

@@ -1,0 +1,225 @@
+import { sql } from 'kysely';
+import t from 'tap';
+import { campaignUploader } from '../../src/campaigns/upload.js';
+import { hashCpf } from '../../src/cpf.js';
+import { submitBodySchema } from '../../src/submissions/schemas.js';
+import { sealerOf } from '../../src/submissions/seal.js';
+import { buildTestApp, listen, TEST_CPF_HASH_KEY } from '../helpers/app.js';
+import { freshDatabase } from '../helpers/database.js';
+import { httpRequest } from '../helpers/http.js';
+import { dumpDatabase, dumpForms } from '../personal-data/fixtures.js';
+import { CSV, cpfOf, get, line, NDJSON, ndjson, requestsOf, upload, holdTheProvider } from './fixtures.js';
+
+// POST /v1/campaigns: every line validated as a submit, the valid ones queued, the others reported
+// by line number; the same rules as a single submit (allowlist, keys, validation, in flight, CPFs).
+
+const database = await freshDatabase(t);
+const gw = await buildTestApp(t, { database });
+// Nothing is forwarded here: the requests stay as uploaded (markForwarded plays the forwarder).
+await holdTheProvider(database.db);
+const { app } = gw;
+
+t.test('an NDJSON file: valid lines are queued in the campaign, invalid ones reported by their line number', async (t) => {
+  const body = ndjson([
+    line('ndj-1', 1),
+    '{"customerUuid": "ndj-2", "cpf": "not json',
+    '',
+    line('ndj-3', 3, { cpf: '123' }),
+    line('ndj-4', 4, { extra: cpfOf(44) }),
+    line('ndj-5', 5, { srd: { housingSpends: -1 } }),
+    line('ndj-6', 6),
+  ]);
+  const res = await upload(app, body);
+  t.equal(res.statusCode, 202, res.body);
+  const answer = res.json();
+  t.match(answer.id, /^cmp_[0-9a-f]{32}$/);
+  t.equal(answer.accepted, 2);
+  t.equal(answer.rejectedTotal, 4);
+  t.same(
+    answer.rejected.map((r: { line: number }) => r.line),
+    [2, 4, 5, 6],
+    'line numbers as an editor shows them (the blank line 3 counts)',
+  );
+  t.same(answer.rejected[0].issues, [{ path: '', message: 'not valid JSON' }]);
+  t.match(answer.rejected[1].issues, [{ path: 'cpf' }]);
+  t.same(answer.rejected[2].issues, [{ path: 'extra', message: 'unknown field' }]);
+  t.match(answer.rejected[3].issues, [{ path: 'srd.grossIncome' }, { path: 'srd.housingSpends' }]);
+
+  const rows = await requestsOf(database.db, answer.id);
+  t.same(rows.map((r) => [r.customer_uuid, r.status]), [['ndj-1', 'queued'], ['ndj-6', 'queued']]);
+  t.equal(rows[0]!.cpf_masked, `***.${cpfOf(1).slice(3, 6)}.${cpfOf(1).slice(6, 9)}-**`);
+  t.ok(rows[0]!.queued_body && rows[0]!.queued_body.length > 0, 'the body to forward is kept, sealed');
+  t.equal(rows[0]!.x_request_id, `${answer.id}:1`, 'each line carries its campaign and line as X-Request-Id');
+
+  const stored = (await get(app, `/v1/campaigns/${answer.id}`)).json();
+  t.equal(stored.counts.queued, 2);
+  t.equal(stored.rejectedTotal, 4);
+  t.same(stored.rejected, answer.rejected, 'the rejected lines are kept with the campaign');
+});
+
+t.test('a customer in flight, or twice in the file, is rejected by line number and never queued twice', async (t) => {
+  const first = await upload(app, ndjson([line('dup-1', 11), line('dup-2', 12)]));
+  t.equal(first.statusCode, 202);
+  const single = await app.inject({
+    method: 'POST',
+    url: '/v1/underwritings',
+    headers: { 'content-type': 'application/json' },
+    payload: line('dup-2', 12),
+  });
+  t.equal(single.statusCode, 409, 'a single submit of a queued customer is in flight too');
+
+  const lines = [line('dup-1', 11), line('dup-3', 13), line('dup-3', 13), line('dup-4', 14)];
+  // Past one batch as well: a duplicate in a later batch meets the first in the database.
+  for (let i = 0; i < 1005; i++) lines.push(line(`dup-fill-${i}`, 1000 + i));
+  lines.push(line('dup-4', 14));
+  const res = await upload(app, ndjson(lines));
+  t.equal(res.statusCode, 202);
+  const answer = res.json();
+  t.equal(answer.accepted, 2 + 1005);
+  t.same(answer.rejected.map((r: { line: number }) => r.line), [1, 3, lines.length]);
+  for (const r of answer.rejected) t.match(r.issues, [{ path: 'customerUuid', message: /in flight|awaiting its callback/ }]);
+  const { rows } = await sql<{ n: number }>`select count(*)::int as n from underwriting_requests where customer_uuid in ('dup-1', 'dup-3', 'dup-4')`.execute(database.db);
+  t.equal(Number(rows[0]!.n), 3, 'one request each');
+});
+
+t.test('a CSV file: header of field names (srd.* dotted), RFC 4180 quoting, typed cells, lines by number', async (t) => {
+  const header = 'customerUuid,cpf,costSavingEnabled,srd.grossIncome,srd.address.street,srd.address.city,srd.occupation';
+  const body = [
+    header,
+    `csv-1,${cpfOf(21)},true,8500.5,"Rua ""A"", 42",São Paulo,Retired`,
+    `csv-2,01234567890,FALSE,1000,"Rua B`,
+    `bloco 2",Rio,`,
+    `csv-3,${cpfOf(23)},maybe,abc,,,`,
+    `csv-4,${cpfOf(24)},false`,
+    `"csv-5"x,${cpfOf(25)},false,1,,,`,
+    `csv-6,${cpfOf(26)},false,,,Rio,`,
+    '',
+  ].join('\r\n');
+  const res = await upload(app, body, 'text/csv; charset=utf-8');
+  t.equal(res.statusCode, 202, res.body);
+  const answer = res.json();
+  t.equal(answer.accepted, 2);
+  t.same(answer.rejected.map((r: { line: number }) => r.line), [5, 6, 7, 8], 'a quoted line break spans lines 3-4; numbers stay physical');
+  t.match(answer.rejected[0].issues, [{ path: 'costSavingEnabled' }, { path: 'srd.grossIncome' }]);
+  t.match(answer.rejected[1].issues, [{ message: 'the line has 3 fields, the header 7' }]);
+  t.match(answer.rejected[2].issues, [{ message: /quoted field must be followed/ }]);
+  t.match(answer.rejected[3].issues, [{ path: 'srd.grossIncome' }], 'srd without its required grossIncome');
+
+  const rows = await requestsOf(database.db, answer.id);
+  t.same(rows.map((r) => r.customer_uuid), ['csv-1', 'csv-2']);
+  t.same(rows[0]!.srd, { grossIncome: 8500.5, address: { street: 'Rua "A", 42', city: 'São Paulo' }, occupation: 'Retired' });
+  t.same(rows[1]!.srd, { grossIncome: 1000, address: { street: 'Rua B\r\nbloco 2', city: 'Rio' } });
+  t.equal(rows[1]!.cpf_hash, hashCpf('01234567890', TEST_CPF_HASH_KEY), 'a CPF keeps its leading zero (read as text, never as a number)');
+  t.equal((await get(app, `/v1/campaigns/${answer.id}`)).json().source, 'csv');
+});
+
+t.test('a CSV header that does not name the submit\'s fields is refused whole (400), nothing stored', async (t) => {
+  const before = await database.db.selectFrom('campaigns').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  const unknown = await upload(app, `customerUuid,cpf,costSavingEnabled,${cpfOf(31)}\r\nx,${cpfOf(31)},true,1\r\n`, CSV);
+  t.equal(unknown.statusCode, 400);
+  t.equal(unknown.json().error, 'validation_failed');
+  t.match(unknown.json().issues, [{ path: 'header.4', message: /unknown column/ }]);
+  t.notMatch(unknown.body, cpfOf(31), 'a column named like a CPF is not echoed');
+  const missing = await upload(app, 'customerUuid,cpf\r\n', CSV);
+  t.equal(missing.statusCode, 400);
+  t.match(missing.json().issues, [{ message: 'column costSavingEnabled is missing' }]);
+  const empty = await upload(app, '', CSV);
+  t.equal(empty.statusCode, 400);
+  const after = await database.db.selectFrom('campaigns').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  t.equal(Number(after.n), Number(before.n), 'no campaign');
+});
+
+t.test('only NDJSON and CSV in UTF-8 are read (415)', async (t) => {
+  for (const type of ['application/json', 'text/csv; charset=latin1', 'text/tab-separated-values']) {
+    const res = await upload(app, '{}', type);
+    t.equal(res.statusCode, 415, type);
+    t.equal(res.json().error, 'unsupported_media_type');
+  }
+});
+
+t.test('an empty NDJSON file is a campaign of nothing, done at once', async (t) => {
+  const res = await upload(app, '\n\n');
+  t.equal(res.statusCode, 202);
+  t.same({ ...res.json(), id: undefined }, { id: undefined, accepted: 0, rejected: [], rejectedTotal: 0 });
+  const view = (await get(app, `/v1/campaigns/${res.json().id}`)).json();
+  t.equal(view.status, 'done');
+});
+
+t.test('past the line limit the upload is refused (413) and what it queued is cancelled', async (t) => {
+  const upload = campaignUploader({
+    db: database.db,
+    clock: () => new Date(),
+    schema: submitBodySchema(false),
+    cpfHashKey: TEST_CPF_HASH_KEY,
+    sealer: sealerOf([TEST_CPF_HASH_KEY]),
+    limits: { maxLines: 5, batchLines: 2 },
+  });
+  const lines = Array.from({ length: 7 }, (_, i) => line(`limit-${i}`, 50 + i));
+  await t.rejects(upload({ source: 'ndjson', body: [ndjson(lines)], createdBy: 'peer:test', traceparent: null, log: gw.app.log }), {
+    statusCode: 413,
+    code: 'payload_too_large',
+  });
+  const campaign = await database.db.selectFrom('campaigns').selectAll().orderBy('id', 'desc').executeTakeFirstOrThrow();
+  t.equal(campaign.status, 'cancelled');
+  t.match(campaign.upload_error, /more than 5 lines/);
+  const rows = await requestsOf(database.db, campaign.public_id);
+  t.ok(rows.length >= 2, 'batches had been queued as the file was read');
+  t.same(new Set(rows.map((r) => r.status)), new Set(['cancelled']), 'and are cancelled');
+  t.ok(rows.every((r) => r.queued_body === null), 'their sealed bodies gone');
+});
+
+t.test('a line over the line limit is rejected by number; the lines after it are read', async (t) => {
+  const long = JSON.stringify(line('long-1', 61)).replace('{', `{${' '.repeat(17_000)}`);
+  const res = await upload(app, ndjson([long, line('long-2', 62)]));
+  t.equal(res.statusCode, 202);
+  t.same(res.json().rejected, [{ line: 1, issues: [{ path: '', message: 'the line is longer than 16384 characters' }] }]);
+  t.equal(res.json().accepted, 1);
+});
+
+t.test('the submit allowlist and QUERY_API_KEYS guard the campaigns routes', async (t) => {
+  const KEY = 'campaign-key-0123456789abcdef';
+  const guarded = await buildTestApp(t, { env: { QUERY_API_KEYS: KEY }, database });
+  const base = await listen(guarded.app);
+  const none = await upload(guarded.app, ndjson([line('auth-1', 71)]));
+  t.equal(none.statusCode, 401);
+  const wrong = await upload(guarded.app, ndjson([line('auth-1', 71)]), NDJSON, { authorization: 'Bearer nope' });
+  t.equal(wrong.statusCode, 401);
+  const ok = await upload(guarded.app, ndjson([line('auth-1', 71)]), NDJSON, { authorization: `Bearer ${KEY}` });
+  t.equal(ok.statusCode, 202);
+  const view = (await get(guarded.app, `/v1/campaigns/${ok.json().id}`, { authorization: `Bearer ${KEY}` })).json();
+  t.match(view.createdBy, /^key:[0-9a-f]{12}$/, 'the key by its fingerprint');
+  t.notMatch(JSON.stringify(view), KEY);
+  t.equal((await get(guarded.app, '/v1/campaigns')).statusCode, 401);
+
+  const outside = await httpRequest(`${base}/v1/campaigns`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY}`, 'content-type': NDJSON },
+    body: ndjson([line('auth-2', 72)]),
+    localAddress: '127.0.0.2',
+  });
+  t.equal(outside.status, 403, 'outside SUBMIT_ALLOWED_IPS');
+  t.equal((await requestsOf(database.db, ok.json().id)).length, 1);
+});
+
+t.test('no full CPF in any answer, log line or stored row', async (t) => {
+  const cpfs = [cpfOf(81), cpfOf(82), cpfOf(83)];
+  const res = await upload(
+    app,
+    ndjson([line('leak-1', 81), line('leak-2', 82, { srd: { grossIncome: 1, address: { street: `CPF ${cpfs[1]}` } } }), `{"customerUuid":"leak-3","cpf":"${cpfs[2]}","costSavingEnabled":"x"}`, `{"cpf":"${cpfs[2]}"`]),
+  );
+  t.equal(res.statusCode, 202);
+  const view = await get(app, `/v1/campaigns/${res.json().id}`);
+  const results = await get(app, `/v1/campaigns/${res.json().id}/results`);
+  const dump = await dumpDatabase(database);
+  for (const cpf of cpfs) {
+    for (const [what, text] of [
+      ['answer', res.body],
+      ['view', view.body],
+      ['results', results.body],
+      ['logs', gw.logs.text()],
+    ] as const) {
+      t.notMatch(text, cpf, `${what} holds no full CPF`);
+    }
+    for (const form of dumpForms(cpf)) t.notOk(dump.includes(form), 'the database holds no full CPF in clear');
+  }
+});
