@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { runStatement, type Statement } from '../db/database.js';
+import { inIndexOrder } from '../db/plan-guards.js';
 import type { DeliveryStatus, EventType, Tables } from '../db/types.js';
 import { eventBodySql, isoSql, recordEventsSql, targetParameters } from './record.js';
 import type { WebhookTarget } from './targets.js';
@@ -387,23 +388,16 @@ export const CLAIM_DELIVERIES: Statement = {
               e.traceparent, e.x_request_id`,
 };
 
-/**
- * For the claim's transaction only (SET LOCAL: also behind a transaction pooler). Without
- * statistics the planner guesses 1 pending row in 200, so reading every due delivery through a
- * bitmap and sorting them looked cheaper than walking event_deliveries_due in order: a claim in
- * proportion to the backlog. With no sort allowed, the ordered walk that stops at the limit is
- * the only plan (docs/performance.md).
- */
-export const CLAIM_IN_INDEX_ORDER = sql`set local enable_sort = off`;
 
 export async function claimDeliveries(
   db: Kysely<Tables>,
   claim: { now: Date; keys: readonly string[]; limit: number; leaseS: number; token: string },
 ): Promise<ClaimedDelivery[]> {
-  return db.transaction().execute(async (trx) => {
-    await CLAIM_IN_INDEX_ORDER.execute(trx);
-    return runStatement<ClaimedDelivery>(trx, CLAIM_DELIVERIES, [claim.now, claim.keys, claim.limit, claim.leaseS, claim.token]);
-  });
+  // In its own transaction, in index order: the ordered walk of event_deliveries_due that stops at
+  // the limit is the only plan, whatever the statistics guess of the backlog (docs/performance.md).
+  return inIndexOrder(db, (trx) =>
+    runStatement<ClaimedDelivery>(trx, CLAIM_DELIVERIES, [claim.now, claim.keys, claim.limit, claim.leaseS, claim.token]),
+  );
 }
 
 /** One finished delivery attempt: what its delivery row becomes. */
