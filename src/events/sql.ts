@@ -112,18 +112,35 @@ export async function readFeed(
   keys: readonly string[] = [],
 ): Promise<EventRow[]> {
   const horizon = await feedHorizon(db);
-  const rows = await db
+  const read = (q: Kysely<Tables>) => feedQuery(q, filter, after, limit, keys, horizon).execute();
+  const rows = feedByType(filter) ? await inIndexOrder(db, read) : await read(db);
+  return rows as EventRow[];
+}
+
+/**
+ * A type filter (without a customer) reads events_type_feed in order: as `= any(array[...])`
+ * leading the order, no other index yields it, and with no sort allowed (inIndexOrder) the planner
+ * cannot walk events_feed filtering, nor read every event of the type and sort: a page of a rare
+ * type behind many events of other types read them all (docs/performance.md).
+ */
+export function feedByType(filter: FeedFilter): boolean {
+  return filter.type !== undefined && filter.customerUuid === undefined;
+}
+
+/** readFeed's page below a horizon read beforehand (feedHorizon). */
+export function feedQuery(db: Kysely<Tables>, filter: FeedFilter, after: FeedPosition | undefined, limit: number, keys: readonly string[], horizon: string) {
+  const byType = feedByType(filter);
+  return db
     .selectFrom('events as e')
     .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', deliveriesSql(keys).as('deliveries')])
     .where(sql<boolean>`e.tx_id < ${horizon}::xid8`)
     .$if(after !== undefined, (q) => q.where(sql<boolean>`(e.tx_id, e.id) > (${after!.tx}::xid8, ${after!.id}::bigint)`))
-    .$if(filter.type !== undefined, (q) => q.where('e.type', '=', filter.type!))
+    .$if(filter.type !== undefined, (q) => (byType ? q.where(sql<boolean>`e.type = any(${[filter.type!]}::text[])`) : q.where('e.type', '=', filter.type!)))
     .$if(filter.customerUuid !== undefined, (q) => q.where('e.customer_uuid', '=', filter.customerUuid!))
+    .$if(byType, (q) => q.orderBy('e.type'))
     .orderBy(sql`e.tx_id`)
     .orderBy('e.id')
-    .limit(limit)
-    .execute();
-  return rows as EventRow[];
+    .limit(limit);
 }
 
 /**

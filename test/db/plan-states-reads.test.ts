@@ -20,6 +20,8 @@ for (const state of STATISTICS_STATES) {
         'GET one': customerQuery('m7').compile(db),
         'list page': pageQuery(db, {}, undefined, 50).compile(),
         lookup: pageQuery(db, { cpfHashes: ['h-m7'] }, undefined, 50).compile(),
+        'lookup under two keys (a key rotation)': pageQuery(db, { cpfHashes: ['h-m7', 'h-other'] }, undefined, 50).compile(),
+        'lookup, next page': pageQuery(db, { cpfHashes: ['h-m7'] }, { t: new Date().toISOString(), id: 2 ** 40 }, 50).compile(),
       };
       return Promise.all(
         Object.entries(queries).map(async ([name, q]) => ({ name, ...(await db.connection().execute((conn) => measure(conn, inline(q.sql, q.parameters)))) })),
