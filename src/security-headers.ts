@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 // Security headers computed ONCE, at start, by helmet itself from @fastify/helmet's options, and
 // set on every answer by one plain hook. @fastify/helmet applied globally builds a new helmet
 // middleware (every header's options parsed, the CSP included) on every request: 25 µs of CPU per
-// request in a bare Fastify app, against 14 µs for these headers (bench/helmet-cost.ts, bench/README.md).
+// request in a bare Fastify app, against 14 µs for these headers (bench/investigations/helmet-cost.ts, docs/performance-history.md).
 
 /** The options of @fastify/helmet's registration: the one source of the headers. */
 export type SecurityHeaderOptions = FastifyHelmetOptions;
