@@ -89,8 +89,9 @@ export interface ListFilter {
  * written as `=`, it made the column a constant the planner dropped from the order, and it walked
  * underwriting_requests_list newest first, filtering, whenever it believed the value common (a
  * page of completed requests behind a campaign still waiting read every waiting row). Leading the
- * order, only the filter's own index yields it; readPage then forbids sorting (listInIndexOrder),
- * which without statistics read every match through a bitmap and sorted (docs/performance.md).
+ * order, only the filter's own index yields it. readPage forbids sorting (every page, lookups too),
+ * which without statistics read every match through a bitmap (or ANDed with the list's) and sorted
+ * (docs/performance.md).
  */
 export function listInIndexOrder(filter: ListFilter): boolean {
   return filter.cpfHashes === undefined;
@@ -134,8 +135,17 @@ export async function readPage(
   limit: number,
 ): Promise<Page> {
   // One row more than asked tells whether another page exists, without a count.
-  const read = (q: Kysely<Tables>) => pageQuery(q, filter, after, limit).execute();
-  const rows = listInIndexOrder(filter) ? await inIndexOrder(db, read) : await read(db);
+  const read = (f: ListFilter) => inIndexOrder(db, (q) => pageQuery(q, f, after, limit).execute());
+  // Under several keys (a rotation), a page per key merged: `cpf_hash in (...)` needs a sort, and the
+  // planner, unable to read cpf_list in order, walked the whole list filtering (150,307 buffers at 50k).
+  const keys = filter.cpfHashes ?? [];
+  const rows =
+    keys.length > 1
+      ? (await Promise.all(keys.map((key) => read({ ...filter, cpfHashes: [key] }))))
+          .flat()
+          .sort((a, b) => (a.position_t === b.position_t ? b.id - a.id : a.position_t < b.position_t ? 1 : -1))
+          .slice(0, limit + 1)
+      : await read(filter);
   const page = rows.slice(0, limit);
   const last = page.at(-1);
   return {

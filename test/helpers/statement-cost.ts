@@ -25,22 +25,27 @@ export async function analyseAll(db: Kysely<Tables>): Promise<void> {
  * customer's (as a campaign submits them): the newest are the waiting ones. Submitted `daysAgo` days ago.
  */
 export async function seedRequests(db: Kysely<Tables>, prefix: string, customers: number, per = 1, daysAgo = 1): Promise<void> {
-  await sql`
-    insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, submitted_at, updated_at)
-    select ${prefix} || c, md5(${prefix} || c), '***.456.789-**', false,
-           '{"grossIncome": 5000, "occupation": "SALARIED", "address": {"city": "São Paulo", "zipCode": "01000-000"}}'::jsonb,
-           case when k = ${per}::int then 'submitting' else 'expired' end,
-           now() - ${daysAgo}::int * interval '1 day' + k * interval '1 minute' + c * interval '1 millisecond',
-           now() - ${daysAgo}::int * interval '1 day' + k * interval '1 minute' + c * interval '1 millisecond'
-      from generate_series(0, ${customers}::int - 1) c, generate_series(1, ${per}::int) k
-     order by k, c`.execute(db);
-  await sql`update underwriting_requests set status = 'submitted', upstream_status = 202
-             where customer_uuid like ${prefix + '%'} and status = 'submitting'`.execute(db);
+  // Set-up, not measured: no statement timeout (a busy host took more than the gateway's 15 s).
+  await db.transaction().execute(async (trx) => {
+    await sql`set local statement_timeout = 0`.execute(trx);
+    await sql`
+      insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, submitted_at, updated_at)
+      select ${prefix} || c, md5(${prefix} || c), '***.456.789-**', false,
+             '{"grossIncome": 5000, "occupation": "SALARIED", "address": {"city": "São Paulo", "zipCode": "01000-000"}}'::jsonb,
+             case when k = ${per}::int then 'submitting' else 'expired' end,
+             now() - ${daysAgo}::int * interval '1 day' + k * interval '1 minute' + c * interval '1 millisecond',
+             now() - ${daysAgo}::int * interval '1 day' + k * interval '1 minute' + c * interval '1 millisecond'
+        from generate_series(0, ${customers}::int - 1) c, generate_series(1, ${per}::int) k
+       order by k, c`.execute(trx);
+    await sql`update underwriting_requests set status = 'submitted', upstream_status = 202
+               where customer_uuid like ${prefix + '%'} and status = 'submitting'`.execute(trx);
+  });
   if (per < 2) return;
   // The older ones answered: a matched callback, the request completed, its event. Joined by hash:
   // without statistics the planner may loop over every request per callback (a seeding that timed out).
   await db.transaction().execute(async (trx) => {
     await sql`set local enable_nestloop = off`.execute(trx);
+    await sql`set local statement_timeout = 0`.execute(trx);
     await sql`
     with older as (
       select id, customer_uuid, submitted_at from (
