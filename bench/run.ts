@@ -14,15 +14,16 @@ import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
 import { wrkAvailable } from './lib/wrk.js';
 import { probeReader } from './lib/probe.js';
 import { type Child, GATEWAY_NODE_ARGS, RssSampler, startChild, stopAll } from './lib/processes.js';
-import { type AbReport, type ColdStart, type LongPollReport, type Noise, abGoals, longPollGoals, renderReport } from './lib/report.js';
-import { callbackScenario } from './scenarios/callback.js';
+import { type AbReport, type ColdStart, type Goal, type LongPollReport, type Noise, abGoals, buffersFlatGoal, longPollGoals, renderReport, stateGoals } from './lib/report.js';
+import { API_LOAD_LIMIT, afterLoading, beforeLoading, type BenchState, databaseBuffers, loadInBulk, loadThroughApi, STATE_NAMES, type StateRun, stateRuns, storedRequests } from './lib/states.js';
+import { callbackScenario, callbackStateScenario } from './scenarios/callback.js';
 import { type DeliveryReport, deliveryScenario, drainDeliveries, renderDelivery, startReceiver } from './scenarios/delivery.js';
 import { getOneScenario, seedGetOne } from './scenarios/get-one.js';
 import { runLongPolls } from './scenarios/long-poll.js';
 import { submitScenario } from './scenarios/submit.js';
 import { BENCH_OPTION_DETAILS, BENCH_OPTIONS } from './lib/options.js';
 
-// `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start] [--profile] [--probe] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500]`:
+// `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start] [--states=a,b,c,d] [--sizes=10k,100k,1m] [--profile] [--probe] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500]`:
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
@@ -42,6 +43,8 @@ const rateArg = args.find((a) => a.startsWith('--rate='))?.slice('--rate='.lengt
 const onlyArg = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
 const only = onlyArg ? new Set(onlyArg.split(',')) : undefined;
 const wanted = (name: string) => only === undefined || only.has(name);
+/** The callback A/B's bench states and sizes (bench/lib/states.ts): each state at each size. */
+const states = stateRuns(args.find((a) => a.startsWith('--states='))?.slice('--states='.length), args.find((a) => a.startsWith('--sizes='))?.slice('--sizes='.length));
 /**
  * --tracing: each A/B runs the gateway with tracing on (exporting protobuf to the stub, an OTLP
  * sink) against the same build with tracing off, instead of against the baseline. --tracing=off:
@@ -84,6 +87,8 @@ let database: BenchDatabase | undefined;
 /** Databases of single scenarios (dropped once the scenario is done, or here). */
 const scenarioDatabases = new Set<BenchDatabase>();
 let own: OwnPostgres | undefined;
+/** Private clusters of single bench states (d), stopped once the state is done, or here. */
+const stateClusters = new Set<OwnPostgres>();
 let cleaning: Promise<void> | undefined;
 function cleanup(): Promise<void> {
   cleaning ??= (async () => {
@@ -91,7 +96,9 @@ function cleanup(): Promise<void> {
     for (const db of [database, ...scenarioDatabases]) {
       await db?.drop().catch((err: unknown) => say(`could not drop the bench database ${db.name}: ${String(err)}`));
     }
-    await own?.stop().catch((err: unknown) => say(`could not stop the benchmark's own PostgreSQL: ${String(err)}`));
+    for (const cluster of [own, ...stateClusters]) {
+      await cluster?.stop().catch((err: unknown) => say(`could not stop the benchmark's own PostgreSQL: ${String(err)}`));
+    }
   })();
   return cleaning;
 }
@@ -182,7 +189,14 @@ interface Push {
   settle: () => Promise<string>;
 }
 
-async function abScenario(database: BenchDatabase, stubUrl: string, scenario: AbScenario, push?: Push): Promise<AbReport> {
+/** How a bench state's A/B differs: its loading once both sides run, no CHECKPOINT, buffers counted, its own goals. */
+interface StateHooks {
+  afterStart: (gateway: Child) => Promise<void>;
+  buffers: () => Promise<number>;
+  goals: (result: Awaited<ReturnType<typeof compareAb>>, rss: number | null) => Goal[];
+}
+
+async function abScenario(database: BenchDatabase, stubUrl: string, scenario: AbScenario, push?: Push, state?: StateHooks): Promise<AbReport> {
   say(`\n${scenario.name}: ${scenario.connections} connections, ${settings.rounds} rounds of ${settings.durationS} s per target${push ? ', the gateway pushing outcome events' : ''}`);
   const [gateway, baseline] = await Promise.all([
     startGateway(database, stubUrl, scenario.name, { ...push?.env, ...(tracingMode === 'on' ? tracingEnv(stubUrl) : {}) }),
@@ -201,7 +215,21 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
       // A reference gateway's backends share the gateway's application name: its DB CPU counts both.
       baseline: { ...baseline, dbCpu: () => backendCpuSnapshot(database, tracingMode === undefined ? ['bench-baseline'] : GATEWAY_APPLICATIONS) },
     };
-    const result = await compareAb(scenario, targets, () => walBytes(database), { ...settings, wrkRounds: withWrk && rateArg === undefined ? settings.wrkRounds : 0, ...(rateArg !== undefined ? { rate: Number(rateArg) } : {}), flushWrites: () => flushWrites(database.pool), ...(own ? { statementTotals: () => statementTotals(database.pool) } : {}) }, say);
+    await state?.afterStart(gateway);
+    const result = await compareAb(
+      scenario,
+      targets,
+      () => walBytes(database),
+      {
+        ...settings,
+        wrkRounds: withWrk && rateArg === undefined ? settings.wrkRounds : 0,
+        ...(rateArg !== undefined ? { rate: Number(rateArg) } : {}),
+        // A bench state runs no CHECKPOINT: writeback happens when it happens, as in a deployment.
+        ...(state ? { buffers: state.buffers } : { flushWrites: () => flushWrites(database.pool) }),
+        ...(own && !state ? { statementTotals: () => statementTotals(database.pool) } : {}),
+      },
+      say,
+    );
     const gatewayPeakRssMb = gatewayRss.finish();
     return {
       scenario: scenario.name,
@@ -209,12 +237,59 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
       ...result,
       gatewayPeakRssMb,
       baselinePeakRssMb: baselineRss.finish(),
-      goals: tracingMode === undefined ? abGoals(scenario.name, result, gatewayPeakRssMb) : tracingGoals(tracingMode, result),
+      goals: state ? state.goals(result, gatewayPeakRssMb) : tracingMode === undefined ? abGoals(scenario.name, result, gatewayPeakRssMb) : tracingGoals(tracingMode, result),
     };
   } finally {
     gatewayRss.finish();
     baselineRss.finish();
     await Promise.all([gateway.stop(), baseline.stop()]);
+  }
+}
+
+/**
+ * The callback A/B in one bench state at one size, on a database (and for state d a cluster) of its
+ * own: both sides start on the empty tables, the stored requests are loaded through the gateway's
+ * API (or in bulk beyond API_LOAD_LIMIT, as the API leaves them), then the state's statistics.
+ */
+async function callbackInState(run: StateRun, stubUrl: string, adminUrl: string): Promise<AbReport> {
+  const name = `callback [${run.state} ${run.size}]`;
+  const cluster = run.state === 'd' ? await startOwnPostgres({ autovacuum: true }) : undefined;
+  if (cluster) stateClusters.add(cluster);
+  const bench = await createBenchDatabase(cluster?.url ?? own?.url ?? adminUrl);
+  scenarioDatabases.add(bench);
+  const notes: string[] = [];
+  try {
+    say(`\n${name}: ${STATE_NAMES[run.state]}, ${run.requests} stored requests, on ${cluster ? 'a private cluster, autovacuum on' : own ? 'the private cluster' : 'the shared server'}`);
+    await beforeLoading(bench.pool, run.state);
+    const report = await abScenario(bench, stubUrl, callbackStateScenario(bench.pool, name), undefined, {
+      afterStart: async (gateway) => {
+        const began = performance.now();
+        let how = 'through the API';
+        if (run.requests <= API_LOAD_LIMIT) {
+          await loadThroughApi(gateway.baseUrl, 'base-', run.requests);
+        } else {
+          // Go-live through the API while the tables are tiny (the gateway's connections plan then), the rest in bulk.
+          await loadThroughApi(gateway.baseUrl, 'golive-', 500);
+          await loadInBulk(bench.pool, 'base-', run.requests - 500);
+          how = '500 through the API, the rest in bulk as the API leaves them';
+        }
+        await afterLoading(bench.pool, run.state);
+        const stored = await storedRequests(bench.pool);
+        notes.push(`${stored} stored requests loaded in ${Math.round((performance.now() - began) / 1000)} s (${how})`);
+        say(`  ${notes.at(-1)}`);
+      },
+      buffers: () => databaseBuffers(bench.pool),
+      goals: (result, rss) => stateGoals(result, rss),
+    });
+    notes.push(`${await storedRequests(bench.pool)} stored requests after the runs`);
+    return { ...report, notes: [`${STATE_NAMES[run.state]}: ${notes.join('; ')}`] };
+  } finally {
+    scenarioDatabases.delete(bench);
+    await bench.drop();
+    if (cluster) {
+      stateClusters.delete(cluster);
+      await cluster.stop();
+    }
   }
 }
 
@@ -337,7 +412,19 @@ async function main(): Promise<void> {
   const stub = await startChild({ name: 'provider stub', script: STUB_ENTRY, readyPath: '/healthz', env: {} });
 
   const ab: AbReport[] = [];
-  if (wanted('callback')) ab.push(await abScenario(database, stub.baseUrl, callbackScenario(database.pool, { minRows: settings.minCallbackRows })));
+  if (wanted('callback')) {
+    const inStates: Array<{ state: BenchState; size: string; report: AbReport }> = [];
+    for (const run of states) {
+      const report = await callbackInState(run, stub.baseUrl, adminUrl);
+      inStates.push({ state: run.state, size: run.size, report });
+      ab.push(report);
+    }
+    // Buffers per callback flat across sizes: judged on each state's largest size.
+    for (const state of new Set(inStates.map((s) => s.state))) {
+      const bySize = inStates.filter((s) => s.state === state);
+      bySize.at(-1)!.report.goals.push(buffersFlatGoal(bySize.map((s) => ({ size: s.size, buffersPerOk: s.report.gateway.buffersPerOk }))));
+    }
+  }
   if (wanted('callback-push')) {
     // The same callbacks against a gateway with webhooks configured: the goals hold with push on too.
     // On a database of its own, as `callback` had: after `callback` on the same one, it met twice the
@@ -402,14 +489,15 @@ async function main(): Promise<void> {
     finishedAt: finishedAt.toISOString(),
     quick,
     machine: { ...machine, loadAverageAtEnd: loadavg().map((v) => Math.round(v * 100) / 100) },
-    settings: { ...settings, longPollWaitS: LONG_POLL_WAIT_S, gatewayPoolSize: 10, baselinePoolSize: 10 },
+    settings: { ...settings, longPollWaitS: LONG_POLL_WAIT_S, gatewayPoolSize: 10, baselinePoolSize: 10, states },
     scenarios: ab,
     longPoll: longPoll ?? null,
     coldStart: coldStart ?? null,
     statements: statements ?? null,
     noise,
     delivery: delivery ?? null,
-    missed: [...ab, ...(longPoll ? [longPoll] : []), ...(delivery ? [delivery] : [])].flatMap((r) => r.goals.filter((g) => !g.met).map((g) => `${r.scenario}: ${g.goal} (${g.measured})`)),
+    missed: [...ab, ...(longPoll ? [longPoll] : []), ...(delivery ? [delivery] : [])].flatMap((r) => r.goals.filter((g) => g.met === false).map((g) => `${r.scenario}: ${g.goal} (${g.measured})`)),
+    notJudged: ab.flatMap((r) => r.goals.filter((g) => g.met === null).map((g) => `${r.scenario}: ${g.goal} (${g.measured})`)),
   };
   await mkdir(RESULTS_DIR, { recursive: true });
   await writeFile(`${RESULTS_DIR}latest.json`, `${JSON.stringify(json, null, 2)}\n`);

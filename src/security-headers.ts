@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 // Security headers computed ONCE, at start, by helmet itself from @fastify/helmet's options, and
 // set on every answer by one plain hook. @fastify/helmet applied globally builds a new helmet
 // middleware (every header's options parsed, the CSP included) on every request, costing more CPU
-// than these headers alone (measured by bench/helmet-cost.ts; figures in bench/README.md).
+// than these headers alone (bench/investigations/helmet-cost.ts; figures in docs/performance-history.md).
 
 /** The options of @fastify/helmet's registration: the one source of the headers. */
 export type SecurityHeaderOptions = FastifyHelmetOptions;

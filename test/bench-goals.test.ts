@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { AbResult, MeasuredRun, TargetFigures } from '../bench/lib/compare.js';
-import { abGoals } from '../bench/lib/report.js';
+import { abGoals, buffersFlatGoal, stateGoals } from '../bench/lib/report.js';
 
 // The bench's goals (`bench/lib/report.ts`): issue 16 asks the callback scenarios to lead under
 // both load generators, so wrk's rounds are judged on the latency goals too, not only the ratio.
@@ -56,5 +56,25 @@ t.test('a non-2xx under wrk misses the callback goal', (t) => {
 t.test('without a wrk run, or outside the callback scenarios, there is no wrk latency goal', (t) => {
   t.notOk(byGoal(abGoals('callback', result(null), 130)).has('p99 <= 30 ms under wrk (worst round)'), 'wrk not installed');
   t.notOk(byGoal(abGoals('submit', result([50]), 130)).has('p99 <= 30 ms under wrk (worst round)'), 'submit has no p99 goal');
+  t.end();
+});
+
+t.test("a bench state is judged on issue 34's goals: 2x, p99 within 25 ms under both generators", (t) => {
+  const goals = byGoal(stateGoals(result([21.5, 26]), 130));
+  t.same(goals.get('throughput >= 2.0x baseline (median of rounds)'), { goal: 'throughput >= 2.0x baseline (median of rounds)', measured: '2x', met: true });
+  t.equal(goals.get('p99 <= 25 ms (worst round)')?.met, true, 'autocannon 20 ms');
+  t.same(goals.get('p99 <= 25 ms under wrk (worst round)'), { goal: 'p99 <= 25 ms under wrk (worst round)', measured: '26 ms', met: false });
+  t.equal(byGoal(stateGoals(result(null), 130)).get('the same under wrk')?.met, null, 'without wrk: not judged, not met');
+  t.end();
+});
+
+t.test('buffers per callback across sizes: judged on two sizes, not judged on one', (t) => {
+  t.equal(buffersFlatGoal([{ size: '10k', buffersPerOk: 95 }]).met, null);
+  t.equal(buffersFlatGoal([{ size: '10k', buffersPerOk: 95 }, { size: '1m', buffersPerOk: 140 }]).met, true);
+  t.same(buffersFlatGoal([{ size: '10k', buffersPerOk: 95 }, { size: '1m', buffersPerOk: 150 }]), {
+    goal: 'buffers per callback within 1.5x between the smallest and largest size',
+    measured: '10k: 95, 1m: 150',
+    met: false,
+  });
   t.end();
 });

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { GATEWAY_NODE_ARGS } from '../src/node-flags.js';
 
-// The gateway's Node flags (its memory under load: bench/README.md) are written in three places:
+// The gateway's Node flags (its memory under load: docs/performance-history.md) are written in three places:
 // `npm start`, the Docker image's CMD, and the bench harnesses' GATEWAY_NODE_ARGS (which start it
 // as `npm start` would). They must say the same, and Node must accept them.
 

@@ -52,6 +52,8 @@ export interface AbSettings {
   flushWrites?: () => Promise<void>;
   /** Each statement's totals so far in the scenario's database (`--own-postgres` only). */
   statementTotals?: () => Promise<Map<string, StatementTotals>>;
+  /** Shared buffers the scenario's database has counted so far (bench states): a run's buffers per 2xx answer. */
+  buffers?: () => Promise<number>;
 }
 
 export interface MeasuredRun extends RunFigures {
@@ -61,6 +63,8 @@ export interface MeasuredRun extends RunFigures {
   dbCpuMsPerOk: number | null;
   /** WAL written during the run per 2xx answer (the whole server's: exact only on --own-postgres). */
   walBytesPerOk: number | null;
+  /** Shared buffers (hit + read) the database counted during the run per 2xx answer (bench states only). */
+  buffersPerOk?: number | null;
   /** What the gateway saw from inside during the run (`--probe`). */
   inside?: ProbeFigures | null;
   /**
@@ -88,6 +92,8 @@ export interface TargetFigures {
   cpuMsPerOk: number | null;
   dbCpuMsPerOk: number | null;
   walBytesPerOk: number | null;
+  /** Bench states only. */
+  buffersPerOk?: number | null;
 }
 
 export interface WrkCrossCheck {
@@ -148,6 +154,7 @@ function summarise(runs: MeasuredRun[]): TargetFigures {
     cpuMsPerOk: perOk((r) => r.cpuMsPerOk),
     dbCpuMsPerOk: perOk((r) => r.dbCpuMsPerOk),
     walBytesPerOk: perOk((r) => r.walBytesPerOk),
+    buffersPerOk: perOk((r) => r.buffersPerOk ?? null),
   };
 }
 
@@ -192,6 +199,7 @@ export async function compareAb(
     await probe?.();
     const [cpuBefore, dbBefore, walBefore] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
     const statementsBefore = await settings.statementTotals?.();
+    const buffersBefore = await settings.buffers?.();
     const schedBefore = schedTimesOf([pid, process.pid, ...(dbBefore?.keys() ?? [])]);
     const load =
       generator === 'wrk' && prepared.wrk
@@ -207,6 +215,8 @@ export async function compareAb(
       generator: generator === 'wrk' ? null : schedPerSecond(only(schedBefore, [process.pid]), only(schedAfter, [process.pid]), load.durationS),
     };
     const statementsAfter = statementsBefore && (await settings.statementTotals?.());
+    // Backends report their buffer counts when they go idle, within a second of it.
+    const buffersAfter = settings.buffers ? await new Promise((resolve) => setTimeout(resolve, 1_100)).then(settings.buffers) : undefined;
     const inside = await probe?.();
     const per = (used: number | null, digits = 1000) => (used === null || load.ok === 0 ? null : Math.round((used / load.ok) * digits) / digits);
     const figures = {
@@ -214,6 +224,7 @@ export async function compareAb(
       cpuMsPerOk: per(cpuBefore === null || cpuAfter === null ? null : cpuAfter - cpuBefore),
       dbCpuMsPerOk: per(backendCpuBetween(dbBefore, dbAfter)),
       walBytesPerOk: per(walAfter - walBefore, 1),
+      ...(buffersBefore !== undefined && buffersAfter !== undefined ? { buffersPerOk: per(buffersAfter - buffersBefore, 10) } : {}),
       scheduler,
       ...(statementsBefore && statementsAfter ? { statements: busiestStatements(statementsBefore, statementsAfter, 4) } : {}),
       ...(inside === undefined ? {} : { inside }),

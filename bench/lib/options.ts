@@ -2,11 +2,14 @@
  * The options `npm run bench` accepts. Every option the harness reads must match here, or the
  * command line refuses it before anything runs (test/bench-options.test.ts).
  */
-export const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|long-poll-callbacks=\d+|delivery-rate=\d+|rate=\d+|tracing|tracing=(on|off|aa))$/;
+export const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|states=[a-d,]+|sizes=[0-9kmKM,]+|long-poll-callbacks=\d+|delivery-rate=\d+|rate=\d+|tracing|tracing=(on|off|aa))$/;
 
 export const BENCH_OPTION_DETAILS = [
   '  --quick                    short rounds, for a smoke run',
   '  --only=a,b                 callback, callback-push, submit, get-one, long-poll, delivery, cold-start',
+  '  --states=a,b,c,d           the callback A/B in these bench states (default a,b): a never analysed,',
+  '                             b analysed empty then grown, c vacuum analysed, d own cluster with autovacuum',
+  '  --sizes=10k,100k,1m        stored requests in each state (default 10k)',
   '  --profile, --probe         CPU profiles, and what the gateway saw inside each run',
   '  --own-postgres             a PostgreSQL of its own, tuned as bench/README.md says',
   '  --long-poll-callbacks=N    --delivery-rate=N',

@@ -19,7 +19,8 @@ export interface OwnPostgres {
 
 const BIN_DIRS = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
 
-export async function startOwnPostgres(): Promise<OwnPostgres> {
+/** `autovacuum`: on with the server's default settings (bench state d); off otherwise, as the shared server runs. */
+export async function startOwnPostgres(options: { autovacuum?: boolean } = {}): Promise<OwnPostgres> {
   const bin = BIN_DIRS.find((d) => existsSync(join(d, 'initdb')));
   if (!bin) throw new Error(`--own-postgres needs initdb (looked in ${BIN_DIRS.join(', ')})`);
   const dir = mkdtempSync(join(tmpdir(), 'ugw-bench-pg-'));
@@ -45,7 +46,7 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
     unix_socket_directories: dir,
     shared_buffers: '128MB',
     max_wal_size: '1GB',
-    autovacuum: 'off',
+    autovacuum: options.autovacuum === true ? 'on' : 'off',
     fsync: 'on',
     synchronous_commit: 'on',
     max_connections: '100',

@@ -6,8 +6,12 @@ import type { LongPollFigures } from '../scenarios/long-poll.js';
 export interface Goal {
   goal: string;
   measured: string;
-  met: boolean;
+  /** null: not judged (what it needs was not run). */
+  met: boolean | null;
 }
+
+/** How a goal reads in the report. */
+export const verdict = (g: Goal): string => (g.met === null ? 'not judged' : g.met ? 'met' : 'MISSED');
 
 export interface AbReport extends AbResult {
   scenario: string;
@@ -15,6 +19,8 @@ export interface AbReport extends AbResult {
   gatewayPeakRssMb: number | null;
   baselinePeakRssMb: number | null;
   goals: Goal[];
+  /** What the report says under the table about this A/B (a bench state's loading, its table sizes). */
+  notes?: string[];
 }
 
 export interface LongPollReport extends LongPollFigures {
@@ -57,6 +63,40 @@ export function abGoals(scenario: string, r: AbResult, rss: number | null): Goal
   return goals;
 }
 
+/** Issue 34's goals for the callback A/B in each bench state, under both generators. */
+export const STATE_GOALS = { ratio: 2.0, p99Ms: 25, buffersFlat: 1.5 } as const;
+
+export function stateGoals(r: AbResult, rss: number | null): Goal[] {
+  const goals: Goal[] = [
+    { goal: `throughput >= ${STATE_GOALS.ratio.toFixed(1)}x baseline (median of rounds)`, measured: `${r.medianRatio}x`, met: r.medianRatio >= STATE_GOALS.ratio },
+    { goal: `p99 <= ${STATE_GOALS.p99Ms} ms (worst round)`, measured: `${r.gateway.p99} ms`, met: r.gateway.p99 <= STATE_GOALS.p99Ms },
+  ];
+  const bad = r.gateway.non2xx + r.gateway.errors + r.gateway.timeouts;
+  goals.push({ goal: 'zero non-2xx', measured: String(bad), met: bad === 0 });
+  if (r.wrk && r.wrk.gateway.length > 0) {
+    goals.push({ goal: `the same under wrk: >= ${STATE_GOALS.ratio.toFixed(1)}x`, measured: `${r.wrk.ratio}x`, met: r.wrk.ratio >= STATE_GOALS.ratio });
+    const p99 = Math.max(...r.wrk.gateway.map((run) => run.p99));
+    goals.push({ goal: `p99 <= ${STATE_GOALS.p99Ms} ms under wrk (worst round)`, measured: `${p99} ms`, met: p99 <= STATE_GOALS.p99Ms });
+    const wrkBad = r.wrk.gateway.reduce((n, run) => n + run.non2xx + run.errors + run.timeouts, 0);
+    goals.push({ goal: 'zero non-2xx under wrk', measured: String(wrkBad), met: wrkBad === 0 });
+  } else {
+    goals.push({ goal: `the same under wrk`, measured: 'wrk not run', met: null });
+  }
+  goals.push(rssGoal(rss));
+  return goals;
+}
+
+/** Database buffers per stored callback within 1.5x between a state's smallest and largest size. */
+export function buffersFlatGoal(bySize: ReadonlyArray<{ size: string; buffersPerOk: number | null | undefined }>): Goal {
+  const goal = `buffers per callback within ${STATE_GOALS.buffersFlat}x between the smallest and largest size`;
+  const known = bySize.filter((s): s is { size: string; buffersPerOk: number } => typeof s.buffersPerOk === 'number');
+  const shown = bySize.map((s) => `${s.size}: ${s.buffersPerOk ?? '-'}`).join(', ');
+  if (known.length < 2) return { goal, measured: `${shown} (needs two sizes, e.g. --sizes=10k,1m)`, met: null };
+  const first = known[0]!.buffersPerOk;
+  const last = known.at(-1)!.buffersPerOk;
+  return { goal, measured: shown, met: last <= STATE_GOALS.buffersFlat * first };
+}
+
 export function longPollGoals(f: LongPollFigures, rss: number | null): Goal[] {
   return [
     {
@@ -96,7 +136,7 @@ const med = (values: number[]) => {
 };
 
 export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefined, coldStart?: ColdStart, noise?: Noise): string {
-  const rows: string[][] = [['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx/err', 'ratio (median; rounds)', 'CPU ms/req', 'DB CPU ms/req', 'WAL B/req', 'peak RSS MB']];
+  const rows: string[][] = [['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx/err', 'ratio (median; rounds)', 'CPU ms/req', 'DB CPU ms/req', 'WAL B/req', 'buffers/req', 'peak RSS MB']];
   for (const r of ab) {
     for (const target of ['gateway', 'baseline'] as const) {
       const f = r[target];
@@ -111,11 +151,13 @@ export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefine
         `${f.cpuMsPerOk ?? '-'}${target === 'gateway' && r.cpuRatio !== null ? ` (${r.cpuRatio}x)` : ''}`,
         String(f.dbCpuMsPerOk ?? '-'),
         f.walBytesPerOk === null ? '-' : String(Math.round(f.walBytesPerOk)),
+        f.buffersPerOk === null || f.buffersPerOk === undefined ? '-' : String(f.buffersPerOk),
         String((target === 'gateway' ? r.gatewayPeakRssMb : r.baselinePeakRssMb) ?? '-'),
       ]);
     }
   }
   let out = ab.length > 0 ? table(rows) : '';
+  for (const r of ab) for (const note of r.notes ?? []) out += `\n${r.scenario}: ${note}`;
   for (const r of ab) {
     if (!r.wrk) continue;
     const line = (t: 'gateway' | 'baseline') =>
@@ -143,7 +185,7 @@ export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefine
   }
   const goalRows: string[][] = [['scenario', 'goal', 'measured', '']];
   for (const r of [...ab, ...(longPoll ? [longPoll] : [])]) {
-    for (const g of r.goals) goalRows.push([r.scenario, g.goal, g.measured, g.met ? 'met' : 'MISSED']);
+    for (const g of r.goals) goalRows.push([r.scenario, g.goal, g.measured, verdict(g)]);
   }
   return `${out}\n\nGoals\n${table(goalRows)}\n`;
 }

@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { AbScenario } from '../lib/compare.js';
 import { seedSubmitted } from '../lib/database.js';
+import { resultNow, seedWaiting } from '../lib/states.js';
 
 // Callback ingest: every request is a distinct provider result for a request seeded as
 // 'submitted', so each one is stored, matched and completes its request.
@@ -38,6 +39,32 @@ export function callbackScenario(pool: pg.Pool, options: { minRows: number }): A
         limit: rows,
         build: (n) => ({ method: 'POST', path: CALLBACK_PATH, body: callbackBody(`${runId}${n}`, n) }),
         wrk: { script: WRK_SCRIPT, path: CALLBACK_PATH, env: { CALLBACK_PREFIX: runId, CALLBACK_EPOCH_S: String(EPOCH / 1000) } },
+      };
+    },
+  };
+}
+
+/**
+ * The same A/B in a bench state (bench/lib/states.ts): each run's requests written as a submit
+ * leaves them (two row versions, no ANALYZE, no CHECKPOINT), results `started` a few seconds
+ * before now. Rows for 1.5x the fastest rate seen, so that the table grows by what runs use.
+ */
+export function callbackStateScenario(pool: pg.Pool, name: string): AbScenario {
+  return {
+    name,
+    connections: 32,
+    wrk: true,
+    prepare: async ({ runId, durationS, rateHint }) => {
+      const rows = Math.ceil((rateHint ?? 3000) * durationS * 1.5) + 500;
+      await seedWaiting(pool, runId, rows);
+      return {
+        limit: rows,
+        build: (n) => ({ method: 'POST', path: CALLBACK_PATH, body: resultNow(`${runId}${n}`, n) }),
+        wrk: {
+          script: WRK_SCRIPT,
+          path: CALLBACK_PATH,
+          env: { CALLBACK_PREFIX: runId, CALLBACK_EPOCH_S: String(Math.floor(Date.now() / 1000) - 3), CALLBACK_FIXED_START: '1' },
+        },
       };
     },
   };

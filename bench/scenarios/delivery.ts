@@ -7,7 +7,7 @@ import { Pool } from 'undici';
 import { type AbResult, type AbSettings, compareAb } from '../lib/compare.js';
 import { type BenchDatabase, backendCpuSnapshot, flushWrites, GATEWAY_APPLICATIONS, seedSubmitted } from '../lib/database.js';
 import type { Child } from '../lib/processes.js';
-import type { Goal } from '../lib/report.js';
+import { type Goal, verdict } from '../lib/report.js';
 import { webhookTarget } from '../../src/events/targets.js';
 import { callbackBody, callbackScenario } from './callback.js';
 
@@ -287,6 +287,6 @@ export function renderDelivery(r: DeliveryReport): string {
     `delivery: ${r.callbacksOk} callbacks at ${r.rate}/s (p99 ${r.callbackP99Ms} ms, ${r.callbacksFailed} failed); ${r.delivered} events delivered ` +
     `(${r.missing} missing, ${r.duplicates} twice) at ${r.deliveriesPerS}/s; lag callback 2xx -> receiver p50 ${r.lagMs.p50} ms p99 ${r.lagMs.p99} ms max ${r.lagMs.max} ms\n` +
     `callback ingest push on ${g.rps} req/s (p99 ${g.p99} ms) vs push off ${b.rps} req/s (p99 ${b.p99} ms): ${r.ingest.ratio}x (rounds ${r.ingest.roundRatios.join(', ')})\n` +
-    r.goals.map((goal) => `  ${goal.goal}: ${goal.measured} ${goal.met ? 'met' : 'MISSED'}`).join('\n')
+    r.goals.map((goal) => `  ${goal.goal}: ${goal.measured} ${verdict(goal)}`).join('\n')
   );
 }

@@ -8,6 +8,9 @@ local step = tonumber(os.getenv("WRK_THREADS") or "2")
 -- Seconds since the epoch that results "start" from, as bench/scenarios/callback.ts gives it: after
 -- the requests were seeded, since a callback matches only a request submitted by its started + skew.
 local EPOCH = tonumber(os.getenv("CALLBACK_EPOCH_S") or "1767225600")
+-- "1": every result starts at EPOCH (a few seconds before the run, as a provider sends them: the
+-- bench states); otherwise the n-th starts n seconds after it.
+local FIXED_START = os.getenv("CALLBACK_FIXED_START") == "1"
 local counter = 0
 
 function setup(thread)
@@ -29,7 +32,7 @@ function request()
   local body = string.format(
     '{"customerUuid":"%s%d","started":"%s","finished":"%s","serviceType":"CREDIT_SCORE",' ..
     '"response":{"costSavingEnabled":false,"score":%d,"riskBand":%d,"limit":%d}}',
-    prefix, n, iso(n, 0), iso(n, 750), 300 + (n % 600), 1 + (n % 5), (n % 4) * 1500)
+    prefix, n, iso(FIXED_START and 0 or n, 0), iso(FIXED_START and 0 or n, 750), 300 + (n % 600), 1 + (n % 5), (n % 4) * 1500)
   n = n + step
   return wrk.format("POST", nil, { ["Content-Type"] = "application/json" }, body)
 end

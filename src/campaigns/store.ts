@@ -5,7 +5,7 @@ import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js
 import type { ValidationIssue } from '../errors.js';
 import type { Position } from '../http/cursor.js';
 import { REQUEST_DATA_COLUMNS } from '../requests/store.js';
-import { INDEX_LOOKUPS_ONLY } from '../retention/sweep.js';
+import { INDEX_LOOKUPS_ONLY } from '../db/plan-guards.js';
 
 // A campaign's SQL: its row, its requests' counts and results (through the partial index
 // underwriting_requests_campaign, migration 0018), and its cancellation.

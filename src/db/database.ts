@@ -34,7 +34,7 @@ export const DEFAULT_QUERY_TIMEOUT_MS = 15_000;
  * The callback statement's own, shorter timeout: a callback held on a half-open connection fails
  * (503, the provider retries) and the connections opened before it are replaced, instead of after
  * 15 s, when the provider may have given up and retried anyway. Far above the statement's worst
- * healthy time under load (bench/README).
+ * healthy time under load (docs/performance-history.md).
  */
 export const CALLBACK_QUERY_TIMEOUT_MS = 5_000;
 
@@ -276,7 +276,7 @@ function openPool(connectionString: string, max: number, settings: PoolSettings)
     // pooler a SET would leak onto other clients' transactions: there the client-side timeout
     // (which closes the connection, so the pooler closes its server connection) is the bound.
     // No JIT: without statistics the callback statement's estimated cost can pass jit_above_cost,
-    // and compiling it then costs more than running the batch (bench/README).
+    // and compiling it then costs more than running the batch (docs/performance-history.md).
     ...(settings.poolMode === 'session'
       ? { onConnect: (client: pg.PoolClient) => client.query(`set statement_timeout = ${settings.queryTimeoutMs}; set jit = off; ${NO_GENERIC_PLANS}`).then(() => {}) }
       : {}),

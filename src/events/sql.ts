@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { defineStatement, runStatement } from '../db/database.js';
+import { inIndexOrder } from '../db/plan-guards.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { DeliveryStatus, EventType, Tables } from '../db/types.js';
 import type { FeedPosition } from '../http/cursor.js';
@@ -114,18 +115,35 @@ export async function readFeed(
   keys: readonly string[] = [],
 ): Promise<EventRow[]> {
   const horizon = await feedHorizon(db);
-  const rows = await db
+  const read = (q: Kysely<Tables>) => feedQuery(q, filter, after, limit, keys, horizon).execute();
+  const rows = feedByType(filter) ? await inIndexOrder(db, read) : await read(db);
+  return rows as EventRow[];
+}
+
+/**
+ * A type filter (without a customer) reads events_type_feed in order: as `= any(array[...])`
+ * leading the order, no other index yields it, and with no sort allowed (inIndexOrder) the planner
+ * cannot walk events_feed filtering, nor read every event of the type and sort: a page of a rare
+ * type behind many events of other types read them all (docs/performance.md).
+ */
+export function feedByType(filter: FeedFilter): boolean {
+  return filter.type !== undefined && filter.customerUuid === undefined;
+}
+
+/** readFeed's page below a horizon read beforehand (feedHorizon). */
+export function feedQuery(db: Kysely<Tables>, filter: FeedFilter, after: FeedPosition | undefined, limit: number, keys: readonly string[], horizon: string) {
+  const byType = feedByType(filter);
+  return db
     .selectFrom('events as e')
     .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', deliveriesSql(keys).as('deliveries')])
     .where(sql<boolean>`e.tx_id < ${horizon}::xid8`)
     .$if(after !== undefined, (q) => q.where(sql<boolean>`(e.tx_id, e.id) > (${after!.tx}::xid8, ${after!.id}::bigint)`))
-    .$if(filter.type !== undefined, (q) => q.where('e.type', '=', filter.type!))
+    .$if(filter.type !== undefined, (q) => (byType ? q.where(sql<boolean>`e.type = any(${[filter.type!]}::text[])`) : q.where('e.type', '=', filter.type!)))
     .$if(filter.customerUuid !== undefined, (q) => q.where('e.customer_uuid', '=', filter.customerUuid!))
+    .$if(byType, (q) => q.orderBy('e.type'))
     .orderBy(sql`e.tx_id`)
     .orderBy('e.id')
-    .limit(limit)
-    .execute();
-  return rows as EventRow[];
+    .limit(limit);
 }
 
 /**
@@ -410,23 +428,16 @@ export const CLAIM_DELIVERIES = defineStatement('claim_event_deliveries', `
     returning d.id, d.url_key, d.customer_uuid, d.attempts, d.queued_at, e.public_id, e.created_at, ${eventBodySql('e')} as body,
               e.traceparent, e.x_request_id`);
 
-/**
- * For the claim's transaction only (SET LOCAL: also behind a transaction pooler). Without
- * statistics the planner guesses 1 pending row in 200, so reading every due delivery through a
- * bitmap and sorting them looked cheaper than walking event_deliveries_due in order: a claim in
- * proportion to the backlog. With no sort allowed, the ordered walk that stops at the limit is
- * the only plan (docs/performance.md).
- */
-export const CLAIM_IN_INDEX_ORDER = sql`set local enable_sort = off`;
 
 export async function claimDeliveries(
   db: Kysely<Tables>,
   claim: { now: Date; keys: readonly string[]; limit: number; leaseS: number; token: string },
 ): Promise<ClaimedDelivery[]> {
-  return db.transaction().execute(async (trx) => {
-    await CLAIM_IN_INDEX_ORDER.execute(trx);
-    return runStatement<ClaimedDelivery>(trx, CLAIM_DELIVERIES, [claim.now, claim.keys, claim.limit, claim.leaseS, claim.token]);
-  });
+  // In its own transaction, in index order: the ordered walk of event_deliveries_due that stops at
+  // the limit is the only plan, whatever the statistics guess of the backlog (docs/performance.md).
+  return inIndexOrder(db, (trx) =>
+    runStatement<ClaimedDelivery>(trx, CLAIM_DELIVERIES, [claim.now, claim.keys, claim.limit, claim.leaseS, claim.token]),
+  );
 }
 
 /** One finished delivery attempt: what its delivery row becomes. */

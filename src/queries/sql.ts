@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { defineStatement, runStatement } from '../db/database.js';
+import { inIndexOrder } from '../db/plan-guards.js';
 import { compileOnly, type SqlSnapshot } from '../db/statements.js';
 import type { Decision, RequestStatus, Tables } from '../db/types.js';
 import type { Position } from '../http/cursor.js';
@@ -83,12 +84,29 @@ export interface ListFilter {
 /**
  * One page, newest first, by keyset: (submitted_at, id) strictly after the cursor position. Each
  * filter has an index that yields this order directly (list, status_list, decision_list, cpf_list).
+ *
+ * In the list (no CPF), a status or decision filter is `= any(array[...])` and leads the order:
+ * written as `=`, it made the column a constant the planner dropped from the order, and it walked
+ * underwriting_requests_list newest first, filtering, whenever it believed the value common (a
+ * page of completed requests behind a campaign still waiting read every waiting row). Leading the
+ * order, only the filter's own index yields it. readPage forbids sorting (every page, lookups too),
+ * which without statistics read every match through a bitmap (or ANDed with the list's) and sorted
+ * (docs/performance.md).
  */
+export function listInIndexOrder(filter: ListFilter): boolean {
+  return filter.cpfHashes === undefined;
+}
+
 export function pageQuery(db: Kysely<Tables>, filter: ListFilter, after: Position | undefined, limit: number) {
+  const leading = !listInIndexOrder(filter) ? undefined : filter.status !== undefined ? 'status' : filter.decision !== undefined ? 'decision' : undefined;
   return selectRequestsWithResult(db)
     .select(POSITION_T.as('position_t'))
-    .$if(filter.status !== undefined, (q) => q.where('r.status', '=', filter.status!))
-    .$if(filter.decision !== undefined, (q) => q.where('r.decision', '=', filter.decision!))
+    .$if(filter.status !== undefined, (q) =>
+      leading === 'status' ? q.where(sql<boolean>`r.status = any(${[filter.status!]}::text[])`) : q.where('r.status', '=', filter.status!),
+    )
+    .$if(filter.decision !== undefined, (q) =>
+      leading === 'decision' ? q.where(sql<boolean>`r.decision = any(${[filter.decision!]}::text[])`) : q.where('r.decision', '=', filter.decision!),
+    )
     .$if(filter.cpfHashes !== undefined, (q) =>
       // One key (no rotation under way) keeps the plain equality the cpf_list index serves in order.
       filter.cpfHashes!.length === 1 ? q.where('r.cpf_hash', '=', filter.cpfHashes![0]!) : q.where('r.cpf_hash', 'in', filter.cpfHashes!),
@@ -98,6 +116,7 @@ export function pageQuery(db: Kysely<Tables>, filter: ListFilter, after: Positio
     .$if(after !== undefined, (q) =>
       q.where(sql<boolean>`(r.submitted_at, r.id) < (${after!.t}::timestamptz, ${after!.id}::bigint)`),
     )
+    .$if(leading !== undefined, (q) => q.orderBy(`r.${leading!}`))
     .orderBy('r.submitted_at', 'desc')
     .orderBy('r.id', 'desc')
     .limit(limit + 1);
@@ -116,7 +135,17 @@ export async function readPage(
   limit: number,
 ): Promise<Page> {
   // One row more than asked tells whether another page exists, without a count.
-  const rows = await pageQuery(db, filter, after, limit).execute();
+  const read = (f: ListFilter) => inIndexOrder(db, (q) => pageQuery(q, f, after, limit).execute());
+  // Under several keys (a rotation), a page per key merged: `cpf_hash in (...)` needs a sort, and the
+  // planner, unable to read cpf_list in order, walked the whole list filtering (150,307 buffers at 50k).
+  const keys = filter.cpfHashes ?? [];
+  const rows =
+    keys.length > 1
+      ? (await Promise.all(keys.map((key) => read({ ...filter, cpfHashes: [key] }))))
+          .flat()
+          .sort((a, b) => (a.position_t === b.position_t ? b.id - a.id : a.position_t < b.position_t ? 1 : -1))
+          .slice(0, limit + 1)
+      : await read(filter);
   const page = rows.slice(0, limit);
   const last = page.at(-1);
   return {

@@ -50,12 +50,12 @@ export function isInFlightConflict(err: unknown): boolean {
 // The two statements of every submit, written once and prepared (Kysely building and compiling
 // them on every call showed in the submit's profile). Neither reads a timestamp back: submitted_at
 // is the `now` the insert was given. Instants go in as ISO text (pg formats a Date in JavaScript).
-const INSERT_SUBMITTING = defineStatement('insert_submitting', `insert into underwriting_requests
+export const INSERT_SUBMITTING = defineStatement('insert_submitting', `insert into underwriting_requests
      (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, idempotency_key, submitted_at, updated_at,
       traceparent, x_request_id)
    values ($1, $2, $3, $4, $5, 'submitting', $6, $7, $7, $8, $9)
    returning id`);
-const MARK_SUBMITTED = defineStatement('mark_submitted', `update underwriting_requests
+export const MARK_SUBMITTED = defineStatement('mark_submitted', `update underwriting_requests
       set status = case when status = 'submitting' then 'submitted' else status end,
           upstream_status = $1, updated_at = $2
     where id = $3

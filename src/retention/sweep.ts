@@ -3,6 +3,7 @@ import { type Kysely, type RawBuilder, sql } from 'kysely';
 import { foldRequests, foldStrayCallbacks, idArray } from '../aggregates/fold.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
+import { INDEX_LOOKUPS_ONLY } from '../db/plan-guards.js';
 import { type Periodic, startPeriodic } from '../periodic.js';
 
 /** Tables the sweep deletes from, as the purged-rows metric labels them. */
@@ -52,14 +53,6 @@ export function strayBatchQuery(cutoff: Date, batch: number) {
      for update skip locked`;
 }
 
-/**
- * For the batch's transaction only (SET LOCAL: also behind a transaction pooler). Every lookup a
- * batch makes has its index, foreign-key checks and cascades included; but with no statistics
- * (or statistics from when the tables were small) the planner guesses that `request_id = any`
- * of 500 ids matches a third of a table, and scans all of it. Forbidding the scan leaves it the
- * index: the batch costs what it deletes (docs/performance.md).
- */
-export const INDEX_LOOKUPS_ONLY = sql`set local enable_seqscan = off`;
 
 /** One kind of batch: how its rows are locked, folded into the aggregates and deleted. */
 interface BatchKind {
@@ -151,6 +144,7 @@ const CAMPAIGNS: BatchKind = {
  */
 async function purgeBatch(db: Kysely<Tables>, kind: BatchKind, cutoff: Date, batch: number): Promise<Purged> {
   return db.transaction().execute(async (trx) => {
+    // Every delete an index lookup, whatever the statistics guess (docs/performance.md).
     await INDEX_LOOKUPS_ONLY.execute(trx);
     const { rows } = await kind.lock(cutoff, batch).execute(trx);
     if (rows.length === 0) return none();

@@ -2,7 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import type { Tables } from '../db/types.js';
 
 // Data shaped like a gateway in service, for the statistics plans: the test's small copy and the
-// 1M-row check in bench/stats-plans.ts use the same SQL.
+// 1M-row check in bench/investigations/stats-plans.ts use the same SQL.
 
 export interface StatsData {
   /** Live requests, spread evenly over `days` days ending at `end`. */

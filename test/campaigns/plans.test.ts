@@ -3,7 +3,7 @@ import t from 'tap';
 import { CANCEL_QUEUED, COUNT_CAMPAIGN, listQuery, RESULTS_PAGE } from '../../src/campaigns/store.js';
 import { freshDatabase } from '../helpers/database.js';
 import { plan } from '../helpers/plan.js';
-import { INDEX_LOOKUPS_ONLY } from '../../src/retention/sweep.js';
+import { INDEX_LOOKUPS_ONLY } from '../../src/db/plan-guards.js';
 
 // A campaign's statements read its own requests through the partial indexes of migration 0018,
 // never the whole table: 30k requests outside campaigns, three campaigns of ~1.7k among them.

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Tables } from '../../src/db/types.js';
-import { CLAIM_DELIVERIES, CLAIM_IN_INDEX_ORDER } from '../../src/events/sql.js';
+import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
+import { CLAIM_DELIVERIES } from '../../src/events/sql.js';
 import t from 'tap';
 import { freshDatabase } from '../helpers/database.js';
 import { analyseAll, FLAT, inline, measure, prepare, STATISTICS_STATES } from '../helpers/statement-cost.js';
@@ -30,7 +31,7 @@ for (const state of STATISTICS_STATES) {
     await prepare(db, state);
     const claim = async () => {
       const run = inline(CLAIM_DELIVERIES.text, [new Date(Date.now() + 60_000), ['k'], 32, 15, 'token']);
-      return db.connection().execute((conn) => measure(conn, run, CLAIM_IN_INDEX_ORDER.compile(db).sql));
+      return db.connection().execute((conn) => measure(conn, run, IN_INDEX_ORDER.compile(db).sql));
     };
     // Two pending deliveries per customer: the later one waits for the earlier (the order rule).
     await deliveries(db, 'ds-', 1_000, 'delivered');

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
 import { customerQuery, pageQuery } from '../../src/queries/sql.js';
 import t from 'tap';
 import { freshDatabase } from '../helpers/database.js';
@@ -20,9 +21,10 @@ for (const state of STATISTICS_STATES) {
         'GET one': customerQuery('m7').compile(db),
         'list page': pageQuery(db, {}, undefined, 50).compile(),
         lookup: pageQuery(db, { cpfHashes: ['h-m7'] }, undefined, 50).compile(),
+        'lookup, next page': pageQuery(db, { cpfHashes: ['h-m7'] }, { t: new Date().toISOString(), id: 2 ** 40 }, 50).compile(),
       };
       return Promise.all(
-        Object.entries(queries).map(async ([name, q]) => ({ name, ...(await db.connection().execute((conn) => measure(conn, inline(q.sql, q.parameters)))) })),
+        Object.entries(queries).map(async ([name, q]) => ({ name, ...(await db.connection().execute((conn) => measure(conn, inline(q.sql, q.parameters), IN_INDEX_ORDER.compile(db).sql))) })),
       );
     };
     const hashed = (prefix: string) => sql`update underwriting_requests set cpf_hash = 'h-' || customer_uuid where customer_uuid like ${prefix + '%'}`.execute(db);

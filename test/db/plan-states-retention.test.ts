@@ -1,5 +1,6 @@
 import { idArray } from '../../src/aggregates/fold.js';
-import { INDEX_LOOKUPS_ONLY, removeRequestsQuery, requestBatchQuery } from '../../src/retention/sweep.js';
+import { INDEX_LOOKUPS_ONLY } from '../../src/db/plan-guards.js';
+import { removeRequestsQuery, requestBatchQuery } from '../../src/retention/sweep.js';
 import t from 'tap';
 import { freshDatabase } from '../helpers/database.js';
 import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, prepare, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';

@@ -20,21 +20,33 @@ export async function analyseAll(db: Kysely<Tables>): Promise<void> {
 /**
  * `customers * per` requests over customers `${prefix}0..`, with the row versions the API leaves:
  * each customer's newest inserted `submitting` then updated `submitted` (waiting for its result);
- * its older ones (`per - 1`) completed by a matched callback, with their completed events.
+ * its older ones (`per - 1`) completed by a matched callback, with their completed events. Each
+ * round of submits is newer than the one before, each request a millisecond after the previous
+ * customer's (as a campaign submits them): the newest are the waiting ones. Submitted `daysAgo` days ago.
  */
-export async function seedRequests(db: Kysely<Tables>, prefix: string, customers: number, per = 1): Promise<void> {
-  await sql`
-    insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, submitted_at, updated_at)
-    select ${prefix} || c, md5(${prefix} || c), '***.456.789-**', false,
-           '{"grossIncome": 5000, "occupation": "SALARIED", "address": {"city": "São Paulo", "zipCode": "01000-000"}}'::jsonb,
-           case when k = ${per}::int then 'submitting' else 'expired' end, now() - interval '1 day' + k * interval '1 minute', now() - interval '1 day' + k * interval '1 minute'
-      from generate_series(0, ${customers}::int - 1) c, generate_series(1, ${per}::int) k
-     order by k, c`.execute(db);
-  await sql`update underwriting_requests set status = 'submitted', upstream_status = 202
-             where customer_uuid like ${prefix + '%'} and status = 'submitting'`.execute(db);
+export async function seedRequests(db: Kysely<Tables>, prefix: string, customers: number, per = 1, daysAgo = 1): Promise<void> {
+  // Set-up, not measured: no statement timeout (a busy host took more than the gateway's 15 s).
+  await db.transaction().execute(async (trx) => {
+    await sql`set local statement_timeout = 0`.execute(trx);
+    await sql`
+      insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, submitted_at, updated_at)
+      select ${prefix} || c, md5(${prefix} || c), '***.456.789-**', false,
+             '{"grossIncome": 5000, "occupation": "SALARIED", "address": {"city": "São Paulo", "zipCode": "01000-000"}}'::jsonb,
+             case when k = ${per}::int then 'submitting' else 'expired' end,
+             now() - ${daysAgo}::int * interval '1 day' + k * interval '1 minute' + c * interval '1 millisecond',
+             now() - ${daysAgo}::int * interval '1 day' + k * interval '1 minute' + c * interval '1 millisecond'
+        from generate_series(0, ${customers}::int - 1) c, generate_series(1, ${per}::int) k
+       order by k, c`.execute(trx);
+    await sql`update underwriting_requests set status = 'submitted', upstream_status = 202
+               where customer_uuid like ${prefix + '%'} and status = 'submitting'`.execute(trx);
+  });
   if (per < 2) return;
-  // The older ones answered: a matched callback, the request completed, its event.
-  await sql`
+  // The older ones answered: a matched callback, the request completed, its event. Joined by hash:
+  // without statistics the planner may loop over every request per callback (a seeding that timed out).
+  await db.transaction().execute(async (trx) => {
+    await sql`set local enable_nestloop = off`.execute(trx);
+    await sql`set local statement_timeout = 0`.execute(trx);
+    await sql`
     with older as (
       select id, customer_uuid, submitted_at from (
         select id, customer_uuid, submitted_at, row_number() over (partition by customer_uuid order by id desc) as nth
@@ -57,7 +69,8 @@ export async function seedRequests(db: Kysely<Tables>, prefix: string, customers
     insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data)
     select 'evt_' || replace(gen_random_uuid()::text, '-', ''), 'underwriting.completed', cb.customer_uuid, cb.received_at,
            cb.request_id, cb.id, '{}'::jsonb
-      from cb`.execute(db);
+      from cb`.execute(trx);
+  });
 }
 
 /** One valid result for `customerUuid`, `started` a few seconds before now as a provider sends it. */
@@ -113,6 +126,43 @@ export async function measure(conn: Kysely<Tables>, run: string, setup?: string)
     const { rows } = await sql.raw<{ 'QUERY PLAN': string }>(`explain (analyze, costs off, timing off, summary off) ${run}`).execute(conn);
     const after = Number((await touched.execute(conn)).rows[0]!.n);
     return { blocks: after - before, plan: rows.map((r) => r['QUERY PLAN']).join('\n') };
+  } finally {
+    await sql`rollback`.execute(conn);
+  }
+}
+
+export interface MeasuredWork {
+  /** Buffers touched in the public schema's tables and indexes, as measure() counts them. */
+  blocks: number;
+  /** Sequential scans per table the work started. */
+  seqScans: Record<string, number>;
+}
+
+/**
+ * Runs `work` (several statements, as a service runs them) on this connection inside a transaction
+ * that is rolled back, counting its buffers as measure() does and the sequential scans it started
+ * per table (pg_stat_xact_user_tables): the plan shape of work that no single EXPLAIN shows.
+ */
+export async function measureWork(conn: Kysely<Tables>, work: (conn: Kysely<Tables>) => Promise<unknown>): Promise<MeasuredWork> {
+  const counters = sql<{ relname: string; blocks: string; seq: string }>`
+    select c.relname, pg_stat_get_xact_blocks_fetched(c.oid)::text as blocks,
+           coalesce(t.seq_scan, 0)::text as seq
+      from pg_class c left join pg_stat_xact_user_tables t on t.relid = c.oid
+     where c.relnamespace = 'public'::regnamespace`;
+  const read = async () => new Map((await counters.execute(conn)).rows.map((r) => [r.relname, { blocks: Number(r.blocks), seq: Number(r.seq) }]));
+  await sql`begin`.execute(conn);
+  try {
+    const before = await read();
+    await work(conn);
+    const after = await read();
+    let blocks = 0;
+    const seqScans: Record<string, number> = {};
+    for (const [name, a] of after) {
+      const b = before.get(name) ?? { blocks: 0, seq: 0 };
+      blocks += a.blocks - b.blocks;
+      if (a.seq > b.seq) seqScans[name] = a.seq - b.seq;
+    }
+    return { blocks, seqScans };
   } finally {
     await sql`rollback`.execute(conn);
   }

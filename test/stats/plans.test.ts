@@ -7,7 +7,7 @@ import { bucketsQuery, presentQuery } from '../../src/stats/sql.js';
 import { freshDatabase } from '../helpers/database.js';
 import { plan } from '../helpers/plan.js';
 
-// The same reads at 1M rows, with timings: bench/stats-plans.ts (figures in bench/README.md).
+// The same reads at 1M rows, with timings: bench/investigations/stats-plans.ts (figures in docs/performance-history.md).
 
 const END = new Date('2026-11-23T04:00:00Z');
 const DAY = 24 * 3600_000;

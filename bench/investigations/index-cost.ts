@@ -1,11 +1,11 @@
 import pg from 'pg';
-import { RECORD_RESULTS, recordResultsParameters, type ValidResult } from '../src/requests/complete.js';
-import { createBenchDatabase, seedSubmitted } from './lib/database.js';
-import { startOwnPostgres } from './lib/own-postgres.js';
-import { cpuTimeMs } from './lib/processes.js';
-import { callbackBody } from './scenarios/callback.js';
+import { RECORD_RESULTS, recordResultsParameters, type ValidResult } from '../../src/requests/complete.js';
+import { createBenchDatabase, seedSubmitted } from '../lib/database.js';
+import { startOwnPostgres } from '../lib/own-postgres.js';
+import { cpuTimeMs } from '../lib/processes.js';
+import { callbackBody } from '../scenarios/callback.js';
 
-// `node dist/bench/index-cost.js [--callbacks=8000] [--batch=16] [--reps=2]`: what each index of
+// `node dist/bench/investigations/index-cost.js [--callbacks=8000] [--batch=16] [--reps=2]`: what each index of
 // the callback hot path costs the database. On a private cluster (nobody else's WAL), for each
 // variant (every index, then every index but one), a fresh migrated database: requests seeded
 // 'submitted' and analysed, then the gateway's own RECORD_RESULTS statement (prepared, as the

@@ -1,16 +1,16 @@
 // Ad hoc figures for docs/endpoints.md: delivery lag to healthy endpoints beside a down one, a slow
 // one (2 s per answer) and a rate-limited one (20/s), while events are recorded at 500/s.
-// Usage: DATABASE_URL=postgres://… node --import tsx bench/endpoints-lag.ts [seconds]
+// Usage: DATABASE_URL=postgres://… node --import tsx bench/investigations/endpoints-lag.ts [seconds]
 // (an empty database of its own: it creates endpoints and events there).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { sql } from 'kysely';
-import { buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { openDatabase } from '../src/db/database.js';
-import { migrateToLatest } from '../src/db/migrator.js';
-import { recordEventsSql } from '../src/events/record.js';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { openDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrator.js';
+import { recordEventsSql } from '../../src/events/record.js';
 
 const seconds = Number(process.argv[2] ?? 20);
 const RATE = 500;

@@ -3,13 +3,13 @@ import { randomInt } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { type BenchDatabase, backendCpuBetween, backendCpuSnapshot, createBenchDatabase, GATEWAY_APPLICATIONS, seedSubmitted } from './lib/database.js';
-import { runLoad } from './lib/load.js';
-import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
-import { type Child, cpuTimeMs, GATEWAY_NODE_ARGS, startChild, stopAll } from './lib/processes.js';
-import { callbackBody } from './scenarios/callback.js';
+import { type BenchDatabase, backendCpuBetween, backendCpuSnapshot, createBenchDatabase, GATEWAY_APPLICATIONS, seedSubmitted } from '../lib/database.js';
+import { runLoad } from '../lib/load.js';
+import { type OwnPostgres, startOwnPostgres } from '../lib/own-postgres.js';
+import { type Child, cpuTimeMs, GATEWAY_NODE_ARGS, startChild, stopAll } from '../lib/processes.js';
+import { callbackBody } from '../scenarios/callback.js';
 
-// `node dist/bench/cross-check.js [--own-postgres] [--amount=24000] [--reps=2] [--seed=api|sql] [--analyze]
+// `node dist/bench/investigations/cross-check.js [--own-postgres] [--amount=24000] [--reps=2] [--seed=api|sql] [--analyze]
 //   [--warm=N] [--gen=autocannon|wrk] [--variants=gateway,gateway-npm-start,baseline,baseline-legacy]`
 // (also gateway-dev-warn: NODE_ENV unset, LOG_LEVEL=warn)
 //
@@ -59,7 +59,7 @@ const execFileP = promisify(execFile);
 async function wrkRun(baseUrl: string, path: string, prefix: string, durationS: number) {
   const { stdout } = await execFileP(
     'wrk',
-    ['-t2', '-c32', `-d${durationS}s`, '--latency', '-s', here('../../bench/wrk/callback.lua'), `${baseUrl}${path}`],
+    ['-t2', '-c32', `-d${durationS}s`, '--latency', '-s', here('../../../bench/wrk/callback.lua'), `${baseUrl}${path}`],
     { env: { ...process.env, CALLBACK_PREFIX: prefix, WRK_THREADS: '2' }, maxBuffer: 1 << 20 },
   );
   const line = stdout.split('\n').find((l) => l.startsWith('WRK_JSON '));
@@ -76,7 +76,7 @@ async function main() {
   database = await createBenchDatabase(adminUrl);
   const bench = database;
   const admin = new pg.Pool({ connectionString: adminUrl, max: 1 });
-  const stub = await startChild({ name: 'stub', script: here('./stub.js'), readyPath: '/healthz', env: {} });
+  const stub = await startChild({ name: 'stub', script: here('../stub.js'), readyPath: '/healthz', env: {} });
   const common = { DATABASE_URL: bench.url, PROVIDER_BASE_URL: stub.baseUrl, ...secrets, CALLBACK_ALLOWED_IPS: '127.0.0.1/32' };
   const started = new Map<string, Child>();
   const variants: Variant[] = variantNames.map((name) => ({ name, ...VARIANTS[name]! }));
@@ -84,8 +84,8 @@ async function main() {
     started.set(
       v.name,
       v.kind === 'gateway'
-        ? await startChild({ name: v.name, script: here('../src/server.js'), nodeArgs: GATEWAY_NODE_ARGS, readyPath: '/readyz', env: { ...common, ...v.env } })
-        : await startChild({ name: v.name, script: here('./baselines/server.js'), readyPath: '/healthz', env: { ...common, NODE_ENV: 'production' } }),
+        ? await startChild({ name: v.name, script: here('../../src/server.js'), nodeArgs: GATEWAY_NODE_ARGS, readyPath: '/readyz', env: { ...common, ...v.env } })
+        : await startChild({ name: v.name, script: here('../baselines/server.js'), readyPath: '/healthz', env: { ...common, NODE_ENV: 'production' } }),
     );
   }
   const submitter = [...started.entries()].find(([name]) => VARIANTS[name]?.kind === 'gateway')?.[1];

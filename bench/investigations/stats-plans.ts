@@ -1,12 +1,12 @@
 import { CompiledQuery, Kysely, PostgresDialect } from 'kysely';
-import type { Tables } from '../src/db/types.js';
-import { requestBatchQuery, retentionCutoff, strayBatchQuery } from '../src/retention/sweep.js';
-import { strayPageQuery } from '../src/stats/callbacks.js';
-import { bucketsQuery, presentQuery } from '../src/stats/sql.js';
-import { createBenchDatabase } from './lib/database.js';
-import { seedStatsData } from '../src/stats/sample-data.js';
+import type { Tables } from '../../src/db/types.js';
+import { requestBatchQuery, retentionCutoff, strayBatchQuery } from '../../src/retention/sweep.js';
+import { strayPageQuery } from '../../src/stats/callbacks.js';
+import { bucketsQuery, presentQuery } from '../../src/stats/sql.js';
+import { createBenchDatabase } from '../lib/database.js';
+import { seedStatsData } from '../../src/stats/sample-data.js';
 
-// `npm run build && node dist/bench/stats-plans.js [--requests=1000000]`: the statistics, callbacks
+// `npm run build && node dist/bench/investigations/stats-plans.js [--requests=1000000]`: the statistics, callbacks
 // list and retention reads on a throwaway database of 1M requests (100 days live, 60 days purged),
 // each EXPLAIN ANALYZEd: which scans, how long (best of 3 runs, warm cache). Not a test.
 

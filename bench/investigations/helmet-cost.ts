@@ -1,9 +1,9 @@
 import helmet from '@fastify/helmet';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { SECURITY_HEADER_OPTIONS } from '../src/app.js';
-import { addSecurityHeaders } from '../src/security-headers.js';
+import { SECURITY_HEADER_OPTIONS } from '../../src/app.js';
+import { addSecurityHeaders } from '../../src/security-headers.js';
 
-// `node dist/bench/helmet-cost.js [--requests=20000] [--rounds=3]`: the CPU a bare Fastify app
+// `node dist/bench/investigations/helmet-cost.js [--requests=20000] [--rounds=3]`: the CPU a bare Fastify app
 // spends per request on security headers, by each way of setting them, alternated A B C A B C
 // (CPU time, not wall time: steadier on a shared machine). The same headers every way.
 

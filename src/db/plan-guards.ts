@@ -1,0 +1,28 @@
+import { type Kysely, sql } from 'kysely';
+import type { Tables } from './types.js';
+
+// Plans that must not depend on statistics (issue 34, docs/performance.md): where a statement's
+// only sane plan is known, a SET LOCAL in its own transaction takes the others away from the
+// planner (SET LOCAL: also behind a transaction pooler, and gone at commit).
+
+/**
+ * No sort: the rows come in the order of the index that yields it, and the walk stops at the
+ * limit. Without statistics the planner guesses 1 row in 200 matches, so reading every match
+ * through a bitmap and sorting looked cheaper than the ordered walk: work in proportion to the
+ * matches (a backlog, a table) instead of the page.
+ */
+export const IN_INDEX_ORDER = sql`set local enable_sort = off`;
+
+/**
+ * No sequential scan: every lookup has its index, but without statistics (or with statistics from
+ * when the tables were small) the planner guesses that `= any` of 500 ids matches a third of a table.
+ */
+export const INDEX_LOOKUPS_ONLY = sql`set local enable_seqscan = off`;
+
+/** Runs `work` in a transaction of its own in which no plan may sort (IN_INDEX_ORDER). */
+export function inIndexOrder<T>(db: Kysely<Tables>, work: (trx: Kysely<Tables>) => Promise<T>): Promise<T> {
+  return db.transaction().execute(async (trx) => {
+    await IN_INDEX_ORDER.execute(trx);
+    return work(trx);
+  });
+}
