@@ -8,7 +8,7 @@ import type { Tables } from '../db/types.js';
 
 /**
  * Within a second, call n (0-based) may start only once n * SPREAD_MS / maxRps milliseconds of it
- * have passed: the second's calls are spread over its first SPREAD_MS, and a call is sent only
+ * have passed: the second's calls are spread over its first SPREAD_MS (none starts later in it), and a call is sent only
  * while its second has SEND_MARGIN_MS (pacing.ts) left, else it takes another slot. So a call
  * reaches the provider within the second it was counted in unless it spends more than that margin
  * on the way (the provider counts by its own clock; docs/provider-pacing.md).
@@ -48,13 +48,15 @@ const TAKE = defineStatement('provider_take_slot', `
       from t
     ),
     v as (
-      select c.now, c.sec, c.hold_until, c.open_until, c.probe_until,
+      select c.now, c.sec, c.ms, c.hold_until, c.open_until, c.probe_until,
              c.failures >= $3 as is_open,
              case when c.window_s = c.sec then c.used else 0 end as used_now,
              case
                when c.hold_until > c.now then 'held'
                when c.failures >= $3 and (coalesce(c.open_until > c.now, false) or coalesce(c.probe_until > c.now, false)) then 'open'
                when (case when c.window_s = c.sec then c.used else 0 end) >= $1 then 'rate'
+               -- Past the spread, no call starts in this second (it might reach the provider in the next).
+               when c.ms >= ${SPREAD_MS} then 'rate'
                when c.ms < (case when c.window_s = c.sec then c.used else 0 end) * ${SPREAD_MS}.0 / $1 then 'rate'
                else 'ok'
              end as verdict
@@ -90,7 +92,7 @@ const TAKE = defineStatement('provider_take_slot', `
               when v.verdict = 'held' then extract(epoch from v.hold_until) * 1000
               -- Open: until its period ends; while another instance's probe runs, unknown (asked again soon).
               when v.verdict = 'open' and coalesce(v.open_until > v.now, false) then extract(epoch from v.open_until) * 1000
-              when v.verdict = 'rate' and v.used_now >= $1 then (v.sec + 1) * 1000
+              when v.verdict = 'rate' and (v.used_now >= $1 or v.ms >= ${SPREAD_MS}) then (v.sec + 1) * 1000
               when v.verdict = 'rate' then v.sec * 1000 + v.used_now * ${SPREAD_MS}.0 / $1
             end)::float8 as until_ms
     from v`);

@@ -5,7 +5,7 @@ import type { Clock } from '../deps.js';
 import { isStorageUnavailable } from '../db/database.js';
 import type { Tables } from '../db/types.js';
 import { TokenUnavailableError } from '../provider/errors.js';
-import { acquireFresh, type Pacer, type Permit } from '../provider/pacing.js';
+import type { Pacer, Permit } from '../provider/pacing.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import type { UnderwritingClient } from '../provider/underwriting-client.js';
 import { markSubmitFailed, SEND_WINDOW_MS } from '../requests/store.js';
@@ -31,9 +31,6 @@ const TOKEN_HOLD_S = 1;
 
 /** What a queued body that no configured key opens says (CPF_HASH_KEY rotated away, or a tampered row); it was never sent. */
 export const NOT_SENT_UNREADABLE = 'not sent: the queued request could not be read back (was CPF_HASH_KEY replaced without keeping the old key?)';
-
-/** What a claimed request returned to the queue for want of a slot in its send window says (it was not sent). */
-const NOT_SENT_NO_SLOT = 'not sent: no provider slot within the send window; queued again';
 
 export interface ForwarderDeps {
   db: Kysely<Tables>;
@@ -115,10 +112,9 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
     }
   }
 
-  async function forwardOne(claimed: ClaimedSubmit, taken: Permit): Promise<void> {
+  async function forwardOne(claimed: ClaimedSubmit, permit: Permit): Promise<void> {
     const claimedAt = performance.now();
     const { id, customer_uuid: customerUuid } = claimed;
-    let permit = taken;
     const plain = claimed.queued_body === null ? undefined : deps.sealer.open(claimed.queued_body, customerUuid);
     if (plain === undefined) {
       await permit.release('not_called');
@@ -128,15 +124,14 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
     }
     const body = JSON.parse(plain) as UnderwritingRequest;
     if (!permit.fresh()) {
-      // Claiming took the slot past its second: another one, within the send window, or back to the queue.
-      await permit.release('not_called');
-      const again = await acquireFresh(deps.pacer, { priority: 'queue', deadline: claimedAt + SEND_WINDOW_MS, signal: stopped.signal });
-      if ('refused' in again) {
-        await returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), { upstreamStatus: null, error: NOT_SENT_NO_SLOT }, deps.clock());
-        deps.counted?.('requeued');
-        return;
+      // Claiming took the slot past its second: back in its place, unsent, before the slot goes
+      // back (so the next claim takes it again, in order).
+      try {
+        await returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), null, deps.clock());
+      } finally {
+        await permit.release('not_called');
       }
-      permit = again.permit;
+      return;
     }
     const trace: SpanParent | undefined = deps.tracer && { tracer: deps.tracer, context: contextOfTraceparent(claimed.traceparent) };
     try {
@@ -151,16 +146,21 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
       deps.counted?.('submitted');
       deps.log.info({ customerUuid, upstreamStatus: status }, 'forwarded: the provider accepted a queued request');
     } catch (err) {
-      if (err instanceof TokenUnavailableError) await permit.release('not_called', TOKEN_HOLD_S);
-      else await permit.release(circuitOutcome(err), holdOf(err));
       const failure = describeFailure(err, [body.cpf, deps.partnerToken]);
+      const giveBack = () =>
+        err instanceof TokenUnavailableError ? permit.release('not_called', TOKEN_HOLD_S) : permit.release(circuitOutcome(err), holdOf(err));
       if (certainlyNotReceived(err)) {
-        const again = deps.sealer.seal(plain, customerUuid);
-        await returnToQueue(deps.db, id, again, failure.stored, deps.clock());
+        // Back in its place before the slot is: no later request can be sent ahead of it meanwhile.
+        try {
+          await returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), failure.stored, deps.clock());
+        } finally {
+          await giveBack();
+        }
         deps.counted?.('requeued');
         deps.log.info({ customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code }, 'forward not received by the provider: queued again');
         return;
       }
+      await giveBack();
       await fail(id, customerUuid, failure.stored);
       deps.log.warn({ customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code }, 'forward failed (possibly received): stored as submit_failed');
     }

@@ -162,7 +162,9 @@ export async function anyQueued(db: Kysely<Tables>): Promise<boolean> {
 const RETURN_TO_QUEUE = defineStatement('return_to_queue', `
     update underwriting_requests
        set status = 'queued', queued_body = $2, submitted_at = queued_at, updated_at = $3,
-           forward_attempts = forward_attempts + 1, upstream_status = $4, upstream_error = $5
+           forward_attempts = forward_attempts + case when $6 then 1 else 0 end,
+           upstream_status = case when $6 then $4 else upstream_status end,
+           upstream_error = case when $6 then $5 else upstream_error end
      where id = $1 and status = 'submitting'
     returning id`);
 
@@ -170,10 +172,18 @@ export async function returnToQueue(
   db: Kysely<Tables>,
   id: number,
   sealed: Buffer,
-  reason: { upstreamStatus: number | null; error: string },
+  /** Why the send failed; null: it was never tried (its slot went stale), nothing to record. */
+  reason: { upstreamStatus: number | null; error: string } | null,
   now: Date,
 ): Promise<boolean> {
-  const rows = await runStatement(db, RETURN_TO_QUEUE, [id, sealed, now.toISOString(), reason.upstreamStatus, reason.error]);
+  const rows = await runStatement(db, RETURN_TO_QUEUE, [
+    id,
+    sealed,
+    now.toISOString(),
+    reason?.upstreamStatus ?? null,
+    reason?.error ?? null,
+    reason !== null,
+  ]);
   return rows.length > 0;
 }
 

@@ -79,6 +79,11 @@ export async function resetQueue(database: DatabaseHandle): Promise<void> {
   await sql`update provider_pacing set failures = 0, open_until = null, probe_until = null, hold_until = '-infinity', used = 0`.execute(database.db);
 }
 
+/** Holds every instance back, as a provider's long Retry-After would (holdPace(db, 0) lets them go again). */
+export async function holdPace(database: DatabaseHandle, seconds: number): Promise<void> {
+  await sql`update provider_pacing set hold_until = clock_timestamp() + make_interval(secs => ${seconds})`.execute(database.db);
+}
+
 /** Customers submitted more than once, as the sandbox counted what it received. */
 export function twice(stats: SandboxStats): string[] {
   return Object.entries(stats.received)

@@ -5,7 +5,7 @@ import { freshDatabase } from '../helpers/database.js';
 import type { SandboxStats } from '../../src/sandbox/faults.js';
 import { buildTestApp, TEST_PARTNER_TOKEN } from '../helpers/app.js';
 import { startSandbox } from '../sandbox/helpers.js';
-import { pacedSetup, closedPort, eventTypes, requestOf, resetQueue, submitAsync, twice } from './pacing-fixtures.js';
+import { pacedSetup, closedPort, eventTypes, holdPace, requestOf, resetQueue, submitAsync, twice } from './pacing-fixtures.js';
 
 // Queued submits when the provider fails: what is sent again and what is not, and in which order.
 
@@ -55,10 +55,12 @@ t.test('a 429 or 503 from the provider is retried after its Retry-After, and eac
   await resetQueue(database);
   const { gateways, stats, faults } = await pacedSetup(t, { database, env: { PROVIDER_MAX_RPS: '20' } });
   const [gw] = gateways;
-  // The sandbox takes 2 a second: most of the 6 are refused 429 at first.
-  await faults({ maxRps: 2 });
+  // The sandbox takes 1 a second; the 6 are queued first and then sent as fast as 20/s allows.
+  await faults({ maxRps: 1 });
+  await holdPace(database, 3600);
   const customers = Array.from({ length: 6 }, (_, i) => `limited-${i}`);
   for (const c of customers) t.equal((await submitAsync(gw!.app, c)).statusCode, 202);
+  await holdPace(database, 0);
   await until(async () => {
     const rows = await Promise.all(customers.map((c) => requestOf(gw!.database, c)));
     return rows.every((r) => r?.status === 'submitted' || r?.status === 'completed');

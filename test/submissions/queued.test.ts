@@ -4,7 +4,7 @@ import { freshDatabase } from '../helpers/database.js';
 import { buildTestApp } from '../helpers/app.js';
 import { ADMIN_KEY, dumpDatabase, dumpForms } from '../personal-data/fixtures.js';
 import { CPF, validRequest } from './fixtures.js';
-import { pacedSetup, closedPort, eventTypes, requestOf, resetQueue, submitAsync } from './pacing-fixtures.js';
+import { pacedSetup, closedPort, eventTypes, holdPace, requestOf, resetQueue, submitAsync } from './pacing-fixtures.js';
 
 // Prefer: respond-async, end to end: the gateway (on a real database) and the sandbox over HTTP.
 
@@ -71,8 +71,11 @@ t.test('no CPF is stored in clear while a submit is queued, and erasure removes 
     database,
     env: { PROVIDER_BASE_URL: `http://127.0.0.1:${await closedPort()}`, ADMIN_API_KEYS: ADMIN_KEY },
   });
+  // Nothing is forwarded meanwhile: the request stays queued, its body with it.
+  await holdPace(database, 3600);
   t.equal((await submitAsync(gw.app, 'dump-1')).statusCode, 202);
   const row = await requestOf(database, 'dump-1');
+  t.equal(row?.status, 'queued');
   t.ok(row?.queued_body, 'the body to forward is stored (sealed)');
   const dump = await dumpDatabase(database);
   for (const form of dumpForms(CPF)) t.notMatch(dump, form, 'no CPF in the dump');
