@@ -48,12 +48,18 @@ export interface StartOptions {
   readyTimeoutMs?: number;
   /** How often readiness is polled (default 100 ms; cold-start measurements poll faster). */
   readyPollMs?: number;
+  /** Another Node than this one's (e.g. the image's Node 24). */
+  node?: string;
+  /** A command the child runs under (e.g. valgrind and its options); the child's pid is then the launcher's. */
+  launcher?: readonly string[];
 }
 
 export async function startChild(options: StartOptions): Promise<Child> {
   const port = await freePort();
   const spawnedAt = performance.now();
-  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), options.script], {
+  const nodeCommand = [options.node ?? process.execPath, ...(options.nodeArgs ?? []), options.script];
+  const [command, ...commandArgs] = [...(options.launcher ?? []), ...nodeCommand] as [string, ...string[]];
+  const proc = spawn(command, commandArgs, {
     // ENV_FILE empty: a developer's .env never changes what is measured.
     env: { PATH: process.env.PATH ?? '', ENV_FILE: '', ...options.env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
