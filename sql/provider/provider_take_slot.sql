@@ -11,13 +11,15 @@ c as (
   from t
 ),
 v as (
-  select c.now, c.sec, c.hold_until, c.open_until, c.probe_until,
+  select c.now, c.sec, c.ms, c.hold_until, c.open_until, c.probe_until,
          c.failures >= $3 as is_open,
          case when c.window_s = c.sec then c.used else 0 end as used_now,
          case
            when c.hold_until > c.now then 'held'
            when c.failures >= $3 and (coalesce(c.open_until > c.now, false) or coalesce(c.probe_until > c.now, false)) then 'open'
            when (case when c.window_s = c.sec then c.used else 0 end) >= $1 then 'rate'
+           -- Past the spread, no call starts in this second (it might reach the provider in the next).
+           when c.ms >= 700 then 'rate'
            when c.ms < (case when c.window_s = c.sec then c.used else 0 end) * 700.0 / $1 then 'rate'
            else 'ok'
          end as verdict
@@ -53,7 +55,7 @@ select (select slot from taken) as slot, ((v.sec + 1) * 1000)::float8 as window_
           when v.verdict = 'held' then extract(epoch from v.hold_until) * 1000
           -- Open: until its period ends; while another instance's probe runs, unknown (asked again soon).
           when v.verdict = 'open' and coalesce(v.open_until > v.now, false) then extract(epoch from v.open_until) * 1000
-          when v.verdict = 'rate' and v.used_now >= $1 then (v.sec + 1) * 1000
+          when v.verdict = 'rate' and (v.used_now >= $1 or v.ms >= 700) then (v.sec + 1) * 1000
           when v.verdict = 'rate' then v.sec * 1000 + v.used_now * 700.0 / $1
         end)::float8 as until_ms
 from v;
