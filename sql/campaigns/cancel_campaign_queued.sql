@@ -16,14 +16,14 @@
 submitted_at, completed_at, upstream_status, updated_at, traceparent, x_request_id
   ),
   event_source as (
-    select 'underwriting.cancelled' as type, c.customer_uuid, c.updated_at as created_at,
-           c.id as request_id, null::bigint as callback_id, jsonb_build_object(
-  'customerUuid', c.customer_uuid, 'status', c.status, 'decision', c.decision,
-  'cpfMasked', c.cpf_masked, 'costSavingEnabled', c.cost_saving_enabled, 'srd', c.srd,
-  'submittedAt', case when c.status in ('queued', 'cancelled') then null else to_char(c.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') end, 'completedAt', to_char(c.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-  'upstreamStatus', c.upstream_status, 'result', null::jsonb) as data,
-           c.traceparent, c.x_request_id
-    from cancelled c
+    select 'underwriting.cancelled' as type, r.customer_uuid, r.updated_at as created_at,
+           r.id as request_id, null::bigint as callback_id, jsonb_build_object(
+  'customerUuid', r.customer_uuid, 'status', r.status, 'decision', r.decision,
+  'cpfMasked', r.cpf_masked, 'costSavingEnabled', r.cost_saving_enabled, 'srd', r.srd,
+  'submittedAt', case when r.status in ('queued', 'cancelled') then null else to_char(r.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') end, 'completedAt', to_char(r.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+  'upstreamStatus', r.upstream_status, 'result', null::jsonb) as data,
+           r.traceparent, r.x_request_id
+    from cancelled r
   ),
 
   new_events as (

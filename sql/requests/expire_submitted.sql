@@ -15,15 +15,15 @@
 r.submitted_at, r.completed_at, r.upstream_status, r.updated_at, r.traceparent, r.x_request_id
     ),
     event_source as (
-      select 'underwriting.expired' as type, e.customer_uuid, e.updated_at as created_at,
-             e.id as request_id, null::bigint as callback_id, jsonb_build_object(
-  'customerUuid', e.customer_uuid, 'status', e.status, 'decision', e.decision,
-  'cpfMasked', e.cpf_masked, 'costSavingEnabled', e.cost_saving_enabled, 'srd', e.srd,
-  'submittedAt', case when e.status in ('queued', 'cancelled') then null else to_char(e.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') end, 'completedAt', to_char(e.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-  'upstreamStatus', e.upstream_status, 'result', null::jsonb) as data,
-             e.traceparent, e.x_request_id
-      from expired e
-    ),
+    select 'underwriting.expired' as type, r.customer_uuid, r.updated_at as created_at,
+           r.id as request_id, null::bigint as callback_id, jsonb_build_object(
+  'customerUuid', r.customer_uuid, 'status', r.status, 'decision', r.decision,
+  'cpfMasked', r.cpf_masked, 'costSavingEnabled', r.cost_saving_enabled, 'srd', r.srd,
+  'submittedAt', case when r.status in ('queued', 'cancelled') then null else to_char(r.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') end, 'completedAt', to_char(r.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+  'upstreamStatus', r.upstream_status, 'result', null::jsonb) as data,
+           r.traceparent, r.x_request_id
+    from expired r
+  ),
 
   new_events as (
     insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data, traceparent, x_request_id)

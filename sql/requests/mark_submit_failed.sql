@@ -8,14 +8,14 @@
 submitted_at, completed_at, upstream_status, updated_at, traceparent, x_request_id
   ),
   event_source as (
-    select 'underwriting.submit_failed' as type, f.customer_uuid, f.updated_at as created_at,
-           f.id as request_id, null::bigint as callback_id, jsonb_build_object(
-  'customerUuid', f.customer_uuid, 'status', f.status, 'decision', f.decision,
-  'cpfMasked', f.cpf_masked, 'costSavingEnabled', f.cost_saving_enabled, 'srd', f.srd,
-  'submittedAt', case when f.status in ('queued', 'cancelled') then null else to_char(f.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') end, 'completedAt', to_char(f.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-  'upstreamStatus', f.upstream_status, 'result', null::jsonb) as data,
-           f.traceparent, f.x_request_id
-    from failed f
+    select 'underwriting.submit_failed' as type, r.customer_uuid, r.updated_at as created_at,
+           r.id as request_id, null::bigint as callback_id, jsonb_build_object(
+  'customerUuid', r.customer_uuid, 'status', r.status, 'decision', r.decision,
+  'cpfMasked', r.cpf_masked, 'costSavingEnabled', r.cost_saving_enabled, 'srd', r.srd,
+  'submittedAt', case when r.status in ('queued', 'cancelled') then null else to_char(r.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') end, 'completedAt', to_char(r.completed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+  'upstreamStatus', r.upstream_status, 'result', null::jsonb) as data,
+           r.traceparent, r.x_request_id
+    from failed r
   ),
 
   new_events as (

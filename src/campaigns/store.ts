@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import { defineStatement, runStatement, type Statement } from '../db/database.js';
 import type { CampaignSource, CampaignStatus, Decision, RequestStatus, Tables } from '../db/types.js';
-import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js';
+import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
 import type { ValidationIssue } from '../errors.js';
 import type { Position } from '../http/cursor.js';
 import { REQUEST_DATA_COLUMNS } from '../requests/store.js';
@@ -99,13 +99,7 @@ export const CANCEL_QUEUED = defineStatement('cancel_campaign_queued', `
        where r.id = any (array(select id from target))
       returning ${REQUEST_DATA_COLUMNS}
     ),
-    event_source as (
-      select '${EVENT_TYPE.cancelled}' as type, c.customer_uuid, c.updated_at as created_at,
-             c.id as request_id, null::bigint as callback_id, ${requestDataSql('c', 'null::jsonb')} as data,
-             c.traceparent, c.x_request_id
-      from cancelled c
-    ),
-    ${recordEventsSql('event_source', { origin: true })}
+    ${requestEventsSql(EVENT_TYPE.cancelled, 'cancelled')}
     select count(*)::int as n from cancelled`);
 
 /**

@@ -44,6 +44,21 @@ export function recordEventsSql(source: string, options: { origin?: boolean } = 
     )`;
 }
 
+/**
+ * The CTEs that record one event of `type` per request returned by the CTE `changed` (its rows are
+ * REQUEST_DATA_COLUMNS; no result body): the state change and its event in one statement. Append
+ * after the statement's own CTEs, with a leading comma.
+ */
+export function requestEventsSql(type: EventType, changed: string): string {
+  return `event_source as (
+      select '${type}' as type, r.customer_uuid, r.updated_at as created_at,
+             r.id as request_id, null::bigint as callback_id, ${requestDataSql('r', 'null::jsonb')} as data,
+             r.traceparent, r.x_request_id
+      from ${changed} r
+    ),
+    ${recordEventsSql('event_source', { origin: true })}`;
+}
+
 /** An event as pushed: the body every attempt sends, from a new_events (or events) row aliased `e`. */
 export function eventBodySql(e: string): string {
   return `json_build_object('id', ${e}.public_id, 'type', ${e}.type, 'timestamp', ${isoSql(`${e}.created_at`)}, 'data', ${e}.data)::text`;

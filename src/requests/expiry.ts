@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
 import { defineStatement, runStatement, type Statement } from '../db/database.js';
 import type { Tables } from '../db/types.js';
-import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js';
+import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
 import { type Periodic, startPeriodic } from '../periodic.js';
 import { releaseAbandoned, REQUEST_DATA_COLUMNS } from './store.js';
 
@@ -60,13 +60,7 @@ function expireBatchStatement(status: 'submitted' | 'submitting'): Statement {
         where r.id = due.id and r.status = '${status}'
         returning ${REQUEST_DATA_COLUMNS.replace(/(\w+)/g, 'r.$1')}
       ),
-      event_source as (
-        select '${EVENT_TYPE.expired}' as type, e.customer_uuid, e.updated_at as created_at,
-               e.id as request_id, null::bigint as callback_id, ${requestDataSql('e', 'null::jsonb')} as data,
-               e.traceparent, e.x_request_id
-        from expired e
-      ),
-      ${recordEventsSql('event_source', { origin: true })}
+      ${requestEventsSql(EVENT_TYPE.expired, 'expired')}
       select id, customer_uuid from expired`,
   );
 }

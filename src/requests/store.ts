@@ -3,7 +3,7 @@ import { defineStatement, runStatement } from '../db/database.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { SpanParent } from '../tracing/spans.js';
 import type { Tables } from '../db/types.js';
-import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js';
+import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
 
 /**
  * A submit calls the provider only within this long of starting to store its request; later (a
@@ -102,13 +102,7 @@ const MARK_SUBMIT_FAILED = defineStatement('mark_submit_failed', `
       where id = $4 and status = 'submitting'
       returning ${REQUEST_DATA_COLUMNS}
     ),
-    event_source as (
-      select '${EVENT_TYPE.submitFailed}' as type, f.customer_uuid, f.updated_at as created_at,
-             f.id as request_id, null::bigint as callback_id, ${requestDataSql('f', 'null::jsonb')} as data,
-             f.traceparent, f.x_request_id
-      from failed f
-    ),
-    ${recordEventsSql('event_source', { origin: true })}
+    ${requestEventsSql(EVENT_TYPE.submitFailed, 'failed')}
     select customer_uuid from failed`);
 
 /**

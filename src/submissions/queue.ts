@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { defineStatement, runStatement, type Statement } from '../db/database.js';
 import type { Tables } from '../db/types.js';
-import { EVENT_TYPE, recordEventsSql, requestDataSql } from '../events/record.js';
+import { EVENT_TYPE, recordEventsSql, requestDataSql, requestEventsSql } from '../events/record.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import { REQUEST_DATA_COLUMNS } from '../requests/store.js';
 import type { Sealer } from './seal.js';
@@ -199,13 +199,7 @@ const MARK_FORWARDED = defineStatement('mark_forwarded', `
        where id = $3 and status = 'submitting'
       returning ${REQUEST_DATA_COLUMNS}
     ),
-    event_source as (
-      select '${EVENT_TYPE.submitted}' as type, f.customer_uuid, f.updated_at as created_at,
-             f.id as request_id, null::bigint as callback_id, ${requestDataSql('f', 'null::jsonb')} as data,
-             f.traceparent, f.x_request_id
-      from forwarded f
-    ),
-    ${recordEventsSql('event_source', { origin: true })}
+    ${requestEventsSql(EVENT_TYPE.submitted, 'forwarded')}
     select id from forwarded`);
 
 export async function markForwarded(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date): Promise<void> {
