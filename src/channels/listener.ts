@@ -121,10 +121,12 @@ export class ChannelListener extends EventEmitter {
 
   /**
    * Registers a waiter for key (without one: for any notification), or returns undefined when the
-   * process already holds maxWaiters, of either kind.
+   * process already holds maxWaiters of that kind: keyed ones (customer long-polls) and keyless
+   * ones (the event feed's) each have their own maxWaiters.
    */
   register(key?: string): Waiter | undefined {
-    if (this.#count >= this.maxWaiters) return undefined;
+    const ofItsKind = key === undefined ? this.#any.size : this.#count - this.#any.size;
+    if (ofItsKind >= this.maxWaiters) return undefined;
     const waiter = new Waiter(
       key,
       (w) => this.#unregister(w),

@@ -33,8 +33,8 @@ export interface WaitContext {
  * Reads state held until it is ready (a notification for key, or for anything when key is
  * undefined, from any instance, wakes the wait) or waitS seconds pass. The waiter is registered
  * before state is read, and a wake that comes during a read is kept for the next wait, so no
- * committed change can slip by unnoticed. Past the listener's waiter bound (shared by every kind of
- * long-poll) a state that is not ready is refused with 503 too_many_waiters.
+ * committed change can slip by unnoticed. Past the listener's waiter bound (one for each kind of
+ * long-poll: keyed, keyless) a state that is not ready is refused with 503 too_many_waiters.
  */
 export async function longPoll<T>(context: WaitContext, key: string | undefined, waitS: number, poll: LongPoll<T>): Promise<T> {
   const { listener, closing } = context;

@@ -38,6 +38,10 @@ export const bulkRedeliverBody = z.strictObject({
     .optional()
     .describe('Only the deliveries to this endpoint (an id of GET /v1/endpoints); absent: to every endpoint'),
   type: z.enum(EVENT_TYPES).optional().describe('Only events of this type'),
+}).refine((b) => b.status !== 'delivered' || b.since !== undefined || b.endpointId !== undefined, {
+  // Unbounded, it would send every delivered delivery of the whole history again in one statement.
+  message: 'status "delivered" needs since or endpointId: it would send the whole history again',
+  path: ['status'],
 });
 
 export const deliveryView = z.object({

@@ -588,11 +588,15 @@ export async function reserveRateSlots(db: Kysely<Tables>, key: string, window: 
  * Reserves up to `want` of an endpoint's max_in_flight slots for `holder` (one delivery worker),
  * across every instance: in the endpoint's row, under its lock, as the rate's slots are. Holders'
  * entries past their `until` (their instance died without giving them back) count no more and are
- * dropped; the holder's own entry is renewed until `until`. The number granted (0 when all are held).
+ * dropped. Idempotent: the holder's entry is written as the absolute count it holds, `held` (what
+ * the worker knows it holds) plus those granted, whatever the row said of it, so that a reservation
+ * that committed without the worker learning it is undone by its next write. Its `until` is the
+ * database's now() plus `ttlS`. The row is not written when nothing changes (nothing granted,
+ * nothing expired, its entry already `held`). The number granted (0 when all are held).
  */
 export async function reserveInFlightSlots(
   db: Kysely<Tables>,
-  s: { key: string; holder: string; want: number; limit: number; now: Date; until: Date },
+  s: { key: string; holder: string; held: number; want: number; limit: number; ttlS: number },
 ): Promise<number> {
   const { rows } = await sql<{ granted: number }>`
     with cur as (
@@ -601,36 +605,39 @@ export async function reserveInFlightSlots(
     held as (
       select cur.key,
              coalesce((cur.in_flight -> ${s.holder}::text ->> 'n')::int, 0) as mine,
-             coalesce(sum((x.v ->> 'n')::int) filter (where x.h is not null), 0) as others,
-             coalesce(jsonb_object_agg(x.h, x.v) filter (where x.h is not null), '{}'::jsonb) as kept
+             coalesce(sum((x.v ->> 'n')::int) filter (where (x.v ->> 'until')::timestamptz > now()), 0) as others,
+             count(x.h) filter (where (x.v ->> 'until')::timestamptz <= now()) as expired,
+             coalesce(jsonb_object_agg(x.h, x.v) filter (where (x.v ->> 'until')::timestamptz > now()), '{}'::jsonb) as kept
       from cur
-      left join lateral jsonb_each(cur.in_flight) as x(h, v)
-        on x.h <> ${s.holder}::text and (x.v ->> 'until')::timestamptz > ${s.now}::timestamptz
+      left join lateral jsonb_each(cur.in_flight) as x(h, v) on x.h <> ${s.holder}::text
       group by cur.key, cur.in_flight
     ),
-    g as (select held.*, least(${s.want}::int, greatest(0, ${s.limit}::int - held.others - held.mine)) as granted from held),
+    g as (select held.*, least(${s.want}::int, greatest(0, ${s.limit}::int - held.others - ${s.held}::int)) as granted from held),
     u as (
       update event_endpoints e
-      set in_flight = case when g.mine + g.granted = 0 then g.kept
-                           else g.kept || jsonb_build_object(${s.holder}::text, jsonb_build_object('n', g.mine + g.granted, 'until', ${s.until}::timestamptz)) end
-      from g where e.key = g.key
-      returning g.granted
+      set in_flight = case when ${s.held}::int + g.granted = 0 then g.kept
+                           else g.kept || jsonb_build_object(${s.holder}::text, jsonb_build_object(
+                                  'n', ${s.held}::int + g.granted, 'until', now() + make_interval(secs => ${s.ttlS}::float8))) end
+      from g
+      where e.key = g.key and (g.granted > 0 or g.expired > 0 or g.mine <> ${s.held}::int)
     )
-    select granted from u`.execute(db);
+    select granted from g`.execute(db);
   return Number(rows[0]?.granted ?? 0);
 }
 
-/** Gives back `n` of the holder's in-flight slots (all of them: every endpoint's, when n is undefined, at shutdown). */
-export async function releaseInFlightSlots(db: Kysely<Tables>, s: { key?: string; holder: string; n?: number; until: Date }): Promise<void> {
+/**
+ * Writes the holder's in-flight slots of one endpoint as the absolute count `held` it now holds
+ * (its entry removed at 0), so that a write repeated or lost is made good by the next; with no key,
+ * removes its entries of every endpoint (at shutdown).
+ */
+export async function releaseInFlightSlots(db: Kysely<Tables>, s: { key?: string; holder: string; held?: number; ttlS: number }): Promise<void> {
+  const held = s.key === undefined ? 0 : (s.held ?? 0);
   await sql`
     update event_endpoints
-    set in_flight = case
-          when ${s.n ?? null}::int is null or (in_flight -> ${s.holder}::text ->> 'n')::int <= ${s.n ?? 0}::int then in_flight - ${s.holder}::text
-          else jsonb_set(in_flight, array[${s.holder}::text],
-                         jsonb_build_object('n', (in_flight -> ${s.holder}::text ->> 'n')::int - ${s.n ?? 0}::int, 'until', ${s.until}::timestamptz))
-        end
-    where in_flight -> ${s.holder}::text is not null
-      ${s.key === undefined ? sql`` : sql`and key = ${s.key}`}`.execute(db);
+    set in_flight = case when ${held}::int <= 0 then in_flight - ${s.holder}::text
+                         else in_flight || jsonb_build_object(${s.holder}::text, jsonb_build_object(
+                                'n', ${held}::int, 'until', now() + make_interval(secs => ${s.ttlS}::float8))) end
+    where ${s.key === undefined ? sql`in_flight -> ${s.holder}::text is not null` : sql`key = ${s.key}`}`.execute(db);
 }
 
 const AT = new Date('2026-01-01T00:00:00Z');
@@ -657,6 +664,6 @@ export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'record_endpoint_recovered', run: (db) => recordEndpointFailing(db, 'k', null) },
   { name: 'disable_failing_endpoint', run: (db) => disableFailingEndpoint(db, { key: 'k', at: AT, afterS: 60, lastError: 'e' }) },
   { name: 'reserve_rate_slots', run: (db) => reserveRateSlots(db, 'k', 1, 5, 10) },
-  { name: 'reserve_in_flight_slots', run: (db) => reserveInFlightSlots(db, { key: 'k', holder: 'h', want: 2, limit: 3, now: AT, until: AT }) },
-  { name: 'release_in_flight_slots', run: (db) => releaseInFlightSlots(db, { key: 'k', holder: 'h', n: 1, until: AT }) },
+  { name: 'reserve_in_flight_slots', run: (db) => reserveInFlightSlots(db, { key: 'k', holder: 'h', held: 1, want: 2, limit: 3, ttlS: 7 }) },
+  { name: 'release_in_flight_slots', run: (db) => releaseInFlightSlots(db, { key: 'k', holder: 'h', held: 1, ttlS: 7 }) },
 ];

@@ -341,37 +341,46 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     else map.set(key, n);
   };
   /** How long a holder's reservation counts without news of it: an attempt ends within timeoutMs. */
-  const slotsUntil = () => new Date(deps.clock().getTime() + leaseS * 1000);
-  /** Slots to give back, by endpoint key, and the keys whose write is under way (one at a time per key). */
-  const toGiveBack = new Map<string, number>();
-  const givingBack = new Map<string, Promise<void>>();
+  const slotsTtlS = leaseS;
+  /** Keys whose held count must be written to the row, and the keys whose write is under way (one at a time per key). */
+  const toWrite = new Set<string>();
+  const writing = new Map<string, Promise<void>>();
   let reservedAny = false;
+  /** A reservation under way, by key: a write of the held count waits for it (one write at a time per key). */
+  const reserving = new Map<string, Promise<number>>();
 
-  /** Gives back `n` slots of the endpoint; what is given back meanwhile goes in the next write. */
+  /** Gives back `n` slots of the endpoint: the row is written with the count still held. */
   function giveBack(key: string, n: number): void {
     if (n <= 0) return;
     bump(slotsHeld, key, -n);
-    bump(toGiveBack, key, n);
-    if (givingBack.has(key)) return;
-    givingBack.set(key, (async () => {
-      for (let n = toGiveBack.get(key) ?? 0; n > 0; n = toGiveBack.get(key) ?? 0) {
-        toGiveBack.delete(key);
+    writeHeld(key);
+  }
+
+  /**
+   * Writes the endpoint's row with the absolute count this worker holds now (read when the write
+   * starts, so that what changes meanwhile goes in the next write); retried until it succeeds.
+   */
+  function writeHeld(key: string): void {
+    toWrite.add(key);
+    if (writing.has(key)) return;
+    writing.set(key, (async () => {
+      await reserving.get(key);
+      while (toWrite.delete(key)) {
         try {
-          await releaseInFlightSlots(deps.db, { key, holder, n, until: slotsUntil() });
+          await releaseInFlightSlots(deps.db, { key, holder, held: slotsHeld.get(key) ?? 0, ttlS: slotsTtlS });
         } catch (err) {
-          // Kept and given back later; meanwhile they run out on their own (slotsUntil).
-          bump(toGiveBack, key, n);
+          // Written later; meanwhile they run out on their own (slotsTtlS).
+          toWrite.add(key);
           warnStorage(err, 'could not give back an endpoint in-flight slot; retrying');
           if (stopped) break;
           await new Promise((resolve) => setTimeout(resolve, pollMs).unref());
         }
       }
-      givingBack.delete(key);
+      writing.delete(key);
       // Another instance's attempts may be waiting for them; ours too.
       if (pacers.has(key)) void pump(key);
     })());
   }
-
   /** Sends now, or once its endpoint's rate and cap allow (attempts waiting for them take no concurrency). */
   function route(delivery: Sendable): void {
     const key = delivery.urlKey;
@@ -420,10 +429,15 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
           const room = Math.min(endpointCap(), cap) - (sendingTo.get(key) ?? 0);
           const want = Math.min(pacer.queue.length, room, limit === null ? Infinity : pacer.tokens);
           reservedAny = true;
-          const granted = await reserveInFlightSlots(deps.db, { key, holder, want, limit: cap, now: deps.clock(), until: slotsUntil() }).catch((err) => {
+          await writing.get(key);
+          const reservation = reserveInFlightSlots(deps.db, { key, holder, held: slotsHeld.get(key) ?? 0, want, limit: cap, ttlS: slotsTtlS }).catch((err) => {
+            // It may have been written without our learning it: the count held is written again.
             warnStorage(err, 'could not reserve an endpoint in-flight slot; retrying');
             return -1;
           });
+          reserving.set(key, reservation);
+          const granted = await reservation.finally(() => reserving.delete(key));
+          if (granted < 0) writeHeld(key);
           if (granted <= 0) {
             // Every slot is held elsewhere: look again shortly (they are given back as attempts end).
             await new Promise((resolve) => setTimeout(resolve, granted === 0 ? IN_FLIGHT_POLL_MS : pollMs).unref());
@@ -645,9 +659,9 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       await Promise.all([...sends]);
       await flushing;
       // Every in-flight slot this worker still holds: for the other instances at once.
-      await Promise.all([...givingBack.values()]);
+      await Promise.all([...writing.values()]);
       if (reservedAny) {
-        await releaseInFlightSlots(deps.db, { holder, until: slotsUntil() }).catch((err) => warnStorage(err, 'could not give back the endpoint in-flight slots'));
+        await releaseInFlightSlots(deps.db, { holder, ttlS: slotsTtlS }).catch((err) => warnStorage(err, 'could not give back the endpoint in-flight slots'));
       }
       await agent.close();
     },

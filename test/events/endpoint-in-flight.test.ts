@@ -4,7 +4,9 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
 import { customer } from '../callbacks/fixtures.js';
-import { anotherConnection, freshDatabase } from '../helpers/database.js';
+import pg from 'pg';
+import { openDatabase } from '../../src/db/database.js';
+import { SERVER_URL, anotherConnection, freshDatabase, freshDatabaseUrl } from '../helpers/database.js';
 import { adminGateway, call, stray } from './admin.js';
 import { until } from './fixtures.js';
 
@@ -99,4 +101,35 @@ t.test("the slots of an instance that died holding them count no more once its r
   await stray(app, cust);
   await until(() => receiver.state.customers.includes(cust), 15_000, 'the event at the receiver');
   t.ok(Date.now() - began >= 1500, `sent ${Date.now() - began} ms later: once the dead holder's slots ran out`);
+});
+
+// A reservation that commits after the worker gave up on it (its query timed out on the client,
+// with no server statement_timeout, as behind a transaction pooler) held a slot no one gave back,
+// renewed for ever by the worker's own polling: a capped endpoint received nothing more. The
+// worker's writes are absolute counts now, so its next write undoes what it never learnt of.
+t.test('a reservation committed after its query timed out leaves no phantom slot', { skip: SERVER_URL ? false : 'needs a PostgreSQL server (a second connection holding the row)' }, async (t) => {
+  const url = await freshDatabaseUrl(t, { migrated: true });
+  const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolMode: 'transaction', queryTimeoutMs: 400 });
+  t.teardown(() => database.close());
+  const receiver = await slowReceiver(t, 0);
+  const { app } = await adminGateway(t, database);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url, maxInFlight: 1, types: ['callback.unmatched'] });
+  const id = created.body.id as string;
+  const locker = new pg.Client({ connectionString: url });
+  await locker.connect();
+  t.teardown(() => locker.end());
+  const inFlight = async () => (await locker.query('select in_flight from event_endpoints where id = $1', [id])).rows[0].in_flight;
+  // The endpoint's row held by another connection for longer than the 400 ms query timeout: the
+  // worker's reservation times out on the client and commits once the row is free.
+  await locker.query('begin');
+  await locker.query('select 1 from event_endpoints where id = $1 for update', [id]);
+  const first = customer('phantom-1');
+  await stray(app, first);
+  await new Promise((resolve) => setTimeout(resolve, 1500)); // the worker reserves, waits, times out and tries again
+  await locker.query('commit');
+  const second = customer('phantom-2');
+  await stray(app, second);
+  await until(() => (receiver.state.customers.length >= 2 ? true : undefined), 8000, 'both events at the receiver');
+  t.same(receiver.state.customers.sort(), [first, second].sort());
+  await until(async () => (Object.keys(await inFlight()).length === 0 ? true : undefined), 5000, 'every slot given back');
 });

@@ -66,4 +66,11 @@ t.test('bulk redelivery by endpoint, type and status: dead or delivered, only to
   t.equal((await call(app, 'POST', '/v1/events/redeliver', { status: 'pending' }, false)).status, 400);
   t.equal((await call(app, 'POST', '/v1/events/redeliver', { status: 'dead', endpointId: 'nope' }, false)).status, 400);
   t.equal((await call(app, 'POST', '/v1/events/redeliver', { status: 'dead', type: 'nope' }, false)).status, 400);
+  // Delivered ones only within a bound (since or endpointId): never the whole history at once.
+  for (const body of [{ status: 'delivered' }, { status: 'delivered', type: 'underwriting.completed' }, { status: 'delivered', until: new Date().toISOString() }]) {
+    const res = await call(app, 'POST', '/v1/events/redeliver', body, false);
+    t.equal(res.status, 400, JSON.stringify(body));
+    t.equal(res.body.error, 'validation_failed');
+    t.match(JSON.stringify(res.body), /status.*since or endpointId/);
+  }
 });

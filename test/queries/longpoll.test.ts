@@ -191,7 +191,7 @@ t.test('past the waiter bound a long-poll is refused 503 too_many_waiters, not q
   t.match(after.body, /underwriting_longpoll_waiters 0\b/);
 });
 
-t.test("the event feed's long-polls wait through the same mechanism, under the same waiter bound", noFullWait(), async (t) => {
+t.test("the event feed's long-polls wait through the same mechanism, under a waiter bound of their own", noFullWait(), async (t) => {
   const { app } = await buildTestApp(t, { database });
   await insertRequest(database.db, { customerUuid: 'shared-1' });
   await app.ready();
@@ -207,9 +207,10 @@ t.test("the event feed's long-polls wait through the same mechanism, under the s
   t.match((await app.inject({ method: 'GET', url: '/metrics' })).body, /underwriting_event_feed_waiters 1\b/);
 
   const tooMany = { error: 'too_many_waiters', message: 'too many long-polls are waiting on this instance; retry shortly or poll without wait' };
-  const customer = await app.inject({ method: 'GET', url: '/v1/underwritings/shared-1?wait=30' });
-  t.equal(customer.statusCode, 503, 'a customer long-poll finds the bound taken by the feed');
-  t.same(customer.json(), tooMany);
+  // Each kind has its own bound (as before the feed shared this mechanism): a feed waiter takes none of the customers'.
+  const customerWaits = once(listener, 'waiting');
+  const customer = app.inject({ method: 'GET', url: '/v1/underwritings/shared-1?wait=30' });
+  t.equal((await customerWaits)[0], 'shared-1', 'a customer long-poll still waits: the feed holds none of its bound');
   const another = await app.inject({ method: 'GET', url: '/v1/events?customerUuid=shared-nobody&wait=30' });
   t.equal(another.statusCode, 503, 'and so does a second feed long-poll');
   t.same(another.json(), tooMany);
@@ -218,6 +219,7 @@ t.test("the event feed's long-polls wait through the same mechanism, under the s
   const answered = await feed;
   t.equal(answered.statusCode, 200, 'closing answers the waiting feed with what is stored');
   t.same(answered.json().items, []);
+  t.equal((await customer).statusCode, 200, 'and the waiting customer long-poll');
 });
 
 t.test('a result stored between two reads of a waiter is not missed', noFullWait(), async (t) => {
