@@ -430,11 +430,19 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
           const want = Math.min(pacer.queue.length, room, limit === null ? Infinity : pacer.tokens);
           reservedAny = true;
           await writing.get(key);
-          const reservation = reserveInFlightSlots(deps.db, { key, holder, held: slotsHeld.get(key) ?? 0, want, limit: cap, ttlS: slotsTtlS }).catch((err) => {
-            // It may have been written without our learning it: the count held is written again.
-            warnStorage(err, 'could not reserve an endpoint in-flight slot; retrying');
-            return -1;
-          });
+          const reservation = reserveInFlightSlots(deps.db, { key, holder, held: slotsHeld.get(key) ?? 0, want, limit: cap, ttlS: slotsTtlS }).then(
+            (granted) => {
+              // Counted before anything awaiting this reservation runs: a write of the held count
+              // waiting for it must include these slots, or the row would show fewer than are used.
+              if (granted > 0) bump(slotsHeld, key, granted);
+              return granted;
+            },
+            (err) => {
+              // It may have been written without our learning it: the count held is written again.
+              warnStorage(err, 'could not reserve an endpoint in-flight slot; retrying');
+              return -1;
+            },
+          );
           reserving.set(key, reservation);
           const granted = await reservation.finally(() => reserving.delete(key));
           if (granted < 0) writeHeld(key);
@@ -443,7 +451,6 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
             await new Promise((resolve) => setTimeout(resolve, granted === 0 ? IN_FLIGHT_POLL_MS : pollMs).unref());
             continue;
           }
-          bump(slotsHeld, key, granted);
         }
         while (pacer.queue.length > 0 && !busy(key) && (limit === null || pacer.tokens > 0)) {
           if (cap !== null && (slotsHeld.get(key) ?? 0) <= (slotsUsed.get(key) ?? 0)) break;
