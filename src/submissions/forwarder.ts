@@ -13,6 +13,7 @@ import { contextOfTraceparent, type SpanParent } from '../tracing/spans.js';
 import type { Tracer } from '@opentelemetry/api';
 import { certainlyNotReceived, circuitOutcome, describeFailure, holdOf } from './failure.js';
 import { anyQueued, type ClaimedSubmit, claimNextQueued, markForwarded, returnToQueue } from './queue.js';
+import type { ForwardOutcome } from './metrics.js';
 import type { Sealer } from './seal.js';
 
 /**
@@ -48,7 +49,6 @@ export interface ForwarderDeps {
   counted?: (outcome: ForwardOutcome) => void;
 }
 
-export type ForwardOutcome = 'submitted' | 'requeued' | 'submit_failed';
 
 export interface Forwarder {
   /** Something was queued: look now rather than at the next idle poll. */

@@ -1,7 +1,9 @@
 import { Histogram, type Registry } from 'prom-client';
 import { outcomeCounter } from '../metrics.js';
 import type { UpstreamMetricOutcome } from '../provider/underwriting-client.js';
-import type { ForwardOutcome } from './forwarder.js';
+
+/** How one queued submit's forward ended (counted by underwriting_forwards_total). */
+export type ForwardOutcome = 'submitted' | 'requeued' | 'submit_failed';
 
 /** How a submit was answered, as the `outcome` label of underwriting_submissions_total. */
 export type SubmitMetricOutcome =
