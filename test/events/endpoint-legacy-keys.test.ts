@@ -5,12 +5,19 @@ import { fileURLToPath } from 'node:url';
 import { FileMigrationProvider, type Kysely, Migrator, sql } from 'kysely';
 import t from 'tap';
 import { migrateToLatest } from '../../src/db/migrator.js';
+import { urlKeyer } from '../../src/events/url-key.js';
+import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase, type TestDatabaseHandle } from '../helpers/database.js';
 import { dumpDatabase, dumpForms } from '../personal-data/fixtures.js';
+import { adminGateway, call } from './admin.js';
+import { pushEnv, webhookSecret } from './fixtures.js';
 
 // Configured endpoints (EVENT_WEBHOOK_URLS) were once named by the unsalted SHA-256 of their URL:
-// their id was "ep_<hash>". Rows written in that form, through the schema of the time, and then
-// migrated: the old ids are nowhere in the database (pg_dump on PostgreSQL, and every row as text).
+// their id was "ep_<hash>" and their key (the endpoint row's, the dispatch position's and the
+// deliveries' url_key) the hash itself, so that a dump let anyone confirm a guessed URL. Rows
+// written in that form, through the schema of the time: migrated, the old ids are nowhere in the
+// database; once an instance has started, no hash of the URLs either (pg_dump on PostgreSQL, and
+// every row as text on both engines).
 
 const MIGRATIONS = fileURLToPath(new URL('../../migrations', import.meta.url));
 
@@ -118,4 +125,51 @@ t.test('migration 0020: no stored id is a configured URL\'s hash any more; each 
     ['evt_plain', 'cust-plain'],
     ['evt_plain', 'cust-plain'],
   ], "their deliveries name their event's customer");
+});
+
+t.test("an instance's start re-keys every configured URL's rows under CPF_HASH_KEY: no unsalted hash of a URL is stored, and each endpoint keeps its id and its deliveries", async (t) => {
+  const database = await freshDatabase(t, { migrate: false });
+  const { keys, api } = await seedLegacyDatabase(database);
+  await migrateToLatest(database);
+  const { db } = database;
+  const idOf = async (key: string) => (await db.selectFrom('event_endpoints').select('id').where('key', '=', key).executeTakeFirstOrThrow()).id;
+  const keptId = await idOf(keys.kept);
+  const lateId = await idOf(keys.late);
+  const deliveriesOf = async (key: string) =>
+    (await sql<{ public_id: string; status: string }>`
+      select e.public_id, d.status from event_deliveries d join events e on e.id = d.event_id where d.url_key = ${key} order by d.id`.execute(db)).rows;
+  const keptBefore = await deliveriesOf(keys.kept);
+  t.equal(keptBefore.length, 3);
+
+  // One instance, configured with one of the three URLs: the other two (one of them no longer
+  // configured anywhere) are re-keyed all the same.
+  const hashes = Object.fromEntries(
+    Object.entries(URLS).flatMap(([what, url]) => [[`${what} key`, legacyKey(url)], [`${what} SHA-256`, createHash('sha256').update(url).digest('hex')]]),
+  );
+  const { app, logs } = await adminGateway(t, database, pushEnv([URLS.kept], webhookSecret()));
+  t.same(foundIn(await dumpDatabase(database), hashes), [], database.url ? 'no hash of a URL in pg_dump nor in any row' : 'no hash of a URL in any row');
+
+  const keyer = urlKeyer([TEST_CPF_HASH_KEY]);
+  const kept = keyer.key(URLS.kept);
+  t.match(kept, /^ck_[0-9a-f]{32}$/);
+  t.equal(await idOf(kept), keptId, 'the configured endpoint keeps its id');
+  t.same(await deliveriesOf(kept), keptBefore, 'and its deliveries');
+  t.equal((await db.selectFrom('event_dispatch').select('url_key').where('url_key', '=', kept).execute()).length, 1, 'and its dispatch position');
+  t.equal(await idOf(keyer.key(URLS.late)), lateId, 'an endpoint configured elsewhere keeps its row');
+  t.same(await deliveriesOf(keyer.key(URLS.gone)), [{ public_id: 'evt_plain', status: 'delivered' }], "a URL configured nowhere keeps its deliveries, re-keyed");
+  t.equal(await idOf(api), api, 'an API endpoint is untouched');
+  const listed = (await call(app, 'GET', '/v1/endpoints')).body.items as Array<{ id: string; managed: string; stats: { dead: number } }>;
+  t.match(listed.find((e) => e.managed === 'config'), { id: keptId, stats: { dead: 1 } }, 'listed with its id and its history');
+  t.match(logs.text(), /event endpoint keys re-keyed/, 'the re-keying is logged');
+  await app.close();
+
+  // CPF_HASH_KEY rotated (a new key in front): the next start re-keys the configured URL's rows under it.
+  const rotated = `rotated-cpf-hash-key-${randomBytes(12).toString('hex')}`;
+  const { app: next } = await adminGateway(t, database, pushEnv([URLS.kept], webhookSecret(), { CPF_HASH_KEY: `${rotated},${TEST_CPF_HASH_KEY}` }));
+  const keptRotated = urlKeyer([rotated]).key(URLS.kept);
+  t.not(keptRotated, kept);
+  t.equal(await idOf(keptRotated), keptId, 'after a rotation of CPF_HASH_KEY the endpoint keeps its id');
+  t.same(await deliveriesOf(keptRotated), keptBefore, 'and its deliveries');
+  t.same(await deliveriesOf(kept), [], 'nothing left under the previous key');
+  t.match((await call(next, 'GET', '/v1/endpoints')).body.items.find((e: { managed: string }) => e.managed === 'config'), { id: keptId });
 });
