@@ -18,6 +18,7 @@ import { endpointRegistry } from './endpoints/registry.js';
 import { syncConfiguredEndpoints } from './endpoints/store.js';
 import { readEvent, redeliverDeliveries, redeliverEvent, startDispatch } from './sql.js';
 import { webhookTargets } from './targets.js';
+import { urlKeyer } from './url-key.js';
 import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
 
 const errors = { ...guardedRouteErrors, 404: errorSchema };
@@ -32,7 +33,7 @@ export const eventRoutes =
     const { db } = deps.database;
     const webhooks = deps.config.eventWebhooks;
     const configured = webhookTargets(deps.config);
-    const endpoints = endpointRegistry({ db, configured: webhooks, log: app.log, clock: deps.clock });
+    const endpoints = endpointRegistry({ db, configured: webhooks, urlKeys: urlKeyer(deps.config.cpfHashKeys), log: app.log, clock: deps.clock });
     const keys = () => endpoints.targets().map((t) => t.key);
     const metrics = eventMetrics(deps.registry);
     const unsubscribe: Array<() => void> = [];
@@ -40,6 +41,9 @@ export const eventRoutes =
 
     guardRoutes(app, 'query', deps.config);
 
+    // The first read re-keys rows named by an older key (docs/endpoints.md), then writes the
+    // configured endpoints' rows.
+    await endpoints.refresh();
     if (webhooks !== undefined) {
       // Before anything of this instance records an event: a target configured for the first time
       // gets every event from here on. (Unreachable now: the worker's first claim does it.)
@@ -47,7 +51,6 @@ export const eventRoutes =
         .then(() => syncConfiguredEndpoints(db, configured, deps.clock()))
         .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'could not set up event dispatch yet; the delivery worker retries'));
     }
-    await endpoints.refresh();
     deps.handoff.onEndpointsChanged(() => endpoints.refresh());
 
     app.addHook('onReady', async () => {
