@@ -24,6 +24,7 @@ import {
   readResponses,
   resultsQuery,
   resultsResponses,
+  uploadHeaders,
   uploadResponses,
 } from './schemas.js';
 import { cancelCampaign, listCampaigns, readCampaignRow } from './store.js';
@@ -78,6 +79,7 @@ export const campaignRoutes =
             'A line whose customer already has a request queued or awaiting its callback (or appears earlier in the file) is rejected. ' +
             'If the upload fails part-way (too large, cut off, cancelled), what it had queued is cancelled.',
           consumes: Object.keys(MEDIA_TYPES),
+          headers: uploadHeaders,
           body: campaignBody,
           response: uploadResponses,
         },
@@ -104,8 +106,11 @@ export const campaignRoutes =
             createdBy: actorOf(request),
             traceparent: storedTraceparent(traceOf(request)),
             log: request.log,
+            idempotencyKey: request.headers['idempotency-key'],
           });
-          return reply.code(202).send(answer);
+          if (answer.replayed) void reply.header('idempotent-replayed', 'true');
+          const { replayed: _, ...body } = answer;
+          return reply.code(202).send(body);
         } catch (err) {
           // The rest of the body is not read: the connection closes after the answer.
           if (!request.raw.complete) void reply.header('connection', 'close');
