@@ -28,6 +28,7 @@ import {
   uploadResponses,
 } from './schemas.js';
 import { cancelCampaign, listCampaigns, readCampaignRow } from './store.js';
+import { campaignMetrics } from './metrics.js';
 import { campaignUploader, MAX_BODY_BYTES } from './upload.js';
 import { campaignView, csvHeader, csvLine, listItem, ndjsonLine, resultChunks } from './views.js';
 
@@ -56,6 +57,7 @@ export const campaignRoutes =
       cpfHashKey: config.cpfHashKey,
       sealer: queue.sealer,
       wake: queue.wake,
+      metrics: campaignMetrics(deps.registry, { db, clock: deps.clock }),
     });
     const actorOf = (request: FastifyRequest): Actor =>
       config.queryApiKeys.length > 0 ? keyFingerprint(presentedBearer(request) ?? '') : `peer:${request.ip}`;

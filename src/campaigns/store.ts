@@ -282,3 +282,27 @@ export async function listCampaigns(db: Kysely<Tables>, after: Position | undefi
   });
   return rows.map((r) => ({ ...r, id: Number(r.id) }));
 }
+
+/**
+ * Campaigns counted by status as the API shows it (views.ts): a running campaign whose upload is
+ * over (read whole, failed, or silent since `silentSince`) with nothing queued, being sent or
+ * awaiting its callback is done. One probe of underwriting_campaign_open per running campaign
+ * only (the CASE), in a transaction without sequential scans (as listCampaigns).
+ */
+export async function countCampaignsByStatus(db: Kysely<Tables>, silentSince: Date): Promise<Array<{ status: CampaignStatus; n: number }>> {
+  return db.transaction().execute(async (trx) => {
+    await INDEX_LOOKUPS_ONLY.execute(trx);
+    const { rows } = await sql<{ status: CampaignStatus; n: number }>`
+      select case
+               when c.status <> 'running' then c.status
+               when (c.uploaded_at is not null or c.upload_error is not null or c.updated_at < ${silentSince})
+                    and not exists (select 1 from underwriting_requests r
+                                     where r.campaign_id = c.id and r.status in ('queued', 'submitting', 'submitted')) then 'done'
+               else 'running'
+             end as status,
+             count(*)::int as n
+        from campaigns c
+       group by 1`.execute(trx);
+    return rows.map((r) => ({ status: r.status, n: Number(r.n) }));
+  });
+}

@@ -12,6 +12,7 @@ import type { Sealer } from '../submissions/seal.js';
 import { BodyTooLargeError, csvRecords, type FileLine, ndjsonLines, type Source, UnreadableFileError } from './lines.js';
 import { checkHeader, csvToBody, type FieldKinds, fieldKinds, issuesOf, lineIssue, parseJsonLine } from './records.js';
 import { abandonUpload, claimCampaignKey, countBatch, finishUpload, insertCampaign, lockForBatch, type RejectedLine, releaseCampaignKey } from './store.js';
+import type { CampaignMetrics } from './metrics.js';
 import { UPLOAD_SILENT_MS } from './views.js';
 
 // POST /v1/campaigns, the work: the file is read as it arrives, each line validated as a submit,
@@ -53,6 +54,8 @@ export interface UploadDeps {
   sealer: Sealer;
   /** Told after each batch commits: this instance's forwarder looks at once. */
   wake?: () => void;
+  /** Counts the lines read, by outcome (underwriting_campaign_lines_total). */
+  metrics?: CampaignMetrics;
   limits?: { maxLines?: number; maxBodyBytes?: number; maxLineChars?: number; batchLines?: number };
 }
 
@@ -132,6 +135,7 @@ export function campaignUploader(deps: UploadDeps) {
     const rejected: RejectedLine[] = [];
     const reject = (line: number, issues: ValidationIssue[]) => {
       rejectedTotal++;
+      deps.metrics?.lines('rejected', 1);
       if (rejected.length < MAX_REJECTED_SHOWN) rejected.push({ line, issues });
     };
 
@@ -159,6 +163,7 @@ export function campaignUploader(deps: UploadDeps) {
       });
       deps.wake?.();
       accepted += queued;
+      deps.metrics?.lines('accepted', queued);
     };
 
     let batch: Pending[] = [];

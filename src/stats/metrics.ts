@@ -1,14 +1,12 @@
 import type { Kysely } from 'kysely';
 import { Gauge, type Registry } from 'prom-client';
 import type { Tables } from '../db/types.js';
-import { scrapeSnapshot } from '../metrics.js';
+import { CLUSTER_WIDE, scrapeSnapshot } from '../metrics.js';
 import { type PresentRow, readDeliveriesByUrl, readPresent, type UrlDeliveriesRow } from './sql.js';
 
 /** Per-URL series at most; the URLs past them (by name) are summed under url="other". */
 export const MAX_URL_SERIES = 20;
 
-/** Said in the HELP of every gauge read from the shared database. */
-const CLUSTER_WIDE = 'read from the shared database, so every instance exports the same value: aggregate with max(), never sum()';
 
 export interface PresentMetricsDeps {
   db: Kysely<Tables>;
