@@ -44,10 +44,10 @@ export function presentMetrics(registry: Registry, deps: PresentMetricsDeps): vo
       },
     });
 
-  gauge('underwriting_pending_requests', 'Requests awaiting the provider (submitting or submitted)', (_, r) => Number(r.pending));
+  gauge('underwriting_pending_requests', 'Requests awaiting the provider (queued, submitting or submitted)', (_, r) => Number(r.pending));
   gauge(
     'underwriting_request_oldest_pending_seconds',
-    'Age of the oldest request awaiting the provider, since it was submitted (0 when none)',
+    'Age of the oldest request awaiting the provider, since it was submitted or queued (0 when none)',
     (now, r) => ageS(now, r.oldest_pending),
   );
   gauge('underwriting_event_deliveries_pending', 'Event deliveries not yet delivered or dead', (_, r) => Number(r.deliveries_pending));
