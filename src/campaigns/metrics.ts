@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { Gauge, type Registry } from 'prom-client';
 import type { CampaignStatus, Tables } from '../db/types.js';
-import { CLUSTER_WIDE, outcomeCounter, scrapeSnapshot } from '../metrics.js';
+import { CLUSTER_WIDE, outcomeCounter, scrapeSnapshot } from '../observability/metrics.js';
 import { countCampaignsByStatus } from './store.js';
 import { UPLOAD_SILENT_MS } from './views.js';
 

@@ -5,10 +5,10 @@ import { allowlistGuard, apiKeyGuard, presentedBearer } from '../access/guards.j
 import { type Actor, keyFingerprint } from '../audit/trail.js';
 import type { CampaignSource } from '../db/types.js';
 import type { CapabilityDeps } from '../deps.js';
-import { AppError, notFound } from '../errors.js';
+import { AppError, notFound } from '../http/errors.js';
 import { cursorCodec } from '../http/cursor.js';
 import { allowLongUpload } from '../http/long-upload.js';
-import { operation } from '../openapi.js';
+import { operation } from '../http/openapi.js';
 import type { SubmitQueue } from '../submissions/service.js';
 import { submitBodySchema } from '../submissions/schemas.js';
 import { storedTraceparent } from '../tracing/spans.js';

@@ -2,7 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import { defineStatement, runStatement, type Statement } from '../db/database.js';
 import type { CampaignSource, CampaignStatus, Decision, RequestStatus, Tables } from '../db/types.js';
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
-import type { ValidationIssue } from '../errors.js';
+import type { ValidationIssue } from '../http/errors.js';
 import type { Position } from '../http/cursor.js';
 import { REQUEST_DATA_COLUMNS } from '../requests/store.js';
 import { INDEX_LOOKUPS_ONLY } from '../db/plan-guards.js';

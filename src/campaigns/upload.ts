@@ -5,7 +5,7 @@ import type { z } from 'zod';
 import type { CampaignSource, Tables } from '../db/types.js';
 import { cpfHasher } from '../cpf.js';
 import { FOREIGN_KEY_CHECKS_PLANNED_ONCE } from '../db/plan-guards.js';
-import { AppError, type ValidationIssue, validationFailed } from '../errors.js';
+import { AppError, type ValidationIssue, validationFailed } from '../http/errors.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import { ENQUEUE_BATCH, enqueueSubmits, type QueuedSubmit } from '../submissions/queue.js';
 import type { Sealer } from '../submissions/seal.js';

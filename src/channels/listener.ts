@@ -3,7 +3,7 @@ import net from 'node:net';
 import type { PGlite } from '@electric-sql/pglite';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
-import { backoff } from '../backoff.js';
+import { backoff } from '../timing/backoff.js';
 import type { DatabaseHandle } from '../db/database.js';
 import { unpackKeys } from './announcer.js';
 

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
-import { errorSchema, guardedRouteErrors, notFound } from '../errors.js';
+import { errorSchema, guardedRouteErrors, notFound } from '../http/errors.js';
 import { eventView, readFeedPage } from './feed.js';
 import { eventMetrics } from './metrics.js';
-import { operation } from '../openapi.js';
+import { operation } from '../http/openapi.js';
 import {
   bulkRedeliverBody,
   DEFAULT_FEED_PAGE,

@@ -6,7 +6,7 @@ import type { Kysely } from 'kysely';
 import { Agent, request } from 'undici';
 import { isStorageUnavailable } from '../db/database.js';
 import type { Tables } from '../db/types.js';
-import type { IngestLoad } from '../ingest-load.js';
+import type { IngestLoad } from '../timing/ingest-load.js';
 import { failedAttemptLevel } from './attempt-log.js';
 import { attemptTrace } from './attempt-trace.js';
 import { retryDelayS } from './backoff.js';

@@ -3,9 +3,9 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes, presentedBearer } from '../access/guards.js';
 import { type Actor, keyFingerprint, readAuditPage, type SubjectRef } from '../audit/trail.js';
 import type { CapabilityDeps } from '../deps.js';
-import { errorSchema, guardedRouteErrors } from '../errors.js';
+import { errorSchema, guardedRouteErrors } from '../http/errors.js';
 import { cursorCodec } from '../http/cursor.js';
-import { operation } from '../openapi.js';
+import { operation } from '../http/openapi.js';
 import { personalDataMetrics } from './metrics.js';
 import {
   auditPageView,

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { type Actor, recordAudit, type SubjectRef, subjectHasher } from '../audit/trail.js';
 import type { Tables } from '../db/types.js';
-import { AppError, notFound } from '../errors.js';
+import { AppError, notFound } from '../http/errors.js';
 import type { PersonalDataMetrics } from './metrics.js';
 import type { ExportView } from './schemas.js';
 import { type ErasedCounts, eraseStored, readStored } from './store.js';

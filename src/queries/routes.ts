@@ -4,8 +4,8 @@ import { guardRoutes, presentedBearer } from '../access/guards.js';
 import { type Actor, keyFingerprint, recordAudit, subjectHasher } from '../audit/trail.js';
 import type { CapabilityDeps } from '../deps.js';
 import { hashCpfUnderEvery } from '../cpf.js';
-import { errorSchema, guardedRouteErrors, notFound } from '../errors.js';
-import { operation } from '../openapi.js';
+import { errorSchema, guardedRouteErrors, notFound } from '../http/errors.js';
+import { operation } from '../http/openapi.js';
 import { cursorCodec } from '../http/cursor.js';
 import { queryMetrics } from './metrics.js';
 import {

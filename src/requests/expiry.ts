@@ -4,7 +4,7 @@ import type { Clock } from '../deps.js';
 import { defineStatement, runStatement, type Statement } from '../db/database.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
-import { type Periodic, startPeriodic } from '../periodic.js';
+import { type Periodic, startPeriodic } from '../timing/periodic.js';
 import { releaseAbandoned, REQUEST_DATA_COLUMNS } from './store.js';
 
 /** Rows expired per statement: a long backlog (after an outage) never becomes one huge transaction. */

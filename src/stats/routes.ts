@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
-import { guardedRouteErrors } from '../errors.js';
+import { guardedRouteErrors } from '../http/errors.js';
 import { endpointKeys } from '../events/endpoints/store.js';
 import { webhookTargets } from '../events/targets.js';
 import { tokenState } from '../provider/token-source.js';
-import { operation } from '../openapi.js';
+import { operation } from '../http/openapi.js';
 import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
 import { presentMetrics } from './metrics.js';
 import { statsService } from './service.js';

@@ -2,7 +2,7 @@ import type { FastifyRequest, FastifySchemaCompiler, FastifySerializerCompiler }
 import { type FastifyPluginAsyncZod, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { allowlistGuard } from '../access/guards.js';
 import type { CapabilityDeps } from '../deps.js';
-import { operation } from '../openapi.js';
+import { operation } from '../http/openapi.js';
 import { traceOf } from '../tracing/server-spans.js';
 import { metricOutcomeOfStatus, type SubmitMetricOutcome } from './metrics.js';
 import {

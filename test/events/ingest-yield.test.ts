@@ -6,7 +6,7 @@ import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
 import { webhookTarget } from '../../src/events/targets.js';
 import { startDispatch } from '../../src/events/sql.js';
 import { startDeliveryWorker, TRICKLE_CLAIM } from '../../src/events/worker.js';
-import { BUSY_LEVEL, type IngestLoad, ingestLoad } from '../../src/ingest-load.js';
+import { BUSY_LEVEL, type IngestLoad, ingestLoad } from '../../src/timing/ingest-load.js';
 import { freshDatabase } from '../helpers/database.js';
 import { webhookSecret } from './fixtures.js';
 import { until } from '../helpers/until.js';

@@ -3,7 +3,7 @@ import t, { type Test } from 'tap';
 import { type DatabaseHandle, openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { purgePass, purgeRequestBatch, retentionCutoff } from '../../src/retention/sweep.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { buildTestApp } from '../helpers/app.js';
 import { configProblems } from '../helpers/config.js';
 import { anotherConnection, ENGINE } from '../helpers/database.js';

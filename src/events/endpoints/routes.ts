@@ -4,8 +4,8 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes, presentedBearer } from '../../access/guards.js';
 import { type Actor, keyFingerprint } from '../../audit/trail.js';
 import type { CapabilityDeps } from '../../deps.js';
-import { errorSchema, guardedRouteErrors } from '../../errors.js';
-import { operation } from '../../openapi.js';
+import { errorSchema, guardedRouteErrors } from '../../http/errors.js';
+import { operation } from '../../http/openapi.js';
 import { webhookTargets } from '../targets.js';
 import {
   createdEndpointView,
