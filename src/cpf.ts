@@ -1,8 +1,36 @@
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac, hash } from 'node:crypto';
 
 /** Keyed hash (HMAC-SHA-256, hex) that finds stored requests by CPF without storing the CPF. */
 export function hashCpf(cpf: string, key: string): string {
   return createHmac('sha256', key).update(cpf).digest('hex');
+}
+
+const BLOCK = 64;
+const CPF_DIGITS = 11;
+
+/**
+ * hashCpf under one key, for many CPFs (a campaign's lines): the same HMAC-SHA-256 (RFC 2104)
+ * computed as two one-shot hashes over buffers made once, the key's inner and outer pads already
+ * in place, instead of an Hmac object (and its key set-up) per CPF. The buffers are written and
+ * hashed synchronously, so one hasher may serve every caller of a process. Anything but 11 ASCII
+ * digits goes through hashCpf.
+ */
+export function cpfHasher(key: string): (cpf: string) => string {
+  let keyBytes = Buffer.from(key, 'utf8');
+  if (keyBytes.length > BLOCK) keyBytes = createHash('sha256').update(keyBytes).digest();
+  const inner = Buffer.alloc(BLOCK + CPF_DIGITS);
+  const outer = Buffer.alloc(BLOCK + 32);
+  for (let i = 0; i < BLOCK; i++) {
+    const k = keyBytes[i] ?? 0;
+    inner[i] = k ^ 0x36;
+    outer[i] = k ^ 0x5c;
+  }
+  return (cpf) => {
+    if (cpf.length !== CPF_DIGITS || !/^[0-9]{11}$/.test(cpf)) return hashCpf(cpf, key);
+    inner.write(cpf, BLOCK, 'latin1');
+    hash('sha256', inner, 'buffer').copy(outer, BLOCK);
+    return hash('sha256', outer, 'hex');
+  };
 }
 
 /** "12345678901" -> "***.456.789-**": enough for a person to recognise, not enough to use. */
@@ -40,6 +68,7 @@ const DIGIT_RUN = /[0-9](?:[.\- ]{0,2}[0-9])*/g;
  * window of a longer run is tried, so no CPF hides behind a digit typed before it.
  */
 export function maskCpfsInText(text: string): string {
+  if (fewerDigitsThanACpf(text)) return text;
   return text.replace(DIGIT_RUN, (run) => {
     const at: number[] = [];
     for (let i = 0; i < run.length; i++) if (run[i]! >= '0' && run[i]! <= '9') at.push(i);
@@ -54,4 +83,14 @@ export function maskCpfsInText(text: string): string {
     }
     return masked ? chars.join('') : run;
   });
+}
+
+/** True when the text holds fewer than 11 digits in all: it cannot hold a CPF (most free text; no regex run). */
+function fewerDigitsThanACpf(text: string): boolean {
+  let digits = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 48 && c <= 57 && ++digits >= CPF_DIGITS) return false;
+  }
+  return true;
 }

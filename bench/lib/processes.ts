@@ -16,6 +16,8 @@ export interface Child {
   /** Spawn to the first 2xx of readyPath, in ms. */
   readyMs: number;
   stop(): Promise<void>;
+  /** kill -9: no shutdown at all (a crash). */
+  kill(): Promise<void>;
 }
 
 export { GATEWAY_NODE_ARGS } from '../../src/config/node-flags.js';
@@ -52,16 +54,19 @@ export interface StartOptions {
   node?: string;
   /** A command the child runs under (e.g. valgrind and its options); the child's pid is then the launcher's. */
   launcher?: readonly string[];
+  /** The port to listen on (default: a free one), and the variable that names it (default PORT; the sandbox reads SANDBOX_PORT). */
+  port?: number;
+  portVariable?: string;
 }
 
 export async function startChild(options: StartOptions): Promise<Child> {
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const spawnedAt = performance.now();
   const nodeCommand = [options.node ?? process.execPath, ...(options.nodeArgs ?? []), options.script];
   const [command, ...commandArgs] = [...(options.launcher ?? []), ...nodeCommand] as [string, ...string[]];
   const proc = spawn(command, commandArgs, {
     // ENV_FILE empty: a developer's .env never changes what is measured.
-    env: { PATH: process.env.PATH ?? '', ENV_FILE: '', ...options.env, PORT: String(port), HOST: '127.0.0.1' },
+    env: { PATH: process.env.PATH ?? '', ENV_FILE: '', ...options.env, [options.portVariable ?? 'PORT']: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(proc);
@@ -87,6 +92,10 @@ export async function startChild(options: StartOptions): Promise<Child> {
     output: () => tail,
     exited,
     readyMs: Number.NaN,
+    kill: () => {
+      if (!gone) proc.kill('SIGKILL');
+      return exited.then(() => undefined);
+    },
     stop: async () => {
       if (gone) return;
       proc.kill('SIGTERM');

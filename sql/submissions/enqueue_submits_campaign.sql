@@ -1,16 +1,18 @@
 -- Named statement enqueue_submits_campaign, in src/submissions/queue.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
   with input as (
-    select * from json_to_recordset($1::json) as i(
-      n int, customer_uuid text, cpf_hash text, cpf_masked text, cost_saving_enabled boolean, srd jsonb,
-      idempotency_key text, queued_body text, traceparent text, x_request_id text)
+    select * from rows from (
+        unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::boolean[]),
+        unnest($5::text[]), unnest($6::text[]), unnest($7::text[]), unnest($8::text[]),
+        jsonb_array_elements($9::jsonb)
+      ) with ordinality as i(customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, idempotency_key, queued_body, traceparent, x_request_id, srd, n)
   ),
   queued as (
     insert into underwriting_requests
       (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, idempotency_key,
        submitted_at, updated_at, queued_at, queued_body, traceparent, x_request_id, campaign_id)
-    select i.customer_uuid, i.cpf_hash, i.cpf_masked, i.cost_saving_enabled, i.srd, 'queued', i.idempotency_key,
-           $2, $2, $2, decode(i.queued_body, 'base64'), i.traceparent, i.x_request_id, $3
+    select i.customer_uuid, i.cpf_hash, i.cpf_masked, i.cost_saving_enabled, nullif(i.srd, 'null'::jsonb), 'queued', i.idempotency_key,
+           $10, $10, $10, decode(i.queued_body, 'base64'), i.traceparent, i.x_request_id, $11
     from input i
     order by i.n
     -- A customer with a request queued or awaiting its callback (underwriting_requests_one_in_flight),

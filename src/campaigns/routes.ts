@@ -24,9 +24,11 @@ import {
   readResponses,
   resultsQuery,
   resultsResponses,
+  uploadHeaders,
   uploadResponses,
 } from './schemas.js';
 import { cancelCampaign, listCampaigns, readCampaignRow } from './store.js';
+import { campaignMetrics } from './metrics.js';
 import { campaignUploader, MAX_BODY_BYTES } from './upload.js';
 import { campaignView, csvHeader, csvLine, listItem, ndjsonLine, resultChunks } from './views.js';
 
@@ -55,6 +57,7 @@ export const campaignRoutes =
       cpfHashKey: config.cpfHashKey,
       sealer: queue.sealer,
       wake: queue.wake,
+      metrics: campaignMetrics(deps.registry, { db, clock: deps.clock }),
     });
     const actorOf = (request: FastifyRequest): Actor =>
       config.queryApiKeys.length > 0 ? keyFingerprint(presentedBearer(request) ?? '') : `peer:${request.ip}`;
@@ -78,6 +81,7 @@ export const campaignRoutes =
             'A line whose customer already has a request queued or awaiting its callback (or appears earlier in the file) is rejected. ' +
             'If the upload fails part-way (too large, cut off, cancelled), what it had queued is cancelled.',
           consumes: Object.keys(MEDIA_TYPES),
+          headers: uploadHeaders,
           body: campaignBody,
           response: uploadResponses,
         },
@@ -104,8 +108,11 @@ export const campaignRoutes =
             createdBy: actorOf(request),
             traceparent: storedTraceparent(traceOf(request)),
             log: request.log,
+            idempotencyKey: request.headers['idempotency-key'],
           });
-          return reply.code(202).send(answer);
+          if (answer.replayed) void reply.header('idempotent-replayed', 'true');
+          const { replayed: _, ...body } = answer;
+          return reply.code(202).send(body);
         } catch (err) {
           // The rest of the body is not read: the connection closes after the answer.
           if (!request.raw.complete) void reply.header('connection', 'close');

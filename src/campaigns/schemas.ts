@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { idempotencyKeySchema } from '../submissions/schemas.js';
 import { CAMPAIGN_SOURCES, CAMPAIGN_STATUSES, DECISIONS, REQUEST_STATUSES } from '../db/types.js';
 import { errorSchema, validationErrorSchema } from '../http/errors.js';
 import { pageOf } from '../http/page.js';
@@ -123,11 +124,22 @@ const notFound = errorSchema.describe('not_found: no campaign with this id');
 export const uploadResponses = {
   202: uploadAnswer,
   400: validationErrorSchema.describe('validation_failed: the CSV header does not name the submit\'s fields, or the file cannot be read on'),
-  409: errorSchema.describe('campaign_cancelled: the campaign was cancelled while its file was read'),
+  409: errorSchema.describe('campaign_cancelled: the campaign was cancelled while its file was read; in_flight: an upload with this Idempotency-Key is still being read'),
   413: errorSchema.describe('payload_too_large: over 1 GiB or 1,000,000 lines; what was queued of it is cancelled'),
   415: errorSchema.describe('unsupported_media_type: send application/x-ndjson or text/csv (UTF-8)'),
+  422: errorSchema.describe('idempotency_key_reused: this Idempotency-Key was used with a different file (or media type) within 24 h'),
   ...guarded,
 };
+
+export const uploadHeaders = z.looseObject({
+  'idempotency-key': idempotencyKeySchema
+    .optional()
+    .describe(
+      'Names this upload for 24 h: a retry with the same key and the same file (same bytes, same media type) is answered 202 with ' +
+        'the same campaign again (header Idempotent-Replayed: true), nothing queued twice; with another file, 422 idempotency_key_reused; ' +
+        'while the first upload is still being read, 409 in_flight. An upload that failed frees its key.',
+    ),
+});
 
 export const readResponses = { 200: campaignView, 400: validationErrorSchema, 404: notFound, ...guarded };
 export const listResponses = { 200: campaignPage, 400: validationErrorSchema, ...guarded };

@@ -45,6 +45,52 @@ export async function insertCampaign(
   return Number(rows[0]!.id);
 }
 
+/** A campaign's Idempotency-Key names it for this long; after that the key is free again (as a submit's). */
+export const CAMPAIGN_KEY_TTL_MS = 24 * 3600 * 1000;
+
+/** What a retry with the same Idempotency-Key is judged by, and answered from. */
+export interface KeyedCampaign {
+  id: number;
+  public_id: string;
+  source: CampaignSource;
+  status: CampaignStatus;
+  accepted: number;
+  rejected: number;
+  rejected_lines: RejectedLine[];
+  uploaded_at: Date | null;
+  upload_error: string | null;
+  updated_at: Date;
+  body_digest: string | null;
+}
+
+/**
+ * Takes an Idempotency-Key by inserting its campaign (atomic across instances: the unique index
+ * campaigns_idempotency_key, migration 0021); a key older than CAMPAIGN_KEY_TTL_MS is freed first.
+ * Returns the new campaign's id, or the campaign that holds the key.
+ */
+export async function claimCampaignKey(
+  db: Kysely<Tables>,
+  c: { key: string; publicId: string; source: CampaignSource; createdBy: string; now: Date },
+): Promise<{ claimed: number } | { holder: KeyedCampaign | undefined }> {
+  await sql`update campaigns set idempotency_key = null
+     where idempotency_key = ${c.key} and created_at <= ${new Date(c.now.getTime() - CAMPAIGN_KEY_TTL_MS)}`.execute(db);
+  const { rows } = await sql<{ id: number }>`
+    insert into campaigns (public_id, source, created_by, created_at, updated_at, idempotency_key)
+    values (${c.publicId}, ${c.source}, ${c.createdBy}, ${c.now}, ${c.now}, ${c.key})
+    on conflict (idempotency_key) where idempotency_key is not null do nothing
+    returning id`.execute(db);
+  if (rows[0]) return { claimed: Number(rows[0].id) };
+  const { rows: held } = await sql<KeyedCampaign>`
+    select id, public_id, source, status, accepted, rejected, rejected_lines, uploaded_at, upload_error, updated_at, body_digest
+      from campaigns where idempotency_key = ${c.key}`.execute(db);
+  return { holder: held[0] && { ...held[0], id: Number(held[0].id) } };
+}
+
+/** Frees a campaign's key (its upload failed: a retry with the key uploads anew). */
+export async function releaseCampaignKey(db: Kysely<Tables>, id: number): Promise<void> {
+  await sql`update campaigns set idempotency_key = null where id = ${id}`.execute(db);
+}
+
 /**
  * Holds the campaign against a cancel for one batch of its upload (a share lock: batches written
  * at once do not wait for each other; cancel's update waits for them, and a batch that comes after
@@ -65,15 +111,15 @@ export async function countBatch(db: Kysely<Tables>, id: number, batch: { accept
     where id = ${id}`.execute(db);
 }
 
-/** The upload has been read whole: the final counts and the first rejected lines. */
+/** The upload has been read whole: the final counts, the first rejected lines, and the file's digest (SHA-256, hex). */
 export async function finishUpload(
   db: Kysely<Tables>,
   id: number,
-  done: { accepted: number; rejected: number; rejectedLines: RejectedLine[]; now: Date },
+  done: { accepted: number; rejected: number; rejectedLines: RejectedLine[]; now: Date; bodyDigest: string | null },
 ): Promise<void> {
   await sql`update campaigns
       set accepted = ${done.accepted}, rejected = ${done.rejected}, rejected_lines = ${JSON.stringify(done.rejectedLines)}::jsonb,
-          uploaded_at = ${done.now}, updated_at = ${done.now}
+          uploaded_at = ${done.now}, updated_at = ${done.now}, body_digest = ${done.bodyDigest}
     where id = ${id}`.execute(db);
 }
 
@@ -235,4 +281,28 @@ export async function listCampaigns(db: Kysely<Tables>, after: Position | undefi
     return (await listQuery(after, limit).execute(trx)).rows;
   });
   return rows.map((r) => ({ ...r, id: Number(r.id) }));
+}
+
+/**
+ * Campaigns counted by status as the API shows it (views.ts): a running campaign whose upload is
+ * over (read whole, failed, or silent since `silentSince`) with nothing queued, being sent or
+ * awaiting its callback is done. One probe of underwriting_campaign_open per running campaign
+ * only (the CASE), in a transaction without sequential scans (as listCampaigns).
+ */
+export async function countCampaignsByStatus(db: Kysely<Tables>, silentSince: Date): Promise<Array<{ status: CampaignStatus; n: number }>> {
+  return db.transaction().execute(async (trx) => {
+    await INDEX_LOOKUPS_ONLY.execute(trx);
+    const { rows } = await sql<{ status: CampaignStatus; n: number }>`
+      select case
+               when c.status <> 'running' then c.status
+               when (c.uploaded_at is not null or c.upload_error is not null or c.updated_at < ${silentSince})
+                    and not exists (select 1 from underwriting_requests r
+                                     where r.campaign_id = c.id and r.status in ('queued', 'submitting', 'submitted')) then 'done'
+               else 'running'
+             end as status,
+             count(*)::int as n
+        from campaigns c
+       group by 1`.execute(trx);
+    return rows.map((r) => ({ status: r.status, n: Number(r.n) }));
+  });
 }

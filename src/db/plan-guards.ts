@@ -19,6 +19,19 @@ export const IN_INDEX_ORDER = sql`set local enable_sort = off`;
  */
 export const INDEX_LOOKUPS_ONLY = sql`set local enable_seqscan = off`;
 
+/**
+ * For a transaction that inserts many rows at once (a campaign's batch): each row's foreign-key
+ * checks (a SELECT per row and per key, run by PostgreSQL itself) use the plan the connection
+ * cached for them instead of being planned again per row, as NO_GENERIC_PLANS (db/database.ts)
+ * has them planned everywhere else. That planning was about a quarter of the database's CPU per
+ * campaign line (bench/investigations/campaign-upload.ts, docs/campaigns.md). Sequential scans are
+ * off too, so the plan cached here is the primary key's lookup whatever the tables' size when it
+ * was made (NO_GENERIC_PLANS's reason: a generic plan made while the tables were tiny scanned them
+ * whole once they had grown). Other transactions keep planning every check (force_custom_plan
+ * never uses the cached plan).
+ */
+export const FOREIGN_KEY_CHECKS_PLANNED_ONCE = sql`select set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`;
+
 /** Runs `work` in a transaction of its own in which no plan may sort (IN_INDEX_ORDER). */
 export function inIndexOrder<T>(db: Kysely<Tables>, work: (trx: Kysely<Tables>) => Promise<T>): Promise<T> {
   return db.transaction().execute(async (trx) => {

@@ -74,6 +74,10 @@ export interface CampaignsTable {
   uploaded_at: Timestamp | null;
   upload_error: string | null;
   cancelled_at: Timestamp | null;
+  /** The upload's Idempotency-Key (migration 0021), while it names the campaign; null once freed. */
+  idempotency_key: string | null;
+  /** SHA-256 (hex) of the file's bytes, once it was read whole. */
+  body_digest: string | null;
 }
 
 export interface CallbacksTable {

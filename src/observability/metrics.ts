@@ -46,6 +46,9 @@ export function outcomeCounter(registry: Registry, name: string, help: string): 
   return new Counter({ name, help, labelNames: ['outcome'] as const, registers: [registry] });
 }
 
+/** Said in the HELP of every gauge read from the shared database. */
+export const CLUSTER_WIDE = 'read from the shared database, so every instance exports the same value: aggregate with max(), never sum()';
+
 /** A scrape never hangs on an unreachable database: a gauge's read gives up after this long. */
 const SCRAPE_READ_TIMEOUT_MS = 1000;
 

@@ -1,14 +1,12 @@
 import type { Kysely } from 'kysely';
 import { Gauge, type Registry } from 'prom-client';
 import type { Tables } from '../db/types.js';
-import { scrapeSnapshot } from '../observability/metrics.js';
+import { CLUSTER_WIDE, scrapeSnapshot } from '../observability/metrics.js';
 import { type PresentRow, readDeliveriesByUrl, readPresent, type UrlDeliveriesRow } from './sql.js';
 
 /** Per-URL series at most; the URLs past them (by name) are summed under url="other". */
 export const MAX_URL_SERIES = 20;
 
-/** Said in the HELP of every gauge read from the shared database. */
-const CLUSTER_WIDE = 'read from the shared database, so every instance exports the same value: aggregate with max(), never sum()';
 
 export interface PresentMetricsDeps {
   db: Kysely<Tables>;
@@ -46,10 +44,10 @@ export function presentMetrics(registry: Registry, deps: PresentMetricsDeps): vo
       },
     });
 
-  gauge('underwriting_pending_requests', 'Requests awaiting the provider (submitting or submitted)', (_, r) => Number(r.pending));
+  gauge('underwriting_pending_requests', 'Requests awaiting the provider (queued, submitting or submitted)', (_, r) => Number(r.pending));
   gauge(
     'underwriting_request_oldest_pending_seconds',
-    'Age of the oldest request awaiting the provider, since it was submitted (0 when none)',
+    'Age of the oldest request awaiting the provider, since it was submitted or queued (0 when none)',
     (now, r) => ageS(now, r.oldest_pending),
   );
   gauge('underwriting_event_deliveries_pending', 'Event deliveries not yet delivered or dead', (_, r) => Number(r.deliveries_pending));

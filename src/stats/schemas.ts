@@ -39,7 +39,7 @@ export type BucketView = z.infer<typeof bucketView>;
 
 const presentView = z.object({
   at: isoInstant,
-  pending: count.describe('Requests awaiting the provider (submitting or submitted)'),
+  pending: count.describe('Requests awaiting the provider (queued, submitting or submitted)'),
   oldestPendingAgeS: z.number().int().nullable().describe("Age of the oldest of them, in seconds; null when none"),
   unmatched24h: count.describe('Unmatched callbacks received in the last 24 h'),
   invalid24h: count.describe('Invalid callbacks received in the last 24 h'),

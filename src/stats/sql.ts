@@ -49,7 +49,8 @@ export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
              count(*) filter (where r.status = 'completed') as completed,
              count(*) filter (where r.status = 'expired') as expired,
              count(*) filter (where r.status = 'submit_failed') as submit_failed,
-             count(*) filter (where r.status in ('submitting', 'submitted')) as pending,
+             -- Awaiting the provider: queued (Prefer: respond-async, campaigns) too.
+             count(*) filter (where r.status in ('queued', 'submitting', 'submitted')) as pending,
              count(*) filter (where r.decision = 'approved') as approved,
              count(*) filter (where r.decision = 'declined') as declined,
              count(*) filter (where r.decision = 'no_score') as no_score,
@@ -124,7 +125,7 @@ export interface PresentRow {
 }
 
 /**
- * The present: what awaits the provider (through the one-in-flight index), stray callbacks since
+ * The present: what awaits the provider, queued, being sent or awaiting its callback (through the one-in-flight index), stray callbacks since
  * dayAgo (callbacks_stray), and event deliveries pending and dead (each through its partial index).
  */
 export function presentQuery(dayAgo: Date, keys: readonly string[] = []) {
@@ -138,7 +139,9 @@ export function presentQuery(dayAgo: Date, keys: readonly string[] = []) {
            (select count(*) from event_deliveries x where x.status = 'dead')::bigint as deliveries_dead
       from (select count(*)::bigint as pending, min(r.submitted_at) as oldest_pending
               from underwriting_requests r
-             where r.status in ('submitting', 'submitted')) p,
+             -- The one-in-flight index's own predicate: queued requests await the provider too
+             -- (their submitted_at is when they were queued).
+             where r.status in ('queued', 'submitting', 'submitted')) p,
            (select count(*)::bigint as deliveries_pending, min(x.queued_at) as oldest_delivery_pending
               from event_deliveries x
              where x.status = 'pending') d,

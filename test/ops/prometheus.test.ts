@@ -92,6 +92,8 @@ t.test('promtool check metrics finds nothing in a real scrape', async (t) => {
   t.equal(await exited, 0, 'exit code 0');
   t.equal(output.trim(), '', 'no findings');
   t.match(scrape, /^underwriting_database_ready 1$/m, 'the scrape is the gateway’s');
+  t.match(scrape, /^underwriting_campaign_lines_total\{outcome="accepted"\} 0$/m, 'the campaign metrics are in it');
+  t.match(scrape, /^underwriting_campaigns\{status="running"\} \d+$/m);
 });
 
 t.test('every expression of the alert rules and of the dashboard names only metrics the gateway exports', async (t) => {

@@ -3,6 +3,7 @@ import t from 'tap';
 import { purgePass } from '../../src/retention/sweep.js';
 import { binMs } from '../../src/aggregates/turnaround.js';
 import { buildTestApp } from '../helpers/app.js';
+import { parseScrape, sampleValue } from '../helpers/metrics.js';
 import { daysAgo, insertEvent, insertRow, insertStray, sharedDatabase } from './fixtures.js';
 
 const NOW = new Date('2026-11-23T04:30:00Z');
@@ -172,6 +173,25 @@ t.test('now: pending and the oldest one, stray callbacks in the last 24 h, event
   await sql`truncate underwriting_requests, callbacks cascade`.execute(db);
   await sql`truncate events cascade`.execute(db);
   t.match((await stats(app, '')).now, { pending: 0, oldestPendingAgeS: null, events: { pending: 0, dead: 0, oldestPendingAgeS: null } });
+});
+
+t.test('queued requests (Prefer: respond-async, campaigns) await the provider too: pending in now and in their bucket; cancelled ones not', async (t) => {
+  const { app } = await buildTestApp(t, { clock: () => NOW, database });
+  const { db } = database;
+  await insertRow(db, { status: 'submitted', submittedAt: new Date(NOW.getTime() - 125_000) });
+  // A queued request's submitted_at is when it was queued (the forwarder sets it again when it sends it).
+  await insertRow(db, { status: 'queued', submittedAt: new Date(NOW.getTime() - 300_000) });
+  await insertRow(db, { status: 'queued', submittedAt: new Date(NOW.getTime() - 10_000) });
+  await insertRow(db, { status: 'cancelled', submittedAt: new Date(NOW.getTime() - 900_000) });
+  const body = await stats(app, `since=${new Date(NOW.getTime() - 3600_000).toISOString()}&until=${NOW.toISOString()}&bucket=hour`);
+  t.match(body.now, { pending: 3, oldestPendingAgeS: 300 });
+  const total = (f: (x: Bucket) => number) => body.buckets.reduce((n: number, x: Bucket) => n + f(x), 0);
+  t.equal(total((b) => b.pending), 3, 'the buckets count them pending too');
+  t.equal(total((b) => b.submitted), 4);
+  const scrape = parseScrape((await app.inject({ url: '/metrics' })).body);
+  t.equal(sampleValue(scrape, 'underwriting_pending_requests'), 3, 'the gauge reads the same statement');
+  t.equal(sampleValue(scrape, 'underwriting_request_oldest_pending_seconds'), 300);
+  await sql`truncate underwriting_requests, callbacks cascade`.execute(db);
 });
 
 t.test("the token client's timing, never the token", async (t) => {
