@@ -7,7 +7,8 @@ with live as (
          count(*) filter (where r.status = 'completed') as completed,
          count(*) filter (where r.status = 'expired') as expired,
          count(*) filter (where r.status = 'submit_failed') as submit_failed,
-         count(*) filter (where r.status in ('submitting', 'submitted')) as pending,
+         -- Awaiting the provider: queued (Prefer: respond-async, campaigns) too.
+         count(*) filter (where r.status in ('queued', 'submitting', 'submitted')) as pending,
          count(*) filter (where r.decision = 'approved') as approved,
          count(*) filter (where r.decision = 'declined') as declined,
          count(*) filter (where r.decision = 'no_score') as no_score,

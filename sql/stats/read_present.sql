@@ -9,7 +9,9 @@ select p.pending, p.oldest_pending,
        (select count(*) from event_deliveries x where x.status = 'dead')::bigint as deliveries_dead
   from (select count(*)::bigint as pending, min(r.submitted_at) as oldest_pending
           from underwriting_requests r
-         where r.status in ('submitting', 'submitted')) p,
+         -- The one-in-flight index's own predicate: queued requests await the provider too
+         -- (their submitted_at is when they were queued).
+         where r.status in ('queued', 'submitting', 'submitted')) p,
        (select count(*)::bigint as deliveries_pending, min(x.queued_at) as oldest_delivery_pending
           from event_deliveries x
          where x.status = 'pending') d,
