@@ -12,7 +12,7 @@ import { RESULTS_CHANNEL } from './channels/names.js';
 import type { Config } from './config.js';
 import { consoleRoutes } from './console/routes.js';
 import { maskCpfsInText } from './cpf.js';
-import type { DatabaseHandle } from './db/database.js';
+import type { DatabaseHandle } from './db/handle.js';
 import { poolMetrics } from './db/metrics.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { answerClientError, frameworkErrorReply, installErrorHandler } from './errors.js';

@@ -4,7 +4,7 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
 import { backoff } from '../backoff.js';
-import type { DatabaseHandle } from '../db/database.js';
+import type { DatabaseHandle } from '../db/handle.js';
 import { unpackKeys } from './announcer.js';
 
 type Log = Pick<FastifyBaseLogger, 'info' | 'warn' | 'debug'>;

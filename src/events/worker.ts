@@ -4,7 +4,7 @@ import type { Tracer } from '@opentelemetry/api';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { Agent, request } from 'undici';
-import { isStorageUnavailable } from '../db/database.js';
+import { isStorageUnavailable } from '../db/storage-errors.js';
 import type { Tables } from '../db/types.js';
 import type { IngestLoad } from '../ingest-load.js';
 import { failedAttemptLevel } from './attempt-log.js';

@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import t from 'tap';
 import { acquireListener } from '../../src/channels/listener.js';
 import { RESULTS_CHANNEL } from '../../src/channels/names.js';
-import { CALLBACK_QUERY_TIMEOUT_MS, DEFAULT_QUERY_TIMEOUT_MS } from '../../src/db/database.js';
+import { CALLBACK_QUERY_TIMEOUT_MS, DEFAULT_QUERY_TIMEOUT_MS } from '../../src/db/handle.js';
 import { buildTestApp } from '../helpers/app.js';
 import { SERVER_URL } from '../helpers/database.js';
 import { captureLogs } from '../helpers/logs.js';

@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { Test } from 'tap';
 import t from 'tap';
 import { RESULTS_CHANNEL } from '../../src/channels/names.js';
-import type { DatabaseHandle } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
 import { openDatabase } from '../../src/db/database.js';
 import { acquireListener, type ChannelListener, DEFAULT_MAX_WAITERS } from '../../src/channels/listener.js';
 import { buildTestApp, listen } from '../helpers/app.js';
