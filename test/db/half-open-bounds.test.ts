@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { sql } from 'kysely';
 import t from 'tap';
-import { acquireListener } from '../../src/channels/listener.js';
+import { acquireListener } from '../../src/channels/lease.js';
 import { RESULTS_CHANNEL } from '../../src/channels/names.js';
 import { CALLBACK_QUERY_TIMEOUT_MS, DEFAULT_QUERY_TIMEOUT_MS } from '../../src/db/handle.js';
 import { buildTestApp } from '../helpers/app.js';

@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { sql } from 'kysely';
 import t from 'tap';
 import { unpackKeys } from '../../src/channels/announcer.js';
-import { acquireListener } from '../../src/channels/listener.js';
+import { acquireListener } from '../../src/channels/lease.js';
 import { RESULTS_CHANNEL } from '../../src/channels/names.js';
 import { openDatabase } from '../../src/db/database.js';
 import { DEFAULT_QUERY_TIMEOUT_MS } from '../../src/db/handle.js';
