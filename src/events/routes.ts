@@ -16,7 +16,9 @@ import {
 } from './schemas.js';
 import { endpointRegistry } from './endpoints/registry.js';
 import { syncConfiguredEndpoints } from './endpoints/store.js';
-import { readEvent, redeliverDeliveries, redeliverEvent, startDispatch } from './sql.js';
+import { readEvent } from './feed-sql.js';
+import { startDispatch } from './queue-sql.js';
+import { redeliverDeliveries, redeliverEvent } from './redelivery-sql.js';
 import { webhookTargets } from './targets.js';
 import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
 

@@ -12,21 +12,8 @@ import { attemptTrace } from './attempt-trace.js';
 import { retryDelayS } from './backoff.js';
 import type { DeliveryHandoff } from './handoff.js';
 import type { EndpointTarget } from './endpoints/registry.js';
-import {
-  type ClaimedDelivery,
-  claimDeliveries,
-  type DispatchedDelivery,
-  dispatchDeliveries,
-  type FinishedAttempt,
-  recordEndpointFailing,
-  disableFailingEndpoint,
-  recordFinishedAttempts,
-  releaseDeliveries,
-  releaseInFlightSlots,
-  reserveInFlightSlots,
-  reserveRateSlots,
-  startDispatch,
-} from './sql.js';
+import { recordEndpointFailing, disableFailingEndpoint, releaseInFlightSlots, reserveInFlightSlots, reserveRateSlots } from './endpoint-limits-sql.js';
+import { type ClaimedDelivery, claimDeliveries, type DispatchedDelivery, dispatchDeliveries, type FinishedAttempt, recordFinishedAttempts, releaseDeliveries, startDispatch } from './queue-sql.js';
 import { scrubTarget, type WebhookTarget } from './targets.js';
 
 export interface DeliveryWorkerDeps {
