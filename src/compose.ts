@@ -10,6 +10,7 @@ import { endpointKeys } from './events/endpoints/store.js';
 import { eventMetrics } from './events/metrics.js';
 import { eventService } from './events/service.js';
 import { webhookTargets } from './events/targets.js';
+import { urlKeyer } from './events/url-key.js';
 import { personalDataMetrics } from './personal-data/metrics.js';
 import { personalDataService } from './personal-data/service.js';
 import { tokenState } from './provider/token-source.js';
@@ -38,7 +39,7 @@ export function composeServices(deps: CapabilityDeps, log: FastifyBaseLogger) {
   const eventsMetrics = eventMetrics(deps.registry);
 
   // The endpoints every delivery worker reads; the feed and redelivery read them too.
-  const endpoints = endpointRegistry({ db, configured: config.eventWebhooks, log, clock });
+  const endpoints = endpointRegistry({ db, configured: config.eventWebhooks, urlKeys: urlKeyer(config.cpfHashKeys), log, clock });
   const deliveryWorker = deliveryWorkerSlot();
 
   return {

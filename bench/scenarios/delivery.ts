@@ -8,7 +8,7 @@ import { type AbResult, type AbSettings, compareAb } from '../lib/compare.js';
 import { type BenchDatabase, backendCpuSnapshot, flushWrites, GATEWAY_APPLICATIONS, seedSubmitted } from '../lib/database.js';
 import type { Child } from '../lib/processes.js';
 import { type Goal, verdict } from '../lib/report.js';
-import { webhookTarget } from '../../src/events/targets.js';
+import { redactUrl } from '../../src/events/targets.js';
 import { callbackBody, callbackScenario } from './callback.js';
 
 // Outcome events pushed to one healthy receiver while callbacks arrive at a steady rate: how long
@@ -251,21 +251,22 @@ async function describeMissing(database: BenchDatabase, receiverUrl: string, cus
     `select e.customer_uuid, e.id, e.tx_id::text as tx, e.created_at,
             (select json_agg(json_build_object('status', d.status, 'attempts', d.attempts, 'lease', d.lease_until, 'next', d.next_attempt_at, 'error', d.last_error))
                from event_deliveries d where d.event_id = e.id) as deliveries,
-            (select json_build_object('tx', c.tx_id::text, 'id', c.event_id, 'at', c.updated_at) from event_dispatch c where c.url_key = $2) as position
+            (select json_build_object('tx', c.tx_id::text, 'id', c.event_id, 'at', c.updated_at) from event_dispatch c where c.url = $2) as position
        from events e where e.customer_uuid = any($1::text[])`,
-    [customers, webhookTarget(receiverUrl).key],
+    [customers, redactUrl(receiverUrl)],
   );
   return JSON.stringify(rows);
 }
 
 /** Waits for the receiver's deliveries to go out: those written and pending, and those not written yet. */
 export async function drainDeliveries(database: BenchDatabase, receiverUrl: string, limitMs = 120_000): Promise<string> {
-  const key = webhookTarget(receiverUrl).key;
+  // The receiver's position, by its URL as stored (its key is keyed under the gateway's CPF_HASH_KEY).
+  const shown = redactUrl(receiverUrl);
   const pending = async () => {
     const { rows } = await database.pool.query<{ n: string }>(
       `select (select count(*) from event_deliveries where status = 'pending')
-            + (select count(*) from event_dispatch c join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id) where c.url_key = $1) as n`,
-      [key],
+            + (select count(*) from event_dispatch c join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id) where c.url = $1) as n`,
+      [shown],
     );
     return Number(rows[0]?.n ?? 0);
   };

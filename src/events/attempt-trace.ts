@@ -1,5 +1,5 @@
-import { defaultTextMapSetter, ROOT_CONTEXT, type Span, SpanKind, type Tracer, trace } from '@opentelemetry/api';
-import { contextOfTraceparent, customerAttribute, endFailed, propagator } from '../tracing/spans.js';
+import { type Attributes, defaultTextMapSetter, ROOT_CONTEXT, SpanKind, type Tracer, trace } from '@opentelemetry/api';
+import { contextOfTraceparent, customerAttribute, endFailed, propagator, startSpan } from '../tracing/spans.js';
 import type { WebhookTarget } from './targets.js';
 
 /** What one attempt carries besides the Standard Webhooks headers, and the span around it. */
@@ -32,23 +32,19 @@ export function attemptTrace(tracer: Tracer | undefined, delivery: TracedDeliver
   const headers: Record<string, string> = {};
   if (delivery.requestId !== null) headers['x-request-id'] = delivery.requestId;
   if (tracer === undefined) return { headers, finish: untraced };
-  const url = new URL(target.shown);
-  const span: Span = tracer.startSpan(
-    'POST',
-    {
-      kind: SpanKind.CLIENT,
-      attributes: {
-        'http.request.method': 'POST',
-        'url.full': target.shown,
-        'server.address': url.hostname,
-        'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
-        'http.request.resend_count': delivery.attempts > 0 ? delivery.attempts : undefined,
-        'gateway.event.id': delivery.publicId,
-        ...customerAttribute(delivery.customer),
-      },
-    },
-    contextOfTraceparent(delivery.traceparent),
-  );
+  const span = startSpan(tracer, 'POST', SpanKind.CLIENT, contextOfTraceparent(delivery.traceparent), () => {
+    const url = new URL(target.shown);
+    const attributes: Attributes = {
+      'http.request.method': 'POST',
+      'url.full': target.shown,
+      'server.address': url.hostname,
+      'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+      'gateway.event.id': delivery.publicId,
+      ...customerAttribute(delivery.customer),
+    };
+    if (delivery.attempts > 0) attributes['http.request.resend_count'] = delivery.attempts;
+    return attributes;
+  });
   propagator.inject(trace.setSpan(ROOT_CONTEXT, span), headers, defaultTextMapSetter);
   return {
     headers,

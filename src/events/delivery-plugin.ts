@@ -38,6 +38,9 @@ export const deliveries =
     const configured = webhookTargets(deps.config);
     const unsubscribe: Array<() => void> = [];
 
+    // The first read re-keys rows named by an older key (docs/endpoints.md), then writes the
+    // configured endpoints' rows.
+    await endpoints.refresh();
     if (deps.config.eventWebhooks !== undefined) {
       // Before anything of this instance records an event: a target configured for the first time
       // gets every event from here on. When the database cannot be reached now, the worker's first
@@ -46,7 +49,6 @@ export const deliveries =
         .then(() => syncConfiguredEndpoints(db, configured, deps.clock()))
         .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'could not set up event dispatch yet; the delivery worker retries'));
     }
-    await endpoints.refresh();
     deps.handoff.onEndpointsChanged(() => endpoints.refresh());
 
     app.addHook('onReady', async () => {

@@ -237,6 +237,28 @@ export async function recordFinishedAttempts(db: Kysely<Tables>, attempts: reado
   await runStatement(db, RECORD_FINISHED_ATTEMPTS, [json]);
 }
 
+/**
+ * Renews the leases of deliveries about to be attempted: each lease runs `leaseS` from `now` again,
+ * if the delivery is still leased under the same token (not taken over by another instance after
+ * its lease ran out, not requeued). The ids renewed.
+ */
+const RENEW_LEASES = defineStatement('renew_event_delivery_leases', `
+    update event_deliveries d
+    set lease_until = $1::timestamptz + make_interval(secs => $2::double precision)
+    from unnest($3::bigint[], $4::text[]) as l(id, token)
+    where d.id = l.id and d.lease_token = l.token and d.status = 'pending'
+    returning d.id`);
+
+export async function renewLeases(db: Kysely<Tables>, renew: { now: Date; leaseS: number; leases: readonly { id: number; token: string }[] }): Promise<number[]> {
+  const rows = await runStatement<{ id: number | string }>(db, RENEW_LEASES, [
+    renew.now,
+    renew.leaseS,
+    renew.leases.map((l) => l.id),
+    renew.leases.map((l) => l.token),
+  ]);
+  return rows.map((r) => Number(r.id));
+}
+
 /** Gives leased deliveries back unattempted (their endpoint is no longer active): due again at once. */
 export async function releaseDeliveries(db: Kysely<Tables>, ids: readonly number[], token: string): Promise<void> {
   await db

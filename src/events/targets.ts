@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
+import { urlKeyer } from './url-key.js';
 
 /** One configured receiver of outcome events. */
 export interface WebhookTarget {
-  /** Fingerprint of the URL as configured: what a delivery row names it by. */
+  /** What its rows name it by: a configured URL's keyed fingerprint (url-key.ts), an API endpoint's id. */
   key: string;
   /** The URL as stored and shown: no userinfo, query values replaced. */
   shown: string;
@@ -26,7 +26,8 @@ export function redactUrl(raw: string): string {
   return `${u.toString()}?${names.map((n) => `${encodeURIComponent(n)}=redacted`).join('&')}`;
 }
 
-export function webhookTarget(raw: string): WebhookTarget {
+/** A receiver of `raw`, named by `keyOf(raw)` (a UrlKeyer's key for a configured URL). */
+export function webhookTarget(raw: string, keyOf: (url: string) => string): WebhookTarget {
   const u = new URL(raw);
   const secrets = [decodeURIComponent(u.username), decodeURIComponent(u.password), u.username, u.password, u.search.slice(1)]
     .concat([...u.searchParams.values()])
@@ -40,7 +41,7 @@ export function webhookTarget(raw: string): WebhookTarget {
   u.password = '';
   u.hash = '';
   return {
-    key: createHash('sha256').update(raw).digest('hex').slice(0, 32),
+    key: keyOf(raw),
     shown: redactUrl(raw),
     url: u.toString(),
     authorization,
@@ -55,7 +56,10 @@ export function scrubTarget(text: string, target: Pick<WebhookTarget, 'secrets' 
   return clean;
 }
 
-/** The configured receivers, or none. */
-export function webhookTargets(config: { eventWebhooks: { urls: readonly string[] } | undefined }): WebhookTarget[] {
-  return (config.eventWebhooks?.urls ?? []).map(webhookTarget);
+/** The configured receivers, or none: keyed under the first CPF_HASH_KEY. */
+export function webhookTargets(config: { eventWebhooks: { urls: readonly string[] } | undefined; cpfHashKeys: readonly string[] }): WebhookTarget[] {
+  const urls = config.eventWebhooks?.urls ?? [];
+  if (urls.length === 0) return [];
+  const keyer = urlKeyer(config.cpfHashKeys);
+  return urls.map((url) => webhookTarget(url, keyer.key));
 }

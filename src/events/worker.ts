@@ -10,6 +10,7 @@ import type { IngestLoad } from '../ingest-load.js';
 import { failedAttemptLevel } from './attempt-log.js';
 import { attemptTrace } from './attempt-trace.js';
 import { retryDelayS } from './backoff.js';
+import { leaseKeeper } from './lease.js';
 import type { DeliveryHandoff } from './handoff.js';
 import type { EndpointTarget } from './endpoints/registry.js';
 import { recordEndpointFailing, disableFailingEndpoint, releaseInFlightSlots, reserveInFlightSlots, reserveRateSlots } from './endpoint-limits-sql.js';
@@ -165,6 +166,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   // Long enough for one attempt and the write of it; short enough that a dead
   // instance's deliveries move on within seconds.
   const leaseS = deps.timeoutMs / 1000 + 5;
+  const leases = leaseKeeper({ db: deps.db, clock: deps.clock, leaseS, onError: (err) => warnStorage(err, 'could not renew an event delivery lease') });
   // The endpoints whose dispatch position is known to exist (started at the first claim that sees them).
   const started = new Set<string>();
   const active = () => deps.endpoints.targets().filter((t) => t.status === 'active');
@@ -442,12 +444,6 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         while (pacer.queue.length > 0 && !busy(key) && (limit === null || pacer.tokens > 0)) {
           if (cap !== null && (slotsHeld.get(key) ?? 0) <= (slotsUsed.get(key) ?? 0)) break;
           const delivery = pacer.queue.shift()!;
-          if (deps.clock().getTime() + deps.timeoutMs > delivery.leaseEndsAt) {
-            // It waited so long that its attempt could outlast its lease, and another instance
-            // send it too: given back unattempted, due again for the next claim anywhere.
-            void releaseDeliveries(deps.db, [delivery.id], delivery.token).catch((err) => warnStorage(err, 'could not release an event delivery'));
-            continue;
-          }
           if (limit !== null) pacer.tokens--;
           if (cap !== null) {
             delivery.slot = true;
@@ -493,6 +489,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       await releaseDeliveries(deps.db, [delivery.id], lease).catch((err) => warnStorage(err, 'could not release an event delivery'));
       return;
     }
+    // Its lease must outlast the attempt and the write of its outcome: renewed when it waited (lease.ts).
+    if (!(await leases.hold(delivery))) return;
     const at = deps.clock();
     let httpStatus: number | null = null;
     let error: string | null = null;

@@ -1,8 +1,8 @@
-import { defaultTextMapGetter, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
+import { type Attributes, defaultTextMapGetter, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { loggedRequestUrl } from '../logger.js';
 import { scrubText } from '../scrub.js';
-import { propagator, type SpanParent } from './spans.js';
+import { propagator, type SpanParent, startSpan } from './spans.js';
 
 const SPAN = Symbol('serverSpan');
 const PARENT = Symbol('spanParent');
@@ -24,23 +24,19 @@ export function traceRequests(app: FastifyInstance, tracer: Tracer): void {
   app.addHook('onRequest', (request, _reply, done) => {
     const incoming = propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter);
     const route = request.routeOptions.url;
-    const shown = loggedRequestUrl(request.url);
-    const mark = shown.indexOf('?');
-    const span = tracer.startSpan(
-      route === undefined ? request.method : `${request.method} ${route}`,
-      {
-        kind: SpanKind.SERVER,
-        attributes: {
-          'http.request.method': request.method,
-          'url.path': mark === -1 ? shown : shown.slice(0, mark),
-          'url.query': mark === -1 ? undefined : shown.slice(mark + 1),
-          'http.route': route,
-          'client.address': request.ip,
-          'http.request.header.x-request-id': [mayHoldCpf(request.id) ? scrubText(request.id) : request.id],
-        },
-      },
-      incoming,
-    );
+    const span = startSpan(tracer, route === undefined ? request.method : `${request.method} ${route}`, SpanKind.SERVER, incoming, () => {
+      const shown = loggedRequestUrl(request.url);
+      const mark = shown.indexOf('?');
+      const attributes: Attributes = {
+        'http.request.method': request.method,
+        'url.path': mark === -1 ? shown : shown.slice(0, mark),
+        'client.address': request.ip,
+        'http.request.header.x-request-id': [mayHoldCpf(request.id) ? scrubText(request.id) : request.id],
+      };
+      if (mark !== -1) attributes['url.query'] = shown.slice(mark + 1);
+      if (route !== undefined) attributes['http.route'] = route;
+      return attributes;
+    });
     (request as Traced)[SPAN] = span;
     (request as Traced)[PARENT] = { tracer, context: trace.setSpan(incoming, span) };
     done();

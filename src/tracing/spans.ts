@@ -53,9 +53,28 @@ export function contextOfTraceparent(traceparent: string | null | undefined): Co
   return context ? trace.setSpanContext(ROOT_CONTEXT, context) : ROOT_CONTEXT;
 }
 
+/**
+ * Starts a span and gives it its attributes only when it records (a span the sampler dropped
+ * never computes them). They are set on the started span rather than passed to startSpan, which
+ * would sanitize them twice more for the sampler; our samplers (the OTEL_TRACES_SAMPLER ones)
+ * decide on the parent and the trace id, never on attributes.
+ */
+export function startSpan(
+  tracer: Tracer,
+  name: string,
+  kind: SpanKind,
+  context: Context,
+  attributes: Attributes | (() => Attributes),
+  extra?: { links?: Link[]; startTime?: Date },
+): Span {
+  const span = tracer.startSpan(name, extra === undefined ? { kind } : { kind, ...extra }, context);
+  if (span.isRecording()) span.setAttributes(typeof attributes === 'function' ? attributes() : attributes);
+  return span;
+}
+
 /** A child of the parent, with the context its own children hang from. */
 export function childSpan(parent: SpanParent, name: string, kind: SpanKind, attributes: Attributes, links?: Link[]): { span: Span; parent: SpanParent } {
-  const span = parent.tracer.startSpan(name, { kind, attributes, links }, parent.context);
+  const span = startSpan(parent.tracer, name, kind, parent.context, attributes, links === undefined ? undefined : { links });
   return { span, parent: { tracer: parent.tracer, context: trace.setSpan(parent.context, span) } };
 }
 
@@ -74,17 +93,16 @@ export function endFailed(span: Span, errorType: string, message?: string): void
 export async function inStatementSpan<R>(
   parent: SpanParent,
   statement: { name: string },
-   links: Link[] | undefined,
+  links: Link[] | undefined,
   run: () => Promise<R>,
 ): Promise<R> {
-  const span = parent.tracer.startSpan(
+  const span = startSpan(
+    parent.tracer,
     statement.name,
-    {
-      kind: SpanKind.CLIENT,
-      attributes: { 'db.system.name': 'postgresql', 'db.query.summary': statement.name },
-      links,
-    },
+    SpanKind.CLIENT,
     parent.context,
+    { 'db.system.name': 'postgresql', 'db.query.summary': statement.name },
+    links === undefined ? undefined : { links },
   );
   try {
     const result = await run();
@@ -113,7 +131,8 @@ export function joinStoredTrace(parent: SpanParent, traceparent: string | null, 
   const current = trace.getSpan(parent.context);
   if (!stored || !current) return;
   current.addLink({ context: stored });
-  parent.tracer
-    .startSpan(name, { kind: SpanKind.INTERNAL, startTime, attributes, links: [{ context: current.spanContext() }] }, trace.setSpanContext(ROOT_CONTEXT, stored))
-    .end();
+  startSpan(parent.tracer, name, SpanKind.INTERNAL, trace.setSpanContext(ROOT_CONTEXT, stored), attributes, {
+    startTime,
+    links: [{ context: current.spanContext() }],
+  }).end();
 }

@@ -5,13 +5,12 @@ import { readEvent } from '../../src/events/feed-sql.js';
 import { pendingSummary } from '../../src/events/pending-sql.js';
 import { dispatchDeliveries, startDispatch } from '../../src/events/queue-sql.js';
 import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
-import { webhookTarget } from '../../src/events/targets.js';
 import { startDeliveryWorker } from '../../src/events/worker.js';
 import { recordResults, type ValidResult } from '../../src/requests/complete.js';
 import { customer, insertRequest, resultBody, startedPlus } from '../callbacks/fixtures.js';
 import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { getJson, pushEnv, webhookSecret } from './fixtures.js';
+import { configuredTarget, getJson, pushEnv, webhookSecret } from './fixtures.js';
 import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
@@ -51,7 +50,7 @@ async function eventIdOf(cust: string): Promise<string> {
 
 t.test('an event recorded while no instance pushes shows its delivery pending, and goes out once one starts', async (t) => {
   const receiver = await startReceiver(t);
-  const target = webhookTarget(receiver.url);
+  const target = configuredTarget(receiver.url);
   const secret = webhookSecret();
   // An instance pushing to the URL ran once (its position is kept), then stopped.
   const first = await pushingGateway(t, [receiver.url], secret);
@@ -167,7 +166,7 @@ if (SERVER_URL) {
 if (SERVER_URL) {
   t.test('an attempt a dispatch begins while the instance is stopping is cut short at once', async (t) => {
     const receiver = await startReceiver(t, () => 'hang');
-    const target = webhookTarget(receiver.url);
+    const target = configuredTarget(receiver.url);
     await startDispatch(shared.db, [target], new Date());
     const cust = customer('stopping');
     await storeResult(cust);

@@ -1,7 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
+import { type WebhookTarget, webhookTarget } from '../../src/events/targets.js';
+import { urlKeyer } from '../../src/events/url-key.js';
+import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 
 export const webhookSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
+
+/** A configured URL's target, keyed as a test instance (CPF_HASH_KEY of testConfig) keys it. */
+export const configuredTarget = (url: string): WebhookTarget => webhookTarget(url, urlKeyer([TEST_CPF_HASH_KEY]).key);
 
 /** Environment for an instance pushing events to these URLs. */
 export function pushEnv(urls: string[], secret: string, extra: Record<string, string> = {}): Record<string, string> {

@@ -2,13 +2,12 @@ import pino from 'pino';
 import t from 'tap';
 import { Webhook } from 'standardwebhooks';
 import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
-import { webhookTarget } from '../../src/events/targets.js';
 import { startDispatch } from '../../src/events/queue-sql.js';
 import { startDeliveryWorker } from '../../src/events/worker.js';
 import { recordResults } from '../../src/requests/complete.js';
 import { customer, insertRequest, resultBody } from '../callbacks/fixtures.js';
 import { freshDatabase } from '../helpers/database.js';
-import { webhookSecret } from './fixtures.js';
+import { configuredTarget, webhookSecret } from './fixtures.js';
 import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
@@ -21,7 +20,7 @@ const { db } = database;
 
 t.test("a callback's event is sent once its statement commits, with no poll and no notification", async (t) => {
   const receiver = await startReceiver(t);
-  const target = webhookTarget(receiver.url);
+  const target = configuredTarget(receiver.url);
   const secret = webhookSecret();
   // As the events plugin does before the instance records anything: the target gets what follows.
   await startDispatch(db, [target], new Date());

@@ -3,12 +3,11 @@ import pino from 'pino';
 import t, { type Test } from 'tap';
 import { recordEventsSql } from '../../src/events/record.js';
 import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
-import { webhookTarget } from '../../src/events/targets.js';
 import { startDispatch } from '../../src/events/queue-sql.js';
 import { startDeliveryWorker, TRICKLE_CLAIM } from '../../src/events/worker.js';
 import { BUSY_LEVEL, type IngestLoad, ingestLoad } from '../../src/ingest-load.js';
 import { freshDatabase } from '../helpers/database.js';
-import { webhookSecret } from './fixtures.js';
+import { configuredTarget, webhookSecret } from './fixtures.js';
 import { until } from '../helpers/until.js';
 import { startReceiver } from './receiver.js';
 
@@ -19,7 +18,7 @@ const database = await freshDatabase(t);
 const { db } = database;
 
 /** Records `count` events for distinct customers, the target configured (their deliveries not written yet). */
-async function recordEvents(prefix: string, count: number, target: ReturnType<typeof webhookTarget>): Promise<void> {
+async function recordEvents(prefix: string, count: number, target: ReturnType<typeof configuredTarget>): Promise<void> {
   await startDispatch(db, [target], new Date());
   await sql`
     with source as (
@@ -32,7 +31,7 @@ async function recordEvents(prefix: string, count: number, target: ReturnType<ty
 }
 
 /** A worker pushing to the target under the given load, with no poll for far longer than a test: the only trickle is the one at start. */
-function startWorker(t: Test, target: ReturnType<typeof webhookTarget>, load: IngestLoad, concurrency?: number) {
+function startWorker(t: Test, target: ReturnType<typeof configuredTarget>, load: IngestLoad, concurrency?: number) {
   const worker = startDeliveryWorker({
     db,
     endpoints: fixedEndpoints([target], webhookSecret()),
@@ -105,7 +104,7 @@ t.test('the ingest load is busy while callbacks pile up, not for one at a time, 
 
 t.test('while callback ingest is busy only a trickle of deliveries goes out; the rest follows once it is idle', async (t) => {
   const receiver = await startReceiver(t);
-  const target = webhookTarget(receiver.url);
+  const target = configuredTarget(receiver.url);
   // Three times what may be in flight after the trickle: the backlog goes out batch after batch,
   // each as the one before it finishes, not one batch per poll.
   const concurrency = 32;
@@ -133,7 +132,7 @@ t.test('while callback ingest is busy only a trickle of deliveries goes out; the
 
 t.test("the first moments of a burst already hold the push back; the next commit after them sends what waited", async (t) => {
   const receiver = await startReceiver(t);
-  const target = webhookTarget(receiver.url);
+  const target = configuredTarget(receiver.url);
   const events = TRICKLE_CLAIM * 3;
   await recordEvents('pressed-', events, target);
 

@@ -2,8 +2,8 @@ import { Webhook } from 'standardwebhooks';
 import t from 'tap';
 import { FIRST_RETRY_S, MAX_GAP_S, retryDelayS } from '../../src/events/backoff.js';
 import { webhookSigner } from '../../src/events/signature.js';
-import { redactUrl, scrubTarget, webhookTarget } from '../../src/events/targets.js';
-import { webhookSecret } from './fixtures.js';
+import { redactUrl, scrubTarget } from '../../src/events/targets.js';
+import { configuredTarget, webhookSecret } from './fixtures.js';
 
 t.test('what the signer produces, the standardwebhooks package verifies; a changed byte does not', async (t) => {
   const secret = webhookSecret();
@@ -28,10 +28,10 @@ t.test('retries: the first within seconds, each gap doubling with jitter, never 
 t.test('a URL is shown without userinfo and query values, and its secrets are scrubbed from any text', async (t) => {
   t.equal(redactUrl('https://u:p@x.example:8443/in?token=abc&a=1&a=2#frag'), 'https://x.example:8443/in?token=redacted&a=redacted');
   t.equal(redactUrl('http://x.example/in'), 'http://x.example/in');
-  const target = webhookTarget('https://hook%40user:pa%3Ass@x.example/in?token=s3cr3tvalue');
+  const target = configuredTarget('https://hook%40user:pa%3Ass@x.example/in?token=s3cr3tvalue');
   t.equal(target.url, 'https://x.example/in?token=s3cr3tvalue');
   t.equal(target.authorization, `Basic ${Buffer.from('hook@user:pa:ss').toString('base64')}`);
   const scrubbed = scrubTarget('failed https://x.example/in?token=s3cr3tvalue as hook@user pa:ss', target);
   t.notMatch(scrubbed, /s3cr3tvalue|hook@user|pa:ss/);
-  t.not(webhookTarget('http://x.example/a?k=1').key, webhookTarget('http://x.example/a?k=2').key, 'one key per configured URL');
+  t.not(configuredTarget('http://x.example/a?k=1').key, configuredTarget('http://x.example/a?k=2').key, 'one key per configured URL');
 });

@@ -4,6 +4,8 @@ import type { Kysely } from 'kysely';
 import type { EndpointStatus, EventType, Tables } from '../../db/types.js';
 import { type SigningSecret, type WebhookSigner, webhookSigner } from '../signature.js';
 import { type WebhookTarget, webhookTarget } from '../targets.js';
+import { LEGACY_KEY, type UrlKeyer } from '../url-key.js';
+import { rekeyEndpoints } from './rekey.js';
 import { clearExpiredSecrets, type EndpointRow, readEndpoints, syncConfiguredEndpoints } from './store.js';
 
 /** An endpoint as the delivery worker sends to it. */
@@ -39,7 +41,9 @@ export interface RegistryDeps {
   db: Kysely<Tables>;
   /** EVENT_WEBHOOK_URLS and EVENT_WEBHOOK_SECRET, when set. */
   configured: { urls: readonly string[]; secret: string } | undefined;
-  log: Pick<FastifyBaseLogger, 'warn'>;
+  /** Names the configured URLs (keyed under CPF_HASH_KEY). */
+  urlKeys: UrlKeyer;
+  log: Pick<FastifyBaseLogger, 'warn' | 'info'>;
   refreshMs?: number;
   clock?: () => Date;
 }
@@ -51,7 +55,7 @@ export interface RegistryDeps {
  */
 export function endpointRegistry(deps: RegistryDeps): EndpointRegistry {
   const configured = new Map((deps.configured?.urls ?? []).map((url) => {
-    const t = webhookTarget(url);
+    const t = webhookTarget(url, deps.urlKeys.key);
     return [t.key, t] as const;
   }));
   const configSigner = deps.configured ? webhookSigner(deps.configured.secret) : undefined;
@@ -77,12 +81,27 @@ export function endpointRegistry(deps: RegistryDeps): EndpointRegistry {
     if (!row.secret) return undefined;
     const secrets: SigningSecret[] = [{ secret: row.secret }];
     if (row.previous_secret && row.previous_expires_at) secrets.push({ secret: row.previous_secret, until: new Date(row.previous_expires_at) });
-    return { ...webhookTarget(row.url), key: row.key, ...common, signer: webhookSigner(secrets) };
+    return { ...webhookTarget(row.url, () => row.key), ...common, signer: webhookSigner(secrets) };
   }
+
+  // Rows still named by an older key are re-keyed before this instance writes its configured ones:
+  // at the first read, and whenever a configured row in the legacy form appears (written by an
+  // instance still on older code).
+  let rekeyed = false;
+  const rekey = async () => {
+    const renamed = await rekeyEndpoints(deps.db, deps.urlKeys, deps.configured?.urls ?? []);
+    rekeyed = true;
+    if (renamed > 0) deps.log.info({ renamed }, 'event endpoint keys re-keyed under CPF_HASH_KEY');
+  };
 
   async function refresh(): Promise<void> {
     try {
+      if (!rekeyed) await rekey();
       let rows = await readEndpoints(deps.db);
+      if (rows.some((r) => r.managed === 'config' && LEGACY_KEY.test(r.key))) {
+        await rekey();
+        rows = await readEndpoints(deps.db);
+      }
       // A configured URL's row is written at start; when the database was not there then, now.
       const missing = [...configured.values()].filter((t) => !rows.some((r) => r.key === t.key));
       if (missing.length > 0) {

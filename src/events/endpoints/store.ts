@@ -255,4 +255,61 @@ export async function replayToEndpoint(
   return Number(rows[0]?.n ?? 0);
 }
 
+/**
+ * Of `candidates`, the keys some row is named by: an endpoint row, a dispatch position or a
+ * delivery. With `legacy`, every key in the legacy form (32 hex digits) as well: the deliveries'
+ * distinct keys are walked through event_deliveries_endpoint (url_key, ...), one index step per
+ * key (there are as many keys as endpoints ever), never a scan of the deliveries.
+ */
+export async function storedEndpointKeys(db: Kysely<Tables>, candidates: readonly string[], legacy: boolean): Promise<string[]> {
+  const { rows } = await sql<{ key: string }>`
+    with recursive walk(key) as (
+      (select url_key from event_deliveries order by url_key limit 1)
+      union all
+      select (select d.url_key from event_deliveries d where d.url_key > w.key order by d.url_key limit 1) from walk w where w.key is not null
+    ),
+    keys(key) as (
+      select key from walk where key is not null
+      union select key from event_endpoints
+      union select url_key from event_dispatch
+    )
+    select key from keys
+    where key = any(${candidates}::text[]) or (${legacy}::boolean and key ~ '^[0-9a-f]{32}$')`.execute(db);
+  return rows.map((r) => r.key);
+}
+
+/**
+ * Renames an endpoint key in every row that names it (the endpoint, its dispatch position, its
+ * deliveries), in the caller's transaction. Where rows under both keys exist (an instance on older
+ * code wrote the old form again), the older endpoint row and the earlier dispatch position are
+ * kept, and a delivery of an event that already has one under `to` is dropped.
+ */
+export async function renameEndpointKey(tx: Transaction<Tables>, from: string, to: string): Promise<void> {
+  await sql`
+    delete from event_endpoints n using event_endpoints o
+    where ((n.key = ${from} and o.key = ${to}) or (n.key = ${to} and o.key = ${from})) and (n.created_at, n.id) > (o.created_at, o.id)`.execute(tx);
+  await tx.updateTable('event_endpoints').set({ key: to }).where('key', '=', from).execute();
+  await sql`
+    update event_dispatch n set tx_id = o.tx_id, event_id = o.event_id
+    from event_dispatch o
+    where n.url_key = ${to} and o.url_key = ${from} and (o.tx_id, o.event_id) < (n.tx_id, n.event_id)`.execute(tx);
+  await sql`delete from event_dispatch o where o.url_key = ${from} and exists (select 1 from event_dispatch n where n.url_key = ${to})`.execute(tx);
+  await tx.updateTable('event_dispatch').set({ url_key: to }).where('url_key', '=', from).execute();
+  await sql`
+    delete from event_deliveries o
+    where o.url_key = ${from} and exists (select 1 from event_deliveries n where n.event_id = o.event_id and n.url_key = ${to})`.execute(tx);
+  await tx.updateTable('event_deliveries').set({ url_key: to }).where('url_key', '=', from).execute();
+}
+
+/** Serialises the re-keying of endpoints across instances starting together. */
+const REKEY_LOCK_ID = 7302512093411875001n;
+
+/** Renames each key `from` to `to` (renameEndpointKey), all in one transaction, one instance at a time. */
+export async function renameEndpointKeys(db: Kysely<Tables>, renames: ReadonlyMap<string, string>): Promise<void> {
+  await db.transaction().execute(async (tx) => {
+    await sql`select pg_advisory_xact_lock(${sql.lit(REKEY_LOCK_ID)})`.execute(tx);
+    for (const [from, to] of renames) await renameEndpointKey(tx, from, to);
+  });
+}
+
 export type { EndpointStatus };
