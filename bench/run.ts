@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { commandLine } from '../src/cli.js';
+import { commandLine } from '../src/config/cli.js';
 import { type AbScenario, compareAb } from './lib/compare.js';
 import { tracingGoals } from './lib/tracing-goals.js';
 import { type BenchDatabase, backendCpuSnapshot, createBenchDatabase, flushWrites, GATEWAY_APPLICATIONS, statementTotals } from './lib/database.js';

@@ -1,14 +1,14 @@
 import type { AddressInfo } from 'node:net';
 import { DiagLogLevel, diag } from '@opentelemetry/api';
 import { buildApp } from './app.js';
-import { commandLine } from './cli.js';
-import { configOrExit, listenError, writeFatal } from './config-error.js';
-import { unknownVariableWarnings } from './config-names.js';
-import { loadConfig } from './config.js';
+import { commandLine } from './config/cli.js';
+import { configOrExit, listenError, writeFatal } from './config/config-error.js';
+import { unknownVariableWarnings } from './config/config-names.js';
+import { loadConfig } from './config/config.js';
 import { openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrator.js';
-import { loadEnvFile } from './env-file.js';
-import { createLogger, defaultLogFormat } from './logger.js';
+import { loadEnvFile } from './config/env-file.js';
+import { createLogger, defaultLogFormat } from './observability/logger.js';
 import { type SandboxMode, startSandboxMode } from './sandbox/mode.js';
 import { startTracing } from './tracing/sdk.js';
 

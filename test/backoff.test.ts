@@ -1,5 +1,5 @@
 import t from 'tap';
-import { backoff } from '../src/backoff.js';
+import { backoff } from '../src/timing/backoff.js';
 
 // The one backoff of the gateway: event delivery retries, the token client, the LISTEN reconnect.
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { packageVersion, readCommandLine } from '../src/cli.js';
+import { packageVersion, readCommandLine } from '../src/config/cli.js';
 import { ENTRY_POINTS, failingEnvironment } from './helpers/entry-points.js';
 import { startProcess } from './helpers/process.js';
 

@@ -2,7 +2,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { loadConfig, SECRET_VARIABLES } from '../src/config.js';
+import { loadConfig, SECRET_VARIABLES } from '../src/config/config.js';
 import { loadSandboxConfig } from '../src/sandbox/config.js';
 import { configProblems } from './helpers/config.js';
 

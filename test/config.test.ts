@@ -1,6 +1,6 @@
 import { configProblems } from './helpers/config.js';
 import t from 'tap';
-import { DEV_CPF_HASH_KEY, loadConfig } from '../src/config.js';
+import { DEV_CPF_HASH_KEY, loadConfig } from '../src/config/config.js';
 import { startProcess } from './helpers/process.js';
 
 const problems = (env: Record<string, string>): string[] => configProblems(loadConfig, env);

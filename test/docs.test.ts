@@ -1,6 +1,6 @@
 import { access, readdir, readFile } from 'node:fs/promises';
 import t from 'tap';
-import { CONFIG_VARIABLES } from '../src/config.js';
+import { CONFIG_VARIABLES } from '../src/config/config.js';
 import { SANDBOX_CONFIG_VARIABLES } from '../src/sandbox/config.js';
 
 const read = (file: string) => readFile(new URL(`../${file}`, import.meta.url), 'utf8');

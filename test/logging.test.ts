@@ -1,6 +1,6 @@
 import t from 'tap';
-import { redactUrl } from '../src/logger.js';
-import { scrubText } from '../src/scrub.js';
+import { redactUrl } from '../src/observability/logger.js';
+import { scrubText } from '../src/observability/scrub.js';
 import { buildTestApp, TEST_PARTNER_TOKEN } from './helpers/app.js';
 import { captureLogs } from './helpers/logs.js';
 

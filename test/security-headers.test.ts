@@ -2,7 +2,7 @@ import helmet from '@fastify/helmet';
 import Fastify from 'fastify';
 import t from 'tap';
 import { SECURITY_HEADER_OPTIONS } from '../src/app.js';
-import { securityHeaders } from '../src/security-headers.js';
+import { securityHeaders } from '../src/http/security-headers.js';
 import { buildTestApp } from './helpers/app.js';
 
 // The gateway computes its security headers once, at start, instead of letting @fastify/helmet

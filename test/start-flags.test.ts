@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { GATEWAY_NODE_ARGS } from '../src/node-flags.js';
+import { GATEWAY_NODE_ARGS } from '../src/config/node-flags.js';
 
 // The gateway's Node flags (its memory under load: docs/performance-history.md) are written in three places:
 // `npm start`, the Docker image's CMD, and the bench harnesses' GATEWAY_NODE_ARGS (which start it

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { sql } from 'kysely';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { recordEventsSql } from '../../src/events/record.js';

@@ -1,7 +1,7 @@
 import helmet from '@fastify/helmet';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { SECURITY_HEADER_OPTIONS } from '../../src/app.js';
-import { addSecurityHeaders } from '../../src/security-headers.js';
+import { addSecurityHeaders } from '../../src/http/security-headers.js';
 
 // `node dist/bench/investigations/helmet-cost.js [--requests=20000] [--rounds=3]`: the CPU a bare Fastify app
 // spends per request on security headers, by each way of setting them, alternated A B C A B C

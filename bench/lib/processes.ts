@@ -18,7 +18,7 @@ export interface Child {
   stop(): Promise<void>;
 }
 
-export { GATEWAY_NODE_ARGS } from '../../src/node-flags.js';
+export { GATEWAY_NODE_ARGS } from '../../src/config/node-flags.js';
 
 const running = new Set<ChildProcess>();
 

@@ -205,7 +205,7 @@ rm -rf "$WORK/node" "$WORK/rootfs"
 # The build context: the checkout as docker build sees it (.dockerignore applies), plus this
 # machine's CA bundle as npm-ca.pem when npm needs one (a TLS-inspecting proxy, as here).
 mkdir -p "$WORK/context"
-tar -C "$ROOT" --exclude=./node_modules --exclude=./dist --exclude=./.git --exclude=./npm-ca.pem -c . | tar -C "$WORK/context" -x
+tar -C "$ROOT" --exclude=./node_modules --exclude=./dist --exclude=./.git --exclude=./.tap --exclude=./npm-ca.pem -c . | tar -C "$WORK/context" -x
 CA_BUNDLE=${NODE_EXTRA_CA_CERTS:-$(npm config get cafile 2>/dev/null || true)}
 [ "$CA_BUNDLE" = null ] && CA_BUNDLE=""
 REGISTRY=$(npm config get registry)

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
-import type { Config } from '../config.js';
-import { AppError, errorBody, forbidden, unauthorized } from '../errors.js';
+import type { Config } from '../config/config.js';
+import { AppError, errorBody, forbidden, unauthorized } from '../http/errors.js';
 import { partnerTokenSchema } from '../provider/schemas.js';
 import { addressMatcher } from './addresses.js';
 

@@ -1,6 +1,6 @@
-import type { ValidationIssue } from '../errors.js';
-import { issuePath } from '../errors.js';
-import { scrubText } from '../scrub.js';
+import type { ValidationIssue } from '../http/errors.js';
+import { issuePath } from '../http/errors.js';
+import { scrubText } from '../observability/scrub.js';
 import { customerUuidSchema, type UnderwritingResult, underwritingResultSchema } from '../provider/schemas.js';
 
 /** What a callback's bytes turned out to be: a result to store, or why it is not one. */

@@ -1,5 +1,5 @@
 import type { Registry } from 'prom-client';
-import { histogram, outcomeCounter } from '../metrics.js';
+import { histogram, outcomeCounter } from '../observability/metrics.js';
 
 export const CALLBACK_METRIC_OUTCOMES = [
   'matched',

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { isStorageUnavailable } from '../db/storage-errors.js';
 import type { Tables } from '../db/types.js';
-import { validationFailed } from '../errors.js';
+import { validationFailed } from '../http/errors.js';
 import { decide, toUtcInstant } from '../provider/schemas.js';
 import { type Intake, readCallback } from './intake.js';
 import type { CallbackMetrics } from './metrics.js';

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Tables } from '../db/types.js';
 import type { AppDeliveryHandoff } from '../events/handoff.js';
-import type { IngestLoad } from '../ingest-load.js';
+import type { IngestLoad } from '../timing/ingest-load.js';
 import type { CallbackMetrics } from './metrics.js';
 import { callbackReceiver } from './receiver.js';
 

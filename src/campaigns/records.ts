@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { maskCpfsInText } from '../cpf.js';
-import { issuePath, type ValidationIssue } from '../errors.js';
+import { issuePath, type ValidationIssue } from '../http/errors.js';
 
 // A campaign's line as a submit's body: parsed (NDJSON) or rebuilt from its CSV fields, then
 // validated by the very schema of POST /v1/underwritings (submissions/schemas.ts).

@@ -4,10 +4,10 @@ import { type FastifyPluginAsyncZod, validatorCompiler } from 'fastify-type-prov
 import { allowlistGuard, apiKeyGuard, presentedBearer } from '../access/guards.js';
 import { type Actor, keyFingerprint } from '../audit/trail.js';
 import type { CampaignSource } from '../db/types.js';
-import type { Config } from '../config.js';
-import { AppError } from '../errors.js';
+import type { Config } from '../config/config.js';
+import { AppError } from '../http/errors.js';
 import { allowLongUpload } from '../http/long-upload.js';
-import { operation } from '../openapi.js';
+import { operation } from '../http/openapi.js';
 import { storedTraceparent } from '../tracing/spans.js';
 import { traceOf } from '../tracing/server-spans.js';
 import {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CAMPAIGN_SOURCES, CAMPAIGN_STATUSES, DECISIONS, REQUEST_STATUSES } from '../db/types.js';
-import { errorSchema, validationErrorSchema } from '../errors.js';
+import { errorSchema, validationErrorSchema } from '../http/errors.js';
 import { pageOf } from '../http/page.js';
 import { cursorParam, wholeNumber } from '../http/query.js';
 

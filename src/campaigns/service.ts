@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Tables } from '../db/types.js';
-import { notFound } from '../errors.js';
+import { notFound } from '../http/errors.js';
 import { cursorCodec } from '../http/cursor.js';
 import type { Sealer } from '../submissions/seal.js';
 import { submitBodySchema } from '../submissions/schemas.js';

@@ -3,7 +3,7 @@ import { runStatement } from '../db/run-statement.js';
 import { defineStatement, type Statement } from '../db/statements.js';
 import type { CampaignSource, CampaignStatus, Decision, RequestStatus, Tables } from '../db/types.js';
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
-import type { ValidationIssue } from '../errors.js';
+import type { ValidationIssue } from '../http/errors.js';
 import type { Position } from '../http/cursor.js';
 import { REQUEST_DATA_COLUMNS } from '../requests/store.js';
 import { INDEX_LOOKUPS_ONLY } from '../db/plan-guards.js';

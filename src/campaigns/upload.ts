@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { z } from 'zod';
 import type { CampaignSource, Tables } from '../db/types.js';
-import { AppError, type ValidationIssue, validationFailed } from '../errors.js';
+import { AppError, type ValidationIssue, validationFailed } from '../http/errors.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import { enqueueSubmits, type QueuedSubmit } from '../submissions/queue.js';
 import type { Sealer } from '../submissions/seal.js';

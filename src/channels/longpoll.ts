@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
-import { AppError } from '../errors.js';
+import { AppError } from '../http/errors.js';
 import type { ChannelListener } from './listener.js';
 
 export const tooManyWaiters = () =>

@@ -1,6 +1,6 @@
 import net from 'node:net';
 import pg from 'pg';
-import { backoff } from '../backoff.js';
+import { backoff } from '../timing/backoff.js';
 import type { Log, Source, SourceHandlers } from './source.js';
 
 const RECONNECT_MIN_MS = 100;

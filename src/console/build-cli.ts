@@ -1,4 +1,4 @@
-import { commandLine } from '../cli.js';
+import { commandLine } from '../config/cli.js';
 import { buildConsole } from './build.js';
 
 // `npm run build` (and so `npm start`): bundle the console into dist/console.

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { allowlistGuard } from '../access/guards.js';
-import { AppError, notFound } from '../errors.js';
+import { AppError, notFound } from '../http/errors.js';
 import { type Asset, consoleAssetsDir, loadAssets } from './assets.js';
 
 export interface ConsoleDeps {

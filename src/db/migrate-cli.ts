@@ -1,9 +1,9 @@
-import { commandLine } from '../cli.js';
-import { configOrExit, writeFatal } from '../config-error.js';
-import { unknownVariableWarnings } from '../config-names.js';
-import { loadDatabaseConfig } from '../config.js';
-import { loadEnvFile } from '../env-file.js';
-import { createLogger } from '../logger.js';
+import { commandLine } from '../config/cli.js';
+import { configOrExit, writeFatal } from '../config/config-error.js';
+import { unknownVariableWarnings } from '../config/config-names.js';
+import { loadDatabaseConfig } from '../config/config.js';
+import { loadEnvFile } from '../config/env-file.js';
+import { createLogger } from '../observability/logger.js';
 import { openDatabase } from './database.js';
 import { migrateToLatest } from './migrator.js';
 

@@ -1,6 +1,6 @@
 import { mkdir, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { commandLine } from '../cli.js';
+import { commandLine } from '../config/cli.js';
 import { compareSnapshots, readSnapshots, renderSnapshots, SNAPSHOT_DIR } from './sql-snapshot.js';
 
 // `npm run sql:snapshot`: writes the final text of every named statement and listed builder query

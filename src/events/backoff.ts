@@ -1,4 +1,4 @@
-import { backoff } from '../backoff.js';
+import { backoff } from '../timing/backoff.js';
 
 /** The first retry comes within seconds; the gap doubles after each failure, capped here. */
 export const FIRST_RETRY_S = 1;

@@ -1,5 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { histogram } from '../metrics.js';
+import { histogram } from '../observability/metrics.js';
 
 export interface EventMetrics {
   result(result: 'delivered' | 'failed' | 'dead', lagS?: number): void;

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes, type RouteAccess } from '../access/guards.js';
-import { errorSchema, guardedRouteErrors } from '../errors.js';
-import { operation } from '../openapi.js';
+import { errorSchema, guardedRouteErrors } from '../http/errors.js';
+import { operation } from '../http/openapi.js';
 import {
   bulkRedeliverBody,
   DEFAULT_FEED_PAGE,

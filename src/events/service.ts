@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { NotificationChannel } from '../channels/channel.js';
 import type { Tables } from '../db/types.js';
-import { notFound } from '../errors.js';
+import { notFound } from '../http/errors.js';
 import type { EndpointRegistry } from './endpoints/registry.js';
 import { eventView, readFeedPage, type FeedRequest } from './feed.js';
 import { readEvent } from './feed-sql.js';

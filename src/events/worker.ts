@@ -5,7 +5,7 @@ import type { Kysely } from 'kysely';
 import { Agent } from 'undici';
 import { isStorageUnavailable } from '../db/storage-errors.js';
 import type { Tables } from '../db/types.js';
-import type { IngestLoad } from '../ingest-load.js';
+import type { IngestLoad } from '../timing/ingest-load.js';
 import { failedAttemptLevel } from './attempt-log.js';
 import { attemptTrace } from './attempt-trace.js';
 import { leaseKeeper } from './lease.js';

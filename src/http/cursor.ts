@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { validationFailed } from '../errors.js';
+import { validationFailed } from './errors.js';
 
 /** Where a page ended: the last row's submitted_at (UTC, microseconds, as text) and id. */
 export interface Position {

@@ -2,8 +2,8 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
 import type { DatabaseHandle } from '../db/handle.js';
-import { AppError, errorBody, errorSchema, storageUnavailable } from '../errors.js';
-import { operation } from '../openapi.js';
+import { AppError, errorBody, errorSchema, storageUnavailable } from '../http/errors.js';
+import { operation } from '../http/openapi.js';
 
 export interface OpsDeps {
   database: Pick<DatabaseHandle, 'probe'>;

@@ -2,8 +2,8 @@ import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes, presentedBearer, type RouteAccess } from '../access/guards.js';
 import { type Actor, keyFingerprint, type SubjectRef } from '../audit/trail.js';
-import { errorSchema, guardedRouteErrors } from '../errors.js';
-import { operation } from '../openapi.js';
+import { errorSchema, guardedRouteErrors } from '../http/errors.js';
+import { operation } from '../http/openapi.js';
 import {
   auditPageView,
   auditQuery,

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { type Actor, type AuditFilter, readAuditPage, recordAudit, type SubjectRef, subjectHasher } from '../audit/trail.js';
 import type { Tables } from '../db/types.js';
-import { AppError, notFound } from '../errors.js';
+import { AppError, notFound } from '../http/errors.js';
 import { cursorCodec } from '../http/cursor.js';
 import type { PersonalDataMetrics } from './metrics.js';
 import { DEFAULT_AUDIT_PAGE, type ExportView } from './schemas.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import type { ProviderPacingConfig } from '../config.js';
+import type { ProviderPacingConfig } from '../config/config.js';
 import type { Tables } from '../db/types.js';
 import { type CallOutcome, ensureSlots, type Refusal, returnSlot, takeSlot } from './pacing-store.js';
 

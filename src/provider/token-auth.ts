@@ -1,6 +1,6 @@
 import { createPrivateKey, type KeyObject, randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
-import type { TokenClientConfig } from '../config.js';
+import type { TokenClientConfig } from '../config/config.js';
 
 /**
  * How the client proves who it is to the token endpoint (RFC 6749 §2.3): each strategy adds its

@@ -1,9 +1,9 @@
 import { pino } from 'pino';
-import { commandLine } from '../cli.js';
-import { configOrExit } from '../config-error.js';
-import { loadConfig } from '../config.js';
-import { loadEnvFile } from '../env-file.js';
-import { loggerOptions } from '../logger.js';
+import { commandLine } from '../config/cli.js';
+import { configOrExit } from '../config/config-error.js';
+import { loadConfig } from '../config/config.js';
+import { loadEnvFile } from '../config/env-file.js';
+import { loggerOptions } from '../observability/logger.js';
 import { TokenClient } from './token-client.js';
 
 // `npm run token`: checks the configured client credentials by fetching one token; never prints it.

@@ -1,7 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { Counter, Gauge, Registry } from 'prom-client';
-import { backoff } from '../backoff.js';
-import type { TokenClientConfig } from '../config.js';
+import { backoff } from '../timing/backoff.js';
+import type { TokenClientConfig } from '../config/config.js';
 import { TokenUnavailableError } from './errors.js';
 import { clientAuthentication } from './token-auth.js';
 import {

@@ -1,8 +1,8 @@
 import type { FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler } from 'fastify-type-provider-zod';
 import { guardRoutes, presentedBearer, type RouteAccess } from '../access/guards.js';
-import { errorSchema, guardedRouteErrors } from '../errors.js';
-import { operation } from '../openapi.js';
+import { errorSchema, guardedRouteErrors } from '../http/errors.js';
+import { operation } from '../http/openapi.js';
 import {
   customerParams,
   customerQuerystring,

@@ -3,7 +3,7 @@ import { type Actor, keyFingerprint, recordAudit, subjectHasher } from '../audit
 import type { NotificationChannel } from '../channels/channel.js';
 import { hashCpfUnderEvery } from '../cpf.js';
 import type { Tables } from '../db/types.js';
-import { notFound } from '../errors.js';
+import { notFound } from '../http/errors.js';
 import { cursorCodec } from '../http/cursor.js';
 import type { QueryMetrics } from './metrics.js';
 import { type CustomerView, DEFAULT_PAGE, type PageView } from './schemas.js';

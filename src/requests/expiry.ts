@@ -5,7 +5,7 @@ import { runStatement } from '../db/run-statement.js';
 import { defineStatement, type Statement } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
-import { type Periodic, startPeriodic } from '../periodic.js';
+import { type Periodic, startPeriodic } from '../timing/periodic.js';
 import { releaseAbandoned, REQUEST_DATA_COLUMNS } from './store.js';
 
 /** Rows expired per statement: a long backlog (after an outage) never becomes one huge transaction. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DECISIONS, REQUEST_STATUSES } from '../db/types.js';
-import { httpStatusSchema } from '../errors.js';
+import { httpStatusSchema } from '../http/errors.js';
 import { addressSchema, OCCUPATIONS } from '../provider/schemas.js';
 
 // A request as it leaves the service (lookups, events, exports). Response schemas list exactly

@@ -4,7 +4,7 @@ import { foldRequests, foldStrayCallbacks, idArray } from '../aggregates/fold.js
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { INDEX_LOOKUPS_ONLY } from '../db/plan-guards.js';
-import { type Periodic, startPeriodic } from '../periodic.js';
+import { type Periodic, startPeriodic } from '../timing/periodic.js';
 
 /** Tables the sweep deletes from, as the purged-rows metric labels them. */
 export const PURGED_TABLES = ['underwriting_requests', 'callbacks', 'idempotency_keys', 'events', 'event_deliveries', 'campaigns'] as const;

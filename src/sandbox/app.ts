@@ -1,9 +1,9 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { listenError } from '../config-error.js';
+import { listenError } from '../config/config-error.js';
 import { BODY_LIMIT_BYTES } from '../deps.js';
-import { installErrorHandler } from '../errors.js';
+import { installErrorHandler } from '../http/errors.js';
 import type { SandboxConfig } from './config.js';
 import { type CallbackDelivery, callbackDelivery, DEFAULT_RETRY_POLICY, type RetryPolicy } from './delivery.js';
 import { faultRoutes, faultState, NO_FAULTS } from './faults.js';

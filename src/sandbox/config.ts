@@ -1,8 +1,8 @@
 import { createPublicKey } from 'node:crypto';
 import path from 'node:path';
 import { z } from 'zod';
-import { ConfigError } from '../config-error.js';
-import { addressList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnvWithSecretFiles } from '../env.js';
+import { ConfigError } from '../config/config-error.js';
+import { addressList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnvWithSecretFiles } from '../config/env.js';
 import { partnerTokenSchema } from '../provider/schemas.js';
 import type { Faults } from './faults.js';
 

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { redactUrl } from '../logger.js';
+import { redactUrl } from '../observability/logger.js';
 import type { UnderwritingResult } from '../provider/schemas.js';
 import { memoryPendingStore, type PendingDelivery, type PendingResult, type PendingStore } from './pending.js';
 

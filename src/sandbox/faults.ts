@@ -2,7 +2,7 @@ import type { Socket } from 'node:net';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { allowlistGuard } from '../access/guards.js';
-import { errorSchema, validationErrorSchema } from '../errors.js';
+import { errorSchema, validationErrorSchema } from '../http/errors.js';
 
 /**
  * What the simulator does besides accepting: a rate limit (429 with Retry-After over it), 503s

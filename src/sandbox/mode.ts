@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Config } from '../config.js';
-import { BANNER_FIELD, redactUrl } from '../logger.js';
+import type { Config } from '../config/config.js';
+import { BANNER_FIELD, redactUrl } from '../observability/logger.js';
 import { buildSandboxApp, listenSandbox } from './app.js';
 import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
 import type { CallbackDelivery } from './delivery.js';

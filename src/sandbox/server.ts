@@ -1,8 +1,8 @@
-import { commandLine } from '../cli.js';
-import { configOrExit, writeFatal } from '../config-error.js';
-import { unknownVariableWarnings } from '../config-names.js';
-import { loadEnvFile } from '../env-file.js';
-import { createLogger, defaultLogFormat, redactUrl } from '../logger.js';
+import { commandLine } from '../config/cli.js';
+import { configOrExit, writeFatal } from '../config/config-error.js';
+import { unknownVariableWarnings } from '../config/config-names.js';
+import { loadEnvFile } from '../config/env-file.js';
+import { createLogger, defaultLogFormat, redactUrl } from '../observability/logger.js';
 import { buildSandboxApp, listenSandbox } from './app.js';
 import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
 import type { CallbackDelivery } from './delivery.js';

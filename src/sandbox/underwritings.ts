@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { allowlistGuard, partnerTokenGuard } from '../access/guards.js';
-import { errorSchema, validationErrorSchema } from '../errors.js';
+import { errorSchema, validationErrorSchema } from '../http/errors.js';
 import { customerUuidSchema, underwritingRequestSchema, type UnderwritingResult, UNDERWRITINGS_PATH } from '../provider/schemas.js';
 import type { SandboxConfig } from './config.js';
 import type { CallbackDelivery } from './delivery.js';

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { Gauge, type Registry } from 'prom-client';
 import type { Tables } from '../db/types.js';
-import { scrapeSnapshot } from '../metrics.js';
+import { scrapeSnapshot } from '../observability/metrics.js';
 import { type PresentRow, readDeliveriesByUrl, readPresent, type UrlDeliveriesRow } from './sql.js';
 
 /** Per-URL series at most; the URLs past them (by name) are summed under url="other". */

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes, type RouteAccess } from '../access/guards.js';
-import { guardedRouteErrors } from '../errors.js';
-import { operation } from '../openapi.js';
+import { guardedRouteErrors } from '../http/errors.js';
+import { operation } from '../http/openapi.js';
 import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
 import type { StatsService } from './service.js';
 

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { z } from 'zod';
 import { binMs } from '../aggregates/turnaround.js';
 import type { Tables } from '../db/types.js';
-import { validationFailed } from '../errors.js';
+import { validationFailed } from '../http/errors.js';
 import type { TokenState } from '../provider/token-source.js';
 import { cursorCodec } from '../http/cursor.js';
 import { readStrayPage } from './callbacks.js';

@@ -1,8 +1,8 @@
-import { AppError } from '../errors.js';
+import { AppError } from '../http/errors.js';
 import { TokenUnavailableError, UpstreamRejectedError, UpstreamUnavailableError } from '../provider/errors.js';
 import type { CallOutcome } from '../provider/pacing-store.js';
 import { EXCERPT_MAX_CHARS } from '../provider/underwriting-client.js';
-import { scrubText } from '../scrub.js';
+import { scrubText } from '../observability/scrub.js';
 import type { SubmitMetricOutcome } from './metrics.js';
 
 // What a failed provider call means: for the caller's answer, for the stored request, for the

@@ -1,5 +1,5 @@
 import { Histogram, type Registry } from 'prom-client';
-import { outcomeCounter } from '../metrics.js';
+import { outcomeCounter } from '../observability/metrics.js';
 import type { UpstreamMetricOutcome } from '../provider/underwriting-client.js';
 
 /** How one queued submit's forward ended (counted by underwriting_forwards_total). */

@@ -1,8 +1,8 @@
 import type { FastifyRequest, FastifySchemaCompiler, FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { allowlistGuard } from '../access/guards.js';
-import type { Config } from '../config.js';
-import { operation } from '../openapi.js';
+import type { Config } from '../config/config.js';
+import { operation } from '../http/openapi.js';
 import { traceOf } from '../tracing/server-spans.js';
 import { metricOutcomeOfStatus, type SubmitMetricOutcome } from './metrics.js';
 import {

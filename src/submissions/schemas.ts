@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isValidCpf } from '../cpf.js';
-import { errorSchema, httpStatusSchema, validationErrorSchema } from '../errors.js';
+import { errorSchema, httpStatusSchema, validationErrorSchema } from '../http/errors.js';
 import { customerUuidSchema, underwritingRequestSchema } from '../provider/schemas.js';
 
 /** Printable ASCII, 1-200 characters: enough for a UUID or a composite key, bounded for the index. */

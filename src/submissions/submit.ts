@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
 import type { Tables } from '../db/types.js';
 import { StorageUnavailableError } from '../db/storage-errors.js';
-import { AppError, errorBody } from '../errors.js';
+import { AppError, errorBody } from '../http/errors.js';
 import { TokenUnavailableError } from '../provider/errors.js';
 import { acquireFresh, type PaceRefusal, type Pacer } from '../provider/pacing.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';

@@ -4,7 +4,7 @@ import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/expor
 import { defaultResource, detectResources, emptyResource, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
-import { DEFAULT_SERVICE_NAME, type TracingConfig } from '../config.js';
+import { DEFAULT_SERVICE_NAME, type TracingConfig } from '../config/config.js';
 
 /** The instrumentation scope our spans are reported under. */
 export const TRACER_NAME = 'underwriting-gateway';

@@ -1,7 +1,7 @@
 import { type Attributes, defaultTextMapGetter, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { loggedRequestUrl } from '../logger.js';
-import { scrubText } from '../scrub.js';
+import { loggedRequestUrl } from '../observability/logger.js';
+import { scrubText } from '../observability/scrub.js';
 import { propagator, type SpanParent, startSpan } from './spans.js';
 
 const SPAN = Symbol('serverSpan');

@@ -12,7 +12,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { scrubText } from '../scrub.js';
+import { scrubText } from '../observability/scrub.js';
 
 // The few ways the gateway makes spans. Contexts travel explicitly (a SpanParent handed down),
 // never through a context manager: with tracing off there is no parent, and nothing is done.

@@ -5,7 +5,7 @@ import Fastify from 'fastify';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import t from 'tap';
 import { CONSOLE_CSP, consoleRoutes } from '../../src/console/routes.js';
-import { installErrorHandler } from '../../src/errors.js';
+import { installErrorHandler } from '../../src/http/errors.js';
 import { buildTestApp } from '../helpers/app.js';
 import { ensureConsoleBuilt } from '../helpers/browser.js';
 

@@ -5,7 +5,7 @@ import { recordEventsSql } from '../../src/events/record.js';
 import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
 import { startDispatch } from '../../src/events/queue-sql.js';
 import { startDeliveryWorker, TRICKLE_CLAIM } from '../../src/events/worker.js';
-import { BUSY_LEVEL, type IngestLoad, ingestLoad } from '../../src/ingest-load.js';
+import { BUSY_LEVEL, type IngestLoad, ingestLoad } from '../../src/timing/ingest-load.js';
 import { freshDatabase } from '../helpers/database.js';
 import { configuredTarget, webhookSecret } from './fixtures.js';
 import { until } from '../helpers/until.js';

@@ -1,4 +1,4 @@
-import { ConfigError } from '../../src/config-error.js';
+import { ConfigError } from '../../src/config/config-error.js';
 
 /** The lines a configuration loader refuses the environment with; [] when it accepts it. */
 export function configProblems(load: (env: Record<string, string>) => unknown, env: Record<string, string>): string[] {

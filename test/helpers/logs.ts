@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
-import { loggerOptions } from '../../src/logger.js';
+import { loggerOptions } from '../../src/observability/logger.js';
 
 export interface LogCapture {
   logger: FastifyBaseLogger;

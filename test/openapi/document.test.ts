@@ -39,7 +39,7 @@ function schemasOf(doc: any): any[] {
   return found;
 }
 
-t.test('every route follows the conventions: operationId, security, described answers (use operation() from src/openapi.ts)', async (t) => {
+t.test('every route follows the conventions: operationId, security, described answers (use operation() from src/http/openapi.ts)', async (t) => {
   const doc = await documentOf();
   const ids = new Set<string>();
   for (const { path, method, op } of operations(doc)) {

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import { parse } from 'yaml';
 import { buildTestApp, listen } from '../helpers/app.js';
-import { EXCLUDED_DEFAULT_METRICS } from '../../src/metrics.js';
+import { EXCLUDED_DEFAULT_METRICS } from '../../src/observability/metrics.js';
 import { SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { pushEnv, webhookSecret } from '../events/fixtures.js';

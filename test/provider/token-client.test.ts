@@ -2,7 +2,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { decodeJwt, jwtVerify } from 'jose';
 import { Registry } from 'prom-client';
 import t, { type Test } from 'tap';
-import type { TokenClientConfig } from '../../src/config.js';
+import type { TokenClientConfig } from '../../src/config/config.js';
 import { TokenUnavailableError } from '../../src/provider/errors.js';
 import { MAX_TIMER_MS, RENEWAL_LEAD_MS, TokenClient, type TokenClientOptions } from '../../src/provider/token-client.js';
 import { MISSING_TOKEN_HINT, MISSING_TOKEN_MESSAGE, TokenEndpointError } from '../../src/provider/token-exchange.js';

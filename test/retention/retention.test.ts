@@ -4,7 +4,7 @@ import { openDatabase } from '../../src/db/database.js';
 import type { DatabaseHandle } from '../../src/db/handle.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { purgePass, purgeRequestBatch, retentionCutoff } from '../../src/retention/sweep.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { buildTestApp } from '../helpers/app.js';
 import { configProblems } from '../helpers/config.js';
 import { anotherConnection, ENGINE } from '../helpers/database.js';

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import t from 'tap';
 import { parse } from 'yaml';
 import { addressMatcher } from '../../src/access/addresses.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { loadSandboxConfig } from '../../src/sandbox/config.js';
 
 // No Docker engine runs in CI: the compose file is checked for structure and consistent wiring.

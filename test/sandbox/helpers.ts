@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import type { Test } from 'tap';
-import { loggerOptions } from '../../src/logger.js';
+import { loggerOptions } from '../../src/observability/logger.js';
 import { buildSandboxApp, type SandboxDeps } from '../../src/sandbox/app.js';
 import { loadSandboxConfig, type SandboxConfig, SANDBOX_DEFAULT_PARTNER_TOKEN } from '../../src/sandbox/config.js';
 import { listen } from '../helpers/app.js';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { AppError } from '../../src/errors.js';
+import { AppError } from '../../src/http/errors.js';
 import { statsQuery, statsView } from '../../src/stats/schemas.js';
 import { statsRange } from '../../src/stats/service.js';
 import { buildTestApp } from '../helpers/app.js';

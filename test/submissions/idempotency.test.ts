@@ -1,6 +1,6 @@
 import { pino } from 'pino';
 import t from 'tap';
-import { loggerOptions } from '../../src/logger.js';
+import { loggerOptions } from '../../src/observability/logger.js';
 import { bodyHash } from '../../src/requests/idempotency.js';
 import { anotherConnection, freshDatabase } from '../helpers/database.js';
 import type { LogCapture } from '../helpers/logs.js';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { configProblems } from '../helpers/config.js';
 
 const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector.internal:4318/' };

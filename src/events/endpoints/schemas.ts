@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isWebhookSecret } from '../../config.js';
+import { isWebhookSecret } from '../../config/config.js';
 import { ENDPOINT_STATUSES, EVENT_TYPES } from '../../db/types.js';
 import { instant } from '../../http/query.js';
 

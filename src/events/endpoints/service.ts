@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { type Actor, recordAudit } from '../../audit/trail.js';
 import type { AuditAction, EventType, Tables } from '../../db/types.js';
-import { AppError, notFound } from '../../errors.js';
+import { AppError, notFound } from '../../http/errors.js';
 import { feedCursor } from '../../http/cursor.js';
 import { newWebhookSecret } from '../signature.js';
 import { redactUrl } from '../targets.js';

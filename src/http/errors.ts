@@ -3,8 +3,8 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { isStorageUnavailable } from './db/storage-errors.js';
-import { isLongUpload } from './http/long-upload.js';
+import { isStorageUnavailable } from '../db/storage-errors.js';
+import { isLongUpload } from './long-upload.js';
 
 /** An error the client is meant to see: a stable code, an HTTP status, a human message. */
 export class AppError extends Error {

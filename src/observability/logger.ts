@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
-import type { LogFormat } from './env.js';
+import type { LogFormat } from '../config/env.js';
 import { REDACTED, scrubText } from './scrub.js';
 
 export { REDACTED } from './scrub.js';
