@@ -10,12 +10,14 @@ import { campaignRoutes } from './campaigns/routes.js';
 import { notificationChannel } from './channels/channel.js';
 import { RESULTS_CHANNEL } from './channels/names.js';
 import type { Config } from './config/config.js';
+import { composeServices } from './compose.js';
 import { consoleRoutes } from './console/routes.js';
 import { maskCpfsInText } from './cpf.js';
-import type { DatabaseHandle } from './db/database.js';
+import type { DatabaseHandle } from './db/handle.js';
 import { poolMetrics } from './db/metrics.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
 import { answerClientError, frameworkErrorReply, installErrorHandler } from './http/errors.js';
+import { deliveries } from './events/delivery-plugin.js';
 import { deliveryHandoff } from './events/handoff.js';
 import { endpointRoutes } from './events/endpoints/routes.js';
 import { eventRoutes } from './events/routes.js';
@@ -35,7 +37,6 @@ import { retention } from './retention/plugin.js';
 import { statsRoutes } from './stats/routes.js';
 import { addSecurityHeaders, type SecurityHeaderOptions } from './http/security-headers.js';
 import { submissionRoutes } from './submissions/routes.js';
-import { createSubmissions } from './submissions/service.js';
 import { traceRequests } from './tracing/server-spans.js';
 
 export type { Clock } from './deps.js';
@@ -203,19 +204,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(requestLifecycle(capabilityDeps));
   // Before the capabilities: plugins close in reverse order, so the last announcements still go out.
   await app.register(capabilityDeps.results.plugin);
-  const submissions = createSubmissions(capabilityDeps, app.log);
+  const services = composeServices(capabilityDeps, app.log);
   // Registered before the routes: plugins close in reverse order, so the forwarder stops (and its
   // forwards in flight end) after the routes' last answers.
-  await app.register(submissions.worker);
-  await app.register(submissionRoutes(capabilityDeps, submissions));
-  await app.register(campaignRoutes(capabilityDeps, submissions.queue));
-  await app.register(callbackRoutes(capabilityDeps));
-  await app.register(queryRoutes(capabilityDeps));
-  await app.register(personalDataRoutes(capabilityDeps));
-  await app.register(statsRoutes(capabilityDeps));
+  await app.register(services.submissions.worker);
+  await app.register(submissionRoutes(config, services.submissions));
+  await app.register(campaignRoutes(config, services.campaigns));
+  await app.register(callbackRoutes(config, services.callbacks));
+  await app.register(queryRoutes(config, services.queries));
+  await app.register(personalDataRoutes(config, services.personalData));
+  await app.register(statsRoutes(config, services.stats));
   await app.register(retention(capabilityDeps));
   await app.register(consoleRoutes({ config }));
-  await app.register(eventRoutes(capabilityDeps));
-  await app.register(endpointRoutes(capabilityDeps));
+  await app.register(deliveries(capabilityDeps, services.deliveries));
+  await app.register(eventRoutes(config, services.events));
+  await app.register(endpointRoutes(config, services.endpoints));
   return app;
 }

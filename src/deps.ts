@@ -2,7 +2,7 @@ import type { Tracer } from '@opentelemetry/api';
 import type { Registry } from 'prom-client';
 import type { NotificationChannel } from './channels/channel.js';
 import type { Config } from './config/config.js';
-import type { DatabaseHandle } from './db/database.js';
+import type { DatabaseHandle } from './db/handle.js';
 import type { AppDeliveryHandoff } from './events/handoff.js';
 import type { IngestLoad } from './timing/ingest-load.js';
 import type { BearerTokenSource } from './provider/token-source.js';

@@ -1,4 +1,4 @@
--- Named statement claim_event_deliveries, in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement claim_event_deliveries, in src/events/queue-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 with due as (
   select d.id from event_deliveries d

@@ -1,4 +1,4 @@
--- Query disable_failing_endpoint (builder), in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Query disable_failing_endpoint (builder), in src/events/endpoint-limits-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 with disabled as (
   update event_endpoints

@@ -1,4 +1,4 @@
--- Named statement dispatch_event_deliveries, in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement dispatch_event_deliveries, in src/events/queue-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 with locked as (
   select d.url_key, d.tx_id, d.event_id from event_dispatch d

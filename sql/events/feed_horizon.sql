@@ -1,4 +1,4 @@
--- Named statement feed_horizon, in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement feed_horizon, in src/events/feed-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 with s as materialized (select pg_current_snapshot() as snap),
 running as (

@@ -1,4 +1,4 @@
--- Query pending_summary (builder), in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Query pending_summary (builder), in src/events/pending-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 with written as (
   select count(*) as n, min(d.queued_at) as oldest from event_deliveries d where d.status = 'pending'

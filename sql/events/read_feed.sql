@@ -1,4 +1,4 @@
--- Query read_feed (builder), in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Query read_feed (builder), in src/events/feed-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 select "e"."id", "e"."public_id", "e"."type", "e"."created_at", e.tx_id::text as "tx_id", "e"."data", (
 select jsonb_agg(x.delivery order by x.written desc, x.ord)

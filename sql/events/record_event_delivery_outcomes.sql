@@ -1,4 +1,4 @@
--- Named statement record_event_delivery_outcomes, in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement record_event_delivery_outcomes, in src/events/queue-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 update event_deliveries d
 set status = o.status, attempts = d.attempts + 1, last_attempt_at = o.at, last_status = o.http_status,

@@ -1,4 +1,4 @@
--- Query redeliver_by_type (builder), in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Query redeliver_by_type (builder), in src/events/redelivery-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 with queued as (
   update event_deliveries d

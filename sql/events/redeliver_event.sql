@@ -1,4 +1,4 @@
--- Query redeliver_event (builder), in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Query redeliver_event (builder), in src/events/redelivery-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
   with e as (select id, customer_uuid, type from events where public_id = $1),
   queued as (

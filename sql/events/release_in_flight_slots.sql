@@ -1,4 +1,4 @@
--- Query release_in_flight_slots (builder), in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Query release_in_flight_slots (builder), in src/events/endpoint-limits-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 update event_endpoints
 set in_flight = case when $1::int <= 0 then in_flight - $2::text

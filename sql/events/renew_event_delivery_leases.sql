@@ -1,4 +1,4 @@
--- Named statement renew_event_delivery_leases, in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement renew_event_delivery_leases, in src/events/queue-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 update event_deliveries d
 set lease_until = $1::timestamptz + make_interval(secs => $2::double precision)

@@ -1,4 +1,4 @@
--- Query reserve_rate_slots (builder), in src/events/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Query reserve_rate_slots (builder), in src/events/endpoint-limits-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 with cur as (
   select key, case when rate_window = $1::bigint then rate_used else 0 end as used

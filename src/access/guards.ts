@@ -77,11 +77,10 @@ export function adminKeyGuard(keys: readonly string[]) {
  * The checks of every route of a plugin, as onRequest hooks: the query allowlist (403), then a key.
  * `query`: one of QUERY_API_KEYS when it is set (401); `admin`: one of ADMIN_API_KEYS (403 while unset, 401).
  */
-export function guardRoutes(
-  app: Pick<FastifyInstance, 'addHook'>,
-  access: 'query' | 'admin',
-  config: Pick<Config, 'queryAllowedIps' | 'queryApiKeys' | 'adminApiKeys'>,
-): void {
+/** What a route plugin guarded by guardRoutes needs of the configuration: the query allowlist and the keys. */
+export type RouteAccess = Pick<Config, 'queryAllowedIps' | 'queryApiKeys' | 'adminApiKeys'>;
+
+export function guardRoutes(app: Pick<FastifyInstance, 'addHook'>, access: 'query' | 'admin', config: RouteAccess): void {
   app.addHook('onRequest', allowlistGuard('query', config.queryAllowedIps));
   app.addHook('onRequest', access === 'query' ? apiKeyGuard(config.queryApiKeys) : adminKeyGuard(config.adminApiKeys));
 }

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import { isStorageUnavailable } from '../db/database.js';
+import { isStorageUnavailable } from '../db/storage-errors.js';
 import type { Tables } from '../db/types.js';
 import { validationFailed } from '../http/errors.js';
 import { decide, toUtcInstant } from '../provider/schemas.js';

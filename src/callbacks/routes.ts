@@ -2,13 +2,13 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { allowlistGuard, callbackTokenGuard } from '../access/guards.js';
-import type { CapabilityDeps } from '../deps.js';
+import type { Config } from '../config/config.js';
 import { errorSchema, validationErrorSchema } from '../http/errors.js';
 import { operation } from '../http/openapi.js';
 import { traceOf } from '../tracing/server-spans.js';
 import { underwritingResultSchema } from '../provider/schemas.js';
-import { type CallbackMetrics, callbackMetrics } from './metrics.js';
-import { callbackReceiver } from './receiver.js';
+import type { CallbackMetrics } from './metrics.js';
+import type { CallbackService } from './service.js';
 
 const received = z.object({ received: z.literal(true) });
 const querySchema = z.object({
@@ -19,15 +19,9 @@ const querySchema = z.object({
 const documentedOnly = () => (data: unknown) => ({ value: data });
 
 export const callbackRoutes =
-  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  (config: Pick<Config, 'callbackAllowedIps' | 'callbackSecret'>, callbacks: CallbackService): FastifyPluginAsyncZod =>
   async (app) => {
-    const metrics = callbackMetrics(deps.registry);
-    const receiver = callbackReceiver({
-      db: deps.database.db,
-      metrics,
-      announce: (customerUuid) => deps.results.announce(customerUuid),
-      recording: { skewS: deps.config.correlationSkewS, handoff: deps.handoff },
-    });
+    const { receiver, metrics } = callbacks;
     app.addHook('onClose', async () => receiver.close());
 
     // Every body is read as bytes, whatever its content type (the provider's is not documented):
@@ -38,7 +32,7 @@ export const callbackRoutes =
     app.post(
       '/v1/callbacks/underwriting',
       {
-        onRequest: [allowlistGuard('callback', deps.config.callbackAllowedIps), callbackTokenGuard(deps.config.callbackSecret)],
+        onRequest: [allowlistGuard('callback', config.callbackAllowedIps), callbackTokenGuard(config.callbackSecret)],
         preParsing: ignoreContentType,
         onResponse: countUnhandled(metrics),
         validatorCompiler: documentedOnly,
@@ -60,9 +54,9 @@ export const callbackRoutes =
       },
       async (request) => {
         const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-        const leave = deps.ingest.enter();
+        const leave = callbacks.ingest.enter();
         try {
-          const arrival = { receivedAt: deps.clock(), peer: request.ip ?? null, rawBody, requestId: request.id, trace: traceOf(request) };
+          const arrival = { receivedAt: callbacks.clock(), peer: request.ip ?? null, rawBody, requestId: request.id, trace: traceOf(request) };
           await receiver.receive(arrival, request.log);
         } finally {
           leave();

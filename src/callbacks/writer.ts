@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { isStorageUnavailable } from '../db/database.js';
+import { isStorageUnavailable } from '../db/storage-errors.js';
 import type { Tables } from '../db/types.js';
 import { type RecordOptions, type Recorded, recordResults, type ValidResult } from '../requests/complete.js';
 

@@ -4,33 +4,26 @@ import { type FastifyPluginAsyncZod, validatorCompiler } from 'fastify-type-prov
 import { allowlistGuard, apiKeyGuard, presentedBearer } from '../access/guards.js';
 import { type Actor, keyFingerprint } from '../audit/trail.js';
 import type { CampaignSource } from '../db/types.js';
-import type { CapabilityDeps } from '../deps.js';
-import { AppError, notFound } from '../http/errors.js';
-import { cursorCodec } from '../http/cursor.js';
+import type { Config } from '../config/config.js';
+import { AppError } from '../http/errors.js';
 import { allowLongUpload } from '../http/long-upload.js';
 import { operation } from '../http/openapi.js';
-import type { SubmitQueue } from '../submissions/service.js';
-import { submitBodySchema } from '../submissions/schemas.js';
 import { storedTraceparent } from '../tracing/spans.js';
 import { traceOf } from '../tracing/server-spans.js';
 import {
   campaignBody,
   campaignParams,
   cancelResponses,
-  DEFAULT_PAGE,
   listQuery,
   listResponses,
-  RESULT_COLUMNS,
   readResponses,
   resultsQuery,
   resultsResponses,
   uploadHeaders,
   uploadResponses,
 } from './schemas.js';
-import { cancelCampaign, listCampaigns, readCampaignRow } from './store.js';
-import { campaignMetrics } from './metrics.js';
-import { campaignUploader, MAX_BODY_BYTES } from './upload.js';
-import { campaignView, csvHeader, csvLine, listItem, ndjsonLine, resultChunks } from './views.js';
+import type { CampaignService } from './service.js';
+import { MAX_BODY_BYTES } from './upload.js';
 
 /** A campaign's upload that sends no byte for this long is cut off (it may take longer than the request timeout as a whole). */
 export const UPLOAD_IDLE_MS = 30_000;
@@ -41,24 +34,10 @@ const MEDIA_TYPES: Record<string, CampaignSource> = { 'application/x-ndjson': 'n
 const streamedBody: FastifySchemaCompiler<unknown> = (route) =>
   route.httpPart === 'body' ? (stream: unknown) => ({ value: stream }) : validatorCompiler(route as Parameters<typeof validatorCompiler>[0]);
 
-const unknownCampaign = (id: string) => notFound(`no campaign ${id}`);
-
 /** POST /v1/campaigns and the campaign reads: the submit allowlist, and QUERY_API_KEYS when set. */
 export const campaignRoutes =
-  (deps: CapabilityDeps, queue: SubmitQueue): FastifyPluginAsyncZod =>
+  (config: Pick<Config, 'submitAllowedIps' | 'queryApiKeys'>, campaigns: CampaignService): FastifyPluginAsyncZod =>
   async (app) => {
-    const { config } = deps;
-    const { db } = deps.database;
-    const cursors = cursorCodec(config.cpfHashKey);
-    const upload = campaignUploader({
-      db,
-      clock: deps.clock,
-      schema: submitBodySchema(config.customerUuidAllowCpf),
-      cpfHashKey: config.cpfHashKey,
-      sealer: queue.sealer,
-      wake: queue.wake,
-      metrics: campaignMetrics(deps.registry, { db, clock: deps.clock }),
-    });
     const actorOf = (request: FastifyRequest): Actor =>
       config.queryApiKeys.length > 0 ? keyFingerprint(presentedBearer(request) ?? '') : `peer:${request.ip}`;
 
@@ -102,7 +81,7 @@ export const campaignRoutes =
       async (request, reply) => {
         const type = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
         try {
-          const answer = await upload({
+          const answer = await campaigns.upload({
             source: MEDIA_TYPES[type]!,
             body: request.body as unknown as AsyncIterable<Buffer>,
             createdBy: actorOf(request),
@@ -133,15 +112,8 @@ export const campaignRoutes =
         },
       },
       async (request) => {
-        const { limit = DEFAULT_PAGE, cursor } = request.query;
-        const rows = await listCampaigns(db, cursor === undefined ? undefined : cursors.decode(cursor), limit);
-        const page = rows.slice(0, limit);
-        const last = page.at(-1);
-        const now = deps.clock();
-        return {
-          items: page.map((row) => listItem(row, now)),
-          nextCursor: rows.length > limit && last ? cursors.encode({ t: last.position_t, id: last.id }) : null,
-        };
+        const { limit, cursor } = request.query;
+        return campaigns.list(limit, cursor);
       },
     );
 
@@ -156,11 +128,7 @@ export const campaignRoutes =
           response: readResponses,
         },
       },
-      async (request) => {
-        const row = await readCampaignRow(db, request.params.id);
-        if (!row) throw unknownCampaign(request.params.id);
-        return campaignView(db, row, deps.clock());
-      },
+      async (request) => campaigns.read(request.params.id),
     );
 
     app.get(
@@ -177,20 +145,13 @@ export const campaignRoutes =
         },
       },
       async (request, reply) => {
-        const row = await readCampaignRow(db, request.params.id);
-        if (!row) throw unknownCampaign(request.params.id);
         const ndjson = request.query.format === 'ndjson' || (request.query.format === undefined && /application\/x-ndjson/i.test(request.headers.accept ?? ''));
-        const chunks = resultChunks(db, row.id, ndjson ? (lines) => lines.map(ndjsonLine).join('') : (lines) => lines.map((l) => csvLine(l, RESULT_COLUMNS)).join(''));
-        async function* file() {
-          if (!ndjson) yield csvHeader(RESULT_COLUMNS);
-          yield* chunks;
-        }
-        const name = `${row.public_id}-results.${ndjson ? 'ndjson' : 'csv'}`;
+        const { name, file } = await campaigns.results(request.params.id, ndjson);
         return reply
           .type(ndjson ? 'application/x-ndjson; charset=utf-8' : 'text/csv; charset=utf-8')
           .header('content-disposition', `attachment; filename="${name}"`)
           .header('cache-control', 'no-store')
-          .send(Readable.from(file(), { objectMode: false }) as never);
+          .send(Readable.from(file, { objectMode: false }) as never);
       },
     );
 
@@ -206,8 +167,7 @@ export const campaignRoutes =
         },
       },
       async (request, reply) => {
-        const done = await cancelCampaign(db, request.params.id, deps.clock());
-        if (!done) throw unknownCampaign(request.params.id);
+        const done = await campaigns.cancel(request.params.id);
         request.log.info({ campaign: request.params.id, cancelled: done.cancelled }, 'campaign cancelled');
         return reply.code(202).send({ id: request.params.id, status: 'cancelled' as const, cancelled: done.cancelled });
       },

@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
-import { defineStatement, runStatement, type Statement } from '../db/database.js';
+import { runStatement } from '../db/run-statement.js';
+import { defineStatement, type Statement } from '../db/statements.js';
 import type { CampaignSource, CampaignStatus, Decision, RequestStatus, Tables } from '../db/types.js';
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
 import type { ValidationIssue } from '../http/errors.js';

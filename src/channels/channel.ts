@@ -1,8 +1,8 @@
 import { setMaxListeners } from 'node:events';
 import type { FastifyBaseLogger, FastifyPluginAsync } from 'fastify';
-import type { DatabaseHandle } from '../db/database.js';
+import type { DatabaseHandle } from '../db/handle.js';
 import { type Announcer, announcer } from './announcer.js';
-import { acquireListener, type ListenerLease } from './listener.js';
+import { acquireListener, type ListenerLease } from './lease.js';
 import { type LongPoll, longPoll } from './longpoll.js';
 
 /**

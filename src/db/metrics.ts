@@ -1,5 +1,5 @@
 import { Gauge, type Registry } from 'prom-client';
-import type { DatabaseHandle } from './database.js';
+import type { DatabaseHandle } from './handle.js';
 
 /** This instance's main connection pool (PostgreSQL only: PGlite has none, and exports nothing here). */
 export function poolMetrics(registry: Registry, database: Pick<DatabaseHandle, 'poolStats'>): void {

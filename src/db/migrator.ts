@@ -2,7 +2,8 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FileMigrationProvider, Migrator, sql } from 'kysely';
-import { type DatabaseHandle, MIGRATION_LOCK_ID } from './database.js';
+import type { DatabaseHandle } from './handle.js';
+import { MIGRATION_LOCK_ID } from './postgres-dialect.js';
 
 // src/db/ -> migrations/, both in the source tree and in dist/.
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations', import.meta.url));

@@ -3,7 +3,7 @@ import type { Tables } from '../db/types.js';
 import type { NotificationChannel } from '../channels/channel.js';
 import { feedCursor } from '../http/cursor.js';
 import type { EventView } from './schemas.js';
-import { type EventRow, type FeedFilter, feedHeldBack, readFeed } from './sql.js';
+import { type EventRow, type FeedFilter, feedHeldBack, readFeed } from './feed-sql.js';
 
 /** Committed events not yet readable (an older transaction still runs) are looked for this often. */
 const HELD_BACK_RECHECK_MS = 25;

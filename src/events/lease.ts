@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Tables } from '../db/types.js';
-import { renewLeases } from './sql.js';
+import { renewLeases } from './queue-sql.js';
 
 /**
  * How long a delivery may have held its lease before its attempt begins without renewing it. A

@@ -1,9 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { guardRoutes } from '../access/guards.js';
-import type { CapabilityDeps } from '../deps.js';
-import { errorSchema, guardedRouteErrors, notFound } from '../http/errors.js';
-import { eventView, readFeedPage } from './feed.js';
-import { eventMetrics } from './metrics.js';
+import { guardRoutes, type RouteAccess } from '../access/guards.js';
+import { errorSchema, guardedRouteErrors } from '../http/errors.js';
 import { operation } from '../http/openapi.js';
 import {
   bulkRedeliverBody,
@@ -14,73 +11,15 @@ import {
   feedView,
   queuedView,
 } from './schemas.js';
-import { endpointRegistry } from './endpoints/registry.js';
-import { syncConfiguredEndpoints } from './endpoints/store.js';
-import { readEvent, redeliverDeliveries, redeliverEvent, startDispatch } from './sql.js';
-import { webhookTargets } from './targets.js';
-import { urlKeyer } from './url-key.js';
-import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
+import type { EventService } from './service.js';
 
 const errors = { ...guardedRouteErrors, 404: errorSchema };
 
-/**
- * Outcome events: the feed and redelivery routes (query allowlist and keys), and this instance's
- * share of the push deliveries to every endpoint (configured or managed through /v1/endpoints).
- */
+/** Outcome events: the feed and redelivery routes (query allowlist and keys). */
 export const eventRoutes =
-  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  (access: RouteAccess, events: EventService): FastifyPluginAsyncZod =>
   async (app) => {
-    const { db } = deps.database;
-    const webhooks = deps.config.eventWebhooks;
-    const configured = webhookTargets(deps.config);
-    const endpoints = endpointRegistry({ db, configured: webhooks, urlKeys: urlKeyer(deps.config.cpfHashKeys), log: app.log, clock: deps.clock });
-    const keys = () => endpoints.targets().map((t) => t.key);
-    const metrics = eventMetrics(deps.registry);
-    const unsubscribe: Array<() => void> = [];
-    let worker: DeliveryWorker | undefined;
-
-    guardRoutes(app, 'query', deps.config);
-
-    // The first read re-keys rows named by an older key (docs/endpoints.md), then writes the
-    // configured endpoints' rows.
-    await endpoints.refresh();
-    if (webhooks !== undefined) {
-      // Before anything of this instance records an event: a target configured for the first time
-      // gets every event from here on. (Unreachable now: the worker's first claim does it.)
-      await startDispatch(db, configured, deps.clock())
-        .then(() => syncConfiguredEndpoints(db, configured, deps.clock()))
-        .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'could not set up event dispatch yet; the delivery worker retries'));
-    }
-    deps.handoff.onEndpointsChanged(() => endpoints.refresh());
-
-    app.addHook('onReady', async () => {
-      const started = startDeliveryWorker({
-        db,
-        endpoints,
-        clock: deps.clock,
-        timeoutMs: deps.config.eventWebhookTimeoutMs,
-        horizonS: deps.config.eventRetryHorizonS,
-        disableAfterS: deps.config.eventEndpointDisableAfterS,
-        log: app.log,
-        onResult: (result, lagS) => metrics.result(result, lagS),
-        ingest: deps.ingest,
-        tracer: deps.tracer,
-      });
-      worker = started;
-      // A change committed on any instance: its event may be due here (what this instance
-      // writes, it sends as it commits: see the handoff).
-      unsubscribe.push(deps.results.onAny(started.nudge));
-      deps.handoff.attach(started);
-      endpoints.onChange(() => started.wake());
-      if (configured.length > 0) app.log.info({ urls: configured.map((t) => t.shown) }, 'pushing outcome events');
-    });
-    app.addHook('onClose', async () => {
-      for (const stop of unsubscribe) stop();
-      deps.handoff.attach(undefined);
-      deps.handoff.onEndpointsChanged(undefined);
-      endpoints.stop();
-      await worker?.stop();
-    });
+    guardRoutes(app, 'query', access);
 
     app.get(
       '/v1/events',
@@ -97,10 +36,7 @@ export const eventRoutes =
       },
       async (request) => {
         const q = request.query;
-        return readFeedPage(
-          { db, waitAny: deps.results.waitAny, onWaiting: (delta) => metrics.waiting(delta), keys: keys() },
-          { after: q.after, limit: q.limit ?? DEFAULT_FEED_PAGE, type: q.type, customerUuid: q.customerUuid, waitS: q.wait ?? 0 },
-        );
+        return events.feed({ after: q.after, limit: q.limit ?? DEFAULT_FEED_PAGE, type: q.type, customerUuid: q.customerUuid, waitS: q.wait ?? 0 });
       },
     );
 
@@ -115,11 +51,7 @@ export const eventRoutes =
           response: { 200: eventSchema, ...errors },
         },
       },
-      async (request) => {
-        const row = await readEvent(db, request.params.id, keys());
-        if (!row) throw notFound(`no event ${request.params.id}`);
-        return eventView(row);
-      },
+      async (request) => events.event(request.params.id),
     );
 
     app.post(
@@ -134,9 +66,7 @@ export const eventRoutes =
         },
       },
       async (request, reply) => {
-        const queued = await redeliverEvent(db, request.params.id, endpoints.targets(), deps.clock());
-        if (queued === undefined) throw notFound(`no event ${request.params.id}`);
-        worker?.wake();
+        const queued = await events.redeliverEvent(request.params.id);
         return reply.code(202).send({ queued });
       },
     );
@@ -156,11 +86,8 @@ export const eventRoutes =
       },
       async (request, reply) => {
         const { status, since, until, endpointId, type } = request.body;
-        const targets = endpoints.targets().filter((t) => endpointId === undefined || t.id === endpointId);
-        if (endpointId !== undefined && targets.length === 0) throw notFound(`no endpoint ${endpointId}`);
-        const queued = await redeliverDeliveries(db, { status, since, until, type }, targets, deps.clock());
+        const queued = await events.redeliverDeliveries({ status, since, until, type }, endpointId);
         request.log.info({ queued, status, since, until, endpoint: endpointId, type }, 'event deliveries queued again');
-        worker?.wake();
         return reply.code(202).send({ queued });
       },
     );

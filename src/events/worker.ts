@@ -1,34 +1,22 @@
 import { randomBytes } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import type { Tracer } from '@opentelemetry/api';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import { Agent, request } from 'undici';
-import { isStorageUnavailable } from '../db/database.js';
+import { Agent } from 'undici';
+import { isStorageUnavailable } from '../db/storage-errors.js';
 import type { Tables } from '../db/types.js';
 import type { IngestLoad } from '../timing/ingest-load.js';
 import { failedAttemptLevel } from './attempt-log.js';
 import { attemptTrace } from './attempt-trace.js';
-import { retryDelayS } from './backoff.js';
 import { leaseKeeper } from './lease.js';
 import type { DeliveryHandoff } from './handoff.js';
 import type { EndpointTarget } from './endpoints/registry.js';
-import {
-  type ClaimedDelivery,
-  claimDeliveries,
-  type DispatchedDelivery,
-  dispatchDeliveries,
-  type FinishedAttempt,
-  recordEndpointFailing,
-  disableFailingEndpoint,
-  recordFinishedAttempts,
-  releaseDeliveries,
-  releaseInFlightSlots,
-  reserveInFlightSlots,
-  reserveRateSlots,
-  startDispatch,
-} from './sql.js';
-import { scrubTarget, type WebhookTarget } from './targets.js';
+import { recordEndpointFailing, disableFailingEndpoint, releaseInFlightSlots, reserveInFlightSlots, reserveRateSlots } from './endpoint-limits-sql.js';
+import { outcomeWriter } from './outcome-writer.js';
+import { type ClaimedDelivery, claimDeliveries, type DispatchedDelivery, dispatchDeliveries, releaseDeliveries, startDispatch } from './queue-sql.js';
+import { type AttemptAnswer, attemptOutcome } from './retry-policy.js';
+import { claimedSendable, dispatchedSendable, type Sendable } from './sendable.js';
+import { abortAttempt, AttemptSignal, sendAttempt } from './sender.js';
 
 export interface DeliveryWorkerDeps {
   db: Kysely<Tables>;
@@ -64,9 +52,6 @@ export interface DeliveryWorker extends DeliveryHandoff {
   stop(): Promise<void>;
 }
 
-/** Bytes of a receiver's answer read at most; the rest is dropped with the connection. */
-const ANSWER_MAX_BYTES = 16 * 1024;
-const ERROR_MAX_CHARS = 300;
 /** How long a wake waits before it claims: whatever is freed or due meanwhile shares one claim. */
 const CLAIM_GATHER_MS = 5;
 /**
@@ -87,82 +72,6 @@ export const TRICKLE_CLAIM = 16;
  * when every slot is held (by other instances: they give theirs back as their attempts end).
  */
 export const IN_FLIGHT_POLL_MS = 50;
-
-/** One attempt's delivery: leased to this worker under `token`, with the body it sends. */
-interface Sendable {
-  id: number;
-  urlKey: string;
-  customer: string;
-  /** Claimed (not leased as it was written): its finished attempt may free a later delivery of the customer. */
-  claimed: boolean;
-  token: string;
-  publicId: string;
-  body: string;
-  createdAt: Date;
-  queuedAt: Date;
-  attempts: number;
-  traceparent: string | null;
-  requestId: string | null;
-  /** Sent holding one of its endpoint's maxInFlight slots: given back when the attempt ends. */
-  slot?: boolean;
-  /** When its lease ends (ms): after that another instance may claim it. */
-  leaseEndsAt: number;
-}
-
-/**
- * One attempt's abort signal for undici: a timer, cleared when the attempt ends. AbortSignal.timeout
- * and AbortSignal.any keep every attempt reachable for the whole timeout, so at a backlog's rate
- * (2,000+ a second) they survive young-generation collections and fill the old generation.
- */
-class AttemptSignal extends EventEmitter {
-  aborted = false;
-  timedOut = false;
-}
-
-function abortAttempt(signal: AttemptSignal, timedOut: boolean): void {
-  if (signal.aborted) return;
-  signal.aborted = true;
-  signal.timedOut = timedOut;
-  signal.emit('abort');
-}
-
-function dispatchedSendable(delivery: DispatchedDelivery, token: string, now: Date, leaseEndsAt: number): Sendable {
-  const createdAt = new Date(delivery.created_at);
-  return {
-    id: delivery.id,
-    urlKey: delivery.url_key,
-    customer: delivery.customer_uuid,
-    claimed: false,
-    token,
-    publicId: delivery.public_id,
-    body: delivery.body,
-    createdAt,
-    // Eligible now: its retry horizon counts from here (it may have waited behind a paused endpoint).
-    queuedAt: now,
-    attempts: 0,
-    traceparent: delivery.traceparent,
-    requestId: delivery.x_request_id,
-    leaseEndsAt,
-  };
-}
-
-function claimedSendable(delivery: ClaimedDelivery, token: string, leaseEndsAt: number): Sendable {
-  return {
-    id: delivery.id,
-    urlKey: delivery.url_key,
-    customer: delivery.customer_uuid,
-    claimed: true,
-    token,
-    publicId: delivery.public_id,
-    body: delivery.body,
-    createdAt: new Date(delivery.created_at),
-    queuedAt: new Date(delivery.queued_at),
-    attempts: delivery.attempts,
-    traceparent: delivery.traceparent,
-    requestId: delivery.x_request_id,
-    leaseEndsAt,
-  };
-}
 
 /**
  * Pushes outcome events. The statements that record events write no deliveries: this worker
@@ -203,12 +112,18 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   // makes room for the next batch at once (not at the next poll).
   let saturated = false;
   const sends = new Set<Promise<void>>();
-  const finished: FinishedAttempt[] = [];
-  /** Finished attempts being written, by what their delivery was: did they free a later one? */
-  const frees = new Map<number, boolean>();
+  const outcomes = outcomeWriter({
+    db: deps.db,
+    retryMs: pollMs,
+    warn: (err, message) => warnStorage(err, message),
+    stopping: () => stopped,
+    // A delivered or dead delivery may free the customer's next one; room for a backlog's next batch.
+    onWritten: (freed) => {
+      if (freed || saturated) wake();
+    },
+  });
   /** Customers with a delivery waiting behind one being sent (see adopt). */
   const held = new Set<string>();
-  let flushing: Promise<void> | undefined;
   const token = () => randomBytes(12).toString('base64url');
 
   let soon: NodeJS.Timeout | undefined;
@@ -505,101 +420,39 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     // Its lease must outlast the attempt and the write of its outcome: renewed when it waited (lease.ts).
     if (!(await leases.hold(delivery))) return;
     const at = deps.clock();
-    let httpStatus: number | null = null;
-    let error: string | null = null;
-    let retryAfterS: number | undefined;
     const signal = new AttemptSignal();
     const timer = setTimeout(abortAttempt, deps.timeoutMs, signal, true);
     attempting.add(signal);
     // Begun after stop() cut the others short (a claim that was under way): cut short at once.
     if (stopped) abortAttempt(signal, false);
     const traced = attemptTrace(deps.tracer, delivery, target);
+    let answer: AttemptAnswer;
     try {
-      const headers: Record<string, string> = {
-        'content-type': 'application/json',
-        'user-agent': 'underwriting-gateway-events',
-        ...target.signer.headers(delivery.publicId, Math.floor(at.getTime() / 1000), body, at.getTime()),
-        ...traced.headers,
-      };
-      if (target.authorization) headers.authorization = target.authorization;
-      const res = await request(target.url, {
-        method: 'POST',
-        headers,
-        body,
-        dispatcher: agent,
-        signal,
-        headersTimeout: deps.timeoutMs,
-        bodyTimeout: deps.timeoutMs,
-      });
-      httpStatus = res.statusCode;
-      if (httpStatus === 429 || httpStatus === 503) retryAfterS = parseRetryAfter(res.headers['retry-after'], at);
-      await res.body.dump({ limit: ANSWER_MAX_BYTES }).catch(() => {});
-      if (httpStatus < 200 || httpStatus >= 300) error = `the receiver answered HTTP ${httpStatus}`;
-    } catch (err) {
-      error = describe(err, target, deps.timeoutMs, signal.timedOut);
+      answer = await sendAttempt(agent, target, { publicId: delivery.publicId, body, at, traceHeaders: traced.headers }, deps.timeoutMs, signal);
     } finally {
       clearTimeout(timer);
       attempting.delete(signal);
     }
+    const { httpStatus, error } = answer;
     traced.finish(httpStatus, error, signal.timedOut);
     const done = deps.clock();
-    let finishedAttempt: FinishedAttempt;
-    if (stopped && error !== null) {
-      finishedAttempt = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error: 'interrupted: the instance was stopping', nextAt: done };
-    } else if (error === null) {
-      finishedAttempt = { id: delivery.id, token: lease, status: 'delivered', at: done, httpStatus, error: null, nextAt: null };
+    const { result, finished: finishedAttempt } = attemptOutcome(delivery, answer, done, { horizonS: deps.horizonS, stopping: stopped });
+    const attempts = delivery.attempts + 1;
+    if (result === 'delivered') {
       deps.onResult?.('delivered', (done.getTime() - delivery.createdAt.getTime()) / 1000);
-      deps.log.debug({ event: delivery.publicId, customerUuid: delivery.customer, url: target.shown, attempts: delivery.attempts + 1, status: httpStatus }, 'event delivered');
-    } else {
-      const deadline = delivery.queuedAt.getTime() + deps.horizonS * 1000;
-      const attempts = delivery.attempts + 1;
-      if (done.getTime() >= deadline) {
-        finishedAttempt = { id: delivery.id, token: lease, status: 'dead', at: done, httpStatus, error, nextAt: null };
-        deps.onResult?.('dead');
-        deps.log.warn({ event: delivery.publicId, customerUuid: delivery.customer, url: target.shown, attempts, status: httpStatus, error }, 'event delivery dead: no 2xx within the retry horizon');
-      } else {
-        // Retry-After (429, 503) when the receiver asks for longer than the backoff would wait.
-        const delayS = Math.max(retryDelayS(attempts), retryAfterS ?? 0);
-        const nextAt = new Date(Math.min(deadline, done.getTime() + delayS * 1000));
-        finishedAttempt = { id: delivery.id, token: lease, status: 'pending', at: done, httpStatus, error, nextAt };
-        deps.onResult?.('failed');
-        deps.log[failedAttemptLevel(delivery.queuedAt, done)](
-          { event: delivery.publicId, customerUuid: delivery.customer, url: target.shown, attempts, status: httpStatus, error, nextAt },
-          'event delivery failed; will retry',
-        );
-      }
+      deps.log.debug({ event: delivery.publicId, customerUuid: delivery.customer, url: target.shown, attempts, status: httpStatus }, 'event delivered');
+    } else if (result === 'dead') {
+      deps.onResult?.('dead');
+      deps.log.warn({ event: delivery.publicId, customerUuid: delivery.customer, url: target.shown, attempts, status: httpStatus, error }, 'event delivery dead: no 2xx within the retry horizon');
+    } else if (result === 'failed') {
+      deps.onResult?.('failed');
+      deps.log[failedAttemptLevel(delivery.queuedAt, done)](
+        { event: delivery.publicId, customerUuid: delivery.customer, url: target.shown, attempts, status: httpStatus, error, nextAt: finishedAttempt.nextAt },
+        'event delivery failed; will retry',
+      );
     }
     if (finishedAttempt.error !== null || finishedAttempt.status === 'delivered') health(target, error === null, done, error);
-    frees.set(delivery.id, delivery.claimed || (finishedAttempt.status !== 'pending' && held.delete(delivery.customer)));
-    finished.push(finishedAttempt);
-    flush();
-  }
-
-  /** One write of finished attempts in flight at a time; whatever finishes meanwhile rides on the next. */
-  function flush(): void {
-    flushing ??= (async () => {
-      let freed = false;
-      while (finished.length > 0) {
-        const batch = finished.splice(0, 500);
-        try {
-          await recordFinishedAttempts(deps.db, batch);
-          for (const o of batch) {
-            freed ||= frees.get(o.id) === true;
-            frees.delete(o.id);
-          }
-        } catch (err) {
-          // Kept and written once the database is back; meanwhile the leases may run out and the
-          // deliveries be sent again (at least once).
-          finished.unshift(...batch);
-          warnStorage(err, 'could not record event delivery outcomes; retrying');
-          if (stopped) break;
-          await new Promise((resolve) => setTimeout(resolve, pollMs));
-        }
-      }
-      flushing = undefined;
-      // A delivered or dead delivery may free the customer's next one; room for a backlog's next batch.
-      if (freed || saturated) wake();
-    })();
+    outcomes.add(finishedAttempt, delivery.claimed || (finishedAttempt.status !== 'pending' && held.delete(delivery.customer)));
   }
 
   /** Keys whose health write is under way: one at a time per endpoint. */
@@ -662,7 +515,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         for (const d of pacer.queue.splice(0)) await releaseDeliveries(deps.db, [d.id], d.token).catch(() => {});
       }
       await Promise.all([...sends]);
-      await flushing;
+      await outcomes.flushing;
       // Every in-flight slot this worker still holds: for the other instances at once.
       await Promise.all([...writing.values()]);
       if (reservedAny) {
@@ -671,22 +524,4 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       await agent.close();
     },
   };
-}
-
-/** Seconds a Retry-After header asks for (a number of seconds or an HTTP date); undefined when unreadable. */
-export function parseRetryAfter(value: string | string[] | undefined, now: Date): number | undefined {
-  const v = Array.isArray(value) ? value[0] : value;
-  if (v === undefined || v.trim() === '') return undefined;
-  if (/^\d+$/.test(v.trim())) return Number(v.trim());
-  const at = Date.parse(v);
-  return Number.isNaN(at) ? undefined : Math.max(0, (at - now.getTime()) / 1000);
-}
-
-/** Why an attempt failed, in a line that names no secret of the URL. */
-function describe(err: unknown, target: WebhookTarget, timeoutMs: number, timedOut: boolean): string {
-  const e = err as { name?: string; code?: string; message?: string };
-  let text: string;
-  if (timedOut || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT') text = `timed out after ${timeoutMs} ms`;
-  else text = [e?.code, e?.message].filter(Boolean).join(': ') || 'the request failed';
-  return scrubTarget(text, target).slice(0, ERROR_MAX_CHARS);
 }

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { isStorageUnavailable } from '../db/database.js';
+import { isStorageUnavailable } from '../db/storage-errors.js';
 import { isLongUpload } from './long-upload.js';
 
 /** An error the client is meant to see: a stable code, an HTTP status, a human message. */

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
-import type { DatabaseHandle } from '../db/database.js';
+import type { DatabaseHandle } from '../db/handle.js';
 import { AppError, errorBody, errorSchema, storageUnavailable } from '../http/errors.js';
 import { operation } from '../http/openapi.js';
 

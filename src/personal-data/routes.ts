@@ -1,22 +1,18 @@
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { guardRoutes, presentedBearer } from '../access/guards.js';
-import { type Actor, keyFingerprint, readAuditPage, type SubjectRef } from '../audit/trail.js';
-import type { CapabilityDeps } from '../deps.js';
+import { guardRoutes, presentedBearer, type RouteAccess } from '../access/guards.js';
+import { type Actor, keyFingerprint, type SubjectRef } from '../audit/trail.js';
 import { errorSchema, guardedRouteErrors } from '../http/errors.js';
-import { cursorCodec } from '../http/cursor.js';
 import { operation } from '../http/openapi.js';
-import { personalDataMetrics } from './metrics.js';
 import {
   auditPageView,
   auditQuery,
-  DEFAULT_AUDIT_PAGE,
   erasedView,
   exportView,
   type SubjectBody,
   subjectBody,
 } from './schemas.js';
-import { personalDataService } from './service.js';
+import type { PersonalDataService } from './service.js';
 
 // The guards' 403 also when ADMIN_API_KEYS is not set (the routes are disabled); the bodies' 413 and 415 as on every JSON route.
 const bodyErrors = { 413: errorSchema, 415: errorSchema };
@@ -29,19 +25,9 @@ const actorOf = (request: FastifyRequest): Actor => keyFingerprint(presentedBear
 
 /** POST /v1/personal-data/export and /erase, GET /v1/audit: query allowlist and an admin key. */
 export const personalDataRoutes =
-  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  (access: RouteAccess, service: PersonalDataService): FastifyPluginAsyncZod =>
   async (app) => {
-    const { db } = deps.database;
-    const service = personalDataService({
-      db,
-      clock: deps.clock,
-      cpfHashKeys: deps.config.cpfHashKeys,
-      metrics: personalDataMetrics(deps.registry),
-    });
-    // A key of its own, so an audit cursor is never a valid list cursor and says nothing of CPF hashes.
-    const cursors = cursorCodec(deps.config.cpfHashKey, 'audit-cursor');
-
-    guardRoutes(app, 'admin', deps.config);
+    guardRoutes(app, 'admin', access);
 
     app.post(
       '/v1/personal-data/export',
@@ -93,9 +79,7 @@ export const personalDataRoutes =
       },
       async (request) => {
         const { since, until, action, limit, cursor } = request.query;
-        const after = cursor === undefined ? undefined : cursors.decode(cursor);
-        const page = await readAuditPage(db, { since, until, action }, after, limit ?? DEFAULT_AUDIT_PAGE);
-        return { items: page.items, nextCursor: page.next ? cursors.encode(page.next) : null };
+        return service.auditPage({ since, until, action }, limit, cursor);
       },
     );
   };

@@ -1,9 +1,10 @@
 import type { Kysely } from 'kysely';
-import { type Actor, recordAudit, type SubjectRef, subjectHasher } from '../audit/trail.js';
+import { type Actor, type AuditFilter, readAuditPage, recordAudit, type SubjectRef, subjectHasher } from '../audit/trail.js';
 import type { Tables } from '../db/types.js';
 import { AppError, notFound } from '../http/errors.js';
+import { cursorCodec } from '../http/cursor.js';
 import type { PersonalDataMetrics } from './metrics.js';
-import type { ExportView } from './schemas.js';
+import { DEFAULT_AUDIT_PAGE, type ExportView } from './schemas.js';
 import { type ErasedCounts, eraseStored, readStored } from './store.js';
 import { resolveSubject } from './subject.js';
 import { exportView } from './views.js';
@@ -20,6 +21,8 @@ export interface PersonalDataDeps {
 export function personalDataService(deps: PersonalDataDeps) {
   const subjectOf = subjectHasher(deps.cpfHashKeys[0]!);
   const cpfOf = (ref: SubjectRef) => ('cpf' in ref ? ref.cpf : undefined);
+  // A key of its own, so an audit cursor is never a valid list cursor and says nothing of CPF hashes.
+  const cursors = cursorCodec(deps.cpfHashKeys[0]!, 'audit-cursor');
 
   return {
     /** Everything stored about the subject; 404 when nothing is (the attempt is audited all the same). */
@@ -57,6 +60,13 @@ export function personalDataService(deps: PersonalDataDeps) {
         if (err instanceof AppError && err.code === 'in_flight') deps.metrics.erased('in_flight');
         throw err;
       }
+    },
+
+    /** One page of the audit trail, newest first. */
+    async auditPage(filter: AuditFilter, limit: number | undefined, cursor: string | undefined) {
+      const after = cursor === undefined ? undefined : cursors.decode(cursor);
+      const page = await readAuditPage(deps.db, filter, after, limit ?? DEFAULT_AUDIT_PAGE);
+      return { items: page.items, nextCursor: page.next ? cursors.encode(page.next) : null };
     },
   };
 }

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Decision, RequestStatus, StrayCallbackKind, Tables } from '../db/types.js';
 import { AppError } from '../http/errors.js';
-import type { EventRow } from '../events/sql.js';
+import type { EventRow } from '../events/feed-sql.js';
 import { selectRequestsWithResult } from '../requests/read.js';
 import { anonymousInvalidNaming, inList, type Subject } from './subject.js';
 

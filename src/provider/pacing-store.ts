@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
-import { defineStatement, runStatement, type Statement } from '../db/database.js';
+import { runStatement } from '../db/run-statement.js';
+import { defineStatement, type Statement } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 
 // The provider's pace as rows every instance shares (migration 0017): one statement takes a call

@@ -1,25 +1,18 @@
-import type { FastifyRequest, FastifySerializerCompiler } from 'fastify';
+import type { FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler } from 'fastify-type-provider-zod';
-import { guardRoutes, presentedBearer } from '../access/guards.js';
-import { type Actor, keyFingerprint, recordAudit, subjectHasher } from '../audit/trail.js';
-import type { CapabilityDeps } from '../deps.js';
-import { hashCpfUnderEvery } from '../cpf.js';
-import { errorSchema, guardedRouteErrors, notFound } from '../http/errors.js';
+import { guardRoutes, presentedBearer, type RouteAccess } from '../access/guards.js';
+import { errorSchema, guardedRouteErrors } from '../http/errors.js';
 import { operation } from '../http/openapi.js';
-import { cursorCodec } from '../http/cursor.js';
-import { queryMetrics } from './metrics.js';
 import {
   customerParams,
   customerQuerystring,
   customerView,
-  DEFAULT_PAGE,
   listQuery,
   lookupBody,
   lookupQuery,
-  type PageView,
   pageView,
 } from './schemas.js';
-import { type ListFilter, readCustomer, readPage } from './sql.js';
+import type { QueryService } from './service.js';
 
 /**
  * A 200 is built field by field from our own rows (sql.ts) and sent as it is: a zod parse of every
@@ -29,23 +22,9 @@ const builtViews: FastifySerializerCompiler<unknown> = (route) =>
   route.httpStatus === '200' ? (data) => JSON.stringify(data) : serializerCompiler(route as Parameters<typeof serializerCompiler>[0]);
 
 export const queryRoutes =
-  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  (access: RouteAccess, queries: QueryService): FastifyPluginAsyncZod =>
   async (app) => {
-    const { db } = deps.database;
-    const metrics = queryMetrics(deps.registry);
-    const cursors = cursorCodec(deps.config.cpfHashKey);
-    const subjectOf = subjectHasher(deps.config.cpfHashKey);
-    // Who looked: the API key by its fingerprint, or the peer when the query routes have no keys.
-    const actorOf = (request: FastifyRequest): Actor =>
-      deps.config.queryApiKeys.length > 0 ? keyFingerprint(presentedBearer(request) ?? '') : `peer:${request.ip}`;
-
-    guardRoutes(app, 'query', deps.config);
-
-    const page = async (filter: ListFilter, limit: number | undefined, cursor: string | undefined): Promise<PageView> => {
-      const after = cursor === undefined ? undefined : cursors.decode(cursor);
-      const { items, next } = await readPage(db, filter, after, limit ?? DEFAULT_PAGE);
-      return { items, nextCursor: next ? cursors.encode(next) : null };
-    };
+    guardRoutes(app, 'query', access);
 
     app.get(
       '/v1/underwritings/:customerUuid',
@@ -67,24 +46,7 @@ export const queryRoutes =
         },
         serializerCompiler: builtViews,
       },
-      async (request) => {
-        const { customerUuid } = request.params;
-        return deps.results.wait(customerUuid, request.query.wait ?? 0, {
-          read: async () => {
-            const view = await readCustomer(db, customerUuid);
-            if (!view) {
-              // "lookup" is a valid customerUuid, so GET /v1/underwritings/lookup stays a customer read; but
-              // when there is no such customer the caller almost surely meant the lookup by CPF.
-              const hint = customerUuid === 'lookup' ? '; to find requests by CPF, POST /v1/underwritings/lookup with a JSON body {"cpf": "..."}' : '';
-              throw notFound(`no underwriting request for customer ${customerUuid}${hint}`);
-            }
-            return view;
-          },
-          // Held until the newest request has a result (stored by any instance).
-          ready: (view) => view.result !== null,
-          onWaiting: (delta) => metrics.waiters.inc(delta),
-        });
-      },
+      async (request) => queries.customer(request.params.customerUuid, request.query.wait ?? 0),
     );
 
     app.get(
@@ -102,7 +64,7 @@ export const queryRoutes =
       },
       async (request) => {
         const { status, decision, since, until, limit, cursor } = request.query;
-        return page({ status, decision, since, until }, limit, cursor);
+        return queries.list({ status, decision, since, until }, limit, cursor);
       },
     );
 
@@ -123,17 +85,7 @@ export const queryRoutes =
       },
       async (request) => {
         const { cpf, limit, cursor } = request.body;
-        const cpfHashes = hashCpfUnderEvery(cpf, deps.config.cpfHashKeys);
-        const found = await page({ cpfHashes }, limit ?? request.query.limit, cursor ?? request.query.cursor);
-        // No answer leaves without its audit entry: if it cannot be written, the lookup fails.
-        await recordAudit(db, {
-          at: deps.clock(),
-          action: 'lookup',
-          actor: actorOf(request),
-          subject: subjectOf({ cpf }),
-          counts: { requests: found.items.length },
-        });
-        return found;
+        return queries.lookup(cpf, limit ?? request.query.limit, cursor ?? request.query.cursor, { bearer: presentedBearer(request), ip: request.ip });
       },
     );
   };

@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
-import { defineStatement, runStatement } from '../db/database.js';
+import { runStatement } from '../db/run-statement.js';
+import { defineStatement } from '../db/statements.js';
 import { inIndexOrder } from '../db/plan-guards.js';
 import { compileOnly, type SqlSnapshot } from '../db/statements.js';
 import type { Decision, RequestStatus, Tables } from '../db/types.js';

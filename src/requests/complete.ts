@@ -1,6 +1,8 @@
 import { trace } from '@opentelemetry/api';
 import type { Kysely } from 'kysely';
-import { CALLBACK_QUERY_TIMEOUT_MS, defineStatement, runStatement } from '../db/database.js';
+import { CALLBACK_QUERY_TIMEOUT_MS } from '../db/handle.js';
+import { runStatement } from '../db/run-statement.js';
+import { defineStatement } from '../db/statements.js';
 import type { Decision, Tables } from '../db/types.js';
 import type { DeliveryHandoff } from '../events/handoff.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, unmatchedDataSql } from '../events/record.js';

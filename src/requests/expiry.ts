@@ -1,7 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
-import { defineStatement, runStatement, type Statement } from '../db/database.js';
+import { runStatement } from '../db/run-statement.js';
+import { defineStatement, type Statement } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
 import { type Periodic, startPeriodic } from '../timing/periodic.js';

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
-import { defineStatement, runStatement } from '../db/database.js';
+import { runStatement } from '../db/run-statement.js';
+import { defineStatement } from '../db/statements.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { SpanParent } from '../tracing/spans.js';
 import type { Tables } from '../db/types.js';

@@ -1,31 +1,15 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { guardRoutes } from '../access/guards.js';
-import type { CapabilityDeps } from '../deps.js';
+import { guardRoutes, type RouteAccess } from '../access/guards.js';
 import { guardedRouteErrors } from '../http/errors.js';
-import { endpointKeys } from '../events/endpoints/store.js';
-import { webhookTargets } from '../events/targets.js';
-import { tokenState } from '../provider/token-source.js';
 import { operation } from '../http/openapi.js';
 import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
-import { presentMetrics } from './metrics.js';
-import { statsService } from './service.js';
+import type { StatsService } from './service.js';
 
 /** Operations views: statistics and the callbacks that matched nothing or failed validation. Query allowlist and keys. */
 export const statsRoutes =
-  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  (access: RouteAccess, stats: StatsService): FastifyPluginAsyncZod =>
   async (app) => {
-    const configured = webhookTargets(deps.config).map((t) => t.key);
-    const webhookKeys = () => endpointKeys(deps.database.db, configured);
-    const stats = statsService({
-      db: deps.database.db,
-      clock: deps.clock,
-      token: () => tokenState(deps.tokenSource),
-      cursorSecret: deps.config.cpfHashKey,
-      webhookKeys,
-    });
-    presentMetrics(deps.registry, { db: deps.database.db, clock: deps.clock, webhookKeys });
-
-    guardRoutes(app, 'query', deps.config);
+    guardRoutes(app, 'query', access);
 
     app.get(
       '/v1/stats',

@@ -2,7 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import { ORIGIN, turnaroundBin } from '../aggregates/turnaround.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
-import { unwrittenByUrlSql, unwrittenDeliveriesSql } from '../events/sql.js';
+import { unwrittenByUrlSql, unwrittenDeliveriesSql } from '../events/pending-sql.js';
 
 export type BucketUnit = 'hour' | 'day';
 

@@ -2,7 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
-import { isStorageUnavailable } from '../db/database.js';
+import { isStorageUnavailable } from '../db/storage-errors.js';
 import type { Tables } from '../db/types.js';
 import { TokenUnavailableError } from '../provider/errors.js';
 import type { Pacer, Permit } from '../provider/pacing.js';

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
-import { defineStatement, runStatement, type Statement } from '../db/database.js';
+import { runStatement } from '../db/run-statement.js';
+import { defineStatement, type Statement } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, requestEventsSql } from '../events/record.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';

@@ -1,7 +1,7 @@
 import type { FastifyRequest, FastifySchemaCompiler, FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { allowlistGuard } from '../access/guards.js';
-import type { CapabilityDeps } from '../deps.js';
+import type { Config } from '../config/config.js';
 import { operation } from '../http/openapi.js';
 import { traceOf } from '../tracing/server-spans.js';
 import { metricOutcomeOfStatus, type SubmitMetricOutcome } from './metrics.js';
@@ -47,9 +47,8 @@ const headersOnlyKey: FastifySchemaCompiler<unknown> = (route) => {
 };
 
 export const submissionRoutes =
-  (deps: Pick<CapabilityDeps, 'config'>, submissions: Pick<Submissions, 'submit' | 'metrics'>): FastifyPluginAsyncZod =>
+  (config: Pick<Config, 'submitAllowedIps' | 'customerUuidAllowCpf'>, submissions: Pick<Submissions, 'submit' | 'metrics'>): FastifyPluginAsyncZod =>
   async (app) => {
-    const { config } = deps;
     const { submit, metrics } = submissions;
     // Answers the handler produced carry their metric outcome; the rest (400, 403, 413, 503) are named by status.
     // A decorated field, not a WeakMap: a weak entry per submit is extra work for the garbage collector.

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
 import type { Tables } from '../db/types.js';
-import { StorageUnavailableError } from '../db/database.js';
+import { StorageUnavailableError } from '../db/storage-errors.js';
 import { AppError, errorBody } from '../http/errors.js';
 import { TokenUnavailableError } from '../provider/errors.js';
 import { acquireFresh, type PaceRefusal, type Pacer } from '../provider/pacing.js';

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { isStorageUnavailable } from '../db/database.js';
+import { isStorageUnavailable } from '../db/storage-errors.js';
 
 export interface Periodic {
   /** Runs one pass now (or joins the one running); never throws. */

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import type { DatabaseHandle } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
 import { unpackKeys } from '../../src/channels/announcer.js';
 import { RESULTS_CHANNEL } from '../../src/channels/names.js';
 import type { RequestStatus } from '../../src/db/types.js';

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import t from 'tap';
 import { announcer, unpackKeys } from '../../src/channels/announcer.js';
-import { acquireListener } from '../../src/channels/listener.js';
+import { acquireListener } from '../../src/channels/lease.js';
 import { freshDatabase } from '../helpers/database.js';
 import { captureLogs } from '../helpers/logs.js';
 

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Tables } from '../../src/db/types.js';
 import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
-import { CLAIM_DELIVERIES } from '../../src/events/sql.js';
+import { CLAIM_DELIVERIES } from '../../src/events/queue-sql.js';
 import t from 'tap';
 import { freshDatabase } from '../helpers/database.js';
 import { analyseAll, FLAT, inline, measure, prepare, STATISTICS_STATES } from '../helpers/statement-cost.js';

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Tables } from '../../src/db/types.js';
 import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
-import { type FeedFilter, type FeedPosition, feedByType, feedHorizon, feedQuery } from '../../src/events/sql.js';
+import { type FeedFilter, type FeedPosition, feedByType, feedHorizon, feedQuery } from '../../src/events/feed-sql.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, prepare, STATISTICS_STATES } from '../helpers/statement-cost.js';

@@ -1,6 +1,8 @@
 import t from 'tap';
 import { sql } from 'kysely';
-import { defineStatement, openDatabase, runStatement } from '../../src/db/database.js';
+import { openDatabase } from '../../src/db/database.js';
+import { runStatement } from '../../src/db/run-statement.js';
+import { defineStatement } from '../../src/db/statements.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { buildTestApp, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js';
 import { freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';

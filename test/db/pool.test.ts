@@ -2,7 +2,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
 import t, { type Test } from 'tap';
-import { KEEP_OPEN, openDatabase } from '../../src/db/database.js';
+import { openDatabase } from '../../src/db/database.js';
+import { KEEP_OPEN } from '../../src/db/guarded-pool.js';
 import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { until } from '../helpers/until.js';
 

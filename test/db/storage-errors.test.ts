@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import t from 'tap';
-import { type DatabaseHandle, isStorageUnavailable, markDatabaseError, openDatabase } from '../../src/db/database.js';
+import { openDatabase } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
+import { isStorageUnavailable, markDatabaseError } from '../../src/db/storage-errors.js';
 import { sql } from 'kysely';
 import { ENGINE, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { startRelay, throughRelay } from '../helpers/relay.js';

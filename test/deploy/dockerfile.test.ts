@@ -53,7 +53,7 @@ t.test('no source maps and no PGlite in the image', async (t) => {
   t.match(dockerfile, /rm -rf node_modules\/@electric-sql\/pglite/);
   t.notMatch(dockerfile.split('\n').filter((l) => l.startsWith('CMD ')).join(), /enable-source-maps/, 'nothing would read them');
   // Production without the package must still start: src loads it only for the embedded database.
-  t.notMatch(read('src/db/database.ts'), /^import \{[^}]*\} from '@electric-sql\/pglite'/m);
+  t.notMatch(read('src/db/pglite.ts'), /^import \{[^}]*\} from '@electric-sql\/pglite'/m);
 });
 
 t.test('the OCI version label follows package.json', async (t) => {

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Test } from 'tap';
-import type { DatabaseHandle } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
 import { postCallback, resultBody, startedPlus } from '../callbacks/fixtures.js';
 import { buildTestApp } from '../helpers/app.js';
 

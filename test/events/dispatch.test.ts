@@ -1,7 +1,9 @@
 import pg from 'pg';
 import pino from 'pino';
 import t, { type Test } from 'tap';
-import { dispatchDeliveries, pendingSummary, readEvent, startDispatch } from '../../src/events/sql.js';
+import { readEvent } from '../../src/events/feed-sql.js';
+import { pendingSummary } from '../../src/events/pending-sql.js';
+import { dispatchDeliveries, startDispatch } from '../../src/events/queue-sql.js';
 import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
 import { startDeliveryWorker } from '../../src/events/worker.js';
 import { recordResults, type ValidResult } from '../../src/requests/complete.js';

@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
-import type { DatabaseHandle } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
 import { customer } from '../callbacks/fixtures.js';
 import { anotherConnection, freshDatabase } from '../helpers/database.js';
 import { adminGateway, call, stray } from './admin.js';

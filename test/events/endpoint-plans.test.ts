@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import t from 'tap';
 import { endpointStatsQuery } from '../../src/events/endpoints/store.js';
-import { redeliverQuery } from '../../src/events/sql.js';
+import { redeliverQuery } from '../../src/events/redelivery-sql.js';
 import { freshDatabase } from '../helpers/database.js';
 import { plan } from '../helpers/plan.js';
 

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import t, { type Test } from 'tap';
 import type { FastifyInstance } from 'fastify';
-import type { DatabaseHandle } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
 import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase } from '../helpers/database.js';
 import { customer, insertRequest, postCallback, resultBody, startedPlus } from '../callbacks/fixtures.js';

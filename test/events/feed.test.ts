@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import pg from 'pg';
-import { type FeedPosition, readFeed } from '../../src/events/sql.js';
+import { type FeedPosition, readFeed } from '../../src/events/feed-sql.js';
 import { recordResults } from '../../src/requests/complete.js';
 import t, { type Test } from 'tap';
 import { buildTestApp, listen } from '../helpers/app.js';

@@ -2,7 +2,7 @@ import pino from 'pino';
 import t from 'tap';
 import { Webhook } from 'standardwebhooks';
 import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
-import { startDispatch } from '../../src/events/sql.js';
+import { startDispatch } from '../../src/events/queue-sql.js';
 import { startDeliveryWorker } from '../../src/events/worker.js';
 import { recordResults } from '../../src/requests/complete.js';
 import { customer, insertRequest, resultBody } from '../callbacks/fixtures.js';

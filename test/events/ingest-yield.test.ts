@@ -3,7 +3,7 @@ import pino from 'pino';
 import t, { type Test } from 'tap';
 import { recordEventsSql } from '../../src/events/record.js';
 import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
-import { startDispatch } from '../../src/events/sql.js';
+import { startDispatch } from '../../src/events/queue-sql.js';
 import { startDeliveryWorker, TRICKLE_CLAIM } from '../../src/events/worker.js';
 import { BUSY_LEVEL, type IngestLoad, ingestLoad } from '../../src/timing/ingest-load.js';
 import { freshDatabase } from '../helpers/database.js';

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Test } from 'tap';
 import { type AppDeps, buildApp, type Clock } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config/config.js';
-import type { DatabaseHandle } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
 import type { BearerTokenSource } from '../../src/provider/token-source.js';
 import { freshDatabase } from './database.js';
 import { captureLogs, type LogCapture } from './logs.js';

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Test } from 'tap';
-import { type DatabaseHandle, openDatabase } from '../../src/db/database.js';
+import { openDatabase } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { databaseUrl, forgetTemplate, migratedTemplate } from './template.js';
 import { timed } from './teardown.js';

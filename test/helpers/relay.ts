@@ -1,6 +1,7 @@
 import net from 'node:net';
 import type { Test } from 'tap';
-import { type DatabaseHandle, type OpenDatabaseOptions, openDatabase } from '../../src/db/database.js';
+import { openDatabase } from '../../src/db/database.js';
+import type { DatabaseHandle, OpenDatabaseOptions } from '../../src/db/handle.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { freshDatabaseUrl } from './database.js';
 

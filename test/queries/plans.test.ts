@@ -1,6 +1,7 @@
 import { CompiledQuery, sql } from 'kysely';
 import t from 'tap';
-import { CLAIM_DELIVERIES, DISPATCH_DELIVERIES, feedHorizon } from '../../src/events/sql.js';
+import { feedHorizon } from '../../src/events/feed-sql.js';
+import { CLAIM_DELIVERIES, DISPATCH_DELIVERIES } from '../../src/events/queue-sql.js';
 import { RECORD_RESULTS, recordResultsParameters } from '../../src/requests/complete.js';
 import { hashCpf } from '../../src/cpf.js';
 import { EXPIRE_BATCH, expireBatchParameters } from '../../src/requests/expiry.js';

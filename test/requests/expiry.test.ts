@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
-import { type DatabaseHandle } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
 import { expireOverdue, startExpirySweep, sweepIntervalMs } from '../../src/requests/expiry.js';
 import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';

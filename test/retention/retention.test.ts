@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
-import { type DatabaseHandle, openDatabase } from '../../src/db/database.js';
+import { openDatabase } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { purgePass, purgeRequestBatch, retentionCutoff } from '../../src/retention/sweep.js';
 import { loadConfig } from '../../src/config/config.js';

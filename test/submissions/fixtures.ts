@@ -1,6 +1,6 @@
 import type { LightMyRequestResponse as Response } from 'fastify';
 import type { Test } from 'tap';
-import type { DatabaseHandle } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
 import type { BearerTokenSource } from '../../src/provider/token-source.js';
 import type { UnderwritingRequest } from '../../src/provider/schemas.js';
 import { buildTestApp, type TestAppOptions } from '../helpers/app.js';

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import type { Test } from 'tap';
-import type { DatabaseHandle } from '../../src/db/database.js';
+import type { DatabaseHandle } from '../../src/db/handle.js';
 import type { Faults, SandboxStats } from '../../src/sandbox/faults.js';
 import { buildTestApp, listen, TEST_PARTNER_TOKEN, type TestApp } from '../helpers/app.js';
 import { type RunningSandbox, startSandbox } from '../sandbox/helpers.js';

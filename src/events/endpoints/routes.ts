@@ -1,12 +1,10 @@
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { guardRoutes, presentedBearer } from '../../access/guards.js';
+import { guardRoutes, presentedBearer, type RouteAccess } from '../../access/guards.js';
 import { type Actor, keyFingerprint } from '../../audit/trail.js';
-import type { CapabilityDeps } from '../../deps.js';
 import { errorSchema, guardedRouteErrors } from '../../http/errors.js';
 import { operation } from '../../http/openapi.js';
-import { webhookTargets } from '../targets.js';
 import {
   createdEndpointView,
   endpointBody,
@@ -19,7 +17,7 @@ import {
   rotateBody,
   secretView,
 } from './schemas.js';
-import { endpointService } from './service.js';
+import type { EndpointService } from './service.js';
 
 const bodyErrors = { 413: errorSchema, 415: errorSchema };
 const notFound = { 404: errorSchema.describe('not_found: no such endpoint') };
@@ -31,16 +29,9 @@ const actorOf = (request: FastifyRequest): Actor => keyFingerprint(presentedBear
 
 /** /v1/endpoints: the receivers of pushed events, managed at runtime (query allowlist and an admin key). */
 export const endpointRoutes =
-  (deps: CapabilityDeps): FastifyPluginAsyncZod =>
+  (access: RouteAccess, service: EndpointService): FastifyPluginAsyncZod =>
   async (app) => {
-    const service = endpointService({
-      db: deps.database.db,
-      clock: deps.clock,
-      configuredKeys: webhookTargets(deps.config).map((t) => t.key),
-      changed: () => deps.handoff.endpointsChanged(),
-    });
-
-    guardRoutes(app, 'admin', deps.config);
+    guardRoutes(app, 'admin', access);
 
     app.post(
       '/v1/endpoints',

@@ -172,3 +172,4 @@ export function endpointService(deps: EndpointServiceDeps) {
     },
   };
 }
+export type EndpointService = ReturnType<typeof endpointService>;

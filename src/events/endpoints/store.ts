@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
 import type { EndpointStatus, EventEndpointsTable, EventType, Tables } from '../../db/types.js';
-import { feedHorizon } from '../sql.js';
-import type { FeedPosition } from '../sql.js';
+import { feedHorizon } from '../feed-sql.js';
+import type { FeedPosition } from '../feed-sql.js';
 
 // The SQL of endpoints as data: their rows, their delivery figures, and what a change does to
 // their deliveries and dispatch position. An endpoint's key names its deliveries (url_key).

@@ -1,0 +1,35 @@
+import type { Kysely } from 'kysely';
+import type { Tables } from '../db/types.js';
+import type { AppDeliveryHandoff } from '../events/handoff.js';
+import type { IngestLoad } from '../timing/ingest-load.js';
+import type { CallbackMetrics } from './metrics.js';
+import { callbackReceiver } from './receiver.js';
+
+export interface CallbackServiceDeps {
+  db: Kysely<Tables>;
+  clock: () => Date;
+  metrics: CallbackMetrics;
+  /** Tells the long-polls (on every instance) that a customer's result is stored. */
+  announce(customerUuid: string): void;
+  /** CORRELATION_SKEW_S. */
+  skewS: number;
+  handoff: AppDeliveryHandoff;
+  /** Callbacks being answered now: the event push yields to a burst of them. */
+  ingest: IngestLoad;
+}
+
+/** The callback route's work: the receiver (stored before it is answered), the clock, its metrics and the ingest load it counts in. */
+export function callbackService(deps: CallbackServiceDeps) {
+  return {
+    receiver: callbackReceiver({
+      db: deps.db,
+      metrics: deps.metrics,
+      announce: deps.announce,
+      recording: { skewS: deps.skewS, handoff: deps.handoff },
+    }),
+    metrics: deps.metrics,
+    clock: deps.clock,
+    ingest: deps.ingest,
+  };
+}
+export type CallbackService = ReturnType<typeof callbackService>;
