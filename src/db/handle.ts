@@ -81,6 +81,8 @@ export interface OpenDatabaseOptions {
   databaseUrl: string | undefined;
   /** PGlite's directory, or "memory://" for a throwaway one. */
   dataDir: string;
+  /** PGlite only: a dumpDataDir archive the new database starts from, instead of an empty cluster (tests). */
+  loadDataDir?: Blob;
   poolSize?: number;
   /** Default `session`. */
   poolMode?: PoolMode;

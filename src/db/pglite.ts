@@ -8,13 +8,13 @@ import { PGliteDialect } from './pglite-dialect.js';
 import { probeWith, withTimeout } from './readiness.js';
 import type { Tables } from './types.js';
 
-export async function openPglite(dataDir: string): Promise<DatabaseHandle> {
+export async function openPglite(dataDir: string, loadDataDir?: Blob): Promise<DatabaseHandle> {
   // Loaded only when used: a gateway on PostgreSQL never carries the embedded engine's code.
   const { PGlite } = await import('@electric-sql/pglite');
   let pglite: PGlite;
   try {
     if (!dataDir.includes('://')) await makeDirectory(dataDir);
-    pglite = await PGlite.create(dataDir);
+    pglite = await PGlite.create(dataDir, loadDataDir ? { loadDataDir } : {});
   } catch (err) {
     // PGlite's own errors can be bare numbers (ErrnoError 54): say where and what to check.
     const reason = err instanceof Error && err.message ? err.message : `${(err as { name?: string })?.name ?? 'error'} ${(err as { errno?: number })?.errno ?? ''}`.trim();

@@ -3,8 +3,7 @@ import pg from 'pg';
 import type { Test } from 'tap';
 import { openDatabase } from '../../src/db/database.js';
 import type { DatabaseHandle } from '../../src/db/handle.js';
-import { migrateToLatest } from '../../src/db/migrator.js';
-import { databaseUrl, forgetTemplate, migratedTemplate } from './template.js';
+import { databaseUrl, forgetTemplate, migratedTemplate, pgliteArchive } from './template.js';
 import { timed } from './teardown.js';
 
 /** Set: tests run on this real PostgreSQL server (a database per test file); unset: PGlite. */
@@ -54,16 +53,16 @@ export async function freshDatabaseUrl(t: Test, options: { migrated?: boolean } 
 
 /**
  * A fresh, migrated database for one test: its own PostgreSQL database when DATABASE_URL is set,
- * cloned from the run's migrated template, otherwise an in-memory PGlite, migrated (empty with
- * `migrate: false`). Closed (and dropped) at teardown.
+ * cloned from the run's migrated template, otherwise an in-memory PGlite loaded from the run's
+ * archive of a migrated cluster (of an empty one with `migrate: false`). Closed (and dropped) at teardown.
  */
 export async function freshDatabase(t: Test, options: { migrate?: boolean } = {}): Promise<TestDatabaseHandle> {
   const migrated = options.migrate !== false;
   const url = SERVER_URL ? await freshDatabaseUrl(t, { migrated }) : undefined;
-  const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolSize: 20 });
+  // PGlite loads an archive of a cluster (migrated or empty) instead of running initdb (docs/testing.md).
+  const loadDataDir = url ? undefined : await pgliteArchive(migrated);
+  const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolSize: 20, loadDataDir });
   t.teardown(() => timed('database.close()', () => database.close()));
-  // PGlite is migrated anew: loaded from a migrated dumpDataDir archive instead, its tests stalled (docs/testing.md).
-  if (!url && migrated) await migrateToLatest(database);
   return Object.assign(database, { url });
 }
 

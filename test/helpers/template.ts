@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
+import { readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -104,4 +106,53 @@ export function migratedTemplate(serverUrl: string): Promise<string> {
 /** After a clone found the template gone (dropped by a run with other migrations): build it again. */
 export function forgetTemplate(): void {
   postgresTemplate = undefined;
+}
+
+/**
+ * A PGlite data directory (PGlite's dumpDataDir archive), migrated or empty, kept in the temporary
+ * directory for every test process of the run and the next runs: loading one costs about a fifth
+ * of the CPU of initdb, which PGlite otherwise runs for every new database.
+ */
+async function buildPgliteArchive(migrated: boolean): Promise<Blob> {
+  const { version } = JSON.parse(await readFile(path.join(ROOT, 'node_modules/@electric-sql/pglite/package.json'), 'utf8')) as { version: string };
+  const file = path.join(tmpdir(), `ugw-test-pglite-${migrated ? 'migrated' : 'empty'}-${migrationsDigest(version)}.tar`);
+  try {
+    return new Blob([await readFile(file)]);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  for (const other of await readdir(tmpdir())) {
+    if (!other.startsWith('ugw-test-pglite-') || path.join(tmpdir(), other) === file) continue;
+    const stale = path.join(tmpdir(), other);
+    const { mtimeMs } = await stat(stale).catch(() => ({ mtimeMs: Date.now() }));
+    if (Date.now() - mtimeMs > STALE_AFTER_MS) await rm(stale, { force: true });
+  }
+  const database = await openDatabase({ databaseUrl: undefined, dataDir: 'memory://' });
+  let archive: Blob;
+  try {
+    if (migrated) await migrateToLatest(database);
+    // Dumped while running: a checkpoint first, so that each load replays almost no WAL.
+    await database.pglite!.exec('checkpoint');
+    archive = await database.pglite!.dumpDataDir('none');
+  } finally {
+    await database.close();
+  }
+  // Written whole under another name, then renamed: a process reading it never sees half of it.
+  const partial = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  await writeFile(partial, Buffer.from(await archive.arrayBuffer()));
+  await rename(partial, file);
+  return archive;
+}
+
+const pgliteArchives = new Map<boolean, Promise<Blob>>();
+
+/** The migrated (or empty) PGlite archive, read or built once per test process. */
+export function pgliteArchive(migrated: boolean): Promise<Blob> {
+  let archive = pgliteArchives.get(migrated);
+  if (!archive) {
+    archive = buildPgliteArchive(migrated);
+    pgliteArchives.set(migrated, archive);
+    archive.catch(() => pgliteArchives.delete(migrated));
+  }
+  return archive;
 }
