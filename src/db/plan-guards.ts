@@ -22,7 +22,7 @@ export const INDEX_LOOKUPS_ONLY = sql`set local enable_seqscan = off`;
 /**
  * For a transaction that inserts many rows at once (a campaign's batch): each row's foreign-key
  * checks (a SELECT per row and per key, run by PostgreSQL itself) use the plan the connection
- * cached for them instead of being planned again per row, as NO_GENERIC_PLANS (db/database.ts)
+ * cached for them instead of being planned again per row, as NO_GENERIC_PLANS (db/handle.ts)
  * has them planned everywhere else. That planning was about a quarter of the database's CPU per
  * campaign line (bench/investigations/campaign-upload.ts, docs/campaigns.md). Sequential scans are
  * off too, so the plan cached here is the primary key's lookup whatever the tables' size when it
