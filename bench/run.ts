@@ -24,7 +24,7 @@ import { submitScenario } from './scenarios/submit.js';
 import { type CampaignReport, renderCampaign, runCampaignScenario } from './scenarios/campaign.js';
 import { BENCH_OPTION_DETAILS, BENCH_OPTIONS } from './lib/options.js';
 
-// `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start,campaign] [--lines=100000] [--outage-s=30] [--states=a,b,c,d] [--sizes=10k,100k,1m] [--profile] [--probe] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500]`:
+// `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start,campaign] [--lines=100000] [--outage-s=30] [--states=a,b,c,d] [--sizes=10k,100k,1m] [--profile] [--probe] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500] [--delivery-endpoints=one|troubled]`:
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
@@ -58,6 +58,10 @@ const numberArg = (name: string, fallback: number) => {
   const raw = args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
   return raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : fallback;
 };
+
+const deliveryEndpointsRaw = args.find((a) => a.startsWith('--delivery-endpoints='))?.slice('--delivery-endpoints='.length) ?? 'one';
+if (deliveryEndpointsRaw !== 'one' && deliveryEndpointsRaw !== 'troubled') throw new Error(`--delivery-endpoints=${deliveryEndpointsRaw}: one or troubled`);
+const deliveryEndpointsArg: 'one' | 'troubled' = deliveryEndpointsRaw;
 
 const settings = quick
   ? { rounds: 2, durationS: 1.5, warmupS: 1, warmupRequests: 300, wrkRounds: 1, minCallbackRows: 2_000, getOneRows: 10_000, getOneCustomers: 200, longPolls: 200, settleMs: 5_000 }
@@ -465,6 +469,7 @@ async function main(): Promise<void> {
         settleMs: settings.settleMs,
         ab: settings,
         minCallbackRows: settings.minCallbackRows,
+        endpoints: deliveryEndpointsArg,
       }, say)
     : undefined;
   let statements: StatementStats[] | undefined;

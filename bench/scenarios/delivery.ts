@@ -23,10 +23,18 @@ export interface DeliverySettings {
   settleMs: number;
   ab: AbSettings;
   minCallbackRows: number;
+  /**
+   * 'one': one healthy receiver, configured (EVENT_WEBHOOK_URLS); push off is a gateway without it.
+   * 'troubled' (issue 36): five endpoints made through /v1/endpoints (two healthy, one answering
+   * after 2 s, one rate-limited to 20/s, one down); lag is measured to the healthy two, and push
+   * off is every endpoint paused.
+   */
+  endpoints: 'one' | 'troubled';
 }
 
 export interface DeliveryReport {
   scenario: 'delivery';
+  endpoints: 'one' | 'troubled';
   rate: number;
   callbacksOk: number;
   callbacksFailed: number;
@@ -53,8 +61,8 @@ function percentile(sorted: number[], p: number): number {
 }
 const round1 = (v: number) => Math.round(v * 10) / 10;
 
-/** A healthy receiver in this process: 204 at once, arrival time per customer. */
-export async function startReceiver(): Promise<{ url: string; arrivals: Map<string, number[]>; close(): Promise<void> }> {
+/** A receiver in this process: 204 at once (or after answerAfterMs), arrival time per customer. */
+export async function startReceiver(answerAfterMs = 0): Promise<{ url: string; arrivals: Map<string, number[]>; close(): Promise<void> }> {
   const arrivals = new Map<string, number[]>();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -70,7 +78,8 @@ export async function startReceiver(): Promise<{ url: string; arrivals: Map<stri
         /* not an event: ignored */
       }
       res.statusCode = 204;
-      res.end();
+      if (answerAfterMs > 0) setTimeout(() => res.end(), answerAfterMs);
+      else res.end();
     });
   });
   server.keepAliveTimeout = 30_000;
@@ -124,61 +133,135 @@ async function steadyCallbacks(baseUrl: string, prefix: string, rate: number, du
   return { answered, failed, latencies: latencies.sort((a, b) => a - b), elapsedS };
 }
 
+type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+
+/** Where events go, and how push is turned off for the ingest comparison. */
+interface PushSetup {
+  /** Receivers whose lag is measured (healthy ones). */
+  measured: Receiver[];
+  receivers: Receiver[];
+  env: Record<string, string>;
+  /** After the push-on gateway is ready: endpoints made through the API, if any. */
+  create(baseUrl: string): Promise<void>;
+  /** Push off for the baseline's round (troubled: every endpoint paused), and on again. */
+  pause(baseUrl: string): Promise<void>;
+  resume(baseUrl: string): Promise<void>;
+  describe: string;
+}
+
+const BENCH_ADMIN_KEY = `bench-admin-${randomBytes(12).toString('hex')}`;
+
+async function admin(baseUrl: string, method: string, path: string, body?: unknown): Promise<unknown> {
+  const res = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${BENCH_ADMIN_KEY}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text === '' ? undefined : JSON.parse(text);
+}
+
+async function pushSetup(kind: DeliverySettings['endpoints']): Promise<PushSetup> {
+  if (kind === 'one') {
+    const receiver = await startReceiver();
+    return {
+      measured: [receiver],
+      receivers: [receiver],
+      env: { EVENT_WEBHOOK_URLS: receiver.url, EVENT_WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`, EVENT_WEBHOOK_TIMEOUT_MS: '5000' },
+      create: async () => {},
+      pause: async () => {},
+      resume: async () => {},
+      describe: 'one healthy receiver',
+    };
+  }
+  const healthy = [await startReceiver(), await startReceiver()];
+  const slow = await startReceiver(2_000);
+  const limited = await startReceiver();
+  const ids: string[] = [];
+  return {
+    measured: healthy,
+    receivers: [...healthy, slow, limited],
+    env: { ADMIN_API_KEYS: BENCH_ADMIN_KEY, EVENT_WEBHOOK_TIMEOUT_MS: '5000' },
+    create: async (baseUrl) => {
+      const bodies = [
+        ...healthy.map((r) => ({ url: r.url, description: 'healthy' })),
+        { url: slow.url, description: 'slow: answers after 2 s' },
+        { url: limited.url, description: 'rate-limited', rateLimitPerS: 20 },
+        { url: 'http://127.0.0.1:1/down', description: 'down' },
+      ];
+      for (const body of bodies) ids.push(((await admin(baseUrl, 'POST', '/v1/endpoints', body)) as { id: string }).id);
+    },
+    pause: async (baseUrl) => {
+      for (const id of ids) await admin(baseUrl, 'PATCH', `/v1/endpoints/${id}`, { status: 'paused' });
+    },
+    resume: async (baseUrl) => {
+      for (const id of ids) await admin(baseUrl, 'PATCH', `/v1/endpoints/${id}`, { status: 'active' });
+    },
+    describe: 'five endpoints (two healthy, one slow at 2 s per answer, one rate-limited at 20/s, one down)',
+  };
+}
+
 export async function deliveryScenario(
   database: BenchDatabase,
   startGateway: (extraEnv: Record<string, string>, label: string) => Promise<Child>,
   settings: DeliverySettings,
   say: (line: string) => void,
 ): Promise<DeliveryReport> {
-  say(`\ndelivery: callbacks at ${settings.rate}/s for ${settings.durationS} s, events pushed to one healthy receiver`);
-  const receiver = await startReceiver();
-  const push = {
-    EVENT_WEBHOOK_URLS: receiver.url,
-    EVENT_WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`,
-    EVENT_WEBHOOK_TIMEOUT_MS: '5000',
-  };
-  const on = await startGateway(push, 'delivery-on');
+  const setup = await pushSetup(settings.endpoints);
+  say(`\ndelivery: callbacks at ${settings.rate}/s for ${settings.durationS} s, events pushed to ${setup.describe}`);
+  const drainMeasured = async () => (await Promise.all(setup.measured.map((r) => drainDeliveries(database, r.url)))).join('; ');
+  const on = await startGateway(setup.env, 'delivery-on');
   let off: Child | undefined;
   try {
+    await setup.create(on.baseUrl);
     const warm = 'dlw-';
     await seedSubmitted(database.pool, warm, Math.round(settings.rate * settings.warmupS));
     await steadyCallbacks(on.baseUrl, warm, settings.rate, settings.warmupS);
     // The measured run starts with nothing left over from the warm-up (a cold process may fall behind).
-    say(`  warm-up settled: ${await drainDeliveries(database, receiver.url)}`);
+    say(`  warm-up settled: ${await drainMeasured()}`);
 
     const prefix = 'dl-';
     await seedSubmitted(database.pool, prefix, Math.round(settings.rate * settings.durationS));
     const run = await steadyCallbacks(on.baseUrl, prefix, settings.rate, settings.durationS);
     const deadline = performance.now() + settings.settleMs;
-    const ours = () => [...run.answered.keys()].filter((c) => receiver.arrivals.has(c)).length;
+    const arrivedEverywhere = (c: string) => setup.measured.every((r) => r.arrivals.has(c));
+    const ours = () => [...run.answered.keys()].filter(arrivedEverywhere).length;
     while (ours() < run.answered.size && performance.now() < deadline) await sleep(50);
 
     const lags: number[] = [];
     let duplicates = 0;
+    let delivered = 0;
     let first = Number.POSITIVE_INFINITY;
     let last = 0;
-    for (const [customer, answeredAt] of run.answered) {
-      const got = receiver.arrivals.get(customer);
-      if (!got) continue;
-      duplicates += got.length - 1;
-      lags.push(got[0]! - answeredAt);
-      first = Math.min(first, got[0]!);
-      last = Math.max(last, got[0]!);
+    for (const receiver of setup.measured) {
+      for (const [customer, answeredAt] of run.answered) {
+        const got = receiver.arrivals.get(customer);
+        if (!got) continue;
+        delivered++;
+        duplicates += got.length - 1;
+        lags.push(got[0]! - answeredAt);
+        first = Math.min(first, got[0]!);
+        last = Math.max(last, got[0]!);
+      }
     }
     lags.sort((a, b) => a - b);
-    const delivered = lags.length;
-    const missingCustomers = [...run.answered.keys()].filter((c) => !receiver.arrivals.has(c));
-    if (missingCustomers.length > 0) say(`  missing: ${await describeMissing(database, receiver.url, missingCustomers.slice(0, 5))}`);
+    const expected = run.answered.size * setup.measured.length;
+    const missingCustomers = [...run.answered.keys()].filter((c) => !arrivedEverywhere(c));
+    if (missingCustomers.length > 0) say(`  missing: ${await describeMissing(database, setup.measured[0]!.url, missingCustomers.slice(0, 5))}`);
     const lagMs = { p50: round1(percentile(lags, 50)), p99: round1(percentile(lags, 99)), max: round1(lags.at(-1) ?? Number.NaN) };
     const deliveriesPerS = last > first ? round1(delivered / ((last - first) / 1000)) : 0;
+    const others = setup.receivers.filter((r) => !setup.measured.includes(r)).map((r) => r.arrivals.size);
     say(
       `  ${run.answered.size} callbacks 2xx (${run.failed} failed) in ${round1(run.elapsedS)} s, callback p99 ${round1(percentile(run.latencies, 99))} ms; ` +
-        `${delivered} delivered (${run.answered.size - delivered} missing, ${duplicates} twice), ${deliveriesPerS}/s; lag p50 ${lagMs.p50} ms p99 ${lagMs.p99} ms max ${lagMs.max} ms`,
+        `${delivered} of ${expected} delivered to the measured receivers (${duplicates} twice), ${deliveriesPerS}/s; lag p50 ${lagMs.p50} ms p99 ${lagMs.p99} ms max ${lagMs.max} ms` +
+        (others.length > 0 ? `; the slow and the rate-limited receivers got ${others.join(' and ')} events` : ''),
     );
 
-    say('  callback ingest, push on (as "gateway") against push off (as "baseline"):');
-    off = await startGateway({}, 'delivery-off');
+    say(`  callback ingest, push on (as "gateway") against push off (as "baseline"${settings.endpoints === 'troubled' ? ': every endpoint paused' : ''}):`);
+    off = await startGateway(settings.endpoints === 'troubled' ? setup.env : {}, 'delivery-off');
     const offPid = off.pid;
+    const offUrl = off.baseUrl;
     const targets = {
       // Deliveries still pending after a push-on run go out before the push-off run starts: ingest
       // is compared with the push's work done, none of it carried over into the other round.
@@ -188,6 +271,7 @@ export async function deliveryScenario(
       // resumed just before its round starts it with every timer of the pause firing). The
       // push-on gateway pushes every event of the shared database, the push-off one's too: push
       // off means no one pushes; after a push-off round it resumes and pushes them, untimed.
+      // With troubled endpoints, push off is every endpoint paused for the push-off round.
       gateway: {
         ...on,
         dbCpu: () => backendCpuSnapshot(database, GATEWAY_APPLICATIONS),
@@ -195,7 +279,7 @@ export async function deliveryScenario(
           process.kill(offPid, 'SIGSTOP');
         },
         settle: async () => {
-          const drained = await drainDeliveries(database, receiver.url);
+          const drained = await drainMeasured();
           process.kill(offPid, 'SIGCONT');
           return drained;
         },
@@ -204,11 +288,13 @@ export async function deliveryScenario(
         ...off,
         dbCpu: async () => null,
         before: async () => {
+          await setup.pause(offUrl);
           process.kill(on.pid, 'SIGSTOP');
         },
         settle: async () => {
           process.kill(on.pid, 'SIGCONT');
-          return `push-on gateway resumed; ${await drainDeliveries(database, receiver.url)}`;
+          await setup.resume(offUrl);
+          return `push-on gateway resumed; ${await drainMeasured()}`;
         },
       },
     };
@@ -218,17 +304,18 @@ export async function deliveryScenario(
     };
     const ingest = await compareAb(callbackScenario(database.pool, { minRows: settings.minCallbackRows }), targets, walBytes, { ...settings.ab, wrkRounds: 0, flushWrites: () => flushWrites(database.pool) }, say);
     const goals: Goal[] = [
-      { goal: `delivery lag p99 <= ${LAG_GOAL_P99_MS} ms at ${settings.rate} callbacks/s`, measured: `${lagMs.p99} ms`, met: lagMs.p99 <= LAG_GOAL_P99_MS && delivered === run.answered.size },
+      { goal: `delivery lag p99 <= ${LAG_GOAL_P99_MS} ms at ${settings.rate} callbacks/s (${setup.describe})`, measured: `${lagMs.p99} ms`, met: lagMs.p99 <= LAG_GOAL_P99_MS && delivered === expected },
       { goal: `push on costs callback ingest <= ${Math.round((1 - INGEST_COST_GOAL) * 100)}%`, measured: `${ingest.ratio}x (rounds ${ingest.roundRatios.join(', ')})`, met: ingest.ratio >= INGEST_COST_GOAL },
     ];
     return {
       scenario: 'delivery',
+      endpoints: settings.endpoints,
       rate: settings.rate,
       callbacksOk: run.answered.size,
       callbacksFailed: run.failed,
       callbackP99Ms: round1(percentile(run.latencies, 99)),
       delivered,
-      missing: run.answered.size - delivered,
+      missing: expected - delivered,
       duplicates,
       deliveriesPerS,
       lagMs,
@@ -240,7 +327,7 @@ export async function deliveryScenario(
     process.kill(on.pid, 'SIGCONT');
     if (off) process.kill(off.pid, 'SIGCONT');
     await Promise.all([on.stop(), off?.stop()]);
-    await receiver.close();
+    for (const receiver of setup.receivers) await receiver.close();
   }
 }
 
@@ -264,7 +351,7 @@ export async function drainDeliveries(database: BenchDatabase, receiverUrl: stri
   const shown = redactUrl(receiverUrl);
   const pending = async () => {
     const { rows } = await database.pool.query<{ n: string }>(
-      `select (select count(*) from event_deliveries where status = 'pending')
+      `select (select count(*) from event_deliveries where status = 'pending' and url = $1)
             + (select count(*) from event_dispatch c join events e on (e.tx_id, e.id) > (c.tx_id, c.event_id) where c.url = $1) as n`,
       [shown],
     );
@@ -285,7 +372,7 @@ export function renderDelivery(r: DeliveryReport): string {
   const g = r.ingest.gateway;
   const b = r.ingest.baseline;
   return (
-    `delivery: ${r.callbacksOk} callbacks at ${r.rate}/s (p99 ${r.callbackP99Ms} ms, ${r.callbacksFailed} failed); ${r.delivered} events delivered ` +
+    `delivery (${r.endpoints === 'troubled' ? 'five endpoints, three troubled' : 'one endpoint'}): ${r.callbacksOk} callbacks at ${r.rate}/s (p99 ${r.callbackP99Ms} ms, ${r.callbacksFailed} failed); ${r.delivered} events delivered ` +
     `(${r.missing} missing, ${r.duplicates} twice) at ${r.deliveriesPerS}/s; lag callback 2xx -> receiver p50 ${r.lagMs.p50} ms p99 ${r.lagMs.p99} ms max ${r.lagMs.max} ms\n` +
     `callback ingest push on ${g.rps} req/s (p99 ${g.p99} ms) vs push off ${b.rps} req/s (p99 ${b.p99} ms): ${r.ingest.ratio}x (rounds ${r.ingest.roundRatios.join(', ')})\n` +
     r.goals.map((goal) => `  ${goal.goal}: ${goal.measured} ${verdict(goal)}`).join('\n')
