@@ -179,6 +179,8 @@ async function pushSetup(kind: DeliverySettings['endpoints']): Promise<PushSetup
   const slow = await startReceiver(2_000);
   const limited = await startReceiver();
   const ids: string[] = [];
+  // Diagnostic: BENCH_DELIVERY_TROUBLED=slow,down (say) keeps only those troubled endpoints.
+  const troubled = new Set((process.env.BENCH_DELIVERY_TROUBLED ?? 'slow,limited,down').split(',').filter(Boolean));
   return {
     measured: healthy,
     receivers: [...healthy, slow, limited],
@@ -186,9 +188,9 @@ async function pushSetup(kind: DeliverySettings['endpoints']): Promise<PushSetup
     create: async (baseUrl) => {
       const bodies = [
         ...healthy.map((r) => ({ url: r.url, description: 'healthy' })),
-        { url: slow.url, description: 'slow: answers after 2 s' },
-        { url: limited.url, description: 'rate-limited', rateLimitPerS: 20 },
-        { url: 'http://127.0.0.1:1/down', description: 'down' },
+        ...(troubled.has('slow') ? [{ url: slow.url, description: 'slow: answers after 2 s' }] : []),
+        ...(troubled.has('limited') ? [{ url: limited.url, description: 'rate-limited', rateLimitPerS: 20 }] : []),
+        ...(troubled.has('down') ? [{ url: 'http://127.0.0.1:1/down', description: 'down' }] : []),
       ];
       for (const body of bodies) ids.push(((await admin(baseUrl, 'POST', '/v1/endpoints', body)) as { id: string }).id);
     },
@@ -198,7 +200,7 @@ async function pushSetup(kind: DeliverySettings['endpoints']): Promise<PushSetup
     resume: async (baseUrl) => {
       for (const id of ids) await admin(baseUrl, 'PATCH', `/v1/endpoints/${id}`, { status: 'active' });
     },
-    describe: 'five endpoints (two healthy, one slow at 2 s per answer, one rate-limited at 20/s, one down)',
+    describe: `${2 + troubled.size} endpoints (two healthy${troubled.has('slow') ? ', one slow at 2 s per answer' : ''}${troubled.has('limited') ? ', one rate-limited at 20/s' : ''}${troubled.has('down') ? ', one down' : ''})`,
   };
 }
 
@@ -258,6 +260,7 @@ export async function deliveryScenario(
         (others.length > 0 ? `; the slow and the rate-limited receivers got ${others.join(' and ')} events` : ''),
     );
 
+    if (process.env.BENCH_DELIVERY_LAG_ONLY) throw new Error('BENCH_DELIVERY_LAG_ONLY: the lag only (a diagnostic)');
     say(`  callback ingest, push on (as "gateway") against push off (as "baseline"${settings.endpoints === 'troubled' ? ': every endpoint paused' : ''}):`);
     off = await startGateway(settings.endpoints === 'troubled' ? setup.env : {}, 'delivery-off');
     const offPid = off.pid;

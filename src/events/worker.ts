@@ -8,6 +8,7 @@ import type { Tables } from '../db/types.js';
 import type { IngestLoad } from '../timing/ingest-load.js';
 import { failedAttemptLevel } from './attempt-log.js';
 import { attemptTrace } from './attempt-trace.js';
+import { endpointBreaker } from './breaker.js';
 import { leaseKeeper } from './lease.js';
 import type { DeliveryHandoff } from './handoff.js';
 import type { EndpointTarget } from './endpoints/registry.js';
@@ -236,15 +237,19 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const busy = (key: string) => (sendingTo.get(key) ?? 0) >= Math.min(endpointCap(), inFlightCapOf(key) ?? Infinity);
   /** Deliveries waiting for their endpoint's rate (rateLimitPerS) or a slot of its cap, by endpoint key. */
   const pacers = new Map<string, { queue: Sendable[]; tokens: number; window: number; pumping: boolean }>();
+  /** An endpoint that keeps failing is sent a probe a second (breaker.ts). */
+  const breaker = endpointBreaker();
+  /** Its rate now (its rateLimitPerS, or the probes' while it keeps failing), while it is active; null: none. */
   const limitOf = (key: string) => {
     const target = targetOf(key);
-    return target?.status === 'active' ? target.rateLimitPerS : null;
+    return target?.status === 'active' ? breaker.rateOf(target, deps.clock().getTime()) : null;
   };
   /** How many of its attempts may wait here for its rate or its slots: a second's worth, or one round of its cap. */
   const waitingLimit = (t: Pick<EndpointTarget, 'rateLimitPerS' | 'maxInFlight'>) =>
     t.rateLimitPerS === null && t.maxInFlight === null ? endpointCap() : Math.min(t.rateLimitPerS ?? Infinity, t.maxInFlight ?? Infinity);
   /** Enough of its attempts wait already: the endpoint is left out of claims until they go. */
-  const throttled = (t: EndpointTarget) => (pacers.get(t.key)?.queue.length ?? 0) >= waitingLimit(t);
+  const throttled = (t: EndpointTarget) =>
+    (pacers.get(t.key)?.queue.length ?? 0) >= waitingLimit({ rateLimitPerS: limitOf(t.key), maxInFlight: t.maxInFlight });
 
   // An endpoint's maxInFlight holds across every instance: this worker reserves slots in the
   // endpoint's row (as `holder`) before it sends, and gives each back once its attempt has ended.
@@ -451,7 +456,10 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         'event delivery failed; will retry',
       );
     }
-    if (finishedAttempt.error !== null || finishedAttempt.status === 'delivered') health(target, error === null, done, error);
+    if (finishedAttempt.error !== null || finishedAttempt.status === 'delivered') {
+      if (result !== 'interrupted') breaker.record(target.key, error === null);
+      health(target, error === null, done, error);
+    }
     outcomes.add(finishedAttempt, delivery.claimed || (finishedAttempt.status !== 'pending' && held.delete(delivery.customer)));
   }
 

@@ -372,6 +372,46 @@ t.test('an endpoint that answers slowly holds at most half of the attempt slots 
   t.ok(slow.received.length <= 32, `${slow.received.length} attempts to the slow endpoint at once (cap 32 with two endpoints)`);
 });
 
+t.test('an endpoint failing every attempt is probed about once a second, not sent every event: one beside it is not held back, and once it answers it gets everything it missed', async (t) => {
+  let up = false;
+  const failing = await startReceiver(t, () => (up ? 200 : 500));
+  const healthy = await startReceiver(t);
+  const { app } = await gateway(t);
+  const made: string[] = [];
+  for (const url of [failing.url, healthy.url]) made.push((await call(app, 'POST', '/v1/endpoints', { url, types: ['callback.unmatched'] })).body.id);
+  t.teardown(async () => {
+    for (const id of made) await call(app, 'DELETE', `/v1/endpoints/${id}`);
+  });
+  // 300 customers' events, in three statements a second apart.
+  const prefix = customer('ep-probe');
+  const custs = Array.from({ length: 300 }, (_, i) => `${prefix}-${i}`);
+  const started = performance.now();
+  for (let part = 0; part < 3; part++) {
+    const these = custs.slice(part * 100, part * 100 + 100);
+    await sql`
+      with source as (
+        select 'callback.unmatched' as type, c as customer_uuid, now() as created_at,
+               null::bigint as request_id, null::bigint as callback_id, jsonb_build_object('customerUuid', c) as data
+        from unnest(${these}::text[]) c
+      ),
+      ${sql.raw(recordEventsSql('source'))}
+      select 1`.execute(shared.db);
+    await healthy.waitFor(() => these.every((c) => healthy.received.some((r) => r.json.data.customerUuid === c)));
+    if (part < 2) await new Promise((resolve) => setTimeout(resolve, 1000 - ((performance.now() - started) % 1000)));
+  }
+  const elapsedS = (performance.now() - started) / 1000;
+  const attempts = failing.received.length;
+  // Its first claim's attempts (at most 32: half of the 64 slots beside one other endpoint) go
+  // before any has failed; then one a second. Without the probing it is sent every event as it
+  // comes (300) and each retry besides.
+  t.ok(attempts <= 32 + Math.ceil(elapsedS) + 3, `${attempts} attempts to the failing endpoint in ${elapsedS.toFixed(1)} s while 300 events went to the healthy one`);
+  up = true;
+  // Nothing lost: once it answers, every event it missed arrives.
+  await until(() => custs.every((c) => failing.received.some((r) => r.json.data.customerUuid === c && r.at > 0)), 30_000, 'every missed event at the endpoint once it answers');
+  const delivered = new Set(failing.received.map((r) => r.json.data.customerUuid));
+  t.equal(custs.filter((c) => delivered.has(c)).length, 300, 'all 300 events reached it once it answered');
+});
+
 t.test("a configured URL's endpoint row is written again when it is missing (the database was not there at start)", async (t) => {
   const receiver = await startReceiver(t);
   const { app } = await gateway(t, pushEnv([`${receiver.url}/configured`], webhookSecret(), { ADMIN_API_KEYS: ADMIN_KEY }));
