@@ -8,11 +8,11 @@ import type { Tables } from '../db/types.js';
 import type { IngestLoad } from '../timing/ingest-load.js';
 import { failedAttemptLevel } from './attempt-log.js';
 import { attemptTrace } from './attempt-trace.js';
-import { endpointBreaker } from './breaker.js';
 import { leaseKeeper } from './lease.js';
 import type { DeliveryHandoff } from './handoff.js';
 import type { EndpointTarget } from './endpoints/registry.js';
-import { recordEndpointFailing, disableFailingEndpoint, releaseInFlightSlots, reserveInFlightSlots, reserveRateSlots } from './endpoint-limits-sql.js';
+import { endpointHealth } from './endpoint-health.js';
+import { endpointPacer } from './pacer.js';
 import { outcomeWriter } from './outcome-writer.js';
 import { type ClaimedDelivery, claimDeliveries, type DispatchedDelivery, dispatchDeliveries, releaseDeliveries, startDispatch } from './queue-sql.js';
 import { type AttemptAnswer, attemptOutcome } from './retry-policy.js';
@@ -68,11 +68,6 @@ const COMMIT_GATHER_MS = 10;
 const NUDGE_GATHER_MS = 100;
 /** Deliveries claimed per pollMs while callback ingest is busy: progress, at a cost ingest does not feel. */
 export const TRICKLE_CLAIM = 16;
-/**
- * How long an endpoint's waiting attempts wait before asking again for a slot of its maxInFlight
- * when every slot is held (by other instances: they give theirs back as their attempts end).
- */
-export const IN_FLIGHT_POLL_MS = 50;
 
 /**
  * Pushes outcome events. The statements that record events write no deliveries: this worker
@@ -100,7 +95,6 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   let stopped = false;
   // Attempts in flight are cut short at shutdown: their deliveries are released for the next claim.
   const attempting = new Set<AttemptSignal>();
-  let inFlight = 0;
   let claiming: Promise<void> | undefined;
   let again = false;
   let backoffUntil = 0;
@@ -113,6 +107,32 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   // makes room for the next batch at once (not at the next poll).
   let saturated = false;
   const sends = new Set<Promise<void>>();
+  /** Each endpoint's pace: its share of the attempts, its rate and cap, the probes when it keeps failing. */
+  const pacer = endpointPacer({
+    db: deps.db,
+    clock: deps.clock,
+    concurrency,
+    active,
+    targetOf,
+    pollMs,
+    slotsTtlS: leaseS,
+    stopped: () => stopped,
+    warn: (err, message) => warnStorage(err, message),
+    wake: () => wake(),
+    attempt: (delivery) => {
+      const sending = attempt(delivery).finally(() => sends.delete(sending));
+      sends.add(sending);
+      return sending;
+    },
+  });
+  /** Each endpoint's continuous failure (failing_since), and its disabling once that lasts. */
+  const health = endpointHealth({
+    db: deps.db,
+    disableAfterS: deps.disableAfterS,
+    log: deps.log,
+    stopped: () => stopped,
+    warn: (err, message) => warnStorage(err, message),
+  });
   const outcomes = outcomeWriter({
     db: deps.db,
     retryMs: pollMs,
@@ -165,8 +185,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     const wantClaim = claimWanted;
     claimWanted = false;
     if (Date.now() < backoffUntil) return;
-    while (!stopped && inFlight < concurrency) {
-      let limit = concurrency - inFlight;
+    while (!stopped && pacer.inFlight() < concurrency) {
+      let limit = concurrency - pacer.inFlight();
       // pressed: the first moments of a burst, before busy() trusts it to last.
       if (!catchingUp && (deps.ingest?.busy() || deps.ingest?.pressed())) {
         // Answering the provider comes first: on a busy instance pushing would take the CPU and
@@ -176,7 +196,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         limit = Math.min(limit, TRICKLE_CLAIM);
       }
       // An endpoint with a second's worth of attempts waiting for its rate is left out until they go.
-      const targets = active().filter((t) => !throttled(t));
+      const targets = active().filter((t) => !pacer.throttled(t));
       if (targets.length === 0) return;
       const keys = targets.map((t) => t.key);
       const lease = token();
@@ -207,211 +227,20 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
       for (const delivery of dispatched.deliveries) {
         if (delivery.lease_token === null) held.add(delivery.customer_uuid);
-        else route(dispatchedSendable(delivery, lease, dispatchedAt, dispatchedAt.getTime() + leaseS * 1000));
+        else pacer.route(dispatchedSendable(delivery, lease, dispatchedAt, dispatchedAt.getTime() + leaseS * 1000));
       }
       for (const delivery of claimed) {
         held.delete(delivery.customer_uuid);
-        route(claimedSendable(delivery, lease, claimedAt.getTime() + leaseS * 1000));
+        pacer.route(claimedSendable(delivery, lease, claimedAt.getTime() + leaseS * 1000));
       }
       if (!dispatched.full && dispatched.deliveries.length + claimed.length < limit) {
         if (wantClaim) catchingUp = false;
         // Nothing due, nothing of ours in flight: no one here is waiting behind anything.
-        if (inFlight === 0) held.clear();
+        if (pacer.inFlight() === 0) held.clear();
         return;
       }
     }
     saturated = !stopped;
-  }
-
-  /**
-   * Attempts in flight to one endpoint at most (this instance): with several endpoints, a slow one
-   * (answers after seconds) cannot take every slot from the others; alone, it has them all.
-   */
-  const endpointCap = () => Math.max(1, Math.ceil(concurrency / Math.min(4, Math.max(1, active().length))));
-  const sendingTo = new Map<string, number>();
-  /** Its maxInFlight (across every instance), while it is active; null: none. */
-  const inFlightCapOf = (key: string) => {
-    const target = targetOf(key);
-    return target?.status === 'active' ? target.maxInFlight : null;
-  };
-  const busy = (key: string) => (sendingTo.get(key) ?? 0) >= Math.min(endpointCap(), inFlightCapOf(key) ?? Infinity);
-  /** Deliveries waiting for their endpoint's rate (rateLimitPerS) or a slot of its cap, by endpoint key. */
-  const pacers = new Map<string, { queue: Sendable[]; tokens: number; window: number; pumping: boolean }>();
-  /** An endpoint that keeps failing is sent a probe a second (breaker.ts). */
-  const breaker = endpointBreaker();
-  /** Its rate now (its rateLimitPerS, or the probes' while it keeps failing), while it is active; null: none. */
-  const limitOf = (key: string) => {
-    const target = targetOf(key);
-    return target?.status === 'active' ? breaker.rateOf(target, deps.clock().getTime()) : null;
-  };
-  /** How many of its attempts may wait here for its rate or its slots: a second's worth, or one round of its cap. */
-  const waitingLimit = (t: Pick<EndpointTarget, 'rateLimitPerS' | 'maxInFlight'>) =>
-    t.rateLimitPerS === null && t.maxInFlight === null ? endpointCap() : Math.min(t.rateLimitPerS ?? Infinity, t.maxInFlight ?? Infinity);
-  /** Enough of its attempts wait already: the endpoint is left out of claims until they go. */
-  const throttled = (t: EndpointTarget) =>
-    (pacers.get(t.key)?.queue.length ?? 0) >= waitingLimit({ rateLimitPerS: limitOf(t.key), maxInFlight: t.maxInFlight });
-
-  // An endpoint's maxInFlight holds across every instance: this worker reserves slots in the
-  // endpoint's row (as `holder`) before it sends, and gives each back once its attempt has ended.
-  const holder = randomBytes(9).toString('base64url');
-  /** Slots held (reserved, not given back) and slots in use by an attempt in flight, by endpoint key. */
-  const slotsHeld = new Map<string, number>();
-  const slotsUsed = new Map<string, number>();
-  const bump = (map: Map<string, number>, key: string, by: number) => {
-    const n = (map.get(key) ?? 0) + by;
-    if (n <= 0) map.delete(key);
-    else map.set(key, n);
-  };
-  /** How long a holder's reservation counts without news of it: an attempt ends within timeoutMs. */
-  const slotsTtlS = leaseS;
-  /** Keys whose held count must be written to the row, and the keys whose write is under way (one at a time per key). */
-  const toWrite = new Set<string>();
-  const writing = new Map<string, Promise<void>>();
-  let reservedAny = false;
-  /** A reservation under way, by key: a write of the held count waits for it (one write at a time per key). */
-  const reserving = new Map<string, Promise<number>>();
-
-  /** Gives back `n` slots of the endpoint: the row is written with the count still held. */
-  function giveBack(key: string, n: number): void {
-    if (n <= 0) return;
-    bump(slotsHeld, key, -n);
-    writeHeld(key);
-  }
-
-  /**
-   * Writes the endpoint's row with the absolute count this worker holds now (read when the write
-   * starts, so that what changes meanwhile goes in the next write); retried until it succeeds.
-   */
-  function writeHeld(key: string): void {
-    toWrite.add(key);
-    if (writing.has(key)) return;
-    writing.set(key, (async () => {
-      await reserving.get(key);
-      while (toWrite.delete(key)) {
-        try {
-          await releaseInFlightSlots(deps.db, { key, holder, held: slotsHeld.get(key) ?? 0, ttlS: slotsTtlS });
-        } catch (err) {
-          // Written later; meanwhile they run out on their own (slotsTtlS).
-          toWrite.add(key);
-          warnStorage(err, 'could not give back an endpoint in-flight slot; retrying');
-          if (stopped) break;
-          await new Promise((resolve) => setTimeout(resolve, pollMs).unref());
-        }
-      }
-      writing.delete(key);
-      // Another instance's attempts may be waiting for them; ours too.
-      if (pacers.has(key)) void pump(key);
-    })());
-  }
-  /** Sends now, or once its endpoint's rate and cap allow (attempts waiting for them take no concurrency). */
-  function route(delivery: Sendable): void {
-    const key = delivery.urlKey;
-    if (limitOf(key) === null && inFlightCapOf(key) === null && !busy(key) && !pacers.has(key)) return send(delivery);
-    let pacer = pacers.get(key);
-    if (!pacer) pacers.set(key, (pacer = { queue: [], tokens: 0, window: 0, pumping: false }));
-    pacer.queue.push(delivery);
-    void pump(key);
-  }
-
-  /**
-   * Sends an endpoint's waiting attempts as its cap and rate allow: slots of each second, and
-   * slots of its maxInFlight, are reserved in the database, so that every instance together stays
-   * within rateLimitPerS and maxInFlight. Called again when one of its attempts ends.
-   */
-  async function pump(key: string): Promise<void> {
-    const pacer = pacers.get(key);
-    if (!pacer || pacer.pumping) return;
-    pacer.pumping = true;
-    try {
-      while (pacer.queue.length > 0 && !stopped && !busy(key)) {
-        const limit = limitOf(key);
-        const cap = inFlightCapOf(key);
-        const wasThrottled = pacer.queue.length >= waitingLimit({ rateLimitPerS: limit, maxInFlight: cap });
-        // Its rate first: the second's slots (waiting for the next second holds none of its in-flight slots).
-        if (limit !== null) {
-          const nowMs = deps.clock().getTime();
-          const window = Math.floor(nowMs / 1000);
-          if (pacer.window !== window) {
-            pacer.window = window;
-            pacer.tokens = 0;
-          }
-          if (pacer.tokens === 0) {
-            pacer.tokens = await reserveRateSlots(deps.db, key, window, Math.min(pacer.queue.length, limit), limit).catch((err) => {
-              warnStorage(err, 'could not reserve an endpoint rate slot; retrying');
-              return 0;
-            });
-            if (pacer.tokens === 0) {
-              await new Promise((resolve) => setTimeout(resolve, 1000 - (nowMs % 1000) + 1).unref());
-              continue;
-            }
-          }
-        }
-        // Then its in-flight slots, unless some reserved are still unused.
-        if (cap !== null && (slotsHeld.get(key) ?? 0) <= (slotsUsed.get(key) ?? 0)) {
-          const room = Math.min(endpointCap(), cap) - (sendingTo.get(key) ?? 0);
-          const want = Math.min(pacer.queue.length, room, limit === null ? Infinity : pacer.tokens);
-          reservedAny = true;
-          await writing.get(key);
-          const reservation = reserveInFlightSlots(deps.db, { key, holder, held: slotsHeld.get(key) ?? 0, want, limit: cap, ttlS: slotsTtlS }).then(
-            (granted) => {
-              // Counted before anything awaiting this reservation runs: a write of the held count
-              // waiting for it must include these slots, or the row would show fewer than are used.
-              if (granted > 0) bump(slotsHeld, key, granted);
-              return granted;
-            },
-            (err) => {
-              // It may have been written without our learning it: the count held is written again.
-              warnStorage(err, 'could not reserve an endpoint in-flight slot; retrying');
-              return -1;
-            },
-          );
-          reserving.set(key, reservation);
-          const granted = await reservation.finally(() => reserving.delete(key));
-          if (granted < 0) writeHeld(key);
-          if (granted <= 0) {
-            // Every slot is held elsewhere: look again shortly (they are given back as attempts end).
-            await new Promise((resolve) => setTimeout(resolve, granted === 0 ? IN_FLIGHT_POLL_MS : pollMs).unref());
-            continue;
-          }
-        }
-        while (pacer.queue.length > 0 && !busy(key) && (limit === null || pacer.tokens > 0)) {
-          if (cap !== null && (slotsHeld.get(key) ?? 0) <= (slotsUsed.get(key) ?? 0)) break;
-          const delivery = pacer.queue.shift()!;
-          if (limit !== null) pacer.tokens--;
-          if (cap !== null) {
-            delivery.slot = true;
-            bump(slotsUsed, key, 1);
-          }
-          send(delivery);
-        }
-        if (wasThrottled && pacer.queue.length < waitingLimit({ rateLimitPerS: limit, maxInFlight: cap })) wake();
-      }
-    } finally {
-      pacer.pumping = false;
-      if (pacer.queue.length === 0) pacers.delete(key);
-      // Slots reserved and not used (the queue emptied, or the cap was lifted): given back.
-      const surplus = (slotsHeld.get(key) ?? 0) - (slotsUsed.get(key) ?? 0);
-      if (surplus > 0 && (pacer.queue.length === 0 || stopped || inFlightCapOf(key) === null)) giveBack(key, surplus);
-    }
-  }
-
-  function send(delivery: Sendable): void {
-    inFlight++;
-    const key = delivery.urlKey;
-    sendingTo.set(key, (sendingTo.get(key) ?? 0) + 1);
-    const sending = attempt(delivery).finally(() => {
-      inFlight--;
-      const left = sendingTo.get(key)! - 1;
-      if (left === 0) sendingTo.delete(key);
-      else sendingTo.set(key, left);
-      sends.delete(sending);
-      if (delivery.slot) {
-        // Given back at once, not kept for this instance's next attempt: other instances' turn too.
-        bump(slotsUsed, key, -1);
-        giveBack(key, 1);
-      } else if (pacers.has(key)) void pump(key);
-    });
-    sends.add(sending);
   }
 
   async function attempt(delivery: Sendable): Promise<void> {
@@ -457,40 +286,10 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       );
     }
     if (finishedAttempt.error !== null || finishedAttempt.status === 'delivered') {
-      if (result !== 'interrupted') breaker.record(target.key, error === null);
+      if (result !== 'interrupted') pacer.record(target.key, error === null);
       health(target, error === null, done, error);
     }
     outcomes.add(finishedAttempt, delivery.claimed || (finishedAttempt.status !== 'pending' && held.delete(delivery.customer)));
-  }
-
-  /** Keys whose health write is under way: one at a time per endpoint. */
-  const healthWriting = new Set<string>();
-
-  /**
-   * Tracks each endpoint's continuous failure (failing_since) and disables it once that lasts
-   * disableAfterS. Written only when the state changes: in steady state an attempt costs nothing here.
-   */
-  function health(target: EndpointTarget, ok: boolean, at: Date, error: string | null): void {
-    if (stopped && !ok) return;
-    const since = target.failingSince;
-    let write: (() => Promise<unknown>) | undefined;
-    if (ok && since !== null) write = () => recordEndpointFailing(deps.db, target.key, null);
-    else if (!ok && since === null) write = () => recordEndpointFailing(deps.db, target.key, at);
-    else if (!ok && since !== null && at.getTime() - since.getTime() >= deps.disableAfterS * 1000) {
-      write = async () => {
-        const disabled = await disableFailingEndpoint(deps.db, { key: target.key, at, afterS: deps.disableAfterS, lastError: error ?? 'failed' });
-        // Stops here at once; the registry's next read says so to every instance.
-        if (disabled) target.status = 'disabled';
-        if (disabled) deps.log.warn({ endpoint: target.id, url: target.shown, failingSince: since }, 'event endpoint disabled: every attempt failed for EVENT_ENDPOINT_DISABLE_AFTER_S');
-      };
-    }
-    if (!write || healthWriting.has(target.key)) return;
-    // Seen at once by this instance's next attempts; the registry's next read confirms it.
-    target.failingSince = ok ? null : (since ?? at);
-    healthWriting.add(target.key);
-    void write()
-      .catch((err) => warnStorage(err, 'could not record an event endpoint health'))
-      .finally(() => healthWriting.delete(target.key));
   }
 
   function warnStorage(err: unknown, message: string): void {
@@ -519,16 +318,11 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       for (const signal of attempting) abortAttempt(signal, false);
       await claiming;
       // Waiting for their endpoint's rate: given back unattempted, for the next claim anywhere.
-      for (const pacer of pacers.values()) {
-        for (const d of pacer.queue.splice(0)) await releaseDeliveries(deps.db, [d.id], d.token).catch(() => {});
-      }
+      for (const d of pacer.takeWaiting()) await releaseDeliveries(deps.db, [d.id], d.token).catch(() => {});
       await Promise.all([...sends]);
       await outcomes.flushing;
       // Every in-flight slot this worker still holds: for the other instances at once.
-      await Promise.all([...writing.values()]);
-      if (reservedAny) {
-        await releaseInFlightSlots(deps.db, { holder, ttlS: slotsTtlS }).catch((err) => warnStorage(err, 'could not give back the endpoint in-flight slots'));
-      }
+      await pacer.release();
       await agent.close();
     },
   };
