@@ -205,6 +205,10 @@ export function endpointPacer(deps: EndpointPacerDeps): EndpointPacer {
         }
         while (pacer.queue.length > 0 && !busy(key) && (limit === null || pacer.tokens > 0)) {
           if (cap !== null && (slotsHeld.get(key) ?? 0) <= (slotsUsed.get(key) ?? 0)) break;
+          // The second its rate slots were reserved for has passed while they were reserved (or
+          // its in-flight slots were): they are spent, never used in the next second on top of
+          // its own (a slow database would otherwise let a second's sends go over the rate).
+          if (limit !== null && Math.floor(deps.clock().getTime() / 1000) !== pacer.window) break;
           const delivery = pacer.queue.shift()!;
           if (limit !== null) pacer.tokens--;
           if (cap !== null) {

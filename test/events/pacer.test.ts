@@ -1,0 +1,65 @@
+import t from 'tap';
+import { sql } from 'kysely';
+import type { EndpointTarget } from '../../src/events/endpoints/registry.js';
+import { endpointPacer } from '../../src/events/pacer.js';
+import type { Sendable } from '../../src/events/sendable.js';
+import { freshDatabase } from '../helpers/database.js';
+import { until } from '../helpers/until.js';
+
+// The pacer alone, on a real database (its rate slots are reserved in the endpoint's row), with a
+// clock the test moves: what a second's rate slots may be used for.
+
+const database = await freshDatabase(t);
+
+t.test("a second's rate slots are never used in the next second: a reservation that ends after its second has passed is spent", async (t) => {
+  const key = 'pacer-rate';
+  await sql`insert into event_endpoints (id, key, managed, url, shown_url, rate_limit_per_s, created_at, updated_at)
+            values ('ep_pacer_rate', ${key}, 'api', 'http://127.0.0.1:9/', 'http://127.0.0.1:9/', 5, now(), now())`.execute(database.db);
+  const target = { key, id: 'ep_pacer_rate', status: 'active', rateLimitPerS: 5, maxInFlight: null, failingSince: null } as unknown as EndpointTarget;
+  // 0.99 s into second 10,000 when the first reservation is asked for, and 0.01 s into second
+  // 10,001 by the time the database has answered it (the clock moves as the statement is sent).
+  let nowMs = 10_000_990;
+  const sentAt: number[] = [];
+  const slowDatabase = database.db.withPlugin({
+    transformQuery: (args) => {
+      if (nowMs === 10_000_990) nowMs = 10_001_010;
+      return args.node;
+    },
+    transformResult: async (args) => args.result,
+  });
+  const pacer = endpointPacer({
+    db: slowDatabase,
+    clock: () => new Date(nowMs),
+    concurrency: 64,
+    active: () => [target],
+    targetOf: () => target,
+    pollMs: 1000,
+    slotsTtlS: 10,
+    stopped: () => false,
+    warn: (err) => t.fail(String(err)),
+    wake: () => {},
+    attempt: async () => {
+      sentAt.push(nowMs);
+    },
+  });
+  const delivery = (n: number): Sendable => ({
+    id: n, urlKey: key, customer: `c${n}`, claimed: false, token: 'tok', publicId: `evt_${n}`, body: '{}',
+    createdAt: new Date(0), queuedAt: new Date(0), attempts: 0, traceparent: null, requestId: null, leaseEndsAt: Number.MAX_SAFE_INTEGER,
+  });
+  for (let n = 1; n <= 10; n++) pacer.route(delivery(n));
+  await until(() => sentAt.length >= 5, 10_000, 'the first five sends');
+  // The second 10,001's five go; none of second 10,000's on top of them.
+  nowMs = 10_001_500;
+  const bySecond = () => {
+    const counts = new Map<number, number>();
+    for (const at of sentAt) counts.set(Math.floor(at / 1000), (counts.get(Math.floor(at / 1000)) ?? 0) + 1);
+    return counts;
+  };
+  t.same([...bySecond().entries()], [[10_001, 5]], `sends by second: ${JSON.stringify([...bySecond().entries()])}`);
+  // The rest in the seconds after, five a second at most.
+  nowMs = 10_002_100;
+  await until(() => sentAt.length >= 10, 10_000, 'the other five sends');
+  t.same([...bySecond().entries()], [[10_001, 5], [10_002, 5]]);
+  pacer.takeWaiting();
+  await pacer.release();
+});
