@@ -5,7 +5,7 @@ import type { CampaignSource, CampaignStatus, Decision, RequestStatus, Tables } 
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
 import type { ValidationIssue } from '../http/errors.js';
 import type { Position } from '../http/cursor.js';
-import { REQUEST_DATA_COLUMNS } from '../requests/store.js';
+import { REQUEST_DATA_COLUMNS } from '../requests/sql.js';
 import { INDEX_LOOKUPS_ONLY } from '../db/plan-guards.js';
 
 // A campaign's SQL: its row, its requests' counts and results (through the partial index
