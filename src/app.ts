@@ -32,8 +32,6 @@ import { personalDataRoutes } from './personal-data/routes.js';
 import type { BearerTokenSource } from './provider/token-source.js';
 import { TokenClient } from './provider/token-client.js';
 import { queryRoutes } from './queries/routes.js';
-import { requestLifecycle } from './requests/lifecycle.js';
-import { retention } from './retention/plugin.js';
 import { statsRoutes } from './stats/routes.js';
 import { addSecurityHeaders, type SecurityHeaderOptions } from './http/security-headers.js';
 import { submissionRoutes } from './submissions/routes.js';
@@ -201,10 +199,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Before every gauge that queries: a scrape collects in this order, so the pool is read before the scrape's own queries take connections.
   poolMetrics(registry, deps.database);
   await app.register(opsRoutes({ database: deps.database, registry, draining: deps.draining ?? (() => false) }));
-  await app.register(requestLifecycle(capabilityDeps));
+  const services = composeServices(capabilityDeps, app.log);
+  await app.register(services.lifecycle);
   // Before the capabilities: plugins close in reverse order, so the last announcements still go out.
   await app.register(capabilityDeps.results.plugin);
-  const services = composeServices(capabilityDeps, app.log);
   // Registered before the routes: plugins close in reverse order, so the forwarder stops (and its
   // forwards in flight end) after the routes' last answers.
   await app.register(services.submissions.worker);
@@ -214,7 +212,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(queryRoutes(config, services.queries));
   await app.register(personalDataRoutes(config, services.personalData));
   await app.register(statsRoutes(config, services.stats));
-  await app.register(retention(capabilityDeps));
+  await app.register(services.retention);
   await app.register(consoleRoutes({ config }));
   await app.register(deliveries(capabilityDeps, services.deliveries));
   await app.register(eventRoutes(config, services.events));

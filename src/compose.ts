@@ -7,7 +7,7 @@ import type { CapabilityDeps } from './deps.js';
 import { deliveryWorkerSlot } from './events/delivery-plugin.js';
 import { endpointRegistry } from './events/endpoints/registry.js';
 import { endpointService } from './events/endpoints/service.js';
-import { endpointKeys } from './events/endpoints/store.js';
+import { endpointKeys } from './events/endpoints/sql.js';
 import { eventMetrics } from './events/metrics.js';
 import { eventService } from './events/service.js';
 import { webhookTargets } from './events/targets.js';
@@ -17,6 +17,11 @@ import { personalDataService } from './personal-data/service.js';
 import { tokenState } from './provider/token-source.js';
 import { queryMetrics } from './queries/metrics.js';
 import { queryService } from './queries/service.js';
+import { requestLifecycle } from './requests/lifecycle.js';
+import { lifecycleMetrics } from './requests/metrics.js';
+import { abandonedAfterMs } from './requests/sql.js';
+import { retentionMetrics } from './retention/metrics.js';
+import { retention } from './retention/plugin.js';
 import { presentMetrics } from './stats/metrics.js';
 import { statsService } from './stats/service.js';
 import { createSubmissions } from './submissions/service.js';
@@ -31,6 +36,14 @@ export function composeServices(deps: CapabilityDeps, log: FastifyBaseLogger) {
   const configuredKeys = webhookTargets(config).map((t) => t.key);
 
   // Metrics in the order a scrape has always listed them.
+  const lifecycle = requestLifecycle({
+    db,
+    clock,
+    timeoutS: config.callbackTimeoutS,
+    stuckAfterS: abandonedAfterMs(config.upstreamTimeoutMs) / 1000,
+    metrics: lifecycleMetrics(deps.registry, config.callbackTimeoutS),
+    announce: (customerUuid) => deps.results.announce(customerUuid),
+  });
   const submissions = createSubmissions(deps, log);
   const callbacksMetrics = callbackMetrics(deps.registry);
   const queriesMetrics = queryMetrics(deps.registry);
@@ -43,7 +56,9 @@ export function composeServices(deps: CapabilityDeps, log: FastifyBaseLogger) {
   const endpoints = endpointRegistry({ db, configured: config.eventWebhooks, urlKeys: urlKeyer(config.cpfHashKeys), log, clock });
   const deliveryWorker = deliveryWorkerSlot();
 
-  return {
+  const services = {
+    /** The expiry sweep's plugin. */
+    lifecycle,
     submissions,
     campaigns: campaignService({
       db,
@@ -77,5 +92,14 @@ export function composeServices(deps: CapabilityDeps, log: FastifyBaseLogger) {
     deliveries: { endpoints, metrics: eventsMetrics, worker: deliveryWorker },
     endpoints: endpointService({ db, clock, configuredKeys, changed: () => deps.handoff.endpointsChanged() }),
   };
+  // The retention sweep's plugin; its metrics after every service's, as a scrape has listed them.
+  const retentionSweep = retention({
+    db,
+    clock,
+    retentionDays: config.retentionDays,
+    warnWhenUnset: config.nodeEnv === 'production',
+    metrics: retentionMetrics(deps.registry),
+  });
+  return { ...services, retention: retentionSweep };
 }
 export type Services = ReturnType<typeof composeServices>;

@@ -31,13 +31,36 @@ function circles(graph: Map<string, string[]>): string[][] {
   return found;
 }
 
-t.test('src has no import circle', async (t) => {
+/** Every src file (relative to src/) with the src files it imports. */
+async function importGraph(): Promise<Map<string, string[]>> {
   const graph = new Map<string, string[]>();
   for (const file of await sources(SRC)) {
     const text = await readFile(file, 'utf8');
     const targets = [...text.matchAll(IMPORT)].map((m) => relative(SRC, resolve(file, '..', `${m[1]}.ts`)));
     graph.set(relative(SRC, file), targets);
   }
+  return graph;
+}
+
+/**
+ * The lower layer (docs/layout.md): the foundation every capability may import, and the concepts
+ * moved down below the capabilities that share them (access checks, NOTIFY channels). None of it
+ * imports a capability.
+ */
+const LOWER = new Set(['config', 'db', 'http', 'observability', 'timing', 'tracing', 'cpf.ts', 'access', 'channels']);
+
+/** The folder of a src file, or the file itself at the root. */
+const place = (file: string) => file.split('/')[0]!;
+
+/** Every import that runs upward from the lower layer, as `importer -> imported`. */
+function upwardImports(graph: Map<string, string[]>): string[] {
+  return [...graph].flatMap(([file, targets]) =>
+    LOWER.has(place(file)) ? targets.filter((target) => !LOWER.has(place(target))).map((target) => `${file} -> ${target}`) : [],
+  );
+}
+
+t.test('src has no import circle', async (t) => {
+  const graph = await importGraph();
   t.ok(graph.size > 40, 'every source file was read');
   t.same(circles(graph), [], 'no file imports, directly or not, a file that imports it');
 });
@@ -49,4 +72,19 @@ t.test('a circle is found when there is one', async (t) => {
     ['c.ts', ['a.ts']],
   ]);
   t.same(circles(graph), [['a.ts', 'b.ts', 'c.ts']]);
+});
+
+t.test('the lower layer imports no capability', async (t) => {
+  const graph = await importGraph();
+  for (const folder of LOWER) t.ok([...graph.keys()].some((file) => place(file) === folder), `${folder} is in src`);
+  t.same(upwardImports(graph), [], 'the lower layer imports only itself');
+});
+
+t.test('an import from the lower layer up to a capability is found', async (t) => {
+  const graph = new Map([
+    ['config/config.ts', ['config/env.ts', 'provider/schemas.ts']],
+    ['config/env.ts', []],
+    ['provider/schemas.ts', ['config/env.ts']],
+  ]);
+  t.same(upwardImports(graph), ['config/config.ts -> provider/schemas.ts']);
 });

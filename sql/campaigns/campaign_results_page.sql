@@ -1,4 +1,4 @@
--- Named statement campaign_results_page, in src/campaigns/store.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement campaign_results_page, in src/campaigns/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 select r.id, r.customer_uuid, r.status, r.decision, r.cpf_masked, r.completed_at,
        -- By primary key per row: the result's response only.

@@ -1,4 +1,4 @@
--- Named statement cancel_campaign_queued, in src/campaigns/store.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement cancel_campaign_queued, in src/campaigns/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
   with target as (
     -- Through underwriting_requests_campaign_open (no order: the queue's index would walk every queued request).

@@ -1,4 +1,4 @@
--- Named statement provider_read_pace, in src/provider/pacing-store.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement provider_read_pace, in src/provider/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 select p.failures, coalesce(p.open_until > clock_timestamp(), false) as open,
      greatest(0, extract(epoch from p.hold_until - clock_timestamp()) * 1000)::float8 as held_ms,

@@ -1,4 +1,4 @@
--- Named statement provider_return_slot, in src/provider/pacing-store.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement provider_return_slot, in src/provider/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 with freed as (
   update provider_slots set lease_until = '-infinity', holder = null

@@ -1,4 +1,4 @@
--- Named statement provider_take_slot, in src/provider/pacing-store.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement provider_take_slot, in src/provider/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 with p as (select * from provider_pacing where id = 1 for update),
 -- The clock is read once the row is ours (a statement may wait for it), and never counts a

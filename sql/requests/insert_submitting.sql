@@ -1,4 +1,4 @@
--- Named statement insert_submitting, in src/requests/store.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement insert_submitting, in src/requests/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 insert into underwriting_requests
   (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, idempotency_key, submitted_at, updated_at,

@@ -1,4 +1,4 @@
--- Named statement mark_submit_failed, in src/requests/store.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement mark_submit_failed, in src/requests/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
   with failed as (
     update underwriting_requests

@@ -1,4 +1,4 @@
--- Named statement mark_submitted, in src/requests/store.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+-- Named statement mark_submitted, in src/requests/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 update underwriting_requests
    set status = case when status = 'submitting' then 'submitted' else status end,

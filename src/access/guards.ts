@@ -1,8 +1,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import type { Config } from '../config/config.js';
+import { partnerTokenSchema } from '../config/env.js';
 import { AppError, errorBody, forbidden, unauthorized } from '../http/errors.js';
-import { partnerTokenSchema } from '../provider/schemas.js';
 import { addressMatcher } from './addresses.js';
 
 // Every access check of the gateway and of the sandbox: who may call a route, and with which secret.

@@ -7,7 +7,7 @@ import { decide, toUtcInstant } from '../provider/schemas.js';
 import { type Intake, readCallback } from './intake.js';
 import type { CallbackMetrics } from './metrics.js';
 import type { Arrival, RecordOptions, Recorded } from '../requests/complete.js';
-import { recordInvalid } from './store.js';
+import { recordInvalid } from './sql.js';
 import { customerAttribute, joinStoredTrace } from '../tracing/spans.js';
 import { resultWriter } from './writer.js';
 

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { Gauge, type Registry } from 'prom-client';
 import type { CampaignStatus, Tables } from '../db/types.js';
 import { CLUSTER_WIDE, outcomeCounter, scrapeSnapshot } from '../observability/metrics.js';
-import { countCampaignsByStatus } from './store.js';
+import { countCampaignsByStatus } from './sql.js';
 import { UPLOAD_SILENT_MS } from './views.js';
 
 // Campaigns in /metrics (docs/observability.md): the lines this instance read, by outcome, and the

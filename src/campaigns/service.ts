@@ -5,7 +5,7 @@ import { cursorCodec } from '../http/cursor.js';
 import type { Sealer } from '../submissions/seal.js';
 import { submitBodySchema } from '../submissions/schemas.js';
 import { DEFAULT_PAGE, RESULT_COLUMNS } from './schemas.js';
-import { cancelCampaign, listCampaigns, readCampaignRow } from './store.js';
+import { cancelCampaign, listCampaigns, readCampaignRow } from './sql.js';
 import type { CampaignMetrics } from './metrics.js';
 import { campaignUploader } from './upload.js';
 import { campaignView, csvHeader, csvLine, listItem, ndjsonLine, resultChunks } from './views.js';

@@ -11,7 +11,7 @@ import { ENQUEUE_BATCH, enqueueSubmits, type QueuedSubmit } from '../submissions
 import type { Sealer } from '../submissions/seal.js';
 import { BodyTooLargeError, csvRecords, type FileLine, ndjsonLines, type Source, UnreadableFileError } from './lines.js';
 import { checkHeader, csvToBody, type FieldKinds, fieldKinds, issuesOf, lineIssue, parseJsonLine } from './records.js';
-import { abandonUpload, claimCampaignKey, countBatch, finishUpload, insertCampaign, lockForBatch, type RejectedLine, releaseCampaignKey } from './store.js';
+import { abandonUpload, claimCampaignKey, countBatch, finishUpload, insertCampaign, lockForBatch, type RejectedLine, releaseCampaignKey } from './sql.js';
 import type { CampaignMetrics } from './metrics.js';
 import { UPLOAD_SILENT_MS } from './views.js';
 

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Tables } from '../db/types.js';
 import type { CampaignSummary, CampaignView, ResultLine } from './schemas.js';
-import { type CampaignRow, type CountRow, countCampaign, type ListRow, markDone, type ResultRow, resultsPage } from './store.js';
+import { type CampaignRow, type CountRow, countCampaign, type ListRow, markDone, type ResultRow, resultsPage } from './sql.js';
 
 // A campaign's answers, built field by field from its rows (a new column never leaks into one).
 

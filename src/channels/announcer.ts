@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
+import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 
 export interface Announcer {
@@ -77,8 +78,7 @@ export function announcer(db: Kysely<Tables>, channel: string, log: FastifyBaseL
       const batch = [...pending].slice(0, BATCH);
       for (const key of batch) pending.delete(key);
       try {
-        await sql`select set_config('synchronous_commit', 'off', true), pg_notify(${channel}::text, c)::text
-                  from unnest(${packKeys(batch)}::text[]) as c`.execute(db);
+        await notifyKeys(db, channel, batch);
       } catch (err) {
         log.warn({ err: { message: (err as Error).message }, customers: batch.length }, 'could not announce stored results; long-polls will answer at their deadline');
       }
@@ -97,3 +97,12 @@ export function announcer(db: Kysely<Tables>, channel: string, log: FastifyBaseL
     },
   };
 }
+
+/** One notification per packed payload of `keys`, in a transaction of its own that is not waited to disk. */
+export async function notifyKeys(db: Kysely<Tables>, channel: string, keys: readonly string[]): Promise<void> {
+  await sql`select set_config('synchronous_commit', 'off', true), pg_notify(${channel}::text, c)::text
+            from unnest(${packKeys(keys)}::text[]) as c`.execute(db);
+}
+
+/** The notification as `npm run sql:snapshot` writes it (docs/layout.md). */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [{ name: 'notify_keys', run: (db) => notifyKeys(db, 'results', ['c']) }];

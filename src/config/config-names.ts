@@ -1,7 +1,7 @@
 import { CONFIG_VARIABLES, SECRET_VARIABLES } from './config.js';
 import { FILE_SUFFIX } from './env.js';
 import { ENV_FILE_VARIABLE } from './env-file.js';
-import { SANDBOX_CONFIG_VARIABLES, SANDBOX_SECRET_VARIABLES } from '../sandbox/config.js';
+import { SANDBOX_CONFIG_VARIABLES, SANDBOX_SECRET_VARIABLES } from './sandbox-env.js';
 
 // Which variables are settings, from the configuration schemas themselves: a variable added to a
 // schema is known here at once.

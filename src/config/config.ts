@@ -1,8 +1,7 @@
 import { createPrivateKey } from 'node:crypto';
 import { z } from 'zod';
 import { ConfigError } from './config-error.js';
-import { addressList, commaList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnvWithSecretFiles } from './env.js';
-import { partnerTokenSchema } from '../provider/schemas.js';
+import { addressList, commaList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnvWithSecretFiles, partnerTokenSchema } from './env.js';
 
 
 /** Used only outside production, and loudly: stored CPF hashes are only as secret as this key. */

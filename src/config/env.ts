@@ -43,6 +43,9 @@ function isAddressOrCidr(entry: string): boolean {
   return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
 }
 
+/** The partner token the provider issues (X-Partner-Auth carries it): PARTNER_TOKEN, the sandbox's, the guard's check. */
+export const partnerTokenSchema = z.string().regex(/^[A-Za-z0-9]{64}$/, 'must be exactly 64 letters or digits');
+
 export const commaList = z.string().transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean));
 
 export const addressList = commaList.superRefine((entries, ctx) => {

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { CapabilityDeps } from '../deps.js';
 import type { EndpointRegistry } from './endpoints/registry.js';
-import { syncConfiguredEndpoints } from './endpoints/store.js';
+import { syncConfiguredEndpoints } from './endpoints/sql.js';
 import type { EventMetrics } from './metrics.js';
 import { startDispatch } from './queue-sql.js';
 import { webhookTargets } from './targets.js';

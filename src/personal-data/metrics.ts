@@ -1,5 +1,5 @@
 import { Counter, type Registry } from 'prom-client';
-import type { ErasedCounts } from './store.js';
+import type { ErasedCounts } from './sql.js';
 
 export interface PersonalDataMetrics {
   exported(outcome: 'exported' | 'not_found'): void;

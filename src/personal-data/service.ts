@@ -5,7 +5,7 @@ import { AppError, notFound } from '../http/errors.js';
 import { cursorCodec } from '../http/cursor.js';
 import type { PersonalDataMetrics } from './metrics.js';
 import { DEFAULT_AUDIT_PAGE, type ExportView } from './schemas.js';
-import { type ErasedCounts, eraseStored, readStored } from './store.js';
+import { type ErasedCounts, eraseStored, readStored } from './sql.js';
 import { resolveSubject } from './subject.js';
 import { exportView } from './views.js';
 

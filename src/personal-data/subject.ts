@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { SubjectRef } from '../audit/trail.js';
 import { formatCpf, hashCpfUnderEvery } from '../cpf.js';
+import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 
 /** Everything that identifies a data subject's rows. */
@@ -52,3 +53,9 @@ export function anonymousInvalidNaming(alias: string, needles: readonly string[]
     and exists (select 1 from json_array_elements_text(${JSON.stringify(needles)}::json) as n(v)
                 where position(convert_to(n.v, 'UTF8') in ${sql.ref(`${alias}.raw_body`)}) > 0))`;
 }
+
+/** The subject's lookup by CPF as `npm run sql:snapshot` writes it (docs/layout.md); by customerUuid it reads nothing. */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  // A made-up CPF (valid check digits): a parameter, never in the text.
+  { name: 'resolve_subject_by_cpf', run: (db) => resolveSubject(db, { cpf: '52998224725' }, ['k1', 'k2']) },
+];

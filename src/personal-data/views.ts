@@ -1,7 +1,7 @@
 import { eventView } from '../events/feed.js';
 import { submittedAtView } from '../requests/schemas.js';
 import type { ExportView } from './schemas.js';
-import type { Stored } from './store.js';
+import type { Stored } from './sql.js';
 
 /** A CPF written any usual way, not part of a longer run of digits. */
 const CPF_LIKE = /(?<!\d)\d{3}\.?\d{3}\.?\d{3}-?\d{2}(?!\d)/g;

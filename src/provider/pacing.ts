@@ -3,11 +3,11 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { ProviderPacingConfig } from '../config/config.js';
 import type { Tables } from '../db/types.js';
-import { type CallOutcome, ensureSlots, type Refusal, returnSlot, takeSlot } from './pacing-store.js';
+import { type CallOutcome, ensureSlots, type Refusal, returnSlot, takeSlot } from './sql.js';
 
 /**
  * The provider's pace for this instance's callers: waiters line up here (synchronous submits
- * before the queue's forwarder), and only the first of them asks the database (pacing-store.ts)
+ * before the queue's forwarder), and only the first of them asks the database (sql.ts)
  * for a slot at a time, so a thousand waiting submits cost one statement per slot, not a thousand
  * polls. The pace itself is the database's, shared by every instance.
  */

@@ -4,9 +4,6 @@ import type { Decision } from '../db/types.js';
 /** The provider's submit path, below its base URL. */
 export const UNDERWRITINGS_PATH = '/api/partner/credit/cards/underwritings';
 
-/** The partner token the provider issues: X-Partner-Auth carries it. */
-export const partnerTokenSchema = z.string().regex(/^[A-Za-z0-9]{64}$/, 'must be exactly 64 letters or digits');
-
 // The provider's own resources (provider-api.md), shared by the submit route, the callback
 // route and the sandbox, so that the gateway and its simulator can never disagree.
 

@@ -6,7 +6,7 @@ import { defineStatement, type Statement } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
 import { type Periodic, startPeriodic } from '../timing/periodic.js';
-import { releaseAbandoned, REQUEST_DATA_COLUMNS } from './store.js';
+import { releaseAbandoned, REQUEST_DATA_COLUMNS } from './sql.js';
 
 /** Rows expired per statement: a long backlog (after an outage) never becomes one huge transaction. */
 const BATCH = 1000;
@@ -24,7 +24,7 @@ export interface ExpiredRequest {
  * callback) holds are skipped, and the status re-check means a row is expired exactly once.
  *
  * (A request still `submitting` is not waiting for a callback but for its submit: past the
- * abandoned bound the sweep ends it as submit_failed, see releaseAbandoned in store.ts.)
+ * abandoned bound the sweep ends it as submit_failed, see releaseAbandoned in sql.ts.)
  */
 export async function expireOverdue(db: Kysely<Tables>, now: Date, timeoutS: number): Promise<number[]> {
   return (await expireOverdueRequests(db, now, timeoutS)).map((r) => r.id);

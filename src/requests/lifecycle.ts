@@ -1,29 +1,20 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { CapabilityDeps } from '../deps.js';
-import { startExpirySweep, type Sweep } from './expiry.js';
-import { lifecycleMetrics } from './metrics.js';
-import { abandonedAfterMs } from './store.js';
+import { startExpirySweep, type Sweep, type SweepDeps } from './expiry.js';
+import type { LifecycleMetrics } from './metrics.js';
+
+/** What the request lifecycle's process work uses (compose.ts builds it): the sweep's own deps, its metrics. */
+export type LifecycleDeps = Omit<SweepDeps, 'log' | 'onExpired'> & { metrics: LifecycleMetrics };
 
 /**
- * The request lifecycle's own process work, started by app.ts: the expiry
+ * The request lifecycle's own process work, registered by app.ts: the expiry
  * sweep that ends requests whose callback never came (or whose submit was abandoned).
  */
 export const requestLifecycle =
-  (deps: Pick<CapabilityDeps, 'config' | 'database' | 'clock' | 'registry' | 'results'>): FastifyPluginAsync =>
+  ({ metrics, ...sweepDeps }: LifecycleDeps): FastifyPluginAsync =>
   async (app) => {
-    const { db } = deps.database;
-    const metrics = lifecycleMetrics(deps.registry, deps.config.callbackTimeoutS);
     let sweep: Sweep | undefined;
     app.addHook('onReady', async () => {
-      sweep = startExpirySweep({
-        db,
-        clock: deps.clock,
-        timeoutS: deps.config.callbackTimeoutS,
-        stuckAfterS: abandonedAfterMs(deps.config.upstreamTimeoutMs) / 1000,
-        log: app.log,
-        onExpired: (n) => metrics.expired.inc(n),
-        announce: (customerUuid) => deps.results.announce(customerUuid),
-      });
+      sweep = startExpirySweep({ ...sweepDeps, log: app.log, onExpired: (n) => metrics.expired.inc(n) });
     });
     app.addHook('onClose', async () => {
       await sweep?.stop();

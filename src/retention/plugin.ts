@@ -1,50 +1,33 @@
 import type { FastifyPluginAsync } from 'fastify';
 import fp from 'fastify-plugin';
-import { Counter } from 'prom-client';
-import type { CapabilityDeps } from '../deps.js';
-import { PURGED_TABLES, type PurgeLimits, type RetentionSweep, startRetentionSweep } from './sweep.js';
+import type { RetentionMetrics } from './metrics.js';
+import { type RetentionDeps as SweepDeps, type RetentionSweep, startRetentionSweep } from './sweep.js';
 
-export interface RetentionOptions {
-  limits?: PurgeLimits;
-  intervalMs?: number;
-}
+/** What the retention sweep's plugin uses (compose.ts builds it). */
+export type RetentionDeps = Omit<SweepDeps, 'log' | 'onPurged' | 'retentionDays'> & {
+  /** RETENTION_DAYS; unset keeps everything. */
+  retentionDays: number | undefined;
+  /** Whether keeping everything is said at start (a production gateway). */
+  warnWhenUnset: boolean;
+  metrics: RetentionMetrics;
+};
 
 /**
  * RETENTION_DAYS: every instance runs the sweep (they share the work through row locks). Unset:
  * everything is kept, and a production gateway says so at start.
  */
-export const retention =
-  (deps: Pick<CapabilityDeps, 'config' | 'database' | 'clock' | 'registry'>, options: RetentionOptions = {}): FastifyPluginAsync =>
+export const retention = ({ retentionDays, warnWhenUnset, metrics, ...sweepDeps }: RetentionDeps): FastifyPluginAsync =>
   // Not encapsulated: app.retentionSweep is visible on the app.
   fp(async (app) => {
-    const purgedRows = new Counter({
-      name: 'underwriting_retention_purged_rows_total',
-      help: 'Rows this instance deleted because they were older than RETENTION_DAYS, by table',
-      labelNames: ['table'] as const,
-      registers: [deps.registry],
-    });
-    // Present from the start, so a dashboard tells "nothing purged" from "no data".
-    for (const table of PURGED_TABLES) purgedRows.inc({ table }, 0);
-
-    const { retentionDays } = deps.config;
     let sweep: RetentionSweep | undefined;
     app.addHook('onReady', async () => {
       if (retentionDays === undefined) {
-        if (deps.config.nodeEnv === 'production') {
+        if (warnWhenUnset) {
           app.log.warn('RETENTION_DAYS is not set: requests, callbacks and their personal data are kept forever');
         }
         return;
       }
-      sweep = startRetentionSweep({
-        db: deps.database.db,
-        clock: deps.clock,
-        retentionDays,
-        log: app.log,
-        onPurged: (purged) => {
-          for (const table of PURGED_TABLES) if (purged[table] > 0) purgedRows.inc({ table }, purged[table]);
-        },
-        ...options,
-      });
+      sweep = startRetentionSweep({ ...sweepDeps, retentionDays, log: app.log, onPurged: metrics.purged });
     });
     app.addHook('onClose', async () => sweep?.stop());
     // Tests (and an operator's tooling) may run a pass on demand.

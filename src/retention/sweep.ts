@@ -201,7 +201,9 @@ export function startRetentionSweep(deps: RetentionDeps): RetentionSweep {
   });
 }
 
-/** One batch of requests, its whole transaction, as `npm run sql:snapshot` writes it (docs/layout.md). */
+/** One batch of each kind, its whole transaction, as `npm run sql:snapshot` writes it (docs/layout.md). */
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'purge_request_batch', rows: [[], [{ id: 1 }]], run: (db) => purgeRequestBatch(db, new Date(0), DEFAULT_LIMITS.batch) },
+  { name: 'purge_stray_callback_batch', rows: [[], [{ id: 1 }]], run: (db) => purgeBatch(db, STRAY_CALLBACKS, new Date(0), DEFAULT_LIMITS.batch) },
+  { name: 'purge_campaign_batch', rows: [[], [{ id: 1 }]], run: (db) => purgeBatch(db, CAMPAIGNS, new Date(0), DEFAULT_LIMITS.batch) },
 ];

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import type { SqlSnapshot } from '../db/statements.js';
 import type { StrayCallbackKind, Tables } from '../db/types.js';
 import type { Position } from '../http/cursor.js';
 import { maskCpfLike } from './mask.js';
@@ -74,3 +75,13 @@ export async function readStrayPage(db: Kysely<Tables>, filter: StrayFilter, aft
     next: rows.length > limit && last ? { t: last.position_t, id: Number(last.id) } : undefined,
   };
 }
+
+const AFTER: Position = { t: '2026-01-01T12:00:00.000000Z', id: 1 };
+
+/** The stray callbacks' page as `npm run sql:snapshot` writes it (docs/layout.md): both kinds and one, unfiltered and filtered. */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'read_stray_page', run: (db) => readStrayPage(db, {}, undefined, 50) },
+  { name: 'read_stray_page_filtered', run: (db) => readStrayPage(db, { since: '2026-01-01T00:00:00Z' }, AFTER, 50) },
+  { name: 'read_stray_page_of_kind', run: (db) => readStrayPage(db, { kind: 'invalid' }, undefined, 50) },
+  { name: 'read_stray_page_of_kind_filtered', run: (db) => readStrayPage(db, { kind: 'invalid', since: '2026-01-01T00:00:00Z' }, AFTER, 50) },
+];

@@ -1,6 +1,6 @@
 import { AppError } from '../http/errors.js';
 import { TokenUnavailableError, UpstreamRejectedError, UpstreamUnavailableError } from '../provider/errors.js';
-import type { CallOutcome } from '../provider/pacing-store.js';
+import type { CallOutcome } from '../provider/sql.js';
 import { EXCERPT_MAX_CHARS } from '../provider/underwriting-client.js';
 import { scrubText } from '../observability/scrub.js';
 import type { SubmitMetricOutcome } from './metrics.js';

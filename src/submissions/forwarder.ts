@@ -8,7 +8,7 @@ import { TokenUnavailableError } from '../provider/errors.js';
 import type { Pacer, Permit } from '../provider/pacing.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import type { UnderwritingClient } from '../provider/underwriting-client.js';
-import { markSubmitFailed, SEND_WINDOW_MS } from '../requests/store.js';
+import { markSubmitFailed, SEND_WINDOW_MS } from '../requests/sql.js';
 import { contextOfTraceparent, type SpanParent } from '../tracing/spans.js';
 import type { Tracer } from '@opentelemetry/api';
 import { certainlyNotReceived, circuitOutcome, describeFailure, holdOf } from './failure.js';

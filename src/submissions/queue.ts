@@ -4,7 +4,7 @@ import { defineStatement, type Statement } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, requestEventsSql } from '../events/record.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
-import { REQUEST_DATA_COLUMNS } from '../requests/store.js';
+import { REQUEST_DATA_COLUMNS } from '../requests/sql.js';
 import type { Sealer } from './seal.js';
 import { storedForm } from './stored-form.js';
 import { hashCpf } from '../cpf.js';

@@ -3,7 +3,7 @@ import { Gauge } from 'prom-client';
 import type { CapabilityDeps } from '../deps.js';
 import { createPacer, type Pacer } from '../provider/pacing.js';
 import { createUnderwritingClient } from '../provider/underwriting-client.js';
-import { abandonedAfterMs } from '../requests/store.js';
+import { abandonedAfterMs } from '../requests/sql.js';
 import { type Forwarder, startForwarder } from './forwarder.js';
 import { type SubmitMetrics, submitMetrics } from './metrics.js';
 import { sealerOf, type Sealer } from './seal.js';

@@ -36,7 +36,7 @@ import {
   releaseAbandoned,
   releaseUnsentOfKey,
   SEND_WINDOW_MS,
-} from '../requests/store.js';
+} from '../requests/sql.js';
 
 export interface SubmitDeps {
   db: Kysely<Tables>;

@@ -1,6 +1,6 @@
 import { CompiledQuery, sql } from 'kysely';
 import t from 'tap';
-import { CANCEL_QUEUED, COUNT_CAMPAIGN, listQuery, RESULTS_PAGE } from '../../src/campaigns/store.js';
+import { CANCEL_QUEUED, COUNT_CAMPAIGN, listQuery, RESULTS_PAGE } from '../../src/campaigns/sql.js';
 import { freshDatabase } from '../helpers/database.js';
 import { plan } from '../helpers/plan.js';
 import { INDEX_LOOKUPS_ONLY } from '../../src/db/plan-guards.js';
@@ -34,7 +34,7 @@ t.test("a campaign's counts, results, cancel and the list use their indexes", as
     ['list, next page', listQuery({ t: '2026-01-05T00:00:00.000000Z', id: 100 }, 20).compile(db), /campaigns_list/],
   ];
   for (const [name, query, index] of statements) {
-    // The list runs with sequential scans off (store.ts: listCampaigns), as here.
+    // The list runs with sequential scans off (sql.ts: listCampaigns), as here.
     const text = name.startsWith('list') ? await db.transaction().execute(async (trx) => (await INDEX_LOOKUPS_ONLY.execute(trx), plan(trx, query))) : await plan(db, query);
     t.notMatch(text, /Seq Scan on underwriting_requests/, `${name}: no sequential scan of the requests\n${text}`);
     t.match(text, index, `${name}: ${index}\n${text}`);

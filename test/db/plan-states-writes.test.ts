@@ -1,8 +1,8 @@
 import { type Kysely, sql } from 'kysely';
 import type { Tables } from '../../src/db/types.js';
-import { eraseStored } from '../../src/personal-data/store.js';
+import { eraseStored } from '../../src/personal-data/sql.js';
 import { resolveSubject } from '../../src/personal-data/subject.js';
-import { INSERT_SUBMITTING, MARK_SUBMITTED } from '../../src/requests/store.js';
+import { INSERT_SUBMITTING, MARK_SUBMITTED } from '../../src/requests/sql.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, measureWork, prepare, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';

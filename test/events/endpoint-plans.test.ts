@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import t from 'tap';
-import { endpointStatsQuery } from '../../src/events/endpoints/store.js';
+import { endpointStatsQuery } from '../../src/events/endpoints/sql.js';
 import { redeliverQuery } from '../../src/events/redelivery-sql.js';
 import { freshDatabase } from '../helpers/database.js';
 import { plan } from '../helpers/plan.js';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { markSubmitFailed } from '../../src/requests/store.js';
+import { markSubmitFailed } from '../../src/requests/sql.js';
 import { buildTestApp } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
 import { customer, insertRequest, postCallback, resultBody } from '../callbacks/fixtures.js';

@@ -6,7 +6,7 @@ import { type SigningSecret, type WebhookSigner, webhookSigner } from '../signat
 import { type WebhookTarget, webhookTarget } from '../targets.js';
 import { LEGACY_KEY, type UrlKeyer } from '../url-key.js';
 import { rekeyEndpoints } from './rekey.js';
-import { clearExpiredSecrets, type EndpointRow, readEndpoints, syncConfiguredEndpoints } from './store.js';
+import { clearExpiredSecrets, type EndpointRow, readEndpoints, syncConfiguredEndpoints } from './sql.js';
 
 /** An endpoint as the delivery worker sends to it. */
 export interface EndpointTarget extends WebhookTarget {

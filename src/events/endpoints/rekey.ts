@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Tables } from '../../db/types.js';
 import { LEGACY_KEY, type UrlKeyer } from '../url-key.js';
-import { renameEndpointKeys, storedEndpointKeys } from './store.js';
+import { renameEndpointKeys, storedEndpointKeys } from './sql.js';
 
 /**
  * Re-keys the rows of configured endpoints still named by an older key (url-key.ts): every key in

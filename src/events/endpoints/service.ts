@@ -24,7 +24,7 @@ import {
   replayToEndpoint,
   rotateEndpointSecret,
   updateEndpoint,
-} from './store.js';
+} from './sql.js';
 
 export interface EndpointServiceDeps {
   db: Kysely<Tables>;

@@ -1,11 +1,11 @@
 import { type Kysely, sql } from 'kysely';
 import { runStatement } from '../db/run-statement.js';
-import { defineStatement, type Statement } from '../db/statements.js';
+import { defineStatement, type SqlSnapshot, type Statement } from '../db/statements.js';
 import type { CampaignSource, CampaignStatus, Decision, RequestStatus, Tables } from '../db/types.js';
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
 import type { ValidationIssue } from '../http/errors.js';
 import type { Position } from '../http/cursor.js';
-import { REQUEST_DATA_COLUMNS } from '../requests/store.js';
+import { REQUEST_DATA_COLUMNS } from '../requests/sql.js';
 import { INDEX_LOOKUPS_ONLY } from '../db/plan-guards.js';
 
 // A campaign's SQL: its row, its requests' counts and results (through the partial index
@@ -307,3 +307,27 @@ export async function countCampaignsByStatus(db: Kysely<Tables>, silentSince: Da
     return rows.map((r) => ({ status: r.status, n: Number(r.n) }));
   });
 }
+
+const AT = new Date('2026-01-01T00:00:00Z');
+const NEW_CAMPAIGN = { publicId: 'cmp_1', source: 'ndjson' as const, createdBy: 'key:0', now: AT };
+
+/**
+ * The campaigns' queries besides their named statements, as `npm run sql:snapshot` writes them
+ * (docs/layout.md); the list from its start and after a position.
+ */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'insert_campaign', rows: [[{ id: 1 }]], run: (db) => insertCampaign(db, NEW_CAMPAIGN) },
+  // The key held by another campaign: the three statements a claim may send.
+  { name: 'claim_campaign_key', run: (db) => claimCampaignKey(db, { ...NEW_CAMPAIGN, key: 'k' }) },
+  { name: 'release_campaign_key', run: (db) => releaseCampaignKey(db, 1) },
+  { name: 'lock_for_batch', run: (db) => lockForBatch(db, 1) },
+  { name: 'count_batch', run: (db) => countBatch(db, 1, { accepted: 1, rejected: 0, now: AT }) },
+  { name: 'finish_upload', run: (db) => finishUpload(db, 1, { accepted: 1, rejected: 0, rejectedLines: [], now: AT, bodyDigest: null }) },
+  { name: 'cancel_campaign', rows: [[{ id: 1 }]], run: (db) => cancelCampaign(db, 'cmp_1', AT) },
+  { name: 'abandon_upload', run: (db) => abandonUpload(db, 1, 'upload_failed', AT) },
+  { name: 'read_campaign_row', run: (db) => readCampaignRow(db, 'cmp_1') },
+  { name: 'mark_done', run: (db) => markDone(db, 1, AT) },
+  { name: 'list_campaigns', run: (db) => listCampaigns(db, undefined, 50) },
+  { name: 'list_campaigns_after', run: (db) => listCampaigns(db, { t: '2026-01-01T12:00:00.000000Z', id: 1 }, 50) },
+  { name: 'count_campaigns_by_status', run: (db) => countCampaignsByStatus(db, AT) },
+];

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import type { SqlSnapshot } from '../db/statements.js';
 import type { Decision, RequestStatus, StrayCallbackKind, Tables } from '../db/types.js';
 import { AppError } from '../http/errors.js';
 import type { EventRow } from '../events/feed-sql.js';
@@ -145,3 +146,16 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
     idempotencyKeys: Number(deletedKeys.numDeletedRows),
   };
 }
+
+/** A subject with rows of each kind: every condition in its full form (no `false` for an empty list). */
+const SUBJECT: Subject = { customerUuids: ['customer-0001', 'customer-0002'], needles: ['customer-0001', 'customer-0002'] };
+
+/** The subject's export and erasure as `npm run sql:snapshot` writes them (docs/layout.md). */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'read_stored', run: (db) => readStored(db, SUBJECT) },
+  {
+    name: 'erase_stored',
+    rows: [[{ id: 1, status: 'completed', idempotency_key: 'k' }], [], [], [{ requests: 1, callbacks: 1 }]],
+    run: (db) => db.transaction().execute((tx) => eraseStored(tx, SUBJECT)),
+  },
+];

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { type Kysely, type Selectable, sql, type Transaction } from 'kysely';
+import type { SqlSnapshot } from '../../db/statements.js';
 import type { EndpointStatus, EventEndpointsTable, EventType, Tables } from '../../db/types.js';
 import { feedHorizon } from '../feed-sql.js';
 import type { FeedPosition } from '../feed-sql.js';
@@ -311,5 +312,51 @@ export async function renameEndpointKeys(db: Kysely<Tables>, renames: ReadonlyMa
     for (const [from, to] of renames) await renameEndpointKey(tx, from, to);
   });
 }
+
+const AT = new Date('2026-01-01T00:00:00Z');
+const ENDPOINT = { id: 'ep_1', key: 'k', shown_url: 'https://receiver.example/hook', types: ['underwriting.completed'], status: 'paused', secret: 's' } as EndpointRow;
+const NEW_ENDPOINT: NewEndpoint = {
+  id: 'ep_1',
+  key: 'k',
+  managed: 'api',
+  url: 'https://receiver.example/hook',
+  shownUrl: 'https://receiver.example/hook',
+  description: '',
+  types: null,
+  rateLimitPerS: null,
+  maxInFlight: null,
+  secret: 's',
+};
+const EVERY_CHANGE: EndpointChange = {
+  url: { url: 'https://receiver.example/new', shownUrl: 'https://receiver.example/new' },
+  description: 'd',
+  types: ['underwriting.completed'],
+  rateLimitPerS: 10,
+  maxInFlight: 2,
+  status: 'active',
+};
+
+/**
+ * The endpoints' queries as `npm run sql:snapshot` writes them (docs/layout.md); those whose shape
+ * depends on their input with the least and with the most of it.
+ */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'read_endpoints', run: (db) => readEndpoints(db) },
+  { name: 'endpoint_keys_api', run: (db) => endpointKeys(db, []) },
+  { name: 'endpoint_keys', run: (db) => endpointKeys(db, ['k']) },
+  { name: 'read_endpoint', run: (db) => readEndpoint(db, 'ep_1') },
+  { name: 'read_endpoint_stats', run: (db) => readEndpointStats(db, ['k']) },
+  { name: 'insert_endpoint', rows: [[{ id: 'ep_1' }], [{ horizon: '9' }]], run: (db) => db.transaction().execute((tx) => insertEndpoint(tx, NEW_ENDPOINT, AT)) },
+  { name: 'sync_configured_endpoints', run: (db) => syncConfiguredEndpoints(db, [{ key: 'k', shown: 'https://receiver.example/hook' }], AT) },
+  { name: 'update_endpoint', rows: [[{ id: 'ep_1' }]], run: (db) => db.transaction().execute((tx) => updateEndpoint(tx, ENDPOINT, { description: 'd' }, AT)) },
+  { name: 'update_endpoint_every_change', rows: [[{ id: 'ep_1' }]], run: (db) => db.transaction().execute((tx) => updateEndpoint(tx, ENDPOINT, EVERY_CHANGE, AT)) },
+  { name: 'delete_endpoint', run: (db) => db.transaction().execute((tx) => deleteEndpoint(tx, ENDPOINT, AT)) },
+  { name: 'rotate_endpoint_secret', run: (db) => db.transaction().execute((tx) => rotateEndpointSecret(tx, ENDPOINT, 's2', new Date(AT.getTime() + 60_000), AT)) },
+  { name: 'clear_expired_secrets', run: (db) => clearExpiredSecrets(db, AT) },
+  { name: 'replay_since', run: (db) => replayToEndpoint(db, ENDPOINT, { since: AT.toISOString() }, AT) },
+  { name: 'replay_after', run: (db) => replayToEndpoint(db, ENDPOINT, { after: { tx: '9', id: 1 } }, AT) },
+  { name: 'stored_endpoint_keys', run: (db) => storedEndpointKeys(db, ['k'], true) },
+  { name: 'rename_endpoint_keys', run: (db) => renameEndpointKeys(db, new Map([['old', 'k']])) },
+];
 
 export type { EndpointStatus };

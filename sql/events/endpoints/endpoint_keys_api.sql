@@ -1,0 +1,3 @@
+-- Query endpoint_keys_api (builder), in src/events/endpoints/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+
+select "key" from "event_endpoints" where "managed" = $1;

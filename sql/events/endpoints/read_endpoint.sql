@@ -1,0 +1,3 @@
+-- Query read_endpoint (builder), in src/events/endpoints/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+
+select * from "event_endpoints" where "id" = $1;

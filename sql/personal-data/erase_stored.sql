@@ -1,0 +1,21 @@
+-- Query erase_stored (builder), in src/personal-data/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+
+select "id", "status", "idempotency_key" from "underwriting_requests" where "customer_uuid" in ($1, $2) order by "id" for update;
+
+delete from "events" where "customer_uuid" in ($1, $2);
+
+delete from "idempotency_keys" where ("request_id" in ($1) or ("request_id" is null and "key" in ($2)));
+
+with gone_callbacks as (
+  delete from callbacks c
+   where "c"."request_id" in ($1)
+      or (c.request_id is null and "c"."customer_uuid" in ($2, $3))
+      or ("c"."outcome" = 'invalid' and "c"."customer_uuid" is null
+and exists (select 1 from json_array_elements_text($4::json) as n(v)
+            where position(convert_to(n.v, 'UTF8') in "c"."raw_body") > 0))
+  returning c.id
+),
+gone_requests as (
+  delete from underwriting_requests r where "r"."id" in ($5) returning r.id
+)
+select (select count(*) from gone_requests)::int as requests, (select count(*) from gone_callbacks)::int as callbacks;
