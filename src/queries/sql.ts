@@ -138,7 +138,7 @@ export async function readPage(
   // One row more than asked tells whether another page exists, without a count.
   const read = (f: ListFilter) => inIndexOrder(db, (q) => pageQuery(q, f, after, limit).execute());
   // Under several keys (a rotation), a page per key merged: `cpf_hash in (...)` needs a sort, and the
-  // planner, unable to read cpf_list in order, walked the whole list filtering (150,307 buffers at 50k).
+  // planner, unable to read cpf_list in order, walked the whole list filtering (docs/performance.md).
   const keys = filter.cpfHashes ?? [];
   const rows =
     keys.length > 1
