@@ -4,6 +4,7 @@ import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { backendCpuBetween, backendCpuSnapshot, createBenchDatabase, GATEWAY_APPLICATIONS } from '../lib/database.js';
 import { cpuTimeMs, startChild, stopAll } from '../lib/processes.js';
+import { cpfOf } from '../lib/states.js';
 
 // `node dist/bench/investigations/campaign-upload.js [--lines=100000] [--rounds=1] [--profile]`
 // (CAMPAIGN_UPLOAD_ENTRIES=/before/dist/src/server.js,/after/dist/src/server.js: several builds,
@@ -30,18 +31,6 @@ const say = (line: string) => process.stdout.write(`${line}\n`);
 function alphanumeric(length: number): string {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
   return Array.from({ length }, () => alphabet[randomInt(alphabet.length)]).join('');
-}
-
-/** A valid CPF (check digits computed) from a number. */
-function cpfOf(n: number): string {
-  const base = String(100_000_000 + (n % 900_000_000)).padStart(9, '0');
-  const check = (digits: string) => {
-    let sum = 0;
-    for (let i = 0; i < digits.length; i++) sum += Number(digits[i]) * (digits.length + 1 - i);
-    return String(((sum * 10) % 11) % 10);
-  };
-  const ten = base + check(base);
-  return ten + check(ten);
 }
 
 /** An NDJSON campaign of `count` new customers, with a full srd, as a bank's file would hold. */

@@ -1,6 +1,6 @@
 /**
  * The options `npm run bench` accepts. Every option the harness reads must match here, or the
- * command line refuses it before anything runs (test/bench-options.test.ts).
+ * command line refuses it before anything runs (test/bench/options.test.ts).
  */
 export const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|states=[a-d,]+|sizes=[0-9kmKM,]+|long-poll-callbacks=\d+|delivery-rate=\d+|delivery-endpoints=(one|troubled)|rate=\d+|lines=\d+|outage-s=\d+|tracing|tracing=(on|off|aa))$/;
 

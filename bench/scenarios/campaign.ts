@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { SANDBOX_DEFAULT_PARTNER_TOKEN } from '../../src/sandbox/config.js';
 import { type BenchDatabase, createBenchDatabase, seedSubmitted } from '../lib/database.js';
 import { type Child, freePort, RssSampler, startChild } from '../lib/processes.js';
+import { cpfOf } from '../lib/states.js';
 
 // Issue 37's figures (bench/README.md, "campaign"): a campaign of N lines against the sandbox at a
 // provider limit, across 2 gateway instances on one PostgreSQL database, with its faults. Counted
@@ -69,18 +70,6 @@ export interface CampaignReport {
 }
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
-
-/** A valid CPF (check digits computed) from a number. */
-function cpfOf(n: number): string {
-  const base = String(100_000_000 + (n % 900_000_000)).padStart(9, '0');
-  const check = (digits: string) => {
-    let sum = 0;
-    for (let i = 0; i < digits.length; i++) sum += Number(digits[i]) * (digits.length + 1 - i);
-    return String(((sum * 10) % 11) % 10);
-  };
-  const ten = base + check(base);
-  return ten + check(ten);
-}
 
 function alphanumeric(length: number): string {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';

@@ -1,22 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import type { Tables } from '../../src/db/types.js';
+import { cpfOf } from '../helpers/cpf.js';
 import { validRequest } from '../submissions/fixtures.js';
 
 export const NDJSON = 'application/x-ndjson';
 export const CSV = 'text/csv';
 
-/** A valid CPF (check digits computed) from a number: distinct customers get distinct CPFs to look for. */
-export function cpfOf(n: number): string {
-  const base = String(100_000_000 + (n % 900_000_000)).padStart(9, '0');
-  const check = (digits: string) => {
-    let sum = 0;
-    for (let i = 0; i < digits.length; i++) sum += Number(digits[i]) * (digits.length + 1 - i);
-    return String(((sum * 10) % 11) % 10);
-  };
-  const ten = base + check(base);
-  return ten + check(ten);
-}
+/** Campaign lines' CPFs (test/helpers/cpf.ts), here beside the lines that use them. */
+export { cpfOf } from '../helpers/cpf.js';
 
 /** One campaign line: a valid submit of this customer (its CPF from `n`). */
 export function line(customerUuid: string, n: number, overrides: Record<string, unknown> = {}): Record<string, unknown> {

@@ -3,6 +3,7 @@ import t from 'tap';
 import { up as maskStoredCpfs } from '../../migrations/0015_mask_free_text_cpfs.js';
 import { formatCpf, isValidCpf, maskCpfsInText } from '../../src/cpf.js';
 import { buildTestApp, listen, testConfig } from '../helpers/app.js';
+import { cpfFrom } from '../helpers/cpf.js';
 import { httpRequest } from '../helpers/http.js';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { postCallback, resultBody } from '../callbacks/fixtures.js';
@@ -14,17 +15,6 @@ import { ADMIN_KEY, dumpDatabase, dumpForms } from './fixtures.js';
 
 // Issue 32: CPFs typed where no CPF belongs (srd text, customerUuid, X-Request-Id, a proxy's
 // X-Forwarded-For) were stored, returned, pushed and logged in clear.
-
-/** A valid CPF from 9 digits (the check digits computed). */
-function cpfFrom(nine: string): string {
-  let digits = nine;
-  for (const length of [9, 10]) {
-    let sum = 0;
-    for (let i = 0; i < length; i++) sum += Number(digits[i]) * (length + 1 - i);
-    digits += String(((sum * 10) % 11) % 10);
-  }
-  return digits;
-}
 
 const PLANTED = {
   street: cpfFrom('712345678'),

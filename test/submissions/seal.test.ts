@@ -2,7 +2,7 @@ import t from 'tap';
 import { cpfHasher, formatCpf, hashCpf } from '../../src/cpf.js';
 import { sealerOf } from '../../src/submissions/seal.js';
 import { maskSrdText } from '../../src/submissions/stored-form.js';
-import { cpfOf } from '../campaigns/fixtures.js';
+import { cpfOf } from '../helpers/cpf.js';
 
 // What a campaign does per line, made cheaper (issue 37, upload speed): the same hash, the same
 // sealed form, the same masking as before, with fewer allocations.

@@ -1,6 +1,6 @@
 import t from 'tap';
-import type { AbResult, MeasuredRun, TargetFigures } from '../bench/lib/compare.js';
-import { abGoals, buffersFlatGoal, stateGoals } from '../bench/lib/report.js';
+import type { AbResult, MeasuredRun, TargetFigures } from '../../bench/lib/compare.js';
+import { abGoals, buffersFlatGoal, stateGoals } from '../../bench/lib/report.js';
 
 // The bench's goals (`bench/lib/report.ts`): issue 16 asks the callback scenarios to lead under
 // both load generators, so wrk's rounds are judged on the latency goals too, not only the ratio.

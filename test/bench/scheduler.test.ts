@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import t from 'tap';
-import { schedPerSecond, schedTimesMs, schedTimesOf } from '../bench/lib/processes.js';
+import { schedPerSecond, schedTimesMs, schedTimesOf } from '../../bench/lib/processes.js';
 
 // The bench's run-queue figures (`bench/lib/compare.ts`): what each process spent on a CPU and
 // waiting for one, read from /proc. Linux only, like the bench.

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { settingsFrom } from '../bench/lib/own-postgres.js';
+import { settingsFrom } from '../../bench/lib/own-postgres.js';
 
 // BENCH_OWN_POSTGRES_SETTINGS: settings of the bench's private cluster, for diagnostic runs.
 

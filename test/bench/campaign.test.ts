@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { runCampaignScenario } from '../bench/scenarios/campaign.js';
-import { SERVER_URL } from './helpers/database.js';
+import { runCampaignScenario } from '../../bench/scenarios/campaign.js';
+import { SERVER_URL } from '../helpers/database.js';
 
 // The bench's campaign scenario (issue 37's figures), small: 2,000 lines across two gateway
 // instances on one PostgreSQL database, with its faults (kill -9 of an instance, a provider
@@ -21,8 +21,8 @@ if (SERVER_URL) {
       outageS: 3,
       windowS: 1,
       settleTimeoutS: 150,
-      gatewayEntry: here('../src/server.ts'),
-      sandboxEntry: here('../src/sandbox/server.ts'),
+      gatewayEntry: here('../../src/server.ts'),
+      sandboxEntry: here('../../src/sandbox/server.ts'),
       nodeArgs: ['--import', 'tsx'],
       say: (line) => t.comment(line),
     });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { busiestStatements, describeStatement } from '../bench/lib/database.js';
+import { busiestStatements, describeStatement } from '../../bench/lib/database.js';
 
 // The bench's per-run view of pg_stat_statements (`--own-postgres`): what changed between two
 // snapshots, busiest first.

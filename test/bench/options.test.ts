@@ -1,7 +1,7 @@
 import t from 'tap';
-import { BENCH_OPTIONS } from '../bench/lib/options.js';
-import { stateRuns } from '../bench/lib/states.js';
-import { readCommandLine } from '../src/config/cli.js';
+import { BENCH_OPTIONS } from '../../bench/lib/options.js';
+import { stateRuns } from '../../bench/lib/states.js';
+import { readCommandLine } from '../../src/config/cli.js';
 
 const bench = { command: 'bench', summary: 's', accepts: (a: string) => BENCH_OPTIONS.test(a) };
 
