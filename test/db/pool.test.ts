@@ -38,9 +38,19 @@ t.test('a quiet spell closes idle connections only down to KEEP_OPEN', async (t)
       )
     ).rows[0]!.n;
 
+  // A burst of statements that all wait on a lock the observer holds: while they wait, each holds a
+  // connection of its own (with a timed statement instead, the first to end could serve a later
+  // one before its own connection was up, and that connection, idle, closed before the count).
   const burst = 8;
-  await Promise.all(Array.from({ length: burst }, () => sql`select pg_sleep(0.2)`.execute(database.db)));
+  const LOCK = 7_331_001;
+  await observer.query('select pg_advisory_lock($1)', [LOCK]);
+  const burstDone = Promise.all(Array.from({ length: burst }, () => sql`select pg_advisory_xact_lock_shared(${LOCK}::bigint)`.execute(database.db)));
+  const waiting = async () =>
+    (await observer.query<{ n: number }>(`select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted and objid = $1`, [LOCK])).rows[0]!.n;
+  await until(async () => ((await waiting()) === burst ? true : undefined), 20_000, 'every statement of the burst waiting on the lock');
   t.equal(await open(), burst, 'the burst opened a connection for each statement at once');
+  await observer.query('select pg_advisory_unlock($1)', [LOCK]);
+  await burstDone;
 
   // The pool closes idle connections in another process's view: poll until it has done so.
   await until(async () => ((await open()) <= KEEP_OPEN ? true : undefined), 10_000);

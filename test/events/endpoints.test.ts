@@ -18,7 +18,7 @@ const ADMIN_KEY = 'admin-key-0123456789abcdef';
 const shared = await freshDatabase(t);
 
 async function gateway(t: Test, env: Record<string, string> = {}, database: DatabaseHandle = shared) {
-  const built = await buildTestApp(t, { database, env: { ADMIN_API_KEYS: ADMIN_KEY, EVENT_WEBHOOK_TIMEOUT_MS: '1000', ...env } });
+  const built = await buildTestApp(t, { database, env: { ADMIN_API_KEYS: ADMIN_KEY, EVENT_WEBHOOK_TIMEOUT_MS: '5000', ...env } });
   await built.app.ready();
   return built;
 }

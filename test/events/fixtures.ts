@@ -10,8 +10,12 @@ export const webhookSecret = () => `whsec_${randomBytes(32).toString('base64')}`
 export const configuredTarget = (url: string): WebhookTarget => webhookTarget(url, urlKeyer([TEST_CPF_HASH_KEY]).key);
 
 /** Environment for an instance pushing events to these URLs. */
+/**
+ * Push to these URLs. The attempt timeout is long enough that a prompt receiver is never timed out
+ * on a loaded host (CI runs two suites and a container build at once); a test of timeouts sets its own.
+ */
 export function pushEnv(urls: string[], secret: string, extra: Record<string, string> = {}): Record<string, string> {
-  return { EVENT_WEBHOOK_URLS: urls.join(','), EVENT_WEBHOOK_SECRET: secret, EVENT_WEBHOOK_TIMEOUT_MS: '1000', ...extra };
+  return { EVENT_WEBHOOK_URLS: urls.join(','), EVENT_WEBHOOK_SECRET: secret, EVENT_WEBHOOK_TIMEOUT_MS: '5000', ...extra };
 }
 
 export async function getJson(app: FastifyInstance, url: string, headers: Record<string, string> = {}) {
