@@ -205,7 +205,15 @@ rm -rf "$WORK/node" "$WORK/rootfs"
 # The build context: the checkout as docker build sees it (.dockerignore applies), plus this
 # machine's CA bundle as npm-ca.pem when npm needs one (a TLS-inspecting proxy, as here).
 mkdir -p "$WORK/context"
-tar -C "$ROOT" --exclude=./node_modules --exclude=./dist --exclude=./.git --exclude=./.tap --exclude=./npm-ca.pem -c . | tar -C "$WORK/context" -x
+# In a git checkout, the files git knows of or would add (tracked, or untracked and not ignored):
+# the tests may be writing in this tree meanwhile (CI runs a suite in it), and an entry that comes
+# or goes in a folder while tar reads it fails tar ("file changed as we read it").
+if git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git -C "$ROOT" ls-files -z --cached --others --exclude-standard -- . ':!npm-ca.pem' |
+    tar -C "$ROOT" --null -T - --ignore-failed-read -c | tar -C "$WORK/context" -x
+else
+  tar -C "$ROOT" --exclude=./node_modules --exclude=./dist --exclude=./.git --exclude=./.tap --exclude=./npm-ca.pem -c . | tar -C "$WORK/context" -x
+fi
 CA_BUNDLE=${NODE_EXTRA_CA_CERTS:-$(npm config get cafile 2>/dev/null || true)}
 [ "$CA_BUNDLE" = null ] && CA_BUNDLE=""
 REGISTRY=$(npm config get registry)

@@ -209,9 +209,19 @@ t.test("the event feed's long-polls wait through the same mechanism, under a wai
 
   const tooMany = { error: 'too_many_waiters', message: 'too many long-polls are waiting on this instance; retry shortly or poll without wait' };
   // Each kind has its own bound (as before the feed shared this mechanism): a feed waiter takes none of the customers'.
-  const customerWaits = once(listener, 'waiting');
+  // The customer's own 'waiting' (the feed's waiter, woken by another commit, says 'waiting' again
+  // under no key meanwhile), or the answer, had it been refused instead of waiting.
+  const customerWaits = new Promise<string | undefined>((resolve) => {
+    const on = (key: string | undefined) => {
+      if (key !== 'shared-1') return;
+      listener.off('waiting', on);
+      resolve(key);
+    };
+    listener.on('waiting', on);
+  });
   const customer = app.inject({ method: 'GET', url: '/v1/underwritings/shared-1?wait=30' });
-  t.equal((await customerWaits)[0], 'shared-1', 'a customer long-poll still waits: the feed holds none of its bound');
+  const waited = await Promise.race([customerWaits, customer.then((res) => `answered ${res.statusCode} without waiting`)]);
+  t.equal(waited, 'shared-1', 'a customer long-poll still waits: the feed holds none of its bound');
   const another = await app.inject({ method: 'GET', url: '/v1/events?customerUuid=shared-nobody&wait=30' });
   t.equal(another.statusCode, 503, 'and so does a second feed long-poll');
   t.same(another.json(), tooMany);
