@@ -144,6 +144,11 @@ async function startGateway(
       PROVIDER_BASE_URL: providerBaseUrl,
       ...secrets,
       CALLBACK_ALLOWED_IPS: '127.0.0.1/32',
+      // The provider's pace wide open (the configuration's maxima): the baselines forward every
+      // submit at once, and the default (50/s) would make the submit A/B and the bench states'
+      // loading through the submit API measure the pace instead of the gateway.
+      PROVIDER_MAX_RPS: '100000',
+      PROVIDER_MAX_IN_FLIGHT: '10000',
       ...extraEnv,
     },
   });
