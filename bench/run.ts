@@ -492,6 +492,8 @@ async function main(): Promise<void> {
       maxRps: CAMPAIGN_MAX_RPS,
       outageS: numberArg('outage-s', 30),
       windowS: quick ? 2 : 10,
+      // npm start's (and the image's) Node flags, as every other gateway the bench starts.
+      nodeArgs: NODE_ARGS,
       say,
     });
   }

@@ -3,7 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { backendCpuBetween, backendCpuSnapshot, createBenchDatabase, GATEWAY_APPLICATIONS } from '../lib/database.js';
-import { cpuTimeMs, startChild, stopAll } from '../lib/processes.js';
+import { cpuTimeMs, GATEWAY_NODE_ARGS, startChild, stopAll } from '../lib/processes.js';
 import { cpfOf } from '../lib/states.js';
 
 // `node dist/bench/investigations/campaign-upload.js [--lines=100000] [--rounds=1] [--profile]`
@@ -100,7 +100,7 @@ function startGateway(entry: string, database: Awaited<ReturnType<typeof createB
   return startChild({
     name: `gateway ${i + 1}`,
     script: entry,
-    nodeArgs: profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=campaign-upload-${i + 1}.cpuprofile`] : [],
+    nodeArgs: [...GATEWAY_NODE_ARGS, ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=campaign-upload-${i + 1}.cpuprofile`] : [])],
     readyPath: '/readyz',
     env: {
       NODE_ENV: 'production',
