@@ -3,7 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { backendCpuBetween, backendCpuSnapshot, createBenchDatabase, GATEWAY_APPLICATIONS } from '../lib/database.js';
-import { cpuTimeMs, GATEWAY_NODE_ARGS, startChild, stopAll } from '../lib/processes.js';
+import { cpuTimeMs, GATEWAY_NODE_ARGS, RssSampler, startChild, stopAll } from '../lib/processes.js';
 import { cpfOf } from '../lib/states.js';
 
 // `node dist/bench/investigations/campaign-upload.js [--lines=100000] [--rounds=1] [--profile]`
@@ -75,17 +75,19 @@ try {
       const file = campaignFile(`r${round}`, lines);
       const cpuBefore = cpuTimeMs(gateway.pid);
       const backendsBefore = await backendCpuSnapshot(database, GATEWAY_APPLICATIONS);
+      const rss = new RssSampler(gateway.pid);
       const started = performance.now();
       const res = await fetch(`${gateway.baseUrl}/v1/campaigns`, { method: 'POST', headers: { 'content-type': 'application/x-ndjson' }, body: file });
       const answer = (await res.json()) as { accepted?: number; rejected?: unknown[] };
       const wallMs = performance.now() - started;
+      const peakMb = rss.finish();
       const cpuMs = (cpuTimeMs(gateway.pid) ?? Number.NaN) - (cpuBefore ?? Number.NaN);
       const backendMs = backendCpuBetween(backendsBefore, await backendCpuSnapshot(database, GATEWAY_APPLICATIONS));
       if (res.status !== 202 || answer.accepted !== lines) throw new Error(`round ${round}: ${res.status} ${JSON.stringify(answer).slice(0, 500)}`);
       const us = (ms: number | null) => (ms === null || Number.isNaN(ms) ? 'n/a' : `${((ms * 1000) / lines).toFixed(1)} us`);
       say(
         `round ${round}, build ${i + 1} (${entry}): ${(wallMs / 1000).toFixed(2)} s wall (${us(wallMs)}/line); gateway CPU ${us(cpuMs)}/line; ` +
-          `PostgreSQL backends CPU ${us(backendMs)}/line; load average ${loadavg()[0]!.toFixed(2)}`,
+          `PostgreSQL backends CPU ${us(backendMs)}/line; gateway peak RSS ${peakMb ?? 'n/a'} MB (since its start); load average ${loadavg()[0]!.toFixed(2)}`,
       );
     }
   }
