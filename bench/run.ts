@@ -14,6 +14,7 @@ import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
 import { wrkAvailable } from './lib/wrk.js';
 import { probeReader } from './lib/probe.js';
 import { type Child, GATEWAY_NODE_ARGS, RssSampler, startChild, stopAll } from './lib/processes.js';
+import { statementGoals, statementLines, timeStatements } from './lib/statement-timings.js';
 import { type AbReport, type ColdStart, type Goal, type LongPollReport, type Noise, abGoals, buffersFlatGoal, longPollGoals, renderReport, stateGoals } from './lib/report.js';
 import { API_LOAD_LIMIT, afterLoading, beforeLoading, type BenchState, databaseBuffers, loadInBulk, loadThroughApi, STATE_NAMES, type StateRun, stateRuns, storedRequests } from './lib/states.js';
 import { callbackScenario, callbackStateScenario } from './scenarios/callback.js';
@@ -88,7 +89,7 @@ function alphanumeric(length: number): string {
   return Array.from({ length }, () => alphabet[randomInt(alphabet.length)]).join('');
 }
 
-const secrets = { PARTNER_TOKEN: alphanumeric(64), CPF_HASH_KEY: alphanumeric(48) };
+const secrets = { PARTNER_TOKEN: alphanumeric(64), CPF_HASH_KEY: alphanumeric(48), ADMIN_API_KEYS: alphanumeric(40) };
 
 let database: BenchDatabase | undefined;
 /** Databases of single scenarios (dropped once the scenario is done, or here). */
@@ -206,6 +207,8 @@ interface StateHooks {
   afterStart: (gateway: Child) => Promise<void>;
   buffers: () => Promise<number>;
   goals: (result: Awaited<ReturnType<typeof compareAb>>, rss: number | null) => Goal[];
+  /** Once the runs are over, the gateway still up: more goals (the statements timed at the state's size). */
+  afterRuns?: (gateway: Child) => Promise<Goal[]>;
 }
 
 async function abScenario(database: BenchDatabase, stubUrl: string, scenario: AbScenario, push?: Push, state?: StateHooks): Promise<AbReport> {
@@ -243,13 +246,14 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
       say,
     );
     const gatewayPeakRssMb = gatewayRss.finish();
+    const laterGoals = state?.afterRuns ? await state.afterRuns(gateway) : [];
     return {
       scenario: scenario.name,
       connections: scenario.connections,
       ...result,
       gatewayPeakRssMb,
       baselinePeakRssMb: baselineRss.finish(),
-      goals: state ? state.goals(result, gatewayPeakRssMb) : tracingMode === undefined ? abGoals(scenario.name, result, gatewayPeakRssMb) : tracingGoals(tracingMode, result),
+      goals: state ? [...state.goals(result, gatewayPeakRssMb), ...laterGoals] : tracingMode === undefined ? abGoals(scenario.name, result, gatewayPeakRssMb) : tracingGoals(tracingMode, result),
     };
   } finally {
     gatewayRss.finish();
@@ -292,6 +296,12 @@ async function callbackInState(run: StateRun, stubUrl: string, adminUrl: string)
       },
       buffers: () => databaseBuffers(bench.pool),
       goals: (result, rss) => stateGoals(result, rss),
+      afterRuns: async (gateway) => {
+        const timings = await timeStatements(gateway.baseUrl, bench.url, bench.pool, `${run.state}${run.size}-`, secrets.ADMIN_API_KEYS);
+        say(`  statements timed once the runs were over (${await storedRequests(bench.pool)} stored requests), ms per run:`);
+        for (const line of statementLines(timings)) say(`    ${line}`);
+        return statementGoals(timings);
+      },
     });
     notes.push(`${await storedRequests(bench.pool)} stored requests after the runs`);
     return { ...report, notes: [`${STATE_NAMES[run.state]}: ${notes.join('; ')}`] };
