@@ -25,7 +25,7 @@ import { submitScenario } from './scenarios/submit.js';
 import { type CampaignReport, renderCampaign, runCampaignScenario } from './scenarios/campaign.js';
 import { BENCH_OPTION_DETAILS, BENCH_OPTIONS } from './lib/options.js';
 
-// `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start,campaign] [--lines=100000] [--outage-s=30] [--states=a,b,c,d] [--sizes=10k,100k,1m] [--profile] [--probe] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500] [--delivery-endpoints=one|troubled]`:
+// `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start,campaign] [--lines=100000] [--outage-s=30] [--states=a,b,c,d] [--sizes=10k,100k,1m] [--state-push=off|on|both] [--profile] [--probe] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500] [--delivery-endpoints=one|troubled]`:
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
@@ -59,6 +59,15 @@ const numberArg = (name: string, fallback: number) => {
   const raw = args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
   return raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : fallback;
 };
+
+/**
+ * --state-push=off|on|both: the bench states' callback A/B with outcome events pushed to a receiver
+ * (`callback-push [a 10k]`, each on a database of its own), without (the default), or both one after
+ * the other (issue 34: every goal judged with push on and off).
+ */
+const statePushRaw = args.find((a) => a.startsWith('--state-push='))?.slice('--state-push='.length) ?? 'off';
+if (statePushRaw !== 'off' && statePushRaw !== 'on' && statePushRaw !== 'both') throw new Error(`--state-push=${statePushRaw}: off, on or both`);
+const statePushModes: readonly boolean[] = statePushRaw === 'both' ? [false, true] : [statePushRaw === 'on'];
 
 const deliveryEndpointsRaw = args.find((a) => a.startsWith('--delivery-endpoints='))?.slice('--delivery-endpoints='.length) ?? 'one';
 if (deliveryEndpointsRaw !== 'one' && deliveryEndpointsRaw !== 'troubled') throw new Error(`--delivery-endpoints=${deliveryEndpointsRaw}: one or troubled`);
@@ -202,6 +211,12 @@ interface Push {
   settle: () => Promise<string>;
 }
 
+/** The gateway pushing its outcome events to the receiver at `url`; its deliveries drained after each run. */
+const pushingTo = (database: BenchDatabase, url: string): Push => ({
+  env: { EVENT_WEBHOOK_URLS: url, EVENT_WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`, EVENT_WEBHOOK_TIMEOUT_MS: '5000' },
+  settle: () => drainDeliveries(database, url),
+});
+
 /** How a bench state's A/B differs: its loading once both sides run, no CHECKPOINT, buffers counted, its own goals. */
 interface StateHooks {
   afterStart: (gateway: Child) => Promise<void>;
@@ -267,8 +282,8 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
  * own: both sides start on the empty tables, the stored requests are loaded through the gateway's
  * API (or in bulk beyond API_LOAD_LIMIT, as the API leaves them), then the state's statistics.
  */
-async function callbackInState(run: StateRun, stubUrl: string, adminUrl: string): Promise<AbReport> {
-  const name = `callback [${run.state} ${run.size}]`;
+async function callbackInState(run: StateRun, stubUrl: string, adminUrl: string, pushTo?: string): Promise<AbReport> {
+  const name = `${pushTo === undefined ? 'callback' : 'callback-push'} [${run.state} ${run.size}]`;
   const cluster = run.state === 'd' ? await startOwnPostgres({ autovacuum: true }) : undefined;
   if (cluster) stateClusters.add(cluster);
   const bench = await createBenchDatabase(cluster?.url ?? own?.url ?? adminUrl);
@@ -277,7 +292,8 @@ async function callbackInState(run: StateRun, stubUrl: string, adminUrl: string)
   try {
     say(`\n${name}: ${STATE_NAMES[run.state]}, ${run.requests} stored requests, on ${cluster ? 'a private cluster, autovacuum on' : own ? 'the private cluster' : 'the shared server'}`);
     await beforeLoading(bench.pool, run.state);
-    const report = await abScenario(bench, stubUrl, callbackStateScenario(bench.pool, name), undefined, {
+    const push = pushTo === undefined ? undefined : pushingTo(bench, pushTo);
+    const report = await abScenario(bench, stubUrl, callbackStateScenario(bench.pool, name), push, {
       afterStart: async (gateway) => {
         const began = performance.now();
         let how = 'through the API';
@@ -435,15 +451,22 @@ async function main(): Promise<void> {
 
   const ab: AbReport[] = [];
   if (wanted('callback')) {
-    const inStates: Array<{ state: BenchState; size: string; report: AbReport }> = [];
-    for (const run of states) {
-      const report = await callbackInState(run, stub.baseUrl, adminUrl);
-      inStates.push({ state: run.state, size: run.size, report });
-      ab.push(report);
+    const inStates: Array<{ key: string; size: string; report: AbReport }> = [];
+    const receiver = statePushModes.includes(true) ? await startReceiver() : undefined;
+    try {
+      for (const run of states) {
+        for (const pushed of statePushModes) {
+          const report = await callbackInState(run, stub.baseUrl, adminUrl, pushed ? receiver!.url : undefined);
+          inStates.push({ key: `${run.state}${pushed ? ' push' : ''}`, size: run.size, report });
+          ab.push(report);
+        }
+      }
+    } finally {
+      await receiver?.close();
     }
-    // Buffers per callback flat across sizes: judged on each state's largest size.
-    for (const state of new Set(inStates.map((s) => s.state))) {
-      const bySize = inStates.filter((s) => s.state === state);
+    // Buffers per callback flat across sizes: judged on each state's (and push mode's) largest size.
+    for (const key of new Set(inStates.map((s) => s.key))) {
+      const bySize = inStates.filter((s) => s.key === key);
       bySize.at(-1)!.report.goals.push(buffersFlatGoal(bySize.map((s) => ({ size: s.size, buffersPerOk: s.report.gateway.buffersPerOk }))));
     }
   }
@@ -455,10 +478,7 @@ async function main(): Promise<void> {
     if (pushDatabase !== database) scenarioDatabases.add(pushDatabase);
     const receiver = await startReceiver();
     try {
-      const push: Push = {
-        env: { EVENT_WEBHOOK_URLS: receiver.url, EVENT_WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`, EVENT_WEBHOOK_TIMEOUT_MS: '5000' },
-        settle: () => drainDeliveries(pushDatabase, receiver.url),
-      };
+      const push = pushingTo(pushDatabase, receiver.url);
       ab.push(await abScenario(pushDatabase, stub.baseUrl, { ...callbackScenario(pushDatabase.pool, { minRows: settings.minCallbackRows }), name: 'callback-push' }, push));
     } finally {
       await receiver.close();
