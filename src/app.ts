@@ -213,6 +213,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(personalDataRoutes(config, services.personalData));
   await app.register(statsRoutes(config, services.stats));
   await app.register(services.retention);
+  await app.register(services.statisticsClosing);
   await app.register(consoleRoutes({ config }));
   await app.register(deliveries(capabilityDeps, services.deliveries));
   await app.register(eventRoutes(config, services.events));

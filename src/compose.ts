@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { statisticsClosing } from './aggregates/plugin.js';
 import { callbackMetrics } from './callbacks/metrics.js';
 import { callbackService } from './callbacks/service.js';
 import { campaignMetrics } from './campaigns/metrics.js';
@@ -100,6 +101,8 @@ export function composeServices(deps: CapabilityDeps, log: FastifyBaseLogger) {
     warnWhenUnset: config.nodeEnv === 'production',
     metrics: retentionMetrics(deps.registry),
   });
-  return { ...services, retention: retentionSweep };
+  // Closed hours rolled up for the statistics read, on every instance.
+  const closing = statisticsClosing({ db, clock });
+  return { ...services, retention: retentionSweep, statisticsClosing: closing };
 }
 export type Services = ReturnType<typeof composeServices>;

@@ -2,6 +2,8 @@
 
 set local enable_seqscan = off;
 
+select pg_advisory_xact_lock_shared(4127708853940019163);
+
 select c.id from campaigns c
  where c.created_at < $1 and c.updated_at < $2
    and not exists (select 1 from underwriting_requests r where r.campaign_id = c.id)

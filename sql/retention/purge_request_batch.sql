@@ -2,6 +2,8 @@
 
 set local enable_seqscan = off;
 
+select pg_advisory_xact_lock_shared(4127708853940019163);
+
 select r.id from underwriting_requests r
  where r.submitted_at < $1 and r.updated_at < $2
    and r.status not in ('queued', 'submitting', 'submitted')

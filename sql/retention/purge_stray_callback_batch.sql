@@ -2,6 +2,8 @@
 
 set local enable_seqscan = off;
 
+select pg_advisory_xact_lock_shared(4127708853940019163);
+
 select c.id from callbacks c
  where c.outcome in ('unmatched', 'invalid') and c.received_at < $1
  limit $2

@@ -1,5 +1,7 @@
 -- Query read_present (builder), in src/stats/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
+select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true);
+
 select p.pending, p.oldest_pending,
        (select count(*) from callbacks c
          where c.outcome = 'unmatched' and c.received_at >= $1)::bigint as unmatched,

@@ -5,7 +5,8 @@ import { ORIGIN, turnaroundBin } from './turnaround.js';
 // Folding rows about to be purged into the hourly aggregates (statistics_hourly, turnaround_hourly),
 // which the statistics read beside the live rows. The caller (the retention sweep) holds the rows'
 // locks and deletes them in the same transaction, so each row is counted exactly once: live, or
-// here. Aggregate rows are upserted in ascending key order, statistics before turnaround, so sweeps
+// here. A row of a closed hour (closing.ts) is in its hour's counts already: the delete takes it
+// back out (migration 0022's trigger), so it is counted once there too. Aggregate rows are upserted in ascending key order, statistics before turnaround, so sweeps
 // running at once on several instances queue on a shared hour instead of deadlocking.
 
 const HOUR = sql`date_bin(interval '1 hour', r.submitted_at, ${ORIGIN})`;

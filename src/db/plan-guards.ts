@@ -39,3 +39,12 @@ export function inIndexOrder<T>(db: Kysely<Tables>, work: (trx: Kysely<Tables>) 
     return work(trx);
   });
 }
+
+/**
+ * Index scans only, no sequential scan and no bitmap: for counts through a partial index whose rows
+ * change (the requests in flight, the pending deliveries). Each such row leaves an entry per version
+ * it had while it matched (a request: `submitting`, then `submitted`) until vacuum removes them; a
+ * bitmap scan visits every one of them on every read, an index scan marks each dead on its first
+ * visit and later reads skip it (docs/performance.md).
+ */
+export const INDEX_SCANS_ONLY = sql`select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;

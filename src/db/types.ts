@@ -229,7 +229,7 @@ export interface EventEndpointsTable {
   in_flight: ColumnType<Record<string, { n: number; until: string }>, string | undefined, string>;
 }
 
-/** Purged rows, folded per UTC hour: requests by the hour they were submitted, callbacks by arrival. */
+/** Purged rows, and closed hours' rows, folded per UTC hour: requests by the hour they were submitted, callbacks by arrival. */
 export interface StatisticsHourlyTable {
   hour: Timestamp;
   submitted: ColumnType<number, number | undefined, number>;
@@ -242,6 +242,8 @@ export interface StatisticsHourlyTable {
   filtered: ColumnType<number, number | undefined, number>;
   unmatched: ColumnType<number, number | undefined, number>;
   invalid: ColumnType<number, number | undefined, number>;
+  /** When the hour's live rows were added to its counts (closed, aggregates/closing.ts); null: still open. */
+  closed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
 /** Turnaround of purged completed requests: a log-scale histogram per UTC hour (see aggregates/turnaround.ts). */

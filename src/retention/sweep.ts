@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, type RawBuilder, sql } from 'kysely';
+import { SHARE_CLOSING_LOCK } from '../aggregates/sql.js';
 import { foldRequests, foldStrayCallbacks, idArray } from '../aggregates/fold.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
@@ -146,6 +147,9 @@ async function purgeBatch(db: Kysely<Tables>, kind: BatchKind, cutoff: Date, bat
   return db.transaction().execute(async (trx) => {
     // Every delete an index lookup, whatever the statistics guess (docs/performance.md).
     await INDEX_LOOKUPS_ONLY.execute(trx);
+    // Before the fold: a closing of one of these hours waits for this batch, or this batch for it
+    // (aggregates/closing.ts; the delete takes a closed hour's rows back out of its counts).
+    await SHARE_CLOSING_LOCK.execute(trx);
     const { rows } = await kind.lock(cutoff, batch).execute(trx);
     if (rows.length === 0) return none();
     const ids = idArray(rows.map((r) => r.id));
@@ -203,7 +207,7 @@ export function startRetentionSweep(deps: RetentionDeps): RetentionSweep {
 
 /** One batch of each kind, its whole transaction, as `npm run sql:snapshot` writes it (docs/layout.md). */
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
-  { name: 'purge_request_batch', rows: [[], [{ id: 1 }]], run: (db) => purgeRequestBatch(db, new Date(0), DEFAULT_LIMITS.batch) },
-  { name: 'purge_stray_callback_batch', rows: [[], [{ id: 1 }]], run: (db) => purgeBatch(db, STRAY_CALLBACKS, new Date(0), DEFAULT_LIMITS.batch) },
-  { name: 'purge_campaign_batch', rows: [[], [{ id: 1 }]], run: (db) => purgeBatch(db, CAMPAIGNS, new Date(0), DEFAULT_LIMITS.batch) },
+  { name: 'purge_request_batch', rows: [[], [], [{ id: 1 }]], run: (db) => purgeRequestBatch(db, new Date(0), DEFAULT_LIMITS.batch) },
+  { name: 'purge_stray_callback_batch', rows: [[], [], [{ id: 1 }]], run: (db) => purgeBatch(db, STRAY_CALLBACKS, new Date(0), DEFAULT_LIMITS.batch) },
+  { name: 'purge_campaign_batch', rows: [[], [], [{ id: 1 }]], run: (db) => purgeBatch(db, CAMPAIGNS, new Date(0), DEFAULT_LIMITS.batch) },
 ];

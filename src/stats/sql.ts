@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { ORIGIN, turnaroundBin } from '../aggregates/turnaround.js';
+import { INDEX_LOOKUPS_ONLY, INDEX_SCANS_ONLY } from '../db/plan-guards.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { unwrittenByUrlSql, unwrittenDeliveriesSql } from '../events/pending-sql.js';
@@ -33,47 +34,74 @@ const COUNTS = ['submitted', 'completed', 'expired', 'submit_failed', 'pending',
 /**
  * Every bucket in [since, until) (both on bucket boundaries), in order, empty ones included, in one
  * round trip. A bucket's requests are those submitted in it, as they stand now; its unmatched and
- * invalid callbacks those that arrived in it. Live rows are read through the submitted_at and
- * received_at indexes; purged hours come from the aggregates (a row is in one or the other, never
- * both). Percentiles come from the merged turnaround histogram of both.
+ * invalid callbacks those that arrived in it. An hour is counted in statistics_hourly and
+ * turnaround_hourly (its purged rows; once closed, all of them: aggregates/closing.ts) plus, while
+ * it is not closed, its live rows, read by range through the submitted_at and received_at indexes
+ * for each run of open hours: a closed row is in the aggregates and never read, so the read costs
+ * the window's hours and its open hours' rows, not the window's rows. Percentiles come from the
+ * merged turnaround histogram.
  */
 export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
   const width = sql`${WIDTH[unit]}::interval`;
   const bucket = (column: ReturnType<typeof sql.ref>) => sql`date_bin(${width}, ${column}, ${ORIGIN})`;
   const sum = (c: string) => sql`sum(${sql.ref(c)})::bigint as ${sql.ref(c)}`;
   return sql<BucketRow>`
-    with live as (
-      select ${bucket(sql.ref('r.submitted_at'))} as start,
-             case when r.status = 'completed' and r.completed_at is not null then ${turnaroundBin('r')} end as bin,
-             count(*) as submitted,
-             count(*) filter (where r.status = 'completed') as completed,
-             count(*) filter (where r.status = 'expired') as expired,
-             count(*) filter (where r.status = 'submit_failed') as submit_failed,
-             -- Awaiting the provider: queued (Prefer: respond-async, campaigns) too.
-             count(*) filter (where r.status in ('queued', 'submitting', 'submitted')) as pending,
-             count(*) filter (where r.decision = 'approved') as approved,
-             count(*) filter (where r.decision = 'declined') as declined,
-             count(*) filter (where r.decision = 'no_score') as no_score,
-             count(*) filter (where r.decision = 'filtered') as filtered,
-             0 as unmatched, 0 as invalid
-        from underwriting_requests r
-       where r.submitted_at >= ${since} and r.submitted_at < ${until}
-       group by 1, 2
+    with agg as materialized (
+      select s.hour, s.closed_at, ${sql.join(COUNTS.filter((c) => c !== 'pending').map((c) => sql.ref(`s.${c}`)))}
+        from statistics_hourly s
+       where s.hour >= ${since} and s.hour < ${until}
+    ),
+    hours as (
+      select h.hour from generate_series(${since}::timestamptz, ${until}::timestamptz - interval '1 hour', interval '1 hour') as h(hour)
+       where not exists (select 1 from agg a where a.hour = h.hour and a.closed_at is not null)
+    ),
+    open_runs as (
+      -- Consecutive open hours as one range each (typically one: the last hour or two).
+      select min(hour) as lo, max(hour) + interval '1 hour' as hi
+        from (select hour, hour - row_number() over (order by hour) * interval '1 hour' as run from hours) x
+       group by run
+    ),
+    live as (
+      -- Lateral and grouped per run: each run one range of underwriting_requests_list, never a
+      -- join the planner could turn into a pass over every row.
+      select r.start, r.bin, r.submitted, r.completed, r.expired, r.submit_failed, r.pending,
+             r.approved, r.declined, r.no_score, r.filtered
+        from open_runs o
+        cross join lateral (
+          select ${bucket(sql.ref('x.submitted_at'))} as start,
+                 case when x.status = 'completed' and x.completed_at is not null then ${turnaroundBin('x')} end as bin,
+                 count(*) as submitted,
+                 count(*) filter (where x.status = 'completed') as completed,
+                 count(*) filter (where x.status = 'expired') as expired,
+                 count(*) filter (where x.status = 'submit_failed') as submit_failed,
+                 -- Awaiting the provider: queued (Prefer: respond-async, campaigns) too.
+                 count(*) filter (where x.status in ('queued', 'submitting', 'submitted')) as pending,
+                 count(*) filter (where x.decision = 'approved') as approved,
+                 count(*) filter (where x.decision = 'declined') as declined,
+                 count(*) filter (where x.decision = 'no_score') as no_score,
+                 count(*) filter (where x.decision = 'filtered') as filtered
+            from underwriting_requests x
+           where x.submitted_at >= o.lo and x.submitted_at < o.hi
+           group by 1, 2) r
     ),
     counts as (
       select start, submitted, completed, expired, submit_failed, pending,
-             approved, declined, no_score, filtered, unmatched, invalid
+             approved, declined, no_score, filtered, 0 as unmatched, 0 as invalid
         from live
       union all
       select ${bucket(sql.ref('s.hour'))}, s.submitted, s.completed, s.expired, s.submit_failed, 0,
              s.approved, s.declined, s.no_score, s.filtered, s.unmatched, s.invalid
-        from statistics_hourly s
-       where s.hour >= ${since} and s.hour < ${until}
+        from agg s
       union all
-      select ${bucket(sql.ref('c.received_at'))}, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-             (c.outcome = 'unmatched')::int, (c.outcome = 'invalid')::int
-        from callbacks c
-       where c.outcome in ('unmatched', 'invalid') and c.received_at >= ${since} and c.received_at < ${until}
+      select c.start, 0, 0, 0, 0, 0, 0, 0, 0, 0, c.unmatched, c.invalid
+        from open_runs o
+        cross join lateral (
+          select ${bucket(sql.ref('x.received_at'))} as start,
+                 count(*) filter (where x.outcome = 'unmatched') as unmatched,
+                 count(*) filter (where x.outcome = 'invalid') as invalid
+            from callbacks x
+           where x.outcome in ('unmatched', 'invalid') and x.received_at >= o.lo and x.received_at < o.hi
+           group by 1) c
     ),
     totals as (
       select start, ${sql.join(COUNTS.map(sum))} from counts group by start
@@ -86,7 +114,8 @@ export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
        where t.hour >= ${since} and t.hour < ${until}
     ),
     merged as (
-      select start, bin, sum(n) as n from bins group by start, bin
+      -- A bin a late change or an erasure emptied holds 0: no turnaround of the bucket is in it.
+      select start, bin, sum(n) as n from bins group by start, bin having sum(n) > 0
     ),
     running as (
       select start, bin,
@@ -109,9 +138,17 @@ export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
      order by g.start`;
 }
 
+/**
+ * The buckets in a transaction of their own with no sequential scan: whatever the statistics say
+ * (none yet, or from when the tables were small), every live row is read by its range and every
+ * aggregate row by its hour (docs/performance.md).
+ */
 export async function readBuckets(db: Kysely<Tables>, since: Date, until: Date, unit: BucketUnit): Promise<BucketRow[]> {
-  const { rows } = await bucketsQuery(since, until, unit).execute(db);
-  return rows;
+  return db.transaction().execute(async (trx) => {
+    await INDEX_LOOKUPS_ONLY.execute(trx);
+    const { rows } = await bucketsQuery(since, until, unit).execute(trx);
+    return rows;
+  });
 }
 
 export interface PresentRow {
@@ -148,9 +185,16 @@ export function presentQuery(dayAgo: Date, keys: readonly string[] = []) {
            (${unwrittenDeliveriesSql(keys)}) u`;
 }
 
+/**
+ * The present in a transaction of its own with index scans only: each count through its partial
+ * index whatever the statistics, skipping the dead versions an earlier read found (INDEX_SCANS_ONLY).
+ */
 export async function readPresent(db: Kysely<Tables>, dayAgo: Date, keys: readonly string[] = []): Promise<PresentRow> {
-  const { rows } = await presentQuery(dayAgo, keys).execute(db);
-  return rows[0]!;
+  return db.transaction().execute(async (trx) => {
+    await INDEX_SCANS_ONLY.execute(trx);
+    const { rows } = await presentQuery(dayAgo, keys).execute(trx);
+    return rows[0]!;
+  });
 }
 
 export interface UrlDeliveriesRow {
@@ -186,6 +230,6 @@ export async function readDeliveriesByUrl(db: Kysely<Tables>, keys: readonly str
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'read_buckets_hour', run: (db) => readBuckets(db, new Date(0), new Date(86_400_000), 'hour') },
   { name: 'read_buckets_day', run: (db) => readBuckets(db, new Date(0), new Date(7 * 86_400_000), 'day') },
-  { name: 'read_present', rows: [[{}]], run: (db) => readPresent(db, new Date(0), ['k']) },
+  { name: 'read_present', rows: [[], [{}]], run: (db) => readPresent(db, new Date(0), ['k']) },
   { name: 'read_deliveries_by_url', run: (db) => readDeliveriesByUrl(db, ['k']) },
 ];

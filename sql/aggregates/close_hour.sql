@@ -1,0 +1,45 @@
+-- Query close_hour (builder), in src/aggregates/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+
+set local enable_seqscan = off;
+
+select pg_advisory_xact_lock(4127708853940019163);
+
+with live as (
+  select count(*) as submitted,
+         count(*) filter (where r.status = 'completed') as completed,
+         count(*) filter (where r.status = 'expired') as expired,
+         count(*) filter (where r.status = 'submit_failed') as submit_failed,
+         count(*) filter (where r.decision = 'approved') as approved,
+         count(*) filter (where r.decision = 'declined') as declined,
+         count(*) filter (where r.decision = 'no_score') as no_score,
+         count(*) filter (where r.decision = 'filtered') as filtered,
+         count(*) filter (where r.status in ('queued', 'submitting', 'submitted')) as awaiting
+    from underwriting_requests r
+   where r.submitted_at >= $1 and r.submitted_at < $2
+),
+stray as (
+  select count(*) filter (where c.outcome = 'unmatched') as unmatched,
+         count(*) filter (where c.outcome = 'invalid') as invalid
+    from callbacks c
+   where c.outcome in ('unmatched', 'invalid') and c.received_at >= $3 and c.received_at < $4
+)
+update statistics_hourly s
+   set submitted = s.submitted + l.submitted, completed = s.completed + l.completed,
+       expired = s.expired + l.expired, submit_failed = s.submit_failed + l.submit_failed,
+       approved = s.approved + l.approved, declined = s.declined + l.declined,
+       no_score = s.no_score + l.no_score, filtered = s.filtered + l.filtered,
+       unmatched = s.unmatched + c.unmatched, invalid = s.invalid + c.invalid,
+       closed_at = $5
+  from live l, stray c
+ where s.hour = $6 and s.closed_at is null and l.awaiting = 0
+   -- Through underwriting_requests_status_list: the few requests being sent.
+   and not exists (select 1 from underwriting_requests q where q.status = 'submitting' and q.queued_at < $7)
+returning s.hour;
+
+insert into turnaround_hourly as t (hour, bin, requests)
+select $1::timestamptz, least($2, floor($3 * ln(greatest((date_part('epoch', "r"."completed_at" - "r"."submitted_at") * 1000), 1)) / ln(2)))::smallint, count(*)
+  from underwriting_requests r
+ where r.submitted_at >= $4 and r.submitted_at < $5 and r.status = 'completed' and r.completed_at is not null
+ group by 2
+ order by 2
+on conflict (hour, bin) do update set requests = t.requests + excluded.requests;

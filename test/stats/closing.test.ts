@@ -1,0 +1,136 @@
+import type { FastifyInstance } from 'fastify';
+import { type Kysely, sql } from 'kysely';
+import t from 'tap';
+import { closingPass } from '../../src/aggregates/closing.js';
+import { CLOSING_LOCK_ID } from '../../src/aggregates/sql.js';
+import type { Tables } from '../../src/db/types.js';
+import { purgePass } from '../../src/retention/sweep.js';
+import { resultBody, postCallback } from '../callbacks/fixtures.js';
+import { adminApp, post } from '../personal-data/fixtures.js';
+import { anotherConnection, freshDatabase } from '../helpers/database.js';
+import { insertRow, insertStray } from './fixtures.js';
+
+// Closed hours (issue 34, docs/operations.md): an hour none of whose requests awaits the provider is
+// folded into the aggregates and read from them alone. The answers must not change for it, and
+// whatever still reaches a closed hour (a late callback, erasure, retention) must keep them right:
+// every step below runs on a gateway whose hours are closed and on one whose hours never are, and
+// both must answer alike.
+
+const NOW = new Date('2026-11-23T04:30:00Z');
+const at = (iso: string) => new Date(iso);
+const RANGES = [
+  'since=2026-11-21T00:00:00Z&until=2026-11-24T00:00:00Z&bucket=day',
+  'since=2026-11-21T04:00:00Z&until=2026-11-23T05:00:00Z&bucket=hour',
+];
+
+/** The same rows in each database: every status, the four decisions, spread turnarounds, stray callbacks. */
+async function seed(db: Kysely<Tables>): Promise<void> {
+  const statuses = ['completed', 'completed', 'completed', 'expired', 'submit_failed', 'cancelled'] as const;
+  const decisions = ['approved', 'declined', 'no_score', 'filtered'] as const;
+  for (let i = 0; i < 72; i++) {
+    await insertRow(db, {
+      customerUuid: `close-${i}`,
+      status: statuses[i % 6]!,
+      decision: decisions[i % 4]!,
+      submittedAt: new Date(at('2026-11-21T06:00:00Z').getTime() + i * 37 * 60_000),
+      turnaroundMs: 400 * (i + 1) ** 2,
+    });
+  }
+  // Expired and failed, to be completed late; and one still awaiting its callback (its hour stays open).
+  await insertRow(db, { customerUuid: 'late-expired', status: 'expired', submittedAt: '2026-11-22T10:05:00Z' });
+  await insertRow(db, { customerUuid: 'late-failed', status: 'submit_failed', submittedAt: '2026-11-22T11:15:00Z' });
+  await insertRow(db, { customerUuid: 'waiting', status: 'submitted', submittedAt: '2026-11-22T15:10:00Z' });
+  await insertRow(db, { customerUuid: 'waiting-hour', status: 'completed', submittedAt: '2026-11-22T15:40:00Z', turnaroundMs: 90_000 });
+  // This hour and the last are too recent to close.
+  await insertRow(db, { customerUuid: 'recent-1', status: 'completed', submittedAt: '2026-11-23T04:05:00Z', turnaroundMs: 2_000 });
+  await insertRow(db, { customerUuid: 'recent-2', status: 'submitted', submittedAt: '2026-11-23T04:20:00Z' });
+  await insertRow(db, { customerUuid: 'recent-3', status: 'expired', submittedAt: '2026-11-23T03:50:00Z' });
+  for (let i = 0; i < 12; i++) {
+    await insertStray(db, i % 3 ? 'unmatched' : 'invalid', new Date(at('2026-11-21T07:00:00Z').getTime() + i * 3.5 * 3600_000), { customerUuid: `stray-${i}` });
+  }
+}
+
+async function answers(app: FastifyInstance): Promise<unknown[]> {
+  const out = [];
+  for (const range of RANGES) {
+    const res = await app.inject({ url: `/v1/stats?${range}` });
+    if (res.statusCode !== 200) throw new Error(`${res.statusCode} ${res.body}`);
+    out.push(res.json().buckets);
+  }
+  return out;
+}
+
+const closedHours = async (db: Kysely<Tables>) =>
+  Number((await sql<{ n: string }>`select count(*)::text as n from statistics_hourly where closed_at is not null`.execute(db)).rows[0]!.n);
+
+t.test('closing hours changes no answer, and a late callback, an erasure and retention after it keep them right', async (t) => {
+  const open = await adminApp(t, { clock: () => NOW });
+  const closed = await adminApp(t, { clock: () => NOW });
+  const both = [open, closed];
+  for (const { database } of both) await seed(database.db);
+  const before = await answers(closed.app);
+  t.same(await answers(open.app), before, 'the two gateways start alike');
+
+  await closed.app.statisticsClosing.run();
+  const n = await closedHours(closed.database.db);
+  t.ok(n > 40, `hours closed (${n})`);
+  const hour = async (iso: string) =>
+    (await sql<{ closed_at: Date | null }>`select closed_at from statistics_hourly where hour = ${at(iso)}`.execute(closed.database.db)).rows[0];
+  t.ok((await hour('2026-11-22T15:00:00Z'))?.closed_at === null, 'the hour of a request awaiting its callback stays open');
+  t.ok((await hour('2026-11-23T03:00:00Z'))?.closed_at, 'an hour that ended 30 minutes ago is closed');
+  t.notOk((await hour('2026-11-23T04:00:00Z'))?.closed_at, 'the current hour is not');
+  t.same(await answers(closed.app), before, 'the same answers once closed: counts, decisions, percentiles, stray callbacks');
+
+  // Late callbacks complete the expired and the failed request, both in closed hours.
+  for (const { app } of both) {
+    for (const [customerUuid, started, limit] of [['late-expired', '2026-11-22T10:06:00Z', 3000], ['late-failed', '2026-11-22T11:16:00Z', 0]] as const) {
+      const res = await postCallback(app, resultBody(customerUuid, { started, finished: new Date(Date.parse(started) + 5000).toISOString(), limit }));
+      t.equal(res.statusCode, 200);
+      t.equal(res.json().received, true);
+    }
+  }
+  const late = await answers(closed.app);
+  t.same(late, await answers(open.app), 'late callbacks: the same answers as a gateway that never closed an hour');
+  t.not(JSON.stringify(late), JSON.stringify(before), 'and they changed them');
+
+  // An erasure of a subject with requests and a stray callback in closed hours.
+  for (const { app } of both) {
+    for (const customerUuid of ['close-3', 'close-7', 'stray-4', 'late-expired']) {
+      const res = await post(app, '/v1/personal-data/erase', { customerUuid });
+      t.equal(res.statusCode, 200, `erased ${customerUuid}`);
+    }
+  }
+  t.same(await answers(closed.app), await answers(open.app), 'erasure: the same answers');
+
+  // Retention purges a day and a half; closing again closes what retention left open.
+  for (const { database } of both) await purgePass(database.db, NOW, 1);
+  t.same(await answers(closed.app), await answers(open.app), 'retention: the same answers');
+  await closed.app.statisticsClosing.run();
+  const last = await answers(closed.app);
+  t.same(last, await answers(open.app), 'a second pass: the same answers');
+
+  // A closed hour is read from its aggregates alone: a row written into it behind the gateway's back is not seen.
+  await insertRow(closed.database.db, { customerUuid: 'behind', status: 'completed', submittedAt: '2026-11-22T09:30:00Z' });
+  t.same(await answers(closed.app), last, 'a closed hour is not read row by row');
+});
+
+t.test('two instances closing at once count every row once', async (t) => {
+  const database = await freshDatabase(t);
+  const other = await anotherConnection(t, database);
+  const reference = await adminApp(t, { clock: () => NOW });
+  await seed(database.db);
+  await seed(reference.database.db);
+  const closed = await Promise.all([closingPass(database.db, NOW), closingPass(other.db, NOW)]);
+  t.ok(closed[0] + closed[1] > 40, `hours closed: ${closed.join(' + ')}`);
+  t.equal(await closedHours(database.db), closed[0] + closed[1], 'each hour closed by one of them');
+  const { app } = await adminApp(t, { clock: () => NOW, database });
+  t.same(await answers(app), await answers(reference.app));
+});
+
+t.test("the triggers of migration 0022 take the closing pass's lock", async (t) => {
+  const { db } = await freshDatabase(t);
+  const { rows } = await sql<{ proname: string; prosrc: string }>`
+    select proname, prosrc from pg_proc where proname like 'statistics_closed_%' and prorettype = 'trigger'::regtype`.execute(db);
+  t.equal(rows.length, 3);
+  for (const row of rows) t.match(row.prosrc, `pg_advisory_xact_lock_shared(${CLOSING_LOCK_ID})`, row.proname);
+});
