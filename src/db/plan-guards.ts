@@ -32,6 +32,18 @@ export const INDEX_LOOKUPS_ONLY = sql`set local enable_seqscan = off`;
  */
 export const FOREIGN_KEY_CHECKS_PLANNED_ONCE = sql`select set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)`;
 
+/**
+ * For a hot statement whose plan does not depend on its parameters' values (the callback batch:
+ * the batch's JSON and the skew only feed lookups by index): the first statements of its own
+ * transaction, sent with BEGIN in one round trip (runStatement's `plannedOnce`). The prepared
+ * statement's generic plan and each foreign-key check's are made once per connection and kept,
+ * instead of being planned per batch and per row as NO_GENERIC_PLANS (db/handle.ts) has them
+ * everywhere else; sequential scans are off while they are made, so that a plan made while the
+ * tables were tiny is still every index's lookup once they have grown (NO_GENERIC_PLANS's reason).
+ * SQL text, not a template: it is sent on the statement's own connection.
+ */
+export const STATEMENT_PLANNED_ONCE = 'set local plan_cache_mode = force_generic_plan; set local enable_seqscan = off';
+
 /** Runs `work` in a transaction of its own in which no plan may sort (IN_INDEX_ORDER). */
 export function inIndexOrder<T>(db: Kysely<Tables>, work: (trx: Kysely<Tables>) => Promise<T>): Promise<T> {
   return db.transaction().execute(async (trx) => {

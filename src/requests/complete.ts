@@ -61,8 +61,8 @@ export interface RecordOptions {
 }
 
 /**
- * Stores valid results, deduplicates and correlates them in ONE statement (one round trip and one
- * commit for the whole batch, atomic): for each result, lock the newest request of its customer
+ * Stores valid results, deduplicates and correlates them in ONE statement (one plan and one commit
+ * for the whole batch, atomic): for each result, lock the newest request of its customer
  * still without a result and submitted no later than its `started` plus the skew, insert the
  * callback unless the same (customerUuid, started, finished) is already stored, complete the
  * request from what was inserted, and record the outcome event (completed or unmatched; the
@@ -148,9 +148,10 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
   const ordered = batch.map((cb, index) => ({ cb, index })).sort((a, b) => (a.cb.customerUuid < b.cb.customerUuid ? -1 : 1));
   const customers = new Set(batch.map((cb) => cb.customerUuid));
   if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');
-  // A prepared statement: parsed once per connection, planned on every batch for the tables as they
-  // are (NO_GENERIC_PLANS). Traced as a child of the first traced callback's span, linked to the
-  // others' (one statement stores them all).
+  // A prepared statement: parsed and planned once per connection, and so are its foreign-key checks
+  // (STATEMENT_PLANNED_ONCE: every lookup by index, whatever the statistics were when it was planned).
+  // Traced as a child of the first traced callback's span, linked to the others' (one statement
+  // stores them all).
   const traced = batch.filter((cb) => cb.trace !== undefined);
   const links = traced.slice(1).map((cb) => ({ context: trace.getSpanContext(cb.trace!.context)! }));
   const rows = await runStatement<RecordedRow>(
@@ -159,7 +160,7 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
     recordResultsParameters(ordered.map((o) => o.cb), options),
     traced[0]?.trace,
     links.length > 0 ? links : undefined,
-    { queryTimeoutMs: CALLBACK_QUERY_TIMEOUT_MS },
+    { queryTimeoutMs: CALLBACK_QUERY_TIMEOUT_MS, plannedOnce: true },
   );
   const recorded: Recorded[] = batch.map(() => ({ disposition: 'duplicate' }));
   for (const row of rows) {

@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { STATEMENT_PLANNED_ONCE } from '../../src/db/plan-guards.js';
 import type { Tables } from '../../src/db/types.js';
 import { RECORD_RESULTS, recordResultsParameters, type ValidResult } from '../../src/requests/complete.js';
 
@@ -171,6 +172,21 @@ export async function measureWork(conn: Kysely<Tables>, work: (conn: Kysely<Tabl
 /** The callback statement's parameters for a batch, in the order recordResults writes it. */
 export function recordResultsBatch(batch: readonly ValidResult[], skewS = 300): unknown[] {
   return recordResultsParameters([...batch].sort((a, b) => (a.customerUuid < b.customerUuid ? -1 : 1)), { skewS });
+}
+
+/** What the plan tests prepare the callback statement as: not the gateway's own name, which node-pg prepares itself. */
+const MEASURED_RECORD_RESULTS = 'record_results_measured';
+
+/**
+ * The callback statement for a batch as the gateway runs it (recordResults): prepared on this
+ * connection (once: its generic plan is kept, as the gateway's is) and executed under
+ * STATEMENT_PLANNED_ONCE, so that it runs the plan the connection made once and keeps.
+ */
+export async function measureRecordResults(conn: Kysely<Tables>, batch: readonly ValidResult[]): Promise<Measured> {
+  const { rows } = await sql`select 1 from pg_prepared_statements where name = ${MEASURED_RECORD_RESULTS}`.execute(conn);
+  if (rows.length === 0) await sql.raw(`prepare ${MEASURED_RECORD_RESULTS} as ${RECORD_RESULTS.text}`).execute(conn);
+  const execute = `execute ${MEASURED_RECORD_RESULTS}(${recordResultsBatch(batch).map(literal).join(', ')})`;
+  return measure(conn, execute, STATEMENT_PLANNED_ONCE);
 }
 
 /** The callback statement for a batch as an EXECUTE of the connection's prepared record_results. */
