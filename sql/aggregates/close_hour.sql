@@ -32,8 +32,10 @@ update statistics_hourly s
        closed_at = $5
   from live l, stray c
  where s.hour = $6 and s.closed_at is null and l.awaiting = 0
-   -- Through underwriting_requests_status_list: the few requests being sent.
-   and not exists (select 1 from underwriting_requests q where q.status = 'submitting' and q.queued_at < $7)
+   -- Through underwriting_requests_status_list: the few requests being sent. Only the hour a
+   -- request was queued in: the hours after it stay closable while a long campaign is sent.
+   and not exists (select 1 from underwriting_requests q
+                    where q.status = 'submitting' and q.queued_at >= $7 and q.queued_at < $8)
 returning s.hour;
 
 insert into turnaround_hourly as t (hour, bin, requests)

@@ -51,9 +51,9 @@ export function openHoursQuery(horizon: Date, after: Date | null, limit: number)
 
 /**
  * Closes the hour unless one of its requests still awaits the provider, or a request being sent
- * was queued before its end (one the provider certainly did not receive goes back to the queue,
- * to the hour it was queued in): adds its live requests and stray callbacks to its counts and sets
- * closed_at. Returns the hour when it closed it.
+ * was queued in it (one the provider certainly did not receive goes back to the queue, to the hour
+ * it was queued in, and to no other): adds its live requests and stray callbacks to its counts and
+ * sets closed_at. Returns the hour when it closed it.
  */
 export function closeHourQuery(hour: Date, now: Date) {
   const end = new Date(hour.getTime() + HOUR_MS);
@@ -86,8 +86,10 @@ export function closeHourQuery(hour: Date, now: Date) {
            closed_at = ${now}
       from live l, stray c
      where s.hour = ${hour} and s.closed_at is null and l.awaiting = 0
-       -- Through underwriting_requests_status_list: the few requests being sent.
-       and not exists (select 1 from underwriting_requests q where q.status = 'submitting' and q.queued_at < ${end})
+       -- Through underwriting_requests_status_list: the few requests being sent. Only the hour a
+       -- request was queued in: the hours after it stay closable while a long campaign is sent.
+       and not exists (select 1 from underwriting_requests q
+                        where q.status = 'submitting' and q.queued_at >= ${hour} and q.queued_at < ${end})
     returning s.hour`;
 }
 

@@ -134,3 +134,32 @@ t.test("the triggers of migration 0022 take the closing pass's lock", async (t) 
   t.equal(rows.length, 3);
   for (const row of rows) t.match(row.prosrc, `pg_advisory_xact_lock_shared(${CLOSING_LOCK_ID})`, row.proname);
 });
+
+t.test('a request being sent keeps only the hour it was queued in open, and returns there counted once', async (t) => {
+  const closed = await adminApp(t, { clock: () => NOW });
+  const open = await adminApp(t, { clock: () => NOW });
+  const queuedAt = '2026-11-21T06:10:00Z';
+  for (const { database } of [closed, open]) {
+    await seed(database.db);
+    // A campaign request queued two days ago, claimed now (being sent: its submitted_at the claim's time).
+    await insertRow(database.db, { customerUuid: 'sending', status: 'submitting', submittedAt: '2026-11-23T04:25:00Z' });
+    await sql`update underwriting_requests set queued_at = ${at(queuedAt)} where customer_uuid = 'sending'`.execute(database.db);
+  }
+  await closingPass(closed.database.db, NOW);
+  const hour = async (iso: string) =>
+    (await sql<{ closed_at: Date | null }>`select closed_at from statistics_hourly where hour = ${at(iso)}`.execute(closed.database.db)).rows[0];
+  t.equal((await hour('2026-11-21T06:00:00Z'))?.closed_at, null, 'the hour it was queued in stays open (it may return there)');
+  t.ok((await hour('2026-11-22T10:00:00Z'))?.closed_at, 'a later hour closes all the same');
+  t.ok((await hour('2026-11-23T03:00:00Z'))?.closed_at, 'and the last closable one');
+  t.ok((await closedHours(closed.database.db)) > 40, 'every other closable hour is closed');
+  t.same(await answers(closed.app), await answers(open.app), 'the same answers while it is being sent');
+
+  // The provider certainly did not receive it: back to the queue, to the hour it was queued in.
+  for (const { database } of [closed, open]) {
+    await sql`update underwriting_requests set status = 'queued', submitted_at = queued_at where customer_uuid = 'sending'`.execute(database.db);
+  }
+  t.same(await answers(closed.app), await answers(open.app), 'returned to the queue: counted once, in its queued hour');
+  await closingPass(closed.database.db, NOW);
+  t.equal((await hour('2026-11-21T06:00:00Z'))?.closed_at, null, 'its hour stays open while it is queued');
+  t.same(await answers(closed.app), await answers(open.app), 'and a pass after it changes no answer');
+});
