@@ -41,6 +41,17 @@ export interface ProbeFigures {
   secondBatchMax: number[];
   /** Database connections the process opened during the interval (pg clients connected). */
   connects: number;
+  /**
+   * Checkouts of a pooled connection (pg's Pool.connect) and how long each waited for one, ms: a
+   * request whose statement finds every connection of the pool in use waits here.
+   */
+  checkouts: number;
+  checkoutP99: number;
+  checkoutMax: number;
+  /** Checkouts that waited 1 ms or longer. */
+  checkoutsWaited: number;
+  /** Every named statement the process ran: how many, and their time from `pg` being handed one to its rows back (total and worst, ms). */
+  statements?: Record<string, { calls: number; totalMs: number; maxMs: number }>;
 }
 
 const file = process.env.PROBE_FILE;
@@ -70,8 +81,26 @@ if (file) {
   let seconds: ReturnType<typeof createHistogram>[] = [];
   let secondBatch: number[] = [];
   let connects = 0;
+  let statements: Record<string, { calls: number; totalMs: number; maxMs: number }> = {};
+  const checkout = createHistogram();
+  let checkoutsWaited = 0;
   const pg = createRequire(import.meta.url)('pg') as {
     Client: { prototype: { query: (...args: unknown[]) => unknown; connect: (...args: unknown[]) => unknown } };
+    Pool: { prototype: { connect: (...args: unknown[]) => unknown } };
+  };
+  const poolConnect = pg.Pool.prototype.connect;
+  pg.Pool.prototype.connect = function (this: unknown, ...args: unknown[]): unknown {
+    const result = poolConnect.apply(this, args);
+    if (result instanceof Promise) {
+      const at = process.hrtime.bigint();
+      const done = () => {
+        const ns = Math.max(1, Number(process.hrtime.bigint() - at));
+        checkout.record(ns);
+        if (ns >= 1_000_000) checkoutsWaited++;
+      };
+      result.then(done, done);
+    }
+    return result;
   };
   const connect = pg.Client.prototype.connect;
   pg.Client.prototype.connect = function (this: unknown, ...args: unknown[]): unknown {
@@ -81,7 +110,19 @@ if (file) {
   const query = pg.Client.prototype.query;
   pg.Client.prototype.query = function (this: unknown, ...args: unknown[]): unknown {
     const result = query.apply(this, args);
-    if ((args[0] as { name?: string } | undefined)?.name === 'record_results' && result instanceof Promise) {
+    const name = (args[0] as { name?: string } | undefined)?.name;
+    if (name !== undefined && result instanceof Promise) {
+      const at = process.hrtime.bigint();
+      const done = () => {
+        const ms = Number(process.hrtime.bigint() - at) / 1e6;
+        const s = (statements[name] ??= { calls: 0, totalMs: 0, maxMs: 0 });
+        s.calls++;
+        s.totalMs += ms;
+        s.maxMs = Math.max(s.maxMs, ms);
+      };
+      result.then(done, done);
+    }
+    if (name === 'record_results' && result instanceof Promise) {
       const at = process.hrtime.bigint();
       const done = () => {
         const ns = Math.max(1, Number(process.hrtime.bigint() - at));
@@ -129,6 +170,13 @@ if (file) {
       secondInsideP99: Array.from(seconds, (h) => (h ? ms(h.percentile(99)) : 0)),
       secondBatchMax: Array.from(secondBatch, (ns) => (ns ? ms(ns) : 0)),
       connects,
+      checkouts: checkout.count,
+      checkoutP99: checkout.count ? ms(checkout.percentile(99)) : 0,
+      checkoutMax: checkout.count ? ms(checkout.max) : 0,
+      checkoutsWaited,
+      statements: Object.fromEntries(
+        Object.entries(statements).map(([n, s]) => [n, { calls: s.calls, totalMs: Math.round(s.totalMs), maxMs: Math.round(s.maxMs * 10) / 10 }]),
+      ),
     };
     appendFileSync(file, `${JSON.stringify(figures)}\n`);
     inside.reset();
@@ -139,5 +187,8 @@ if (file) {
     seconds = [];
     secondBatch = [];
     connects = 0;
+    checkout.reset();
+    checkoutsWaited = 0;
+    statements = {};
   });
 }

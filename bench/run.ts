@@ -522,8 +522,10 @@ async function main(): Promise<void> {
       maxRps: CAMPAIGN_MAX_RPS,
       outageS: numberArg('outage-s', 30),
       windowS: quick ? 2 : 10,
+      gatewayEntry: GATEWAY_ENTRY,
       // npm start's (and the image's) Node flags, as every other gateway the bench starts.
       nodeArgs: NODE_ARGS,
+      ...(probe ? { probeEntry: PROBE_ENTRY } : {}),
       say,
     });
   }

@@ -38,6 +38,13 @@ export function describeProbe(p: ProbeFigures): string {
     `${p.majorGcs > 0 ? `, ${p.majorGcs} major: ${p.majorGcMs} ms` : ''}), loop delay p99 ${p.loopP99} max ${p.loopMax} ms` +
     (p.batches > 0 ? `, ${p.batches} batch statements p50 ${p.batchP50} p99 ${p.batchP99} max ${p.batchMax} ms` : '') +
     `, ${p.connects} database connections opened` +
+    (p.checkouts > 0 ? `, ${p.checkouts} pool checkouts (${p.checkoutsWaited} waited >= 1 ms; p99 ${p.checkoutP99} max ${p.checkoutMax} ms)` : '') +
+    (p.statements && Object.keys(p.statements).length > 0
+      ? `\n      statements: ${Object.entries(p.statements)
+          .sort((a, b) => b[1].totalMs - a[1].totalMs)
+          .map(([n, s]) => `${n} ${s.calls}x ${s.totalMs} ms (max ${s.maxMs})`)
+          .join(', ')}`
+      : '') +
     (p.secondInsideP99.length > 0 ? `\n      inside p99 by second: ${p.secondInsideP99.join(', ')} ms` : '') +
     (p.secondBatchMax.length > 0 ? `\n      batch statement max by second: ${p.secondBatchMax.join(', ')} ms` : '')
   );

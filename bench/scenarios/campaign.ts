@@ -1,9 +1,13 @@
 import { randomInt } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { SANDBOX_DEFAULT_PARTNER_TOKEN } from '../../src/sandbox/config.js';
-import { type BenchDatabase, createBenchDatabase, seedSubmitted } from '../lib/database.js';
-import { type Child, freePort, RssSampler, startChild } from '../lib/processes.js';
+import { backendCpuBetween, backendCpuSnapshot, type BenchDatabase, createBenchDatabase, GATEWAY_APPLICATIONS, seedSubmitted } from '../lib/database.js';
+import { describeProbe, type ProbeFigures, probeReader } from '../lib/probe.js';
+import { type Child, cpuTimeMs, freePort, RssSampler, schedPerSecond, schedTimesOf, startChild } from '../lib/processes.js';
 import { cpfOf } from '../lib/states.js';
 
 // Issue 37's figures (bench/README.md, "campaign"): a campaign of N lines against the sandbox at a
@@ -33,7 +37,30 @@ export interface CampaignOptions {
   gatewayEntry?: string;
   sandboxEntry?: string;
   nodeArgs?: readonly string[];
+  /** bench/probe.js: instance 2 (the one the other customers talk to) runs with it, and each window says what it saw inside. */
+  probeEntry?: string;
   say?: (line: string) => void;
+}
+
+/** Where the time of a window went, to tell the campaign's cost to the other customers apart. */
+export interface WindowLoad {
+  /** CPU each process used, ms per second of the window (postgres: the gateways' backends, the LISTEN ones included). */
+  cpuMsPerS: { gateway1: number | null; gateway2: number | null; sandbox: number | null; postgres: number | null; harness: number };
+  /** Instance 2's threads: ms per second they were runnable but waited for a CPU (the 2 shared cores). */
+  gateway2RunQueueMsPerS: number | null;
+  /** Calls the sandbox received per second during the window (the campaign's forwards). */
+  forwardedPerS: number;
+  /** Transactions committed in the database per second (pg_stat_database; its counts lag by up to a second). */
+  commitsPerS: number;
+  /** The 1-minute load average at the window's end. */
+  loadAverage: number;
+  /**
+   * The gateways' backends in pg_stat_activity, sampled every 100 ms: how many were active on
+   * average, by what they waited for ('CPU' when nothing: running, or runnable).
+   */
+  activeBackends: Record<string, number>;
+  /** Instance 2 seen from inside (with probeEntry). */
+  inside?: ProbeFigures | null;
 }
 
 export interface LatencyWindow {
@@ -43,6 +70,7 @@ export interface LatencyWindow {
   queries: number;
   queryP99Ms: number | null;
   failures: number;
+  load: WindowLoad;
 }
 
 export interface CampaignReport {
@@ -125,8 +153,17 @@ export async function runCampaignScenario(options: CampaignOptions): Promise<Cam
       CALLBACK_ALLOWED_IPS: '127.0.0.1/32',
       PROVIDER_MAX_RPS: String(options.maxRps),
     };
+    const probeFile = options.probeEntry ? join(tmpdir(), `${prefix}probe.jsonl`) : undefined;
     const startGateway = async (n: 1 | 2, port: number) => {
-      const child = await startChild({ name: `gateway ${n}`, script: gatewayEntry, nodeArgs, readyPath: '/readyz', port, env: gatewayEnv });
+      const probed = n === 2 && probeFile !== undefined;
+      const child = await startChild({
+        name: `gateway ${n}`,
+        script: gatewayEntry,
+        nodeArgs: probed ? [...nodeArgs, '--import', options.probeEntry!] : nodeArgs,
+        readyPath: '/readyz',
+        port,
+        env: probed ? { ...gatewayEnv, PROBE_FILE: probeFile } : gatewayEnv,
+      });
       children.add(child);
       return child;
     };
@@ -207,12 +244,44 @@ export async function runCampaignScenario(options: CampaignOptions): Promise<Cam
         }
       };
       const from = second();
+      const pids = { gateway1: gateway1.pid, gateway2: gateway2.pid, sandbox: sandbox.pid };
+      const cpuBefore = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuTimeMs(pid)]));
+      const harnessBefore = process.cpuUsage();
+      const backendsBefore = await backendCpuSnapshot(database, GATEWAY_APPLICATIONS);
+      const schedBefore = schedTimesOf([gateway2.pid]);
+      const calls = async () => (await sandboxStats()).calls.total ?? 0;
+      const commits = async () =>
+        Number((await database.pool.query<{ n: string }>('select xact_commit as n from pg_stat_database where datname = $1', [database.name])).rows[0]!.n);
+      const [callsBefore, commitsBefore] = [await calls(), await commits()];
+      const startedAt = performance.now();
+      const inside = probeFile ? probeReader(gateway2.pid, probeFile) : undefined;
+      await inside?.();
+      const activity = sampleActivity(database, until);
       await Promise.all([worker(), worker()]);
+      const seconds = (performance.now() - startedAt) / 1000;
+      const perS = (before: number | null | undefined, after: number | null) => (before == null || after === null ? null : Math.round((after - before) / seconds));
+      const harness = process.cpuUsage(harnessBefore);
+      const load: WindowLoad = {
+        cpuMsPerS: {
+          gateway1: perS(cpuBefore.gateway1, cpuTimeMs(pids.gateway1)),
+          gateway2: perS(cpuBefore.gateway2, cpuTimeMs(pids.gateway2)),
+          sandbox: perS(cpuBefore.sandbox, cpuTimeMs(pids.sandbox)),
+          postgres: perS(0, backendCpuBetween(backendsBefore, await backendCpuSnapshot(database, GATEWAY_APPLICATIONS))),
+          harness: Math.round((harness.user + harness.system) / 1000 / seconds),
+        },
+        forwardedPerS: Math.round(((await calls()) - callsBefore) / seconds),
+        commitsPerS: Math.round(((await commits()) - commitsBefore) / seconds),
+        gateway2RunQueueMsPerS: schedPerSecond(schedBefore, schedTimesOf([gateway2.pid]), seconds)?.waitMs ?? null,
+        loadAverage: Math.round(loadavg()[0]! * 100) / 100,
+        activeBackends: await activity,
+        ...(inside ? { inside: await inside() } : {}),
+      };
       if (phase === 'A') for (let s = from; s <= second(); s++) heldSeconds.add(s);
       callbackLatencies[phase].push(...callbacks);
       queryLatencies[phase].push(...queries);
-      windows.push({ phase, callbacks: callbacks.length, callbackP99Ms: p99(callbacks), queries: queries.length, queryP99Ms: p99(queries), failures });
+      windows.push({ phase, callbacks: callbacks.length, callbackP99Ms: p99(callbacks), queries: queries.length, queryP99Ms: p99(queries), failures, load });
       say(`  window ${phase}: ${callbacks.length} callbacks p99 ${p99(callbacks)} ms, ${queries.length} queries p99 ${p99(queries)} ms, ${failures} failed`);
+      say(`    ${describeLoad(load)}`);
     }
     await hold(false);
 
@@ -282,7 +351,37 @@ export async function runCampaignScenario(options: CampaignOptions): Promise<Cam
   } finally {
     await Promise.all([...children].map((c) => c.stop()));
     await database.drop();
+    if (options.probeEntry) await rm(join(tmpdir(), `${prefix}probe.jsonl`), { force: true });
   }
+}
+
+/** The gateways' active backends by wait event, sampled every 100 ms until `until` (Date.now()), averaged per sample. */
+async function sampleActivity(database: BenchDatabase, until: number): Promise<Record<string, number>> {
+  const seen: Record<string, number> = {};
+  let samples = 0;
+  while (Date.now() < until) {
+    const { rows } = await database.pool.query<{ wait: string; n: number }>(
+      `select coalesce(wait_event_type || ':' || wait_event, 'CPU') as wait, count(*)::int as n
+         from pg_stat_activity
+        where datname = $1 and application_name = any($2::text[]) and state = 'active'
+        group by 1`,
+      [database.name, GATEWAY_APPLICATIONS],
+    );
+    samples++;
+    for (const { wait, n } of rows) seen[wait] = (seen[wait] ?? 0) + n;
+    await sleep(100);
+  }
+  return Object.fromEntries(Object.entries(seen).sort((a, b) => b[1] - a[1]).map(([wait, n]) => [wait, Math.round((n / Math.max(1, samples)) * 100) / 100]));
+}
+
+function describeLoad(l: WindowLoad): string {
+  const c = l.cpuMsPerS;
+  const waits = Object.entries(l.activeBackends).map(([w, n]) => `${w} ${n}`).join(', ') || 'none';
+  return (
+    `forwarded ${l.forwardedPerS}/s, ${l.commitsPerS} commits/s; CPU ms/s: gateway 1 ${c.gateway1}, gateway 2 ${c.gateway2} (run queue ${l.gateway2RunQueueMsPerS}), sandbox ${c.sandbox}, postgres ${c.postgres}, harness ${c.harness}; load ${l.loadAverage}; ` +
+    `active backends: ${waits}` +
+    (l.inside ? `\n    instance 2 inside: ${describeProbe(l.inside)}` : '')
+  );
 }
 
 /** The report as lines, with issue 37's goals judged (the full-size figures mean something only on a quiet machine). */

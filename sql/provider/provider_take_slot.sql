@@ -1,6 +1,7 @@
 -- Named statement provider_take_slot, in src/provider/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
-with p as (select * from provider_pacing where id = 1 for update),
+with not_waited as (select set_config('synchronous_commit', 'off', true) as off),
+p as (select * from provider_pacing where id = 1 for update),
 -- The clock is read once the row is ours (a statement may wait for it), and never counts a
 -- second older than the one already counted.
 t as (select p.*, clock_timestamp() as now from p),
@@ -58,4 +59,4 @@ select (select slot from taken) as slot, ((v.sec + 1) * 1000)::float8 as window_
           when v.verdict = 'rate' and (v.used_now >= $1 or v.ms >= 700) then (v.sec + 1) * 1000
           when v.verdict = 'rate' then v.sec * 1000 + v.used_now * 700.0 / $1
         end)::float8 as until_ms
-from v;
+from v, not_waited;

@@ -1,6 +1,7 @@
 -- Named statement mark_forwarded, in src/submissions/queue.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
-  with forwarded as (
+  with not_waited as (select set_config('synchronous_commit', 'off', true) as off),
+  forwarded as (
     update underwriting_requests
        set status = 'submitted', upstream_status = $1, upstream_error = null, updated_at = $2
      where id = $3 and status = 'submitting'
@@ -26,4 +27,4 @@ submitted_at, completed_at, upstream_status, updated_at, traceparent, x_request_
     order by s.customer_uuid
     returning id
   )
-  select id from forwarded;
+  select f.id from forwarded f, not_waited;

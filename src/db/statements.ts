@@ -33,6 +33,15 @@ function callerModule(): string | undefined {
   return undefined;
 }
 
+/**
+ * A CTE (`not_waited`) that makes its statement's transaction commit without waiting for the WAL
+ * flush (synchronous_commit off for that transaction alone): for writes a database crash may take
+ * back without harm, where the wait would hold a contended row lock, or queue behind other commits'
+ * flushes, for nothing (docs/provider-pacing.md, "What a forward costs"). Reference it in the
+ * statement's final select (a select CTE nothing reads is never run).
+ */
+export const NOT_WAITED_TO_DISK = `not_waited as (select set_config('synchronous_commit', 'off', true) as off)`;
+
 /** Defines (and registers) a named statement; two different statements under one name throw. */
 export function defineStatement(name: string, text: string): Statement {
   const known = registry.get(name);

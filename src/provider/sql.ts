@@ -1,11 +1,19 @@
 import type { Kysely } from 'kysely';
 import { runStatement } from '../db/run-statement.js';
-import { defineStatement, type Statement } from '../db/statements.js';
+import { defineStatement, NOT_WAITED_TO_DISK, type Statement } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 
 // The provider's pace as rows every instance shares (migration 0017): one statement takes a call
 // slot, one gives it back. Time is the database's (clock_timestamp()), so instances whose clocks
 // differ still count the same seconds.
+//
+// Both commit without waiting for their WAL flush (synchronous_commit off, as the NOTIFYs do): every
+// instance's every call serialises on the one provider_pacing row, and a commit that waits for the
+// disk holds that row's lock through the flush (docs/provider-pacing.md, "What a forward costs").
+// What a database crash can take is a slot taken or given back in its last moments: a call it
+// counted may be counted again, or its lease run out by itself (UPSTREAM_TIMEOUT_MS + 10 s); the
+// request's own state (the claim, its outcome) is committed durably, after the take, and a flush
+// writes everything committed before it.
 
 /**
  * Within a second, call n (0-based) may start only once n * SPREAD_MS / maxRps milliseconds of it
@@ -38,7 +46,8 @@ export interface PaceLimits {
 }
 
 const TAKE = defineStatement('provider_take_slot', `
-    with p as (select * from provider_pacing where id = 1 for update),
+    with ${NOT_WAITED_TO_DISK},
+    p as (select * from provider_pacing where id = 1 for update),
     -- The clock is read once the row is ours (a statement may wait for it), and never counts a
     -- second older than the one already counted.
     t as (select p.*, clock_timestamp() as now from p),
@@ -96,7 +105,7 @@ const TAKE = defineStatement('provider_take_slot', `
               when v.verdict = 'rate' and (v.used_now >= $1 or v.ms >= ${SPREAD_MS}) then (v.sec + 1) * 1000
               when v.verdict = 'rate' then v.sec * 1000 + v.used_now * ${SPREAD_MS}.0 / $1
             end)::float8 as until_ms
-    from v`);
+    from v, not_waited`);
 
 /** Takes a call slot if the pace, the provider's hold and the circuit allow one now; one statement. */
 export async function takeSlot(db: Kysely<Tables>, limits: PaceLimits, holder: string, leaseMs: number): Promise<TakeResult> {
@@ -129,28 +138,38 @@ export interface SlotReturn {
  * Gives the slot back and records the outcome: an answer closes the circuit, a failure counts
  * (the threshold opens it for circuitOpenS); a failure also holds every instance a short, growing
  * backoff (50 ms doubling, at most 2 s) before the next call. Returns the consecutive failures now.
+ * The shared row is written only when the outcome changes it (a failure, a hold, the probe, an
+ * answer after failures): the common answer frees its slot row alone, and never waits for the
+ * row every take locks.
  */
 const RETURN = defineStatement('provider_return_slot', `
-    with freed as (
+    with ${NOT_WAITED_TO_DISK},
+    freed as (
       update provider_slots set lease_until = '-infinity', holder = null
        where slot = $1 and holder = $2
       returning slot
     ),
-    t as (select clock_timestamp() as now)
-    update provider_pacing p
-       set failures = case $3 when 'answered' then 0 when 'failed' then p.failures + 1 else p.failures end,
-           open_until = case
-             when $3 = 'answered' then null
-             when $3 = 'failed' and p.failures + 1 >= $5 then t.now + make_interval(secs => $6::double precision)
-             else p.open_until end,
-           probe_until = case when $4 then null else p.probe_until end,
-           hold_until = greatest(
-             p.hold_until,
-             case when $7::double precision is not null then t.now + make_interval(secs => $7::double precision) else '-infinity' end,
-             case when $3 = 'failed' then t.now + make_interval(secs => least(0.05 * power(2, least(p.failures, 10)), 2)) else '-infinity' end)
-      from t
-     where p.id = 1
-    returning p.failures`);
+    t as (select clock_timestamp() as now),
+    paced as (
+      update provider_pacing p
+         set failures = case $3 when 'answered' then 0 when 'failed' then p.failures + 1 else p.failures end,
+             open_until = case
+               when $3 = 'answered' then null
+               when $3 = 'failed' and p.failures + 1 >= $5 then t.now + make_interval(secs => $6::double precision)
+               else p.open_until end,
+             probe_until = case when $4 then null else p.probe_until end,
+             hold_until = greatest(
+               p.hold_until,
+               case when $7::double precision is not null then t.now + make_interval(secs => $7::double precision) else '-infinity' end,
+               case when $3 = 'failed' then t.now + make_interval(secs => least(0.05 * power(2, least(p.failures, 10)), 2)) else '-infinity' end)
+        from t
+       where p.id = 1
+         and ($3 = 'failed' or $4 or $7::double precision is not null
+              or ($3 = 'answered' and (p.failures <> 0 or p.open_until is not null)))
+      returning p.failures
+    )
+    select coalesce((select failures from paced), (select failures from provider_pacing where id = 1)) as failures
+    from not_waited`);
 
 export async function returnSlot(db: Kysely<Tables>, r: SlotReturn): Promise<number> {
   const [row] = await runStatement<{ failures: number }>(db, RETURN, [

@@ -29,6 +29,12 @@ export const IDLE_POLL_MS = 1000;
 const STORAGE_RETRY_MS = 1000;
 /** A bearer token that cannot be had holds the queue this long before the next try (it is not the provider's failure). */
 const TOKEN_HOLD_S = 1;
+/**
+ * The forwards' own writes (slot returns, outcomes, returns to the queue) run this many at once at
+ * most, whatever PROVIDER_MAX_IN_FLIGHT: with the loop's one statement, the forwarder never holds more
+ * than this plus one of the pool's connections, and the routes never wait behind forwards.
+ */
+export const FORWARD_WRITES = 3;
 
 /** What a queued body that no configured key opens says (CPF_HASH_KEY rotated away, or a tampered row); it was never sent. */
 export const NOT_SENT_UNREADABLE = 'not sent: the queued request could not be read back (was CPF_HASH_KEY replaced without keeping the old key?)';
@@ -62,6 +68,7 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
   const stopped = new AbortController();
   let wakeUp: (() => void) | undefined;
   const inFlight = new Set<Promise<void>>();
+  const write = limiter(FORWARD_WRITES);
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -77,11 +84,17 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
   async function loop(): Promise<void> {
     // The first look waits a poll too: the app's first requests (and their connections) come first.
     await sleep(IDLE_POLL_MS);
+    // Whether the queue may be empty: looked at (a read, no slot taken) only then, not before every
+    // forward: while the queue drains, each claim that finds a request says there may be more.
+    let mayBeEmpty = true;
     while (!stopping) {
       try {
-        if (!(await anyQueued(deps.db))) {
-          await sleep(IDLE_POLL_MS);
-          continue;
+        if (mayBeEmpty) {
+          if (!(await anyQueued(deps.db))) {
+            await sleep(IDLE_POLL_MS);
+            continue;
+          }
+          mayBeEmpty = false;
         }
         const paced = await deps.pacer.acquire({ priority: 'queue', signal: stopped.signal });
         if ('refused' in paced) {
@@ -99,6 +112,7 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
           throw err;
         });
         if (!claimed) {
+          mayBeEmpty = true;
           await permit.release('not_called');
           continue;
         }
@@ -117,7 +131,7 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
     const { id, customer_uuid: customerUuid } = claimed;
     const plain = claimed.queued_body === null ? undefined : deps.sealer.open(claimed.queued_body, customerUuid);
     if (plain === undefined) {
-      await permit.release('not_called');
+      await write(() => permit.release('not_called'));
       await fail(id, customerUuid, { upstreamStatus: null, error: NOT_SENT_UNREADABLE });
       deps.log.error({ customerUuid }, 'forwarder: a queued request could not be read back; stored as submit_failed, nothing sent');
       return;
@@ -127,9 +141,9 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
       // Claiming took the slot past its second: back in its place, unsent, before the slot goes
       // back (so the next claim takes it again, in order).
       try {
-        await returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), null, deps.clock());
+        await write(() => returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), null, deps.clock()));
       } finally {
-        await permit.release('not_called');
+        await write(() => permit.release('not_called'));
       }
       return;
     }
@@ -140,19 +154,19 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
         ...(claimed.x_request_id === null ? {} : { requestId: claimed.x_request_id }),
         trace,
       });
-      await permit.release('answered');
-      await markForwarded(deps.db, id, status, deps.clock());
+      await write(() => permit.release('answered'));
+      await write(() => markForwarded(deps.db, id, status, deps.clock()));
       deps.announce?.(customerUuid);
       deps.counted?.('submitted');
       deps.log.info({ customerUuid, upstreamStatus: status }, 'forwarded: the provider accepted a queued request');
     } catch (err) {
       const failure = describeFailure(err, [body.cpf, deps.partnerToken]);
       const giveBack = () =>
-        err instanceof TokenUnavailableError ? permit.release('not_called', TOKEN_HOLD_S) : permit.release(circuitOutcome(err), holdOf(err));
+        write(() => (err instanceof TokenUnavailableError ? permit.release('not_called', TOKEN_HOLD_S) : permit.release(circuitOutcome(err), holdOf(err))));
       if (certainlyNotReceived(err)) {
         // Back in its place before the slot is: no later request can be sent ahead of it meanwhile.
         try {
-          await returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), failure.stored, deps.clock());
+          await write(() => returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), failure.stored, deps.clock()));
         } finally {
           await giveBack();
         }
@@ -167,7 +181,7 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
   }
 
   async function fail(id: number, customerUuid: string, stored: { upstreamStatus: number | null; error: string }): Promise<void> {
-    if (await markSubmitFailed(deps.db, id, stored, deps.clock())) deps.announce?.(customerUuid);
+    if (await write(() => markSubmitFailed(deps.db, id, stored, deps.clock()))) deps.announce?.(customerUuid);
     deps.counted?.('submit_failed');
   }
 
@@ -190,5 +204,23 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
       await running;
       await Promise.all(inFlight);
     },
+  };
+}
+
+/** Runs at most `n` of the functions given at once; the others wait their turn, in order. */
+function limiter(n: number): <T>(run: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const waiting: Array<() => void> = [];
+  return async (run) => {
+    if (running < n) running++;
+    // A finishing run hands its place over (running stays the same).
+    else await new Promise<void>((resolve) => waiting.push(resolve));
+    try {
+      return await run();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else running--;
+    }
   };
 }

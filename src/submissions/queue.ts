@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { runStatement } from '../db/run-statement.js';
-import { defineStatement, type Statement } from '../db/statements.js';
+import { defineStatement, NOT_WAITED_TO_DISK, type Statement } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, requestEventsSql } from '../events/record.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
@@ -214,16 +214,22 @@ export async function returnToQueue(
  * The provider accepted a forwarded request: `submitting` → `submitted` with its
  * underwriting.submitted event. A callback that overtook the reply has completed it already: left
  * alone, no event (its underwriting.completed says more).
+ *
+ * Committed without waiting for the disk: the request was sent either way, and a database crash
+ * that took this write back leaves it `submitting`, which the expiry sweep ends as after a kill -9
+ * mid-forward (submit_failed, possibly received; its callback completes it). Waited for, it was one
+ * of the four flushes each forward queued ahead of every other commit (docs/provider-pacing.md).
  */
 const MARK_FORWARDED = defineStatement('mark_forwarded', `
-    with forwarded as (
+    with ${NOT_WAITED_TO_DISK},
+    forwarded as (
       update underwriting_requests
          set status = 'submitted', upstream_status = $1, upstream_error = null, updated_at = $2
        where id = $3 and status = 'submitting'
       returning ${REQUEST_DATA_COLUMNS}
     ),
     ${requestEventsSql(EVENT_TYPE.submitted, 'forwarded')}
-    select id from forwarded`);
+    select f.id from forwarded f, not_waited`);
 
 export async function markForwarded(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date): Promise<void> {
   await runStatement(db, MARK_FORWARDED, [upstreamStatus, now.toISOString(), id]);
