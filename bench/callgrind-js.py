@@ -9,7 +9,7 @@ the GC, the compiler, libc, Node's C++) kept by its symbol.
 Usage: python3 bench/callgrind-js.py DUMP MAP N [DUMP2 MAP2 N2]   (N: answers in the dump)
 With a second dump, prints the difference per package and per function (second minus first), per answer.
 """
-import bisect, re, subprocess, sys
+import bisect, os, re, subprocess, sys
 from collections import defaultdict
 
 def load_map(path):
@@ -70,7 +70,7 @@ def read(dump, mapfile, n):
             by_fn[function(name)] += ir / n
             by_pkg['JS ' + package(name)] += ir / n
         else:
-            sym = re.sub(r'\s*\[[^\]]*\]$', '', fn)
+            sym = re.sub(r"'\d+$", '', re.sub(r'^\?\?\?:', '', re.sub(r'\s*\[[^\]]*\]$', '', fn)))
             by_fn[sym] += ir / n
             by_pkg['native ' + bucket(sym)] += ir / n
     return total / n, by_fn, by_pkg
@@ -87,19 +87,20 @@ BUCKETS = [
 def bucket(sym):
     for name, pattern in BUCKETS:
         if pattern.search(sym): return name
-    return 'other (' + sym[:40] + ')' if False else 'other native'
+    return 'other native'
 
 def show(title, d, limit):
     print(title)
     for k, v in sorted(d.items(), key=lambda kv: -abs(kv[1]))[:limit]:
-        print(f'  {v:>12,.0f}  {k[:150]}')
+        try: print(f'  {v:>12,.0f}  {k[:150]}')
+        except BrokenPipeError: sys.exit(0)
 
 args = sys.argv[1:]
 first = read(args[0], args[1], int(args[2]))
 if len(args) < 6:
     print(f'{first[0]:,.0f} instructions per answer')
     show('by package', first[2], 40)
-    show('by function', first[1], 60)
+    show('by function', first[1], int(os.environ.get('TOP', 60)))
 else:
     second = read(args[3], args[4], int(args[5]))
     print(f'{first[0]:,.0f} -> {second[0]:,.0f} instructions per answer ({second[0] - first[0]:+,.0f})')
@@ -110,4 +111,4 @@ else:
     fn = defaultdict(float)
     for k, v in first[1].items(): fn[k] -= v
     for k, v in second[1].items(): fn[k] += v
-    show('difference by function', fn, 80)
+    show('difference by function', fn, int(os.environ.get('TOP', 80)))
