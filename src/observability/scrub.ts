@@ -17,24 +17,10 @@ const GAP = String.raw`[^\p{L}\p{N}]{0,3}`;
  */
 const DIGIT_RUN = new RegExp(`${DIGIT}(?:${GAP}${DIGIT}){10,}`, 'gu');
 
-/**
- * Whether the text has eleven digit characters (ASCII or fullwidth): every DIGIT form above holds
- * at least one, so text with fewer can hold no DIGIT_RUN, and the regular expression (the costlier
- * part for a short path or key) is not run.
- */
-function mayHoldDigitRun(text: string): boolean {
-  let digits = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (((c >= 48 && c <= 57) || (c >= 0xff10 && c <= 0xff19)) && ++digits >= 11) return true;
-  }
-  return false;
-}
-
 /** Text from outside, fit to store or log: CPF-like digit runs and the given secrets replaced, cut to maxChars. */
 export function scrubText(text: string, secrets: ReadonlyArray<string | undefined> = [], maxChars = Infinity): string {
   let clean = text;
   for (const secret of secrets) if (secret) clean = clean.split(secret).join(REDACTED);
-  if (mayHoldDigitRun(clean)) clean = clean.replace(DIGIT_RUN, REDACTED);
+  clean = clean.replace(DIGIT_RUN, REDACTED);
   return clean.length > maxChars ? clean.slice(0, maxChars) : clean;
 }
