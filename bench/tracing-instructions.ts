@@ -7,7 +7,7 @@ import { createBenchDatabase, seedSubmitted } from './lib/database.js';
 import { GATEWAY_NODE_ARGS, startChild, stopAll } from './lib/processes.js';
 import { CALLBACK_PATH, callbackBody } from './scenarios/callback.js';
 
-// `node dist/bench/tracing-instructions.js --mode=off|on|sampled|base [--n=500] [--warmup=300] [--node=PATH] [--label=x]`:
+// `node dist/bench/tracing-instructions.js --mode=off|on|sampled|base [--n=500] [--warmup=300] [--node=PATH] [--label=x] [--perf-map]`:
 // the instructions the gateway process executes per answer, counted by valgrind (callgrind),
 // which does not depend on what else the machine runs (docs/tracing.md, Cost). The gateway runs
 // under `valgrind --tool=callgrind --instr-atstart=no`; after a warm-up (not counted) counting is
@@ -19,6 +19,9 @@ import { CALLBACK_PATH, callbackBody } from './scenarios/callback.js';
 //   base     BENCH_TRACING_BASE_ENTRY (a build from before tracing), off
 // One mode per run: run two of the same mode to see the method's own spread. Results are appended
 // to bench/results/tracing-instructions.jsonl. DATABASE_URL: the PostgreSQL to make a database on.
+// --perf-map: the gateway also runs with --perf-basic-prof (V8 writes /tmp/perf-<pid>.map, the
+// JIT code's addresses and names), so that bench/callgrind-js.py can name the JavaScript that
+// callgrind shows only as addresses; use it on both sides of a comparison.
 
 const args = process.argv.slice(2);
 const arg = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -28,6 +31,7 @@ const n = Number(arg('n') ?? 500);
 const warmup = Number(arg('warmup') ?? 300);
 const node = arg('node') ?? process.execPath;
 const label = arg('label') ?? mode;
+const perfMap = args.includes('--perf-map');
 const CONCURRENCY = 4;
 /** The batch span processor's default schedule delay is 5 s: waited (in every mode alike) so that a window's spans are exported inside it. */
 const EXPORT_WAIT_MS = 6_000;
@@ -84,7 +88,7 @@ try {
     name: 'gateway under callgrind',
     script: entry,
     node,
-    nodeArgs: GATEWAY_NODE_ARGS,
+    nodeArgs: perfMap ? [...GATEWAY_NODE_ARGS, '--perf-basic-prof'] : GATEWAY_NODE_ARGS,
     launcher: ['valgrind', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${outBase}.%p`],
     readyPath: '/readyz',
     readyTimeoutMs: 300_000,
@@ -144,12 +148,14 @@ try {
     n,
     warmup,
     concurrency: CONCURRENCY,
+    perfMap,
     loadAverage: load,
     callbackStatuses: Object.fromEntries(callbacks),
     submitStatuses: Object.fromEntries(submits),
     callbackInstructionsPerAnswer: Math.round(cbIr / n),
     submitInstructionsPerAnswer: Math.round(subIr / n),
     dumps: parts.slice(0, 2).map((f) => `${OUT_DIR}${f}`),
+    ...(perfMap ? { perfMapFile: `/tmp/perf-${gateway.pid}.map` } : {}),
   };
   appendFileSync(`${RESULTS_DIR}tracing-instructions.jsonl`, `${JSON.stringify(result)}\n`);
   say(JSON.stringify(result));

@@ -1,10 +1,13 @@
 import type { Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
+import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentelemetry/otlp-exporter-base/node-http';
+import { ProtobufTraceSerializer, TraceExporterMetricsHelper } from '@opentelemetry/otlp-transformer';
 import { defaultResource, detectResources, emptyResource, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
 import { DEFAULT_SERVICE_NAME, type TracingConfig } from '../config/config.js';
+import { OtlpSpanEncoder } from './otlp-protobuf.js';
 
 /** The instrumentation scope our spans are reported under. */
 export const TRACER_NAME = 'underwriting-gateway';
@@ -28,8 +31,7 @@ export interface Tracing {
  * instances in one process (tests) each export with their own.
  */
 export function startTracing(config: TracingConfig): Tracing {
-  const Exporter = config.protocol === 'http/json' ? JsonTraceExporter : ProtobufTraceExporter;
-  const exporter = new Exporter({ url: config.tracesUrl });
+  const exporter = config.protocol === 'http/json' ? new JsonTraceExporter({ url: config.tracesUrl }) : protobufExporter(config.tracesUrl);
   const resource = defaultResource()
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: DEFAULT_SERVICE_NAME }))
     .merge(detectResources({ detectors: [envDetector] }))
@@ -50,4 +52,19 @@ export function startTracing(config: TracingConfig): Tracing {
       }
     },
   };
+}
+
+/**
+ * OTLP/HTTP protobuf as @opentelemetry/exporter-trace-otlp-proto builds it (the same transport:
+ * headers, timeout, compression, certificates and retries from the standard variables), with our
+ * one-pass encoder instead of the SDK's serializer (docs/tracing.md, Cost).
+ */
+function protobufExporter(url: string): SpanExporter {
+  const encoder = new OtlpSpanEncoder();
+  const serializer = {
+    serializeRequest: (spans: ReadableSpan[]) => encoder.encode(spans),
+    deserializeResponse: (data: Uint8Array) => ProtobufTraceSerializer.deserializeResponse(data),
+  };
+  const options = convertLegacyHttpOptions({ url }, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' });
+  return new OTLPExporterBase(createOtlpHttpExportDelegate(options, serializer, 'otlp_http_span_exporter', TraceExporterMetricsHelper, undefined));
 }
