@@ -1,13 +1,20 @@
 -- Named statement mark_forwarded, in src/submissions/queue.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
   with not_waited as (select set_config('synchronous_commit', 'off', true) as off),
-  forwarded as (
+  answered as (
+    -- The provider's answer is kept whatever the request became meanwhile (as mark_submitted does):
+    -- its callback may have completed it before this write. Only a request still being sent
+    -- becomes submitted, with its event.
     update underwriting_requests
-       set status = 'submitted', upstream_status = $1, upstream_error = null, updated_at = $2
-     where id = $3 and status = 'submitting'
+       set status = case when status = 'submitting' then 'submitted' else status end,
+           upstream_status = $1,
+           upstream_error = case when status = 'submitting' then null else upstream_error end,
+           updated_at = $2
+     where id = $3
     returning id, customer_uuid, status, decision, cpf_masked, cost_saving_enabled, srd,
 submitted_at, completed_at, upstream_status, updated_at, traceparent, x_request_id
   ),
+  forwarded as (select * from answered where status = 'submitted'),
   event_source as (
     select 'underwriting.submitted' as type, r.customer_uuid, r.updated_at as created_at,
            r.id as request_id, null::bigint as callback_id, jsonb_build_object(
@@ -27,4 +34,4 @@ submitted_at, completed_at, upstream_status, updated_at, traceparent, x_request_
     order by s.customer_uuid
     returning id
   )
-  select f.id from forwarded f, not_waited;
+  select f.id from answered f, not_waited;

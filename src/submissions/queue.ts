@@ -222,14 +222,21 @@ export async function returnToQueue(
  */
 const MARK_FORWARDED = defineStatement('mark_forwarded', `
     with ${NOT_WAITED_TO_DISK},
-    forwarded as (
+    answered as (
+      -- The provider's answer is kept whatever the request became meanwhile (as mark_submitted does):
+      -- its callback may have completed it before this write. Only a request still being sent
+      -- becomes submitted, with its event.
       update underwriting_requests
-         set status = 'submitted', upstream_status = $1, upstream_error = null, updated_at = $2
-       where id = $3 and status = 'submitting'
+         set status = case when status = 'submitting' then 'submitted' else status end,
+             upstream_status = $1,
+             upstream_error = case when status = 'submitting' then null else upstream_error end,
+             updated_at = $2
+       where id = $3
       returning ${REQUEST_DATA_COLUMNS}
     ),
+    forwarded as (select * from answered where status = 'submitted'),
     ${requestEventsSql(EVENT_TYPE.submitted, 'forwarded')}
-    select f.id from forwarded f, not_waited`);
+    select f.id from answered f, not_waited`);
 
 export async function markForwarded(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date): Promise<void> {
   await runStatement(db, MARK_FORWARDED, [upstreamStatus, now.toISOString(), id]);

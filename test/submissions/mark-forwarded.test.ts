@@ -1,0 +1,36 @@
+import { sql } from 'kysely';
+import t from 'tap';
+import { markForwarded } from '../../src/submissions/queue.js';
+import { freshDatabase } from '../helpers/database.js';
+
+// The forward's outcome (src/submissions/queue.ts: mark_forwarded) on its own: the provider's answer
+// is written after the call returns, and with a provider that answers its callback at once the
+// callback can complete the request first.
+
+t.test('a forward answered after its callback completed the request keeps the provider\'s status; only a request still being sent becomes submitted, with its event', async (t) => {
+  const { db } = await freshDatabase(t);
+  const now = new Date();
+  const insert = async (customer: string, status: string) =>
+    (
+      await sql<{ id: number }>`
+        insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, submitted_at, updated_at, completed_at, decision)
+        values (${customer}, 'h', '***.456.789-**', false, ${status}, ${now}, ${now},
+                ${status === 'completed' ? now : null}, ${status === 'completed' ? 'approved' : null})
+        returning id`.execute(db)
+    ).rows[0]!.id;
+  const raced = await insert('mf-raced', 'completed');
+  const sending = await insert('mf-sending', 'submitting');
+
+  await markForwarded(db, Number(raced), 202, new Date(now.getTime() + 5));
+  await markForwarded(db, Number(sending), 202, new Date(now.getTime() + 5));
+
+  const row = async (id: number) =>
+    (await sql<{ status: string; upstream_status: number | null; decision: string | null }>`
+      select status, upstream_status, decision from underwriting_requests where id = ${id}`.execute(db)).rows[0]!;
+  t.same(await row(raced), { status: 'completed', upstream_status: 202, decision: 'approved' }, 'the completed request keeps its result and gains the provider\'s answer');
+  t.same(await row(sending), { status: 'submitted', upstream_status: 202, decision: null });
+  const events = async (customer: string) =>
+    (await sql<{ type: string }>`select type from events where customer_uuid = ${customer} order by id`.execute(db)).rows.map((r) => r.type);
+  t.same(await events('mf-raced'), [], 'no submitted event after the completion');
+  t.same(await events('mf-sending'), ['underwriting.submitted']);
+});
