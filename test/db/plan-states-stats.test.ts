@@ -7,6 +7,9 @@ import { bucketsQuery, presentQuery, readBuckets } from '../../src/stats/sql.js'
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { FLAT, inline, measure, prepare, STATISTICS_STATES, type StatisticsState } from '../helpers/statement-cost.js';
 
+/** Buffers a small read may move by without costing its rows. */
+const PAGE_SLACK = 16;
+
 // Issue 34: the statistics read costs its buckets, not its rows. Closed hours come from one
 // aggregate row each (and their turnaround bins); live rows are read only for the open hours;
 // the present reads each count through its partial index. Buffers, not timings (docs/performance.md).
@@ -168,7 +171,10 @@ for (const state of SERVER_URL ? STATISTICS_STATES : []) {
       for (const [size, m] of [['small', small[name]!], ['large', large[name]!]] as const) {
         t.notMatch(m.plan, /Seq Scan on (underwriting_requests|callbacks|events|event_deliveries|statistics_hourly|turnaround_hourly)\b/, `${name} (${size}): no sequential scan`, { plan: m.plan });
       }
-      t.ok(large[name]!.blocks <= FLAT * small[name]!.blocks,
+      // Plus a few pages of slack: a read of 15-20 buffers moves by a page per index level or heap
+      // page an hour boundary adds (a .ci/run saw 15 -> 23); a read that costs its rows goes from
+      // hundreds to thousands (390 -> 2,830 before the closed hours).
+      t.ok(large[name]!.blocks <= FLAT * small[name]!.blocks + PAGE_SLACK,
         `${name}: buffers flat, ${small[name]!.blocks} with ${SMALL} requests in the window, ${large[name]!.blocks} with ${SMALL + LARGE}`,
         { small: small[name]!.plan, large: large[name]!.plan });
     }
