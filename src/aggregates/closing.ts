@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { INDEX_LOOKUPS_ONLY } from '../db/plan-guards.js';
 import type { Tables } from '../db/types.js';
 import { type Periodic, startPeriodic } from '../timing/periodic.js';
@@ -36,9 +36,30 @@ export interface ClosingLimits {
   maxHours: number;
 }
 
-/** One pass: the open hours before the horizon, oldest first, each closed if it can be. Returns how many it closed. */
-export async function closingPass(db: Kysely<Tables>, now: Date, limits: ClosingLimits = { maxHours: MAX_HOURS_PER_PASS }): Promise<number> {
-  const horizon = closingHorizon(now);
+/**
+ * How far this instance's clock may run behind the database's before each pass warns: the rows it
+ * stamps would land CLOSE_AFTER_MS past their hour's end sooner than the others' (docs/operations.md).
+ */
+export const CLOCK_BEHIND_WARN_MS = 5 * 60_000;
+
+/** The database's clock (every instance reads the same one). */
+export async function databaseNow(db: Kysely<Tables>): Promise<Date> {
+  const { rows } = await sql<{ now: Date }>`select statement_timestamp() as now`.execute(db);
+  return new Date(rows[0]!.now);
+}
+
+/**
+ * One pass: the open hours before the horizon, oldest first, each closed if it can be. Returns how
+ * many it closed. The horizon is the earlier of this instance's and the database's: an instance
+ * whose clock runs ahead never closes an hour that the others still write into.
+ */
+export async function closingPass(
+  db: Kysely<Tables>,
+  now: Date,
+  limits: ClosingLimits = { maxHours: MAX_HOURS_PER_PASS },
+  reference: Date = now,
+): Promise<number> {
+  const horizon = closingHorizon(new Date(Math.min(now.getTime(), reference.getTime())));
   await db.transaction().execute(async (trx) => {
     await INDEX_LOOKUPS_ONLY.execute(trx);
     await addHoursQuery(horizon).execute(trx);
@@ -63,7 +84,16 @@ export type ClosingPass = Periodic;
 /** The periodic closing pass of one instance; every instance runs one (they queue on the lock). */
 export function startClosing(deps: { db: Kysely<Tables>; clock: () => Date; log: FastifyBaseLogger; intervalMs?: number }): ClosingPass {
   return startPeriodic('statistics closing', deps.intervalMs ?? CLOSING_INTERVAL_MS, deps.log, async () => {
-    const closed = await closingPass(deps.db, deps.clock());
+    const now = deps.clock();
+    const reference = await databaseNow(deps.db);
+    const behindMs = reference.getTime() - now.getTime();
+    if (behindMs > CLOCK_BEHIND_WARN_MS) {
+      deps.log.warn(
+        { behindSeconds: Math.round(behindMs / 1000) },
+        "this instance's clock runs behind the database's: requests and callbacks it stamps more than 30 minutes late land in hours already closed, which statistics then miss (synchronise the clocks)",
+      );
+    }
+    const closed = await closingPass(deps.db, now, { maxHours: MAX_HOURS_PER_PASS }, reference);
     if (closed > 0) deps.log.debug({ closed }, 'closed statistics hours');
   });
 }

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import t from 'tap';
-import { closingPass } from '../../src/aggregates/closing.js';
+import { closingHorizon, closingPass } from '../../src/aggregates/closing.js';
 import { CLOSING_LOCK_ID } from '../../src/aggregates/sql.js';
 import type { Tables } from '../../src/db/types.js';
 import { purgePass } from '../../src/retention/sweep.js';
@@ -162,4 +162,27 @@ t.test('a request being sent keeps only the hour it was queued in open, and retu
   await closingPass(closed.database.db, NOW);
   t.equal((await hour('2026-11-21T06:00:00Z'))?.closed_at, null, 'its hour stays open while it is queued');
   t.same(await answers(closed.app), await answers(open.app), 'and a pass after it changes no answer');
+});
+
+t.test("an instance whose clock runs ahead closes no hour the database's clock still writes into; one behind is warned about", async (t) => {
+  // Clocks apart: the horizon is the earlier of the instance's and the database's.
+  const ahead = await adminApp(t, { clock: () => new Date(Date.now() + 3 * 3600_000) });
+  const { rows } = await sql<{ now: Date }>`select statement_timestamp() as now`.execute(ahead.database.db);
+  const dbNow = new Date(rows[0]!.now);
+  await insertRow(ahead.database.db, { customerUuid: 'ahead', status: 'completed', submittedAt: new Date(dbNow.getTime() - 3 * 3600_000).toISOString() });
+  await ahead.app.ready();
+  await ahead.app.statisticsClosing.run();
+  const { rows: hours } = await sql<{ hour: Date; closed_at: Date | null }>`
+    select hour, closed_at from statistics_hourly order by hour`.execute(ahead.database.db);
+  const horizon = closingHorizon(dbNow).getTime();
+  t.ok(hours.some((h) => h.closed_at !== null), 'hours before the database clock horizon close');
+  t.same(hours.filter((h) => new Date(h.hour).getTime() >= horizon && h.closed_at !== null), [], 'none at or after it does');
+
+  const behind = await adminApp(t, { clock: () => new Date(Date.now() - 20 * 60_000) });
+  await behind.app.ready();
+  await behind.app.statisticsClosing.run();
+  const warning = behind.logs.entries().find((e) => String(e.msg).includes("clock runs behind the database's"));
+  t.ok(warning, 'a clock 20 minutes behind is warned about');
+  t.ok(Number(warning?.behindSeconds) >= 1190, `by how much (${String(warning?.behindSeconds)} s)`);
+  t.notOk(ahead.logs.text().includes('clock runs behind'), 'a clock ahead is not (its hours wait for the database)');
 });
