@@ -57,11 +57,12 @@ export function apiKeyGuard(keys: readonly string[]) {
 }
 
 const adminDisabled = () =>
-  new AppError(403, 'forbidden', 'personal-data and audit routes are disabled: ADMIN_API_KEYS is not configured');
+  new AppError(403, 'forbidden', 'admin routes (personal data, audit, endpoints) are disabled: ADMIN_API_KEYS is not configured');
 
 /**
- * An onRequest hook for the personal-data and audit routes: 403 while ADMIN_API_KEYS is unset (they
- * are off), 401 without `Authorization: Bearer <one of them>` (compared in constant time).
+ * An onRequest hook for the admin routes (personal data, audit, /v1/endpoints): 403 while
+ * ADMIN_API_KEYS is unset (they are off), 401 without `Authorization: Bearer <one of them>`
+ * (compared in constant time).
  */
 export function adminKeyGuard(keys: readonly string[]) {
   return async function requireAdminKey(request: FastifyRequest, reply: FastifyReply): Promise<void> {

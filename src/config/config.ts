@@ -197,7 +197,7 @@ export interface Config {
   /** Every configured CPF hash key, newest first; lookup, export and erasure match under each. */
   cpfHashKeys: string[];
   cpfHashKeyIsDevelopmentDefault: boolean;
-  /** Keys of the personal-data and audit routes; empty: those routes refuse with 403. */
+  /** Keys of the admin routes (personal data, audit, /v1/endpoints); empty: those routes refuse with 403. */
   adminApiKeys: string[];
   tokenClient: TokenClientConfig | undefined;
   logLevel: LogLevel;

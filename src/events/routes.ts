@@ -60,7 +60,7 @@ export const eventRoutes =
         schema: {
           ...operation('redeliverEvent', 'query'),
           tags: ['events'],
-          summary: 'Queue one event again for every configured URL, even where it was delivered',
+          summary: 'Queue one event again for every endpoint that receives its type, even where it was delivered',
           params: eventParams,
           response: { 202: queuedView, ...errors },
         },

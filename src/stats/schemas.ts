@@ -45,11 +45,11 @@ const presentView = z.object({
   invalid24h: count.describe('Invalid callbacks received in the last 24 h'),
   events: z
     .object({
-      pending: count.describe('Deliveries still to be made (one per event and EVENT_WEBHOOK_URLS entry)'),
+      pending: count.describe('Deliveries still to be made (one per event and receiving endpoint)'),
       dead: count.describe('Deliveries given up after EVENT_RETRY_HORIZON_S, until redelivered'),
       oldestPendingAgeS: z.number().int().nullable().describe('How long the oldest pending delivery has been queued, in seconds; null when none'),
     })
-    .describe('Outcome event push (all zero without EVENT_WEBHOOK_URLS)'),
+    .describe('Outcome event push (all zero when no endpoint receives events)'),
   token: z
     .object({
       configured: z.boolean().describe('AUTH_URL and CLIENT_ID are set'),

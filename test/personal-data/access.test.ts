@@ -20,7 +20,7 @@ t.test('with ADMIN_API_KEYS unset every personal-data and audit route refuses 40
   for (const route of routes) {
     const res = await app.inject({ method: route.method, url: route.url, payload: route.body, headers: { authorization: `Bearer ${ADMIN_KEY}` } });
     t.equal(res.statusCode, 403, route.url);
-    t.same(res.json(), { error: 'forbidden', message: 'personal-data and audit routes are disabled: ADMIN_API_KEYS is not configured' });
+    t.same(res.json(), { error: 'forbidden', message: 'admin routes (personal data, audit, endpoints) are disabled: ADMIN_API_KEYS is not configured' });
   }
   const left = await database.db.selectFrom('underwriting_requests').select('id').where('customer_uuid', '=', 'access-1').execute();
   t.equal(left.length, 2, 'nothing erased');
