@@ -15,6 +15,12 @@ v as (
   select c.now, c.sec, c.ms, c.hold_until, c.open_until, c.probe_until,
          c.failures >= $3 as is_open,
          case when c.window_s = c.sec then c.used else 0 end as used_now,
+         -- How many calls may start now: what this second has left, what the spread has let
+         -- through by now (call n at n * SPREAD_MS / limit ms), and one while the circuit probes.
+         case when c.failures >= $3 then 1
+              else least($6::int, $1 - (case when c.window_s = c.sec then c.used else 0 end),
+                         floor(c.ms * $1 / 700.0)::int + 1 - (case when c.window_s = c.sec then c.used else 0 end))
+         end as allowed,
          case
            when c.hold_until > c.now then 'held'
            when c.failures >= $3 and (coalesce(c.open_until > c.now, false) or coalesce(c.probe_until > c.now, false)) then 'open'
@@ -30,7 +36,7 @@ free as (
   select s.slot from provider_slots s, v
   where s.slot < $2 and s.lease_until <= v.now and v.verdict = 'ok'
   order by s.slot
-  limit 1
+  limit (select greatest(allowed, 1) from v)
   for update of s skip locked
 ),
 taken as (
@@ -42,13 +48,13 @@ taken as (
 ),
 paced as (
   update provider_pacing p
-     set window_s = v.sec, used = v.used_now + 1,
+     set window_s = v.sec, used = v.used_now + (select count(*) from taken),
          probe_until = case when v.is_open then v.now + make_interval(secs => $5::double precision / 1000) else p.probe_until end
     from v
    where p.id = 1 and exists (select 1 from taken)
   returning p.id
 )
-select (select slot from taken) as slot, ((v.sec + 1) * 1000)::float8 as window_end_ms,
+select array(select slot from taken order by slot) as slots, ((v.sec + 1) * 1000)::float8 as window_end_ms,
        case when v.verdict = 'ok' and not exists (select 1 from taken) then 'in_flight' else v.verdict end as verdict,
        v.is_open,
        (extract(epoch from v.now) * 1000)::float8 as now_ms,

@@ -3,13 +3,14 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { ProviderPacingConfig } from '../config/config.js';
 import type { Tables } from '../db/types.js';
-import { type CallOutcome, ensureSlots, type Refusal, returnSlot, takeSlot } from './sql.js';
+import { type CallOutcome, ensureSlots, type Refusal, returnSlot, takeSlots } from './sql.js';
 
 /**
  * The provider's pace for this instance's callers: waiters line up here (synchronous submits
- * before the queue's forwarder), and only the first of them asks the database (sql.ts)
- * for a slot at a time, so a thousand waiting submits cost one statement per slot, not a thousand
- * polls. The pace itself is the database's, shared by every instance.
+ * before the queue's forwarder), and one ask at a time goes to the database (sql.ts), for as many
+ * slots as there are waiters (at most MAX_SLOTS_PER_TAKE): a thousand waiting submits cost one
+ * statement per batch of slots, neither a thousand polls nor a round trip each in turn. The pace
+ * itself is the database's, shared by every instance.
  */
 
 /** A slot to call the provider once; give it back with what the call told. */
@@ -58,6 +59,8 @@ const IN_FLIGHT_POLL_MS = 20;
 const PROBE_POLL_MS = 50;
 /** The first waiter asks again at least this often, whatever the refusal said (a change elsewhere, a clock step). */
 const MAX_WAIT_MS = 1000;
+/** Slots one ask takes at most for the waiters in line (the pace's own bounds come first). */
+const MAX_SLOTS_PER_TAKE = 64;
 
 interface Waiter {
   options: AcquireOptions;
@@ -162,17 +165,21 @@ export function createPacer(deps: PacerDeps): Pacer {
       throw err;
     });
     await slotsReady;
+    // One holder per take: a slot's return names its slot and holder, so the slots of one take share it.
     const holder = `${instance}:${++sequence}`;
-    const taken = await takeSlot(db, config, holder, deps.leaseMs);
-    if (taken.slot !== null) {
-      const permit = permitOf(taken.slot, holder, taken.probe, performance.now() + taken.windowEndMs - taken.nowMs - SEND_MARGIN_MS);
-      const first = next();
-      if (first) {
-        remove(first);
-        first.resolve({ permit });
-      } else {
-        // The waiter left meanwhile (its deadline): the slot goes back unused.
-        void permit.release('not_called');
+    const taken = await takeSlots(db, config, holder, deps.leaseMs, Math.min(sync.length + queue.length, MAX_SLOTS_PER_TAKE));
+    if (taken.slots !== null) {
+      const usableUntil = performance.now() + taken.windowEndMs - taken.nowMs - SEND_MARGIN_MS;
+      for (const slot of taken.slots) {
+        const permit = permitOf(slot, holder, taken.probe, usableUntil);
+        const first = next();
+        if (first) {
+          remove(first);
+          first.resolve({ permit });
+        } else {
+          // The waiter left meanwhile (its deadline): the slot goes back unused.
+          void permit.release('not_called');
+        }
       }
       return;
     }

@@ -36,8 +36,15 @@ export type Refusal =
   | 'in_flight';
 
 export type TakeResult =
-  | { slot: number; probe: boolean; /** Database time (ms since the epoch) when it was taken, and when its second ends. */ nowMs: number; windowEndMs: number }
-  | { slot: null; refusal: Refusal; /** Database time (ms since the epoch) until which the refusal holds, when known. */ untilMs: number | null; nowMs: number };
+  | {
+      /** One or more slots (as many as were wanted and the pace allows now, one while the circuit probes), lowest first. */
+      slots: number[];
+      probe: boolean;
+      /** Database time (ms since the epoch) when they were taken, and when their second ends. */
+      nowMs: number;
+      windowEndMs: number;
+    }
+  | { slots: null; refusal: Refusal; /** Database time (ms since the epoch) until which the refusal holds, when known. */ untilMs: number | null; nowMs: number };
 
 export interface PaceLimits {
   maxRps: number;
@@ -61,6 +68,12 @@ const TAKE = defineStatement('provider_take_slot', `
       select c.now, c.sec, c.ms, c.hold_until, c.open_until, c.probe_until,
              c.failures >= $3 as is_open,
              case when c.window_s = c.sec then c.used else 0 end as used_now,
+             -- How many calls may start now: what this second has left, what the spread has let
+             -- through by now (call n at n * SPREAD_MS / limit ms), and one while the circuit probes.
+             case when c.failures >= $3 then 1
+                  else least($6::int, $1 - (case when c.window_s = c.sec then c.used else 0 end),
+                             floor(c.ms * $1 / ${SPREAD_MS}.0)::int + 1 - (case when c.window_s = c.sec then c.used else 0 end))
+             end as allowed,
              case
                when c.hold_until > c.now then 'held'
                when c.failures >= $3 and (coalesce(c.open_until > c.now, false) or coalesce(c.probe_until > c.now, false)) then 'open'
@@ -76,7 +89,7 @@ const TAKE = defineStatement('provider_take_slot', `
       select s.slot from provider_slots s, v
       where s.slot < $2 and s.lease_until <= v.now and v.verdict = 'ok'
       order by s.slot
-      limit 1
+      limit (select greatest(allowed, 1) from v)
       for update of s skip locked
     ),
     taken as (
@@ -88,13 +101,13 @@ const TAKE = defineStatement('provider_take_slot', `
     ),
     paced as (
       update provider_pacing p
-         set window_s = v.sec, used = v.used_now + 1,
+         set window_s = v.sec, used = v.used_now + (select count(*) from taken),
              probe_until = case when v.is_open then v.now + make_interval(secs => $5::double precision / 1000) else p.probe_until end
         from v
        where p.id = 1 and exists (select 1 from taken)
       returning p.id
     )
-    select (select slot from taken) as slot, ((v.sec + 1) * 1000)::float8 as window_end_ms,
+    select array(select slot from taken order by slot) as slots, ((v.sec + 1) * 1000)::float8 as window_end_ms,
            case when v.verdict = 'ok' and not exists (select 1 from taken) then 'in_flight' else v.verdict end as verdict,
            v.is_open,
            (extract(epoch from v.now) * 1000)::float8 as now_ms,
@@ -107,16 +120,22 @@ const TAKE = defineStatement('provider_take_slot', `
             end)::float8 as until_ms
     from v, not_waited`);
 
-/** Takes a call slot if the pace, the provider's hold and the circuit allow one now; one statement. */
-export async function takeSlot(db: Kysely<Tables>, limits: PaceLimits, holder: string, leaseMs: number): Promise<TakeResult> {
-  const [row] = await runStatement<{ slot: number | null; window_end_ms: number; verdict: string; is_open: boolean; now_ms: number; until_ms: number | null }>(
+/**
+ * Takes up to `want` call slots (the callers waiting) if the pace, the provider's hold and the
+ * circuit allow them now; one statement, so that callers waiting together cost one round trip,
+ * not one each in turn (a synchronous submit's pace was one round trip at a time per instance:
+ * docs/provider-pacing.md).
+ */
+export async function takeSlots(db: Kysely<Tables>, limits: PaceLimits, holder: string, leaseMs: number, want = 1): Promise<TakeResult> {
+  const [row] = await runStatement<{ slots: number[]; window_end_ms: number; verdict: string; is_open: boolean; now_ms: number; until_ms: number | null }>(
     db,
     TAKE,
-    [limits.maxRps, limits.maxInFlight, limits.circuitFailures, holder, leaseMs],
+    [limits.maxRps, limits.maxInFlight, limits.circuitFailures, holder, leaseMs, Math.max(1, Math.floor(want))],
   );
   if (!row) throw new Error('provider_pacing has no row: is migration 0017 applied?');
-  if (row.slot !== null) return { slot: Number(row.slot), probe: row.is_open, nowMs: Number(row.now_ms), windowEndMs: Number(row.window_end_ms) };
-  return { slot: null, refusal: row.verdict as Refusal, untilMs: row.until_ms === null ? null : Number(row.until_ms), nowMs: Number(row.now_ms) };
+  const slots = row.slots.map(Number);
+  if (slots.length > 0) return { slots, probe: row.is_open, nowMs: Number(row.now_ms), windowEndMs: Number(row.window_end_ms) };
+  return { slots: null, refusal: row.verdict as Refusal, untilMs: row.until_ms === null ? null : Number(row.until_ms), nowMs: Number(row.now_ms) };
 }
 
 /** What a call told about the provider, for the circuit: an answer (even a refusal), a failure (no answer, a 5xx), or no call made. */

@@ -1,7 +1,7 @@
 import { setTimeout } from 'node:timers/promises';
 import { sql } from 'kysely';
 import t from 'tap';
-import { ensureSlots, returnSlot, takeSlot } from '../../src/provider/sql.js';
+import { ensureSlots, returnSlot, takeSlots } from '../../src/provider/sql.js';
 import { freshDatabase } from '../helpers/database.js';
 
 // The shared pace's statements on their own (src/provider/sql.ts): what a slot's return writes.
@@ -20,8 +20,8 @@ t.test('an answered call gives its slot back without writing the shared pace row
   // A take in the last 300 ms of a second, or too soon after the previous one, is refused until a known time: taken then.
   const take = async (holder: string) => {
     for (;;) {
-      const taken = await takeSlot(db, limits, holder, 60_000);
-      if (taken.slot !== null) return taken.slot;
+      const taken = await takeSlots(db, limits, holder, 60_000);
+      if (taken.slots !== null) return taken.slots[0]!;
       if (taken.refusal !== 'rate' || taken.untilMs === null) throw new Error(`no slot: ${taken.refusal}`);
       await setTimeout(Math.max(1, taken.untilMs - taken.nowMs));
     }
@@ -52,4 +52,46 @@ t.test('an answered call gives its slot back without writing the shared pace row
   t.not(await version(), beforeHold, "an answer with a Retry-After writes the hold");
   const { rows } = await sql<{ held: boolean }>`select hold_until > clock_timestamp() as held from provider_pacing where id = 1`.execute(db);
   t.equal(rows[0]!.held, true, 'and every instance is held');
+});
+
+t.test('one take gives the callers waiting together as many slots as the pace allows now, never more', async (t) => {
+  const { db } = await freshDatabase(t);
+  const wide = { maxRps: 1000, maxInFlight: 4, circuitFailures: 3 };
+  await ensureSlots(db, wide.maxInFlight);
+  // Past the spread (the last 300 ms of a second) nothing is given: asked again at the time it names.
+  const takeMany = async (lim: typeof limits, want: number, holder: string) => {
+    for (;;) {
+      const taken = await takeSlots(db, lim, holder, 60_000, want);
+      if (taken.slots !== null) return taken;
+      if (taken.refusal !== 'rate' || taken.untilMs === null) throw new Error(`no slot: ${taken.refusal}`);
+      await setTimeout(Math.max(1, taken.untilMs - taken.nowMs));
+    }
+  };
+  const many = await takeMany(wide, 10, 'w:1');
+  const ms = many.nowMs % 1000;
+  t.ok(many.slots.length <= Math.min(4, Math.floor((ms * 1000) / 700) + 1), `within the in-flight limit and the spread (${many.slots.length} at ${ms.toFixed(1)} ms)`);
+  t.equal(new Set(many.slots).size, many.slots.length, 'distinct slots');
+  if (ms >= 3) t.equal(many.slots.length, 4, 'all four in one statement');
+  const { rows } = await sql<{ used: number; window_s: string }>`select used, window_s from provider_pacing where id = 1`.execute(db);
+  t.equal(rows[0]!.used, many.slots.length, 'each counted in its second');
+
+  // The rest of the slots while those are in flight: refused as in flight.
+  const rest = await takeMany(wide, 10, 'w:2').catch((err: Error) => err);
+  if (many.slots.length === 4) t.match(rest, { message: 'no slot: in_flight' }, 'none left while four are in flight');
+
+  // A tight pace: one take never gives more calls than the spread has let through by then.
+  const { db: tight } = await freshDatabase(t);
+  await ensureSlots(tight, 64);
+  const paced = { maxRps: 50, maxInFlight: 64, circuitFailures: 3 };
+  for (let i = 0; i < 3; i++) {
+    const taken = await (async () => {
+      for (;;) {
+        const r = await takeSlots(tight, paced, `p:${i}`, 60_000, 50);
+        if (r.slots !== null) return r;
+        await setTimeout(Math.max(1, (r.untilMs ?? r.nowMs + 20) - r.nowMs));
+      }
+    })();
+    const at = taken.nowMs % 1000;
+    t.ok(taken.slots.length <= Math.floor((at * 50) / 700) + 1, `spread kept: ${taken.slots.length} slots at ${at.toFixed(1)} ms`);
+  }
 });
