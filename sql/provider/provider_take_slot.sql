@@ -11,26 +11,38 @@ c as (
               else (extract(epoch from t.now) - floor(extract(epoch from t.now))) * 1000 end as ms
   from t
 ),
+-- This second's calls so far (those of the last second's tail among them), and those of its
+-- own tail, which count in the next second as well.
+u as (
+  select c.*,
+         case when c.window_s = c.sec then c.used when c.window_s = c.sec - 1 then c.used_next else 0 end as used_now,
+         case when c.window_s = c.sec then c.used_next else 0 end as next_now,
+         c.ms >= 700 as tail
+  from c
+),
 v as (
-  select c.now, c.sec, c.ms, c.hold_until, c.open_until, c.probe_until,
-         c.failures >= $3 as is_open,
-         case when c.window_s = c.sec then c.used else 0 end as used_now,
-         -- How many calls may start now: what this second has left, what the spread has let
-         -- through by now (call n at n * SPREAD_MS / limit ms), and one while the circuit probes.
-         case when c.failures >= $3 then 1
-              else least($6::int, $1 - (case when c.window_s = c.sec then c.used else 0 end),
-                         floor(c.ms * $1 / 700.0)::int + 1 - (case when c.window_s = c.sec then c.used else 0 end))
+  select u.now, u.sec, u.ms, u.tail, u.used_now, u.next_now, u.hold_until, u.open_until, u.probe_until,
+         u.failures >= $3 as is_open,
+         -- How many calls may start now: what this second (and, in its tail, the next) has left,
+         -- what the spread has let through by now (call n of the first SPREAD_MS at
+         -- n * SPREAD_MS / limit ms, call n of the tail at n * TAIL_MS / limit ms into it), and
+         -- one while the circuit probes.
+         case when u.failures >= $3 then 1
+              when u.tail then least($6::int, $1 - u.used_now, $1 - u.next_now,
+                                     floor((u.ms - 700) * $1 / 300.0)::int + 1 - u.next_now)
+              else least($6::int, $1 - u.used_now, floor(u.ms * $1 / 700.0)::int + 1 - u.used_now)
          end as allowed,
          case
-           when c.hold_until > c.now then 'held'
-           when c.failures >= $3 and (coalesce(c.open_until > c.now, false) or coalesce(c.probe_until > c.now, false)) then 'open'
-           when (case when c.window_s = c.sec then c.used else 0 end) >= $1 then 'rate'
-           -- Past the spread, no call starts in this second (it might reach the provider in the next).
-           when c.ms >= 700 then 'rate'
-           when c.ms < (case when c.window_s = c.sec then c.used else 0 end) * 700.0 / $1 then 'rate'
+           when u.hold_until > u.now then 'held'
+           when u.failures >= $3 and (coalesce(u.open_until > u.now, false) or coalesce(u.probe_until > u.now, false)) then 'open'
+           when u.used_now >= $1 then 'rate'
+           when not u.tail and u.ms < u.used_now * 700.0 / $1 then 'rate'
+           -- In the tail a call may reach the provider in the next second: it counts there too.
+           when u.tail and u.next_now >= $1 then 'rate'
+           when u.tail and u.ms - 700 < u.next_now * 300.0 / $1 then 'rate'
            else 'ok'
          end as verdict
-  from c
+  from u
 ),
 free as (
   select s.slot from provider_slots s, v
@@ -49,12 +61,15 @@ taken as (
 paced as (
   update provider_pacing p
      set window_s = v.sec, used = v.used_now + (select count(*) from taken),
+         used_next = v.next_now + case when v.tail then (select count(*) from taken) else 0 end,
          probe_until = case when v.is_open then v.now + make_interval(secs => $5::double precision / 1000) else p.probe_until end
     from v
    where p.id = 1 and exists (select 1 from taken)
   returning p.id
 )
-select array(select slot from taken order by slot) as slots, ((v.sec + 1) * 1000)::float8 as window_end_ms,
+-- A call of the tail may reach the provider in the next second: its window ends with that one.
+select array(select slot from taken order by slot) as slots,
+       ((v.sec + case when v.tail then 2 else 1 end) * 1000)::float8 as window_end_ms,
        case when v.verdict = 'ok' and not exists (select 1 from taken) then 'in_flight' else v.verdict end as verdict,
        v.is_open,
        (extract(epoch from v.now) * 1000)::float8 as now_ms,
@@ -62,7 +77,8 @@ select array(select slot from taken order by slot) as slots, ((v.sec + 1) * 1000
           when v.verdict = 'held' then extract(epoch from v.hold_until) * 1000
           -- Open: until its period ends; while another instance's probe runs, unknown (asked again soon).
           when v.verdict = 'open' and coalesce(v.open_until > v.now, false) then extract(epoch from v.open_until) * 1000
-          when v.verdict = 'rate' and (v.used_now >= $1 or v.ms >= 700) then (v.sec + 1) * 1000
+          when v.verdict = 'rate' and (v.used_now >= $1 or (v.tail and v.next_now >= $1)) then (v.sec + 1) * 1000
+          when v.verdict = 'rate' and v.tail then v.sec * 1000 + 700 + v.next_now * 300.0 / $1
           when v.verdict = 'rate' then v.sec * 1000 + v.used_now * 700.0 / $1
         end)::float8 as until_ms
 from v, not_waited;

@@ -259,6 +259,8 @@ export interface ProviderPacingTable {
   /** The Unix second whose call starts `used` counts. */
   window_s: ColumnType<string, number | undefined, number>;
   used: ColumnType<number, number | undefined, number>;
+  /** Calls started in window_s's last 300 ms, counted in the next second too (migration 0023). */
+  used_next: ColumnType<number, number | undefined, number>;
   hold_until: ColumnType<Date, Date | string | undefined, Date | string>;
   failures: ColumnType<number, number | undefined, number>;
   open_until: Timestamp | null;

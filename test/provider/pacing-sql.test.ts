@@ -17,7 +17,7 @@ t.test('an answered call gives its slot back without writing the shared pace row
   const leased = async (slot: number) =>
     (await sql<{ n: number }>`select count(*)::int as n from provider_slots where slot = ${slot} and lease_until > clock_timestamp()`.execute(db)).rows[0]!.n;
 
-  // A take in the last 300 ms of a second, or too soon after the previous one, is refused until a known time: taken then.
+  // A take too soon after the previous one (the spread) is refused until a known time: taken then.
   const take = async (holder: string) => {
     for (;;) {
       const taken = await takeSlots(db, limits, holder, 60_000);
@@ -58,7 +58,7 @@ t.test('one take gives the callers waiting together as many slots as the pace al
   const { db } = await freshDatabase(t);
   const wide = { maxRps: 1000, maxInFlight: 4, circuitFailures: 3 };
   await ensureSlots(db, wide.maxInFlight);
-  // Past the spread (the last 300 ms of a second) nothing is given: asked again at the time it names.
+  // A take too soon after the previous one (the spread) is refused until a known time: asked again then.
   const takeMany = async (lim: typeof limits, want: number, holder: string) => {
     for (;;) {
       const taken = await takeSlots(db, lim, holder, 60_000, want);
@@ -69,7 +69,8 @@ t.test('one take gives the callers waiting together as many slots as the pace al
   };
   const many = await takeMany(wide, 10, 'w:1');
   const ms = many.nowMs % 1000;
-  t.ok(many.slots.length <= Math.min(4, Math.floor((ms * 1000) / 700) + 1), `within the in-flight limit and the spread (${many.slots.length} at ${ms.toFixed(1)} ms)`);
+  const spread = ms < 700 ? Math.floor((ms * 1000) / 700) + 1 : Math.floor(((ms - 700) * 1000) / 300) + 1;
+  t.ok(many.slots.length <= Math.min(4, spread), `within the in-flight limit and the spread (${many.slots.length} at ${ms.toFixed(1)} ms)`);
   t.equal(new Set(many.slots).size, many.slots.length, 'distinct slots');
   if (ms >= 3) t.equal(many.slots.length, 4, 'all four in one statement');
   const { rows } = await sql<{ used: number; window_s: string }>`select used, window_s from provider_pacing where id = 1`.execute(db);
@@ -92,6 +93,47 @@ t.test('one take gives the callers waiting together as many slots as the pace al
       }
     })();
     const at = taken.nowMs % 1000;
-    t.ok(taken.slots.length <= Math.floor((at * 50) / 700) + 1, `spread kept: ${taken.slots.length} slots at ${at.toFixed(1)} ms`);
+    const bound = at < 700 ? Math.floor((at * 50) / 700) + 1 : Math.floor(((at - 700) * 50) / 300) + 1;
+    t.ok(taken.slots.length <= bound, `spread kept: ${taken.slots.length} slots at ${at.toFixed(1)} ms`);
   }
+});
+
+t.test("a call in a second's last 300 ms starts at once and counts in the next second too", async (t) => {
+  const { db } = await freshDatabase(t);
+  const lim = { maxRps: 10, maxInFlight: 64, circuitFailures: 3 };
+  await ensureSlots(db, lim.maxInFlight);
+  const pace = async () => (await sql<{ window_s: string; used: number; used_next: number }>`select window_s, used, used_next from provider_pacing where id = 1`.execute(db)).rows[0]!;
+  const dbMs = async () => Number((await sql<{ ms: number }>`select (extract(epoch from clock_timestamp()) * 1000)::float8 as ms`.execute(db)).rows[0]!.ms);
+  // Into the next second's tail (750-850 ms), by the database's clock.
+  const now = await dbMs();
+  await setTimeout((1750 - (now % 1000)) % 1000 || 1000);
+  const taken = await takeSlots(db, lim, 'tail:1', 60_000, 5);
+  t.ok(taken.slots !== null, `a slot in the tail (at ${(taken.nowMs % 1000).toFixed(1)} ms)`);
+  if (taken.slots === null) return;
+  const at = taken.nowMs % 1000;
+  t.ok(at >= 700, 'taken in the tail');
+  t.ok(taken.slots.length <= Math.floor(((at - 700) * 10) / 300) + 1, `spread over the tail: ${taken.slots.length} at ${at.toFixed(1)} ms`);
+  const second = Math.floor(taken.nowMs / 1000);
+  t.equal(taken.windowEndMs, (second + 2) * 1000, 'its window ends with the next second (it may land there)');
+  const row = await pace();
+  t.same([Number(row.window_s), row.used, row.used_next], [second, taken.slots.length, taken.slots.length], 'counted in this second and the next');
+
+  // The next second starts with them: its own calls are the limit less the tail's.
+  await setTimeout(second * 1000 + 1000 - (await dbMs()) + 5);
+  let own = 0;
+  for (;;) {
+    const r = await takeSlots(db, lim, `next:${own}`, 60_000, 10);
+    if (r.slots === null) {
+      if (r.untilMs === null) throw new Error(r.refusal);
+      if (r.untilMs >= (second + 2) * 1000) break;
+      await setTimeout(Math.max(1, r.untilMs - r.nowMs));
+      continue;
+    }
+    if (Math.floor(r.nowMs / 1000) === second + 1) own += r.slots.length;
+    else if (Math.floor(r.nowMs / 1000) > second + 1) break;
+  }
+  const after = await pace();
+  t.equal(Number(after.window_s), second + 1, 'the next second counted');
+  t.equal(after.used, 10, 'to its limit, the tail calls among them');
+  t.equal(own, 10 - taken.slots.length, `its own calls: the limit less the ${taken.slots.length} of the tail`);
 });
