@@ -256,11 +256,11 @@ export interface TurnaroundHourlyTable {
 /** The provider's pace, shared by every instance (one row, id 1; see provider/pacing.ts). */
 export interface ProviderPacingTable {
   id: number;
-  /** The Unix second whose call starts `used` counts. */
+  /** The Unix second whose call starts `used` counts (the next one once a call started in a second's tail). */
   window_s: ColumnType<string, number | undefined, number>;
   used: ColumnType<number, number | undefined, number>;
-  /** Calls started in window_s's last 300 ms, counted in the next second too (migration 0023). */
-  used_next: ColumnType<number, number | undefined, number>;
+  /** While window_s is the second after a tail call's (migration 0023): that call's second's own count. */
+  used_prev: ColumnType<number, number | undefined, number>;
   hold_until: ColumnType<Date, Date | string | undefined, Date | string>;
   failures: ColumnType<number, number | undefined, number>;
   open_until: Timestamp | null;

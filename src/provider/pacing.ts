@@ -17,9 +17,9 @@ import { type CallOutcome, ensureSlots, type Refusal, returnSlot, takeSlots } fr
 export interface Permit {
   readonly probe: boolean;
   /**
-   * False once the call could no longer reach the provider within the second it was counted in
-   * (this process was slow to send it): give it back unused and take another, or the provider
-   * would see it in the next second, on top of that second's calls.
+   * False once the call could no longer reach the provider within a second it was counted in (its
+   * own, or for a call of a second's tail the next one too; this process was slow to send it): give
+   * it back unused and take another, or the provider would see it in a second that did not count it.
    */
   fresh(): boolean;
   /** Once; holdS: the provider's Retry-After, when it gave one. */
@@ -51,7 +51,7 @@ export interface Pacer {
 
 /** Retry-After is believed up to this long; a longer one (or an HTTP date far ahead) is cut to it. */
 export const MAX_HOLD_S = 600;
-/** A call is sent at least this long before the end of the second it was counted in (the way to the provider). */
+/** A call is sent at least this long before the end of its window (the last second it was counted in): the way to the provider. */
 const SEND_MARGIN_MS = 300;
 /** How often the first waiter asks again while every slot is in flight on other instances. */
 const IN_FLIGHT_POLL_MS = 20;
@@ -167,9 +167,12 @@ export function createPacer(deps: PacerDeps): Pacer {
     await slotsReady;
     // One holder per take: a slot's return names its slot and holder, so the slots of one take share it.
     const holder = `${instance}:${++sequence}`;
+    // The permit's life counts from before the ask: the database's clock was read after it was sent,
+    // and the way back (commit, network, event loop) must not lengthen it.
+    const askedAt = performance.now();
     const taken = await takeSlots(db, config, holder, deps.leaseMs, Math.min(sync.length + queue.length, MAX_SLOTS_PER_TAKE));
     if (taken.slots !== null) {
-      const usableUntil = performance.now() + taken.windowEndMs - taken.nowMs - SEND_MARGIN_MS;
+      const usableUntil = askedAt + taken.windowEndMs - taken.nowMs - SEND_MARGIN_MS;
       for (const slot of taken.slots) {
         const permit = permitOf(slot, holder, taken.probe, usableUntil);
         const first = next();

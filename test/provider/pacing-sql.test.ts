@@ -72,9 +72,9 @@ t.test('one take gives the callers waiting together as many slots as the pace al
   const spread = ms < 700 ? Math.floor((ms * 1000) / 700) + 1 : Math.floor(((ms - 700) * 1000) / 300) + 1;
   t.ok(many.slots.length <= Math.min(4, spread), `within the in-flight limit and the spread (${many.slots.length} at ${ms.toFixed(1)} ms)`);
   t.equal(new Set(many.slots).size, many.slots.length, 'distinct slots');
-  if (ms >= 3) t.equal(many.slots.length, 4, 'all four in one statement');
-  const { rows } = await sql<{ used: number; window_s: string }>`select used, window_s from provider_pacing where id = 1`.execute(db);
-  t.equal(rows[0]!.used, many.slots.length, 'each counted in its second');
+  if (ms < 700 ? ms >= 3 : ms >= 701) t.equal(many.slots.length, 4, 'all four in one statement');
+  const { rows } = await sql<{ used: number; used_prev: number }>`select used, used_prev from provider_pacing where id = 1`.execute(db);
+  t.equal(ms < 700 ? rows[0]!.used : rows[0]!.used_prev, many.slots.length, 'each counted in its second');
 
   // The rest of the slots while those are in flight: refused as in flight.
   const rest = await takeMany(wide, 10, 'w:2').catch((err: Error) => err);
@@ -93,8 +93,11 @@ t.test('one take gives the callers waiting together as many slots as the pace al
       }
     })();
     const at = taken.nowMs % 1000;
-    const bound = at < 700 ? Math.floor((at * 50) / 700) + 1 : Math.floor(((at - 700) * 50) / 300) + 1;
-    t.ok(taken.slots.length <= bound, `spread kept: ${taken.slots.length} slots at ${at.toFixed(1)} ms`);
+    // Every call its second has counted so far, not only this take's: at most what the spread lets through by now.
+    const row = (await sql<{ used: number; used_prev: number }>`select used, used_prev from provider_pacing where id = 1`.execute(tight)).rows[0]!;
+    const counted = at < 700 ? row.used : row.used_prev;
+    const bound = at < 700 ? Math.floor((at * 50) / 700) + 1 : 50;
+    t.ok(counted <= bound, `spread kept: ${counted} calls counted at ${at.toFixed(1)} ms (this take ${taken.slots.length})`);
   }
 });
 
@@ -102,21 +105,43 @@ t.test("a call in a second's last 300 ms starts at once and counts in the next s
   const { db } = await freshDatabase(t);
   const lim = { maxRps: 10, maxInFlight: 64, circuitFailures: 3 };
   await ensureSlots(db, lim.maxInFlight);
-  const pace = async () => (await sql<{ window_s: string; used: number; used_next: number }>`select window_s, used, used_next from provider_pacing where id = 1`.execute(db)).rows[0]!;
+  const pace = async () =>
+    (await sql<{ window_s: string; used: number; used_prev: number }>`select window_s, used, used_prev from provider_pacing where id = 1`.execute(db)).rows[0]!;
   const dbMs = async () => Number((await sql<{ ms: number }>`select (extract(epoch from clock_timestamp()) * 1000)::float8 as ms`.execute(db)).rows[0]!.ms);
-  // Into the next second's tail (750-850 ms), by the database's clock.
-  const now = await dbMs();
-  await setTimeout((1750 - (now % 1000)) % 1000 || 1000);
-  const taken = await takeSlots(db, lim, 'tail:1', 60_000, 5);
+  const untilTail = async () => {
+    const now = await dbMs();
+    if (now % 1000 < 720) await setTimeout(Math.max(1, 730 - (now % 1000)));
+  };
+  // The head of a second takes 8 of its 10 calls; then its tail may start only the 2 left.
+  let second = 0;
+  let head = 0;
+  for (let tries = 0; tries < 20 && head < 8; tries++) {
+    const now = await dbMs();
+    if (now % 1000 > 300) {
+      await setTimeout(1000 - (now % 1000) + 5);
+      continue;
+    }
+    second = Math.floor(now / 1000);
+    head = 0;
+    while (head < 8) {
+      const r = await takeSlots(db, lim, `head:${head}`, 60_000, 8 - head);
+      if (r.slots !== null) {
+        if (Math.floor(r.nowMs / 1000) !== second) break;
+        head += r.slots.length;
+      } else if (r.refusal === 'rate' && r.untilMs !== null && r.untilMs < (second + 1) * 1000 - 300) {
+        await setTimeout(Math.max(1, r.untilMs - r.nowMs));
+      } else break;
+    }
+  }
+  t.equal(head, 8, 'eight calls in the head of one second');
+  await untilTail();
+  const taken = await takeSlots(db, lim, 'tail:1', 60_000, 10);
   t.ok(taken.slots !== null, `a slot in the tail (at ${(taken.nowMs % 1000).toFixed(1)} ms)`);
-  if (taken.slots === null) return;
-  const at = taken.nowMs % 1000;
-  t.ok(at >= 700, 'taken in the tail');
-  t.ok(taken.slots.length <= Math.floor(((at - 700) * 10) / 300) + 1, `spread over the tail: ${taken.slots.length} at ${at.toFixed(1)} ms`);
-  const second = Math.floor(taken.nowMs / 1000);
+  if (taken.slots === null || Math.floor(taken.nowMs / 1000) !== second) return;
+  t.ok(taken.slots.length <= 2, `no more than the second has left: ${taken.slots.length}`);
   t.equal(taken.windowEndMs, (second + 2) * 1000, 'its window ends with the next second (it may land there)');
   const row = await pace();
-  t.same([Number(row.window_s), row.used, row.used_next], [second, taken.slots.length, taken.slots.length], 'counted in this second and the next');
+  t.same([Number(row.window_s), row.used, row.used_prev], [second + 1, taken.slots.length, 8 + taken.slots.length], 'counted in this second and the next');
 
   // The next second starts with them: its own calls are the limit less the tail's.
   await setTimeout(second * 1000 + 1000 - (await dbMs()) + 5);
@@ -125,15 +150,16 @@ t.test("a call in a second's last 300 ms starts at once and counts in the next s
     const r = await takeSlots(db, lim, `next:${own}`, 60_000, 10);
     if (r.slots === null) {
       if (r.untilMs === null) throw new Error(r.refusal);
-      if (r.untilMs >= (second + 2) * 1000) break;
+      if (r.untilMs >= (second + 2) * 1000 - 300) break;
       await setTimeout(Math.max(1, r.untilMs - r.nowMs));
       continue;
     }
-    if (Math.floor(r.nowMs / 1000) === second + 1) own += r.slots.length;
-    else if (Math.floor(r.nowMs / 1000) > second + 1) break;
+    if (Math.floor(r.nowMs / 1000) !== second + 1) break;
+    own += r.slots.length;
   }
   const after = await pace();
   t.equal(Number(after.window_s), second + 1, 'the next second counted');
-  t.equal(after.used, 10, 'to its limit, the tail calls among them');
-  t.equal(own, 10 - taken.slots.length, `its own calls: the limit less the ${taken.slots.length} of the tail`);
+  t.equal(after.used, taken.slots.length + own, 'the tail calls among its own');
+  t.ok(after.used <= 10, `within its limit (${after.used})`);
+  t.equal(own, 10 - taken.slots.length, `its own calls in its head: the limit less the ${taken.slots.length} of the tail`);
 });
