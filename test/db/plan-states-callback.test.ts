@@ -5,7 +5,7 @@ import { STATEMENT_PLANNED_ONCE } from '../../src/db/plan-guards.js';
 import { RECORD_RESULTS, recordResults } from '../../src/requests/complete.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { batchOf, executeRecordResults, FLAT, grow, inline, LARGE, measure, measureRecordResults, prepare, recordResultsBatch, seedRequests, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { batchOf, executeRecordResults, FLAT, grow, inline, LARGE, measure, measureRecordResults, prepare, recordResultsBatch, seedRequests, SET_UP_QUERY_TIMEOUT_MS, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
@@ -27,7 +27,7 @@ const recordBatch = (db: Kysely<Tables>, prefix: string) =>
 // statement does is checked, once, at the small size.
 if (!SERVER_URL) {
   t.test('the callback statement matches and stores a result for each waiting request (PGlite: what it does, not its plan)', async (t) => {
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await grow(db, 'never analysed', 's', SMALL);
     t.match((await recordBatch(db, 's')).plan, /Tuples Inserted: 32/, 'every result matched and stored');
   });
@@ -35,7 +35,7 @@ if (!SERVER_URL) {
 
 for (const state of SERVER_URL ? STATISTICS_STATES : []) {
   t.test(`the callback statement finds each waiting request among its customer's entries only (${state})`, async (t) => {
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await prepare(db, state);
     await grow(db, state, 's', SMALL);
     const small = await recordBatch(db, 's');
@@ -56,7 +56,7 @@ if (SERVER_URL) t.test('a connection plans the callback statement once, while th
   // The gateway's pool keeps connections open for hours: the plan it keeps (the prepared statement's
   // generic plan, its foreign-key checks'), made at go-live, must cost per result what a plan made
   // for the grown tables costs (STATEMENT_PLANNED_ONCE: made with sequential scans off).
-  const database = await freshDatabase(t);
+  const database = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
   await prepare(database.db, 'analysed empty, then grown');
   // One connection, so that the statement prepared while tiny is the one measured.
   const one = await openDatabase({ databaseUrl: database.url!, dataDir: 'memory://', poolSize: 1 });
@@ -70,7 +70,7 @@ if (SERVER_URL) t.test('a connection plans the callback statement once, while th
   const batch = batchOf('l', 1, 32);
   const kept = await one.db.connection().execute((conn) => measure(conn, executeRecordResults(batch), STATEMENT_PLANNED_ONCE));
   // The same tables in another database, whose plans were made once they had grown.
-  const other = await freshDatabase(t);
+  const other = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
   await prepare(other.db, 'analysed empty, then grown');
   await seedRequests(other.db, 'l', LARGE, 2);
   const fresh = await other.db.connection().execute((conn) => measureRecordResults(conn, batch));

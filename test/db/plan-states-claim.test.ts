@@ -4,7 +4,7 @@ import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
 import { CLAIM_DELIVERIES } from '../../src/events/queue-sql.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { analyseAll, FLAT, inline, measure, prepare, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { analyseAll, FLAT, inline, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
@@ -35,7 +35,7 @@ function claim(db: Kysely<Tables>) {
 // deployment's). On PGlite, what a claim does is checked, once, at the small size.
 if (!SERVER_URL) {
   t.test('a delivery claim takes a full batch of due deliveries (PGlite: what it does, not its plan)', async (t) => {
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await deliveries(db, 'ds-', 1_000, 'delivered');
     await deliveries(db, 'ps-', 200, 'pending');
     t.match((await claim(db)).plan, /Update on event_deliveries d \(actual rows=32(\.00)? loops=1\)/, 'a full claim');
@@ -44,7 +44,7 @@ if (!SERVER_URL) {
 
 for (const state of SERVER_URL ? STATISTICS_STATES : []) {
   t.test(`a delivery claim walks the due index and costs what it claims, whatever the backlog (${state})`, async (t) => {
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await prepare(db, state);
     // Two pending deliveries per customer: the later one waits for the earlier (the order rule).
     await deliveries(db, 'ds-', 1_000, 'delivered');

@@ -4,7 +4,7 @@ import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
 import { type FeedFilter, type FeedPosition, feedByType, feedHorizon, feedQuery } from '../../src/events/feed-sql.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, prepare, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
@@ -33,7 +33,7 @@ t.setTimeout(480_000);
 // and the plans that matter are the server's.
 for (const state of SERVER_URL ? STATISTICS_STATES : []) {
   t.test(`a feed page reads its events in feed order by index and costs what it returns, whatever its filter (${state})`, async (t) => {
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await prepare(db, state);
     // A consumer of a rare type: at first, its next page is the next events; later, its next page
     // lies behind every event of other types written since.

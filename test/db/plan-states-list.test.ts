@@ -5,7 +5,7 @@ import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
 import { type ListFilter, listInIndexOrder, pageQuery } from '../../src/queries/sql.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { analyseAll, FLAT, grow, inline, LARGE, measure, prepare, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { analyseAll, FLAT, grow, inline, LARGE, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
@@ -44,7 +44,7 @@ for (const state of SERVER_URL ? STATISTICS_STATES : []) {
   t.test(`a list page filtered by status reads only that status's entries, common or rare, however many newer rows it is not (${state})`, async (t) => {
     // The newest requests are all waiting (a campaign in flight): walking the whole list newest
     // first and filtering read every one of them before the first completed request.
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await prepare(db, state);
     const pages = async () => {
       const filters: Array<[string, ListFilter, Position | undefined]> = [

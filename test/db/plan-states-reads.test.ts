@@ -3,7 +3,7 @@ import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
 import { customerQuery, pageQuery } from '../../src/queries/sql.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { analyseAll, FLAT, grow, inline, LARGE, measure, prepare, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { analyseAll, FLAT, grow, inline, LARGE, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
@@ -17,7 +17,7 @@ for (const state of SERVER_URL ? STATISTICS_STATES : []) {
   t.test(`GET one, a list page and a lookup read by index and cost what they return (${state})`, async (t) => {
     // Tables of a few hundred rows are read whole (a page or two, cheaper than an index): the
     // comparison is between two sizes where an index is the only sane way.
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await prepare(db, state);
     const reads = () => {
       const queries = {

@@ -5,7 +5,7 @@ import { INDEX_LOOKUPS_ONLY } from '../../src/db/plan-guards.js';
 import { removeRequestsQuery, requestBatchQuery } from '../../src/retention/sweep.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, prepare, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
@@ -26,7 +26,7 @@ async function sweep(db: Kysely<Tables>) {
 // batch does is checked, once, at the small size.
 if (!SERVER_URL) {
   t.test('a retention batch takes 100 completed requests and deletes them with their deliveries (PGlite: what it does, not its plan)', async (t) => {
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await grow(db, 'never analysed', 's', SMALL);
     await deliverAll(db);
     const small = await sweep(db);
@@ -37,7 +37,7 @@ if (!SERVER_URL) {
 
 for (const state of SERVER_URL ? STATISTICS_STATES : []) {
   t.test(`a retention batch deletes by index and costs what it deletes, not what the tables hold (${state})`, async (t) => {
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await prepare(db, state);
     await grow(db, state, 's', SMALL);
     await deliverAll(db);

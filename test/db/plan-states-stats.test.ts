@@ -5,7 +5,7 @@ import { INDEX_LOOKUPS_ONLY, INDEX_SCANS_ONLY } from '../../src/db/plan-guards.j
 import type { Tables } from '../../src/db/types.js';
 import { bucketsQuery, presentQuery, readBuckets } from '../../src/stats/sql.js';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { FLAT, inline, measure, prepare, STATISTICS_STATES, type StatisticsState } from '../helpers/statement-cost.js';
+import { FLAT, inline, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES, type StatisticsState } from '../helpers/statement-cost.js';
 
 /** Buffers a small read may move by without costing its rows. */
 const PAGE_SLACK = 16;
@@ -144,7 +144,7 @@ async function reads(db: Kysely<Tables>) {
 // On PGlite: what closing does to the answer, once, at the small size (test/stats/closing.test.ts has the rest).
 if (!SERVER_URL) {
   t.test('the 30-day and 24-hour reads answer the same before and after closing (PGlite: what it does, not its plan)', async (t) => {
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await seedSpan(db, 's', 300, 29 * DAY, DAY);
     await seedPresent(db);
     const read = () => Promise.all(Object.values(windows(new Date())).map(([since, until, unit]) => readBuckets(db, since, until, unit)));
@@ -156,7 +156,7 @@ if (!SERVER_URL) {
 
 for (const state of SERVER_URL ? STATISTICS_STATES : []) {
   t.test(`the statistics read costs its buckets and the present its present, not the tables (${state})`, async (t) => {
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await prepare(db, state);
     for (const table of STATS_TABLES) await sql`alter table ${sql.table(table)} set (autovacuum_enabled = off)`.execute(db);
     if (state === 'analysed empty, then grown') for (const table of STATS_TABLES) await sql`analyze ${sql.table(table)}`.execute(db);

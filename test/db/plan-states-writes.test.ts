@@ -5,7 +5,7 @@ import { resolveSubject } from '../../src/personal-data/subject.js';
 import { INSERT_SUBMITTING, MARK_SUBMITTED } from '../../src/requests/sql.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, measureWork, prepare, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, measureWork, prepare, SET_UP_QUERY_TIMEOUT_MS, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
@@ -28,7 +28,7 @@ async function submitPair(db: Kysely<Tables>, customer: string) {
 // and the plans that matter are the server's.
 for (const state of SERVER_URL ? STATISTICS_STATES : []) {
   t.test(`a submit's insert and its update cost the same on a small and a large table (${state})`, async (t) => {
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await prepare(db, state);
     await grow(db, state, 's', SMALL);
     const small = await submitPair(db, 'new-s');
@@ -43,7 +43,7 @@ for (const state of SERVER_URL ? STATISTICS_STATES : []) {
   });
 
   t.test(`an erasure reads and deletes its subject's rows by index and costs what it deletes (${state})`, async (t) => {
-    const { db } = await freshDatabase(t);
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
     await prepare(db, state);
     const erase = async (customerUuid: string) =>
       db.connection().execute(async (conn) => {

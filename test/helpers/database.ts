@@ -56,12 +56,13 @@ export async function freshDatabaseUrl(t: Test, options: { migrated?: boolean } 
  * cloned from the run's migrated template, otherwise an in-memory PGlite loaded from the run's
  * archive of a migrated cluster (of an empty one with `migrate: false`). Closed (and dropped) at teardown.
  */
-export async function freshDatabase(t: Test, options: { migrate?: boolean } = {}): Promise<TestDatabaseHandle> {
+export async function freshDatabase(t: Test, options: { migrate?: boolean; queryTimeoutMs?: number } = {}): Promise<TestDatabaseHandle> {
   const migrated = options.migrate !== false;
   const url = SERVER_URL ? await freshDatabaseUrl(t, { migrated }) : undefined;
   // PGlite loads an archive of a cluster (migrated or empty) instead of running initdb (docs/testing.md).
   const loadDataDir = url ? undefined : await pgliteArchive(migrated);
-  const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolSize: 20, loadDataDir });
+  const timeout = options.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: options.queryTimeoutMs };
+  const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolSize: 20, loadDataDir, ...timeout });
   t.teardown(() => timed('database.close()', () => database.close()));
   return Object.assign(database, { url });
 }
