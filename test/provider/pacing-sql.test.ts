@@ -146,20 +146,27 @@ t.test("a call in a second's last 300 ms starts at once and counts in the next s
   // The next second starts with them: its own calls are the limit less the tail's.
   await setTimeout(second * 1000 + 1000 - (await dbMs()) + 5);
   let own = 0;
+  // The row after the next second's last take (only this loop takes): read before any take of a later second moves it on.
+  let after = await pace();
+  let full = false;
   for (;;) {
     const r = await takeSlots(db, lim, `next:${own}`, 60_000, 10);
     if (r.slots === null) {
       if (r.untilMs === null) throw new Error(r.refusal);
-      if (r.untilMs >= (second + 2) * 1000 - 300) break;
+      if (r.untilMs >= (second + 2) * 1000 - 300) {
+        full = Math.floor(r.nowMs / 1000) === second + 1;
+        break;
+      }
       await setTimeout(Math.max(1, r.untilMs - r.nowMs));
       continue;
     }
     if (Math.floor(r.nowMs / 1000) !== second + 1) break;
     own += r.slots.length;
+    after = await pace();
   }
-  const after = await pace();
   t.equal(Number(after.window_s), second + 1, 'the next second counted');
   t.equal(after.used, taken.slots.length + own, 'the tail calls among its own');
   t.ok(after.used <= 10, `within its limit (${after.used})`);
-  t.equal(own, 10 - taken.slots.length, `its own calls in its head: the limit less the ${taken.slots.length} of the tail`);
+  // Refused within it, the next second had started all it could (a slow host may end it sooner).
+  if (full) t.equal(own, 10 - taken.slots.length, `its own calls in its head: the limit less the ${taken.slots.length} of the tail`);
 });
