@@ -8,6 +8,17 @@ import { freshDatabase } from '../helpers/database.js';
 
 const limits = { maxRps: 50, maxInFlight: 4, circuitFailures: 3 };
 const circuit = { circuitFailures: 3, circuitOpenS: 30 };
+type Database = Awaited<ReturnType<typeof freshDatabase>>['db'];
+
+/** Up to `want` slots, asked again when a take is refused for the pace (the spread) at the time it names. */
+async function takeWhenAllowed(db: Database, lim: typeof limits, holder: string, want = 1) {
+  for (;;) {
+    const taken = await takeSlots(db, lim, holder, 60_000, want);
+    if (taken.slots !== null) return taken;
+    if (taken.refusal !== 'rate' || taken.untilMs === null) throw new Error(`no slot: ${taken.refusal}`);
+    await setTimeout(Math.max(1, taken.untilMs - taken.nowMs));
+  }
+}
 
 t.test('an answered call gives its slot back without writing the shared pace row; a failure, and the answer after it, do write it', async (t) => {
   const { db } = await freshDatabase(t);
@@ -17,15 +28,7 @@ t.test('an answered call gives its slot back without writing the shared pace row
   const leased = async (slot: number) =>
     (await sql<{ n: number }>`select count(*)::int as n from provider_slots where slot = ${slot} and lease_until > clock_timestamp()`.execute(db)).rows[0]!.n;
 
-  // A take too soon after the previous one (the spread) is refused until a known time: taken then.
-  const take = async (holder: string) => {
-    for (;;) {
-      const taken = await takeSlots(db, limits, holder, 60_000);
-      if (taken.slots !== null) return taken.slots[0]!;
-      if (taken.refusal !== 'rate' || taken.untilMs === null) throw new Error(`no slot: ${taken.refusal}`);
-      await setTimeout(Math.max(1, taken.untilMs - taken.nowMs));
-    }
-  };
+  const take = async (holder: string) => (await takeWhenAllowed(db, limits, holder)).slots[0]!;
 
   const first = await take('h:1');
   t.equal(await leased(first), 1, 'the slot is leased while its call runs');
@@ -58,15 +61,7 @@ t.test('one take gives the callers waiting together as many slots as the pace al
   const { db } = await freshDatabase(t);
   const wide = { maxRps: 1000, maxInFlight: 4, circuitFailures: 3 };
   await ensureSlots(db, wide.maxInFlight);
-  // A take too soon after the previous one (the spread) is refused until a known time: asked again then.
-  const takeMany = async (lim: typeof limits, want: number, holder: string) => {
-    for (;;) {
-      const taken = await takeSlots(db, lim, holder, 60_000, want);
-      if (taken.slots !== null) return taken;
-      if (taken.refusal !== 'rate' || taken.untilMs === null) throw new Error(`no slot: ${taken.refusal}`);
-      await setTimeout(Math.max(1, taken.untilMs - taken.nowMs));
-    }
-  };
+  const takeMany = (lim: typeof limits, want: number, holder: string) => takeWhenAllowed(db, lim, holder, want);
   const many = await takeMany(wide, 10, 'w:1');
   const ms = many.nowMs % 1000;
   const spread = ms < 700 ? Math.floor((ms * 1000) / 700) + 1 : Math.floor(((ms - 700) * 1000) / 300) + 1;
@@ -85,13 +80,7 @@ t.test('one take gives the callers waiting together as many slots as the pace al
   await ensureSlots(tight, 64);
   const paced = { maxRps: 50, maxInFlight: 64, circuitFailures: 3 };
   for (let i = 0; i < 3; i++) {
-    const taken = await (async () => {
-      for (;;) {
-        const r = await takeSlots(tight, paced, `p:${i}`, 60_000, 50);
-        if (r.slots !== null) return r;
-        await setTimeout(Math.max(1, (r.untilMs ?? r.nowMs + 20) - r.nowMs));
-      }
-    })();
+    const taken = await takeWhenAllowed(tight, paced, `p:${i}`, 50);
     const at = taken.nowMs % 1000;
     // Every call its second has counted so far, not only this take's: at most what the spread lets through by now.
     const row = (await sql<{ used: number; used_prev: number }>`select used, used_prev from provider_pacing where id = 1`.execute(tight)).rows[0]!;
