@@ -268,7 +268,14 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
       ...result,
       gatewayPeakRssMb,
       baselinePeakRssMb: baselineRss.finish(),
-      goals: state ? [...state.goals(result, gatewayPeakRssMb), ...laterGoals] : tracingMode === undefined ? abGoals(scenario.name, result, gatewayPeakRssMb) : tracingGoals(tracingMode, result),
+      // With --tracing both sides are this gateway: the tracing goals, in a bench state too (its own
+      // goals are against the naive baseline, which does not run then).
+      goals:
+        tracingMode !== undefined
+          ? [...tracingGoals(tracingMode, result), ...laterGoals]
+          : state
+            ? [...state.goals(result, gatewayPeakRssMb), ...laterGoals]
+            : abGoals(scenario.name, result, gatewayPeakRssMb),
     };
   } finally {
     gatewayRss.finish();
