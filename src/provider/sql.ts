@@ -234,7 +234,8 @@ export async function returnSlot(db: Kysely<Tables>, r: SlotReturn): Promise<num
 const ENSURE_SLOTS = defineStatement('provider_ensure_slots', 'insert into provider_slots (slot) select generate_series(0, $1 - 1) on conflict do nothing');
 
 const READ_PACE = defineStatement('provider_read_pace', `select p.failures, coalesce(p.open_until > clock_timestamp(), false) as open,
-                    greatest(0, extract(epoch from p.hold_until - clock_timestamp()) * 1000)::float8 as held_ms,
+                    -- hold_until is '-infinity' when nothing ever held (a subtraction from it is out of range)
+                    (case when p.hold_until > clock_timestamp() then extract(epoch from p.hold_until - clock_timestamp()) * 1000 else 0 end)::float8 as held_ms,
                     (select count(*) from provider_slots s where s.slot < $1 and s.lease_until > clock_timestamp())::int as in_flight
                from provider_pacing p where p.id = 1`);
 

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger, FastifyPluginAsync } from 'fastify';
 import { Gauge } from 'prom-client';
 import type { CapabilityDeps } from '../deps.js';
+import { paceMetrics } from '../provider/metrics.js';
 import { createPacer, type Pacer } from '../provider/pacing.js';
 import { createUnderwritingClient } from '../provider/underwriting-client.js';
 import { abandonedAfterMs } from '../requests/sql.js';
@@ -51,6 +52,7 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
     log,
     onCircuit: (open) => circuit.set(open ? 1 : 0),
   });
+  paceMetrics(deps.registry, { db, config: config.providerPacing });
   const sealer = sealerOf(config.cpfHashKeys);
   let forwarder: Forwarder | undefined;
   const queue: SubmitQueue = { sealer, wake: () => forwarder?.wake() };

@@ -56,6 +56,9 @@ t.test('cluster-wide gauges say so in their HELP (aggregate with max)', async (t
     'underwriting_event_deliveries_dead',
     'underwriting_event_delivery_oldest_pending_seconds',
     'underwriting_event_url_deliveries',
+    'underwriting_provider_circuit_open',
+    'underwriting_provider_hold_seconds',
+    'underwriting_provider_calls_in_flight',
   ]) {
     t.match(text, new RegExp(`^# HELP ${name} .*aggregate with max\\(\\), never sum\\(\\)$`, 'm'), name);
   }

@@ -2,6 +2,8 @@ import { sql } from 'kysely';
 import t, { type Test } from 'tap';
 import { buildTestApp } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
+import { ensureSlots, returnSlot, takeSlots } from '../../src/provider/sql.js';
+import { parseScrape, sampleValue } from '../helpers/metrics.js';
 import { until } from '../helpers/until.js';
 import { validRequest } from './fixtures.js';
 import { requestOf, submitAsync } from './pacing-fixtures.js';
@@ -60,10 +62,35 @@ t.test('a circuit opened by consecutive failures stops both instances, and one p
   const env = { PROVIDER_BASE_URL: provider.url, PROVIDER_CIRCUIT_FAILURES: '3', PROVIDER_CIRCUIT_OPEN_S: '60' };
   const a = await buildTestApp(t, { database, env });
   const b = await buildTestApp(t, { database, env });
+  // A third instance that calls nobody: its /metrics shows the shared circuit all the same.
+  const idle = await buildTestApp(t, { database, env });
+  const scrapeIdle = async () => parseScrape((await idle.app.inject({ url: '/metrics' })).body);
+  // Calls in flight anywhere (two slots leased as another instance would) and a Retry-After's hold.
+  await ensureSlots(database.db, 10);
+  const leased: number[] = [];
+  while (leased.length < 2) {
+    // One at a time: the spread may allow one slot in a take, and refuses ('rate') for a millisecond or so.
+    const taken = await takeSlots(database.db, { maxRps: 1000, maxInFlight: 10, circuitFailures: 3 }, 'elsewhere', 60_000, 1);
+    if (taken.slots) leased.push(...taken.slots);
+  }
+  await sql`update provider_pacing set hold_until = clock_timestamp() + interval '30 seconds'`.execute(database.db);
+  const busy = await scrapeIdle();
+  t.equal(sampleValue(busy, 'underwriting_provider_calls_in_flight'), 2);
+  const held = sampleValue(busy, 'underwriting_provider_hold_seconds');
+  t.ok(held > 20 && held <= 30, `held ${held} s`);
+  for (const slot of leased) await returnSlot(database.db, { slot, holder: 'elsewhere', outcome: 'not_called', probe: false, holdS: null, circuitFailures: 3, circuitOpenS: 60 });
+  await sql`update provider_pacing set hold_until = '-infinity'`.execute(database.db);
+  const free = await scrapeIdle();
+  t.equal(sampleValue(free, 'underwriting_provider_calls_in_flight'), 0);
+  t.equal(sampleValue(free, 'underwriting_provider_hold_seconds'), 0, "nothing held (hold_until '-infinity', as on a new database)");
+  t.equal(sampleValue(free, 'underwriting_provider_circuit_open'), 0, 'the circuit closed to begin with');
 
   // The circuit: three failures in a row open it for both instances.
   state.answer = 'fail';
   for (const [i, app] of [a.app, b.app, a.app].entries()) t.equal((await submitSync(app, `failing-${i}`)).statusCode, 502);
+  const open = await scrapeIdle();
+  t.equal(sampleValue(open, 'underwriting_provider_circuit_open'), 1, 'open, on the instance that made no call');
+  t.equal(sampleValue(open, 'provider_circuit_open'), 0, 'its own view (what it saw itself) stays closed');
   const before = arrivals.length;
   for (const app of [a.app, b.app]) {
     const refused = await submitSync(app, `while-open-${app === a.app ? 'a' : 'b'}`);
@@ -82,4 +109,5 @@ t.test('a circuit opened by consecutive failures stops both instances, and one p
   const probed = await Promise.all([submitSync(a.app, 'probe-a'), submitSync(b.app, 'probe-b')]);
   t.same(probed.map((r) => r.statusCode), [202, 202]);
   t.equal(state.maxActive, 1, 'one probe at a time: the second call waited for the first to close the circuit');
+  t.equal(sampleValue(await scrapeIdle(), 'underwriting_provider_circuit_open'), 0, 'closed again, on every instance');
 });
