@@ -37,22 +37,36 @@ export function memoryPendingStore(): PendingStore {
   };
 }
 
-/** One JSON file, rewritten whole (write, then rename) on every change, one change at a time. */
-export function filePendingStore(file: string): PendingStore {
-  let pending: Map<string, PendingDelivery> | undefined;
-  let queue: Promise<unknown> = Promise.resolve();
+/**
+ * One JSON file, rewritten whole (write, then rename). Changes made while a write runs go out
+ * together in the next one (a group commit): each add or remove resolves once a write that began
+ * after it has finished, so what it did survives a restart, while a sandbox taking hundreds of
+ * calls a second writes the file a few times a second instead of twice per call (it spent 0.4 of
+ * a core on them at 150 calls/s in the campaign bench, and every call waited for its turn).
+ */
+export function filePendingStore(file: string, observe: { written?: () => void } = {}): PendingStore {
+  let pending: Promise<Map<string, PendingDelivery>> | undefined;
+  /** The write in progress, and the one that will follow it with every change made meanwhile. */
+  let writing: Promise<void> | undefined;
+  let following: Promise<void> | undefined;
 
-  async function load(): Promise<Map<string, PendingDelivery>> {
-    if (pending) return pending;
+  async function read(): Promise<Map<string, PendingDelivery>> {
     let stored: PendingDelivery[] = [];
     try {
       stored = JSON.parse(await readFile(file, 'utf8')) as PendingDelivery[];
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`cannot read the sandbox's pending deliveries in ${file}: ${(err as Error).message}`);
     }
-    pending = new Map(stored.map((d) => [d.id, d]));
-    return pending;
+    return new Map(stored.map((d) => [d.id, d]));
   }
+
+  const load = (): Promise<Map<string, PendingDelivery>> => {
+    pending ??= read().catch((err: unknown) => {
+      pending = undefined;
+      throw err;
+    });
+    return pending;
+  };
 
   async function save(map: Map<string, PendingDelivery>): Promise<void> {
     // One level only: a recursive mkdir can hang on odd paths (/proc/...); a missing parent is an error.
@@ -62,28 +76,41 @@ export function filePendingStore(file: string): PendingStore {
     const temporary = `${file}.${process.pid}.tmp`;
     await writeFile(temporary, JSON.stringify([...map.values()]));
     await rename(temporary, file);
+    observe.written?.();
   }
 
-  const serially = <T>(work: () => Promise<T>): Promise<T> => {
-    const next = queue.then(work, work);
-    queue = next.catch(() => {});
-    return next;
-  };
+  /** Resolves once a write that began after this call has finished (one at a time; the next takes every change since). */
+  function persist(map: Map<string, PendingDelivery>): Promise<void> {
+    if (following) return following;
+    const start = (): Promise<void> => {
+      const run = save(map);
+      // The tracker never rejects: a failed write is its callers' error, not an unhandled one.
+      const done = () => {
+        writing = undefined;
+      };
+      writing = run.then(done, done);
+      return run;
+    };
+    if (!writing) return start();
+    following = writing.then(() => {
+      following = undefined;
+      return start();
+    });
+    return following;
+  }
 
   return {
-    add: (delivery) =>
-      serially(async () => {
-        const map = await load();
-        const stored = { id: randomUUID(), ...delivery };
-        map.set(stored.id, stored);
-        await save(map);
-        return stored;
-      }),
-    remove: (id) =>
-      serially(async () => {
-        const map = await load();
-        if (map.delete(id)) await save(map);
-      }),
-    list: () => serially(async () => [...(await load()).values()]),
+    add: async (delivery) => {
+      const map = await load();
+      const stored = { id: randomUUID(), ...delivery };
+      map.set(stored.id, stored);
+      await persist(map);
+      return stored;
+    },
+    remove: async (id) => {
+      const map = await load();
+      if (map.delete(id)) await persist(map);
+    },
+    list: async () => [...(await load()).values()],
   };
 }
