@@ -1,3 +1,5 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { decide, underwritingResultSchema } from '../../src/provider/schemas.js';
 import { SANDBOX_DEFAULT_CPFS } from '../../src/sandbox/config.js';
@@ -178,6 +180,37 @@ t.test('an unreachable callback URL is retried, then abandoned after the retry w
   t.equal(abandoned.level, 'error');
   t.ok(abandoned.attempts >= 2, `tried ${abandoned.attempts} times`);
   t.equal(abandoned.customerUuid, 'nobody-home');
+});
+
+t.test('a receiver that never answers: the attempt gives up at its timeout and is retried; answered callbacks share one connection', async (t) => {
+  // The first attempt is read and never answered; the later ones are answered 200.
+  const sockets = new Set<unknown>();
+  let requests = 0;
+  const server = http.createServer((req, res) => {
+    sockets.add(req.socket);
+    requests++;
+    req.resume();
+    if (requests === 1) return;
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())).finally(() => server.closeAllConnections()));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/callbacks/underwriting`;
+  const { base, logs } = await startSandbox(
+    t,
+    { SANDBOX_CALLBACK_URL: url },
+    { retry: { firstRetryMs: 5, maxRetryMs: 10, giveUpAfterMs: 60_000, attemptTimeoutMs: 300 } },
+  );
+  await httpRequest(`${base}${UNDERWRITINGS}`, { headers: AUTH, body: requestBody({ customerUuid: 'silent-1' }) });
+  const failed = await logs.waitFor((e) => e.msg === 'sandbox: callback delivery failed; will retry');
+  t.match(failed.failure, /no answer within 300 ms/);
+  await logs.waitFor((e) => e.msg === 'sandbox: callback delivered' && e.customerUuid === 'silent-1');
+  for (const customerUuid of ['later-1', 'later-2', 'later-3']) {
+    await httpRequest(`${base}${UNDERWRITINGS}`, { headers: AUTH, body: requestBody({ customerUuid }) });
+    await logs.waitFor((e) => e.msg === 'sandbox: callback delivered' && e.customerUuid === customerUuid);
+  }
+  t.equal(requests, 5);
+  t.equal(sockets.size, 2, 'the timed-out connection, then one kept alive for the four answered');
 });
 
 t.test('a callback secret in the callback URL is sent but never logged', async (t) => {
