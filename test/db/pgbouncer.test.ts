@@ -76,6 +76,7 @@ if (server) {
 
       // A long-poll waits on the first customer, through DATABASE_LISTEN_URL's connection.
       const waited = customers[0]!;
+      const pollSent = performance.now();
       const longPoll = httpRequest(`${base}/v1/underwritings/${waited}?wait=20`);
       await until(
         async () => /underwriting_longpoll_waiters 1\b/.test((await httpRequest(`${base}/metrics`)).text),
@@ -101,7 +102,10 @@ if (server) {
       const lag = performance.now() - storedAt;
       t.equal(polled.status, 200);
       t.match(polled.json, { customerUuid: waited, status: 'completed', decision: 'approved' });
-      t.ok(lag < 2000, `the long-poll answered ${Math.round(lag)} ms after the callbacks, not at its deadline`);
+      // Loose bounds (a loaded host took over 2 s for the callbacks' commit to reach the poll): an answer at
+      // the deadline comes 20 s after the poll was sent, however long the callbacks took.
+      const polledAfter = performance.now() - pollSent;
+      t.ok(lag < 10_000 && polledAfter < 19_000, `the long-poll answered ${Math.round(lag)} ms after the callbacks (${Math.round(polledAfter)} ms after it was sent), not at its 20 s deadline`);
 
       const reads = await Promise.all(customers.map((c) => httpRequest(`${base}/v1/underwritings/${c}`)));
       t.same(reads.map((r) => r.status), customers.map(() => 200), '50 concurrent GETs answered 200');

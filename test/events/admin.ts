@@ -10,7 +10,9 @@ export const ADMIN_KEY = 'admin-key-0123456789abcdef';
 
 /** An instance on `database` with ADMIN_API_KEYS set, ready. */
 export async function adminGateway(t: Test, database: DatabaseHandle, env: Record<string, string> = {}) {
-  const built = await buildTestApp(t, { database, env: { ADMIN_API_KEYS: ADMIN_KEY, EVENT_WEBHOOK_TIMEOUT_MS: '2000', ...env } });
+  // 5 s per attempt: tests assert first attempts delivered, and at 2 s a prompt answer read late on a
+  // loaded host (two suites and a container build on 2 cores) was a timeout; a test of timeouts sets its own.
+  const built = await buildTestApp(t, { database, env: { ADMIN_API_KEYS: ADMIN_KEY, EVENT_WEBHOOK_TIMEOUT_MS: '5000', ...env } });
   await built.app.ready();
   return built;
 }

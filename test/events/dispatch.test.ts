@@ -203,7 +203,8 @@ if (SERVER_URL) {
     const stopped = worker.stop();
     await blocker.query('rollback');
     await stopped;
-    t.ok(Date.now() - began < 5000, `stopped in ${Date.now() - began} ms, not after the 30 s timeout`);
+    // Far under the 30 s timeout, with room for a loaded host's stop.
+    t.ok(Date.now() - began < 15_000, `stopped in ${Date.now() - began} ms, not after the 30 s timeout`);
     const row = await shared.db
       .selectFrom('event_deliveries')
       .select(['status', 'lease_token', 'last_error'])

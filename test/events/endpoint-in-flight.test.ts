@@ -92,11 +92,12 @@ t.test("the slots of an instance that died holding them count no more once its r
   const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url, maxInFlight: 2, types: ['callback.unmatched'] });
   const id = created.body.id as string;
   t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${id}`));
-  // A holder that died holding both slots, its reservation running out in 2 s.
-  const until2s = new Date(Date.now() + 2000).toISOString();
+  // A holder that died holding both slots, its reservation running out in 2 s (from before the
+  // update: a slow host's update took part of those 2 s, after which 1.5 s was no longer ahead).
+  const began = Date.now();
+  const until2s = new Date(began + 2000).toISOString();
   await sql`update event_endpoints set in_flight = jsonb_build_object('dead-holder', jsonb_build_object('n', 2, 'until', ${until2s}::timestamptz))
             where id = ${id}`.execute(shared.db);
-  const began = Date.now();
   const cust = customer('cap-dead-holder');
   await stray(app, cust);
   await until(() => receiver.state.customers.includes(cust), 15_000, 'the event at the receiver');
@@ -110,23 +111,30 @@ t.test("the slots of an instance that died holding them count no more once its r
 // PostgreSQL only: a second server connection holds the endpoint's row.
 if (SERVER_URL) t.test('a reservation committed after its query timed out leaves no phantom slot', async (t) => {
   const url = await freshDatabaseUrl(t, { migrated: true });
-  const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolMode: 'transaction', queryTimeoutMs: 400 });
+  // 3 s: the timeout applies to every statement, the endpoint's creation too, which took longer than
+  // 400 ms on a loaded host; the lock below outlasts any timeout.
+  const queryTimeoutMs = 3000;
+  const database = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolMode: 'transaction', queryTimeoutMs });
   t.teardown(() => database.close());
   const receiver = await slowReceiver(t, 0);
-  const { app } = await adminGateway(t, database);
+  const { app, logs } = await adminGateway(t, database);
   const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url, maxInFlight: 1, types: ['callback.unmatched'] });
   const id = created.body.id as string;
   const locker = new pg.Client({ connectionString: url });
   await locker.connect();
   t.teardown(() => locker.end());
   const inFlight = async () => (await locker.query('select in_flight from event_endpoints where id = $1', [id])).rows[0].in_flight;
-  // The endpoint's row held by another connection for longer than the 400 ms query timeout: the
-  // worker's reservation times out on the client and commits once the row is free.
+  // The endpoint's row held by another connection for longer than the query timeout: the worker's
+  // reservation times out on the client and commits once the row is free.
   await locker.query('begin');
   await locker.query('select 1 from event_endpoints where id = $1 for update', [id]);
   const first = customer('phantom-1');
   await stray(app, first);
-  await new Promise((resolve) => setTimeout(resolve, 1500)); // the worker reserves, waits, times out and tries again
+  await until(
+    () => logs.entries().some((e) => e.msg === 'could not reserve an endpoint in-flight slot; retrying'),
+    queryTimeoutMs + 20_000,
+    'the reservation timed out on the client',
+  );
   await locker.query('commit');
   const second = customer('phantom-2');
   await stray(app, second);

@@ -190,12 +190,16 @@ t.test('a change made on one instance is seen by another sharing the database wi
   const began = Date.now();
   const created = await call(a, 'POST', '/v1/endpoints', { url: receiver.url });
   t.teardown(() => call(b, 'DELETE', `/v1/endpoints/${created.body.id}`).catch(() => {}));
-  await a.close(); // only b can send now
+  // Only b can send now. a's close (its workers' drain) is not b's doing: on a loaded host it alone
+  // took seconds, so it is left out of the bound.
+  const closing = Date.now();
+  await a.close();
+  const closeMs = Date.now() - closing;
   const cust = customer('ep-seen');
   await stray(b, cust);
   await receiver.waitFor((r) => r.json.data.customerUuid === cust);
-  const tookMs = Date.now() - began;
-  t.ok(tookMs < 2500, `b sent to the endpoint a created ${tookMs} ms after its creation`);
+  const tookMs = Date.now() - began - closeMs;
+  t.ok(tookMs < 2500, `b sent to the endpoint a created ${tookMs} ms after its creation (a's close, ${closeMs} ms, left out)`);
 
   // Paused on b: b sends nothing more; made active again, what waited goes, in order.
   t.equal((await call(b, 'PATCH', `/v1/endpoints/${created.body.id}`, { status: 'paused' })).status, 200);
@@ -304,8 +308,12 @@ t.test("a held event's retry horizon counts from when it became eligible, not wh
   const first = dead.filter((r) => r.json.data.result.started === startedPlus(1));
   const second = dead.filter((r) => r.json.data.result.started === startedPlus(2));
   t.ok(second.length >= 2, `the held event had ${second.length} attempts (one when its horizon ran while it waited)`);
-  const span = second.at(-1)!.at - second[0]!.at;
-  t.ok(span >= 2000, `its attempts spanned ${span} ms of its own 3 s horizon`);
+  // Anchored at the first's death (its horizon starts after that, at its first claim): measured from
+  // its own first attempt, a slow host's claim-to-send and answer-to-write delays ate up to a second
+  // of it. Counted from its creation instead, it would die at its first attempt: a span of one
+  // dispatch's delay, and one attempt.
+  const span = second.at(-1)!.at - first.at(-1)!.at;
+  t.ok(span >= 2500, `its attempts went on ${span} ms after the first's death: its own 3 s horizon`);
   t.ok(second[0]!.at >= first.at(-1)!.at, 'it went once the first was dead');
 });
 
@@ -359,10 +367,10 @@ t.test('rateLimitPerS holds across two instances sharing the database', async (t
 t.test('an endpoint that answers slowly holds at most half of the attempt slots beside one other: the others are not held back', async (t) => {
   const slow = await startReceiver(t, () => 'hang');
   const healthy = await startReceiver(t);
-  // The slow one's attempts time out after 8 s: a healthy endpoint held back behind them would wait
+  // The slow one's attempts time out after 20 s: a healthy endpoint held back behind them would wait
   // that long; one that is not has its 80 well before (the bound leaves room for a loaded host: a
   // CI run at load 11-16 took 3.2 s).
-  const { app } = await gateway(t, { EVENT_WEBHOOK_TIMEOUT_MS: '8000' });
+  const { app } = await gateway(t, { EVENT_WEBHOOK_TIMEOUT_MS: '20000' });
   const made: string[] = [];
   for (const url of [slow.url, healthy.url]) made.push((await call(app, 'POST', '/v1/endpoints', { url, types: ['callback.unmatched'] })).body.id);
   t.teardown(async () => {
@@ -376,7 +384,7 @@ t.test('an endpoint that answers slowly holds at most half of the attempt slots 
   await healthy.waitFor(() => custs.every((c) => healthy.received.some((r) => r.json.data.customerUuid === c)));
   const firstSlow = slow.received[0]!.at;
   const lastHealthy = Math.max(...healthy.received.filter((r) => custs.includes(r.json.data.customerUuid)).map((r) => r.at));
-  t.ok(lastHealthy - firstSlow < 6000, `the healthy endpoint had all 80 ${lastHealthy - firstSlow} ms after the slow one's first attempt (its timeout: 8 s)`);
+  t.ok(lastHealthy - firstSlow < 15_000, `the healthy endpoint had all 80 ${lastHealthy - firstSlow} ms after the slow one's first attempt (its timeout: 20 s)`);
   t.ok(slow.received.length <= 32, `${slow.received.length} attempts to the slow endpoint at once (cap 32 with two endpoints)`);
 });
 

@@ -17,31 +17,55 @@ export type Answer = number | { status: number; headers: Record<string, string> 
 export interface Receiver {
   url: string;
   received: Received[];
-  /** Resolves once `count` requests in all have arrived. */
-  count(count: number): Promise<Received[]>;
-  /** Resolves once a request satisfying the predicate has arrived, with everything received until then. */
-  waitFor(predicate: (r: Received) => boolean): Promise<Received[]>;
+  /** Resolves once `count` requests in all have arrived; rejects, saying so, after timeoutMs. */
+  count(count: number, timeoutMs?: number): Promise<Received[]>;
+  /**
+   * Resolves once a request satisfying the predicate has arrived, with everything received until
+   * then; rejects after timeoutMs, naming `what` (default: the predicate's source).
+   */
+  waitFor(predicate: (r: Received) => boolean, timeoutMs?: number, what?: string): Promise<Received[]>;
   /** Decides each answer; default 200. */
   answer: (r: Received, n: number) => Answer;
   close(): Promise<void>;
 }
+
+/**
+ * How long a wait for requests lasts by default: a stall fails its own step, named, rather than
+ * running into the test file's time limit with nothing said.
+ */
+export const RECEIVER_WAIT_MS = 30_000;
 
 /** A real HTTP receiver of webhooks on 127.0.0.1, recording everything it gets. */
 export async function startReceiver(t: Test, answer: (r: Received, n: number) => Answer = () => 200): Promise<Receiver> {
   const received: Received[] = [];
   const waiters: Array<{ done: () => boolean; resolve: (r: Received[]) => void }> = [];
   const hanging = new Set<http.ServerResponse>();
+  const wait = (done: () => boolean, timeoutMs: number, what: () => string) =>
+    new Promise<Received[]>((resolve, reject) => {
+      const waiter = {
+        done,
+        resolve: (r: Received[]) => {
+          clearTimeout(timer);
+          resolve(r);
+        },
+      };
+      const timer = setTimeout(() => {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        reject(new Error(`${what()}: never came (waited ${timeoutMs} ms)`));
+      }, timeoutMs);
+      waiters.push(waiter);
+    });
   const receiver: Receiver = {
     url: '',
     received,
     answer,
-    count(count) {
+    count(count, timeoutMs = RECEIVER_WAIT_MS) {
       if (received.length >= count) return Promise.resolve(received.slice());
-      return new Promise((resolve) => waiters.push({ done: () => received.length >= count, resolve }));
+      return wait(() => received.length >= count, timeoutMs, () => `${count} requests at the receiver (${received.length} came)`);
     },
-    waitFor(predicate) {
+    waitFor(predicate, timeoutMs = RECEIVER_WAIT_MS, what = `a request matching ${predicate.toString().slice(0, 160)}`) {
       if (received.some(predicate)) return Promise.resolve(received.slice());
-      return new Promise((resolve) => waiters.push({ done: () => received.some(predicate), resolve }));
+      return wait(() => received.some(predicate), timeoutMs, () => `${what} (${received.length} requests came)`);
     },
     async close() {
       for (const res of hanging) res.destroy();

@@ -51,7 +51,8 @@ t.test('an answered call gives its slot back without writing the shared pace row
 
   const fourth = await take('h:4');
   const beforeHold = await version();
-  await returnSlot(db, { slot: fourth, holder: 'h:4', outcome: 'answered', probe: false, holdS: 2, ...circuit });
+  // A hold of a minute: one of 2 s could be over by the read below on a slow, loaded host.
+  await returnSlot(db, { slot: fourth, holder: 'h:4', outcome: 'answered', probe: false, holdS: 60, ...circuit });
   t.not(await version(), beforeHold, "an answer with a Retry-After writes the hold");
   const { rows } = await sql<{ held: boolean }>`select hold_until > clock_timestamp() as held from provider_pacing where id = 1`.execute(db);
   t.equal(rows[0]!.held, true, 'and every instance is held');

@@ -18,9 +18,10 @@ import { insertRequest, distinctResult, storeResult } from './fixtures.js';
 // One database for the file (every test has its own customers): a fresh PGlite costs seconds.
 const database = await freshDatabase(t);
 
-// A broken wake-up would only answer after the full wait=30; these tests would then hit this limit.
+// A broken wake-up would only answer after the full wait=30; these tests would then hit this limit
+// (28 s, counted from before the test's setup: a slow host's setup took a good part of 20 s).
 // A new object for each test: tap takes the options object over, so a shared one limits only the first.
-const noFullWait = () => ({ timeout: 20_000 });
+const noFullWait = () => ({ timeout: 28_000 });
 
 /** The process-wide listener the app's long-polls use (shared, so this is the very same one). */
 function listenerOf(t: Test, database: DatabaseHandle): ChannelListener {

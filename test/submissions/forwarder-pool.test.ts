@@ -20,7 +20,14 @@ if (ENGINE === 'postgres') t.test("forwards whose outcomes wait on the database 
   const forwards = 24;
   const { app } = await buildTestApp(t, {
     database,
-    env: { PROVIDER_BASE_URL: provider.url, PROVIDER_MAX_RPS: '1000', PROVIDER_MAX_IN_FLIGHT: String(forwards) },
+    env: {
+      PROVIDER_BASE_URL: provider.url,
+      PROVIDER_MAX_RPS: '1000',
+      PROVIDER_MAX_IN_FLIGHT: String(forwards),
+      // The provider holds every forward while the test submits the rest and locks their rows: on a
+      // slow host that outlasts the tests' 2 s default, and a forward that timed out is never 'submitted'.
+      UPSTREAM_TIMEOUT_MS: '60000',
+    },
   });
   const customers = Array.from({ length: forwards }, (_, i) => `pool-${i}`);
   for (const c of customers) t.equal((await submitAsync(app, c)).statusCode, 202);

@@ -81,7 +81,11 @@ t.test('a 429 or 503 from the provider is retried after its Retry-After, and eac
 
 t.test('an ambiguous failure (no answer after sending) ends submit_failed, never sent again, and the late callback completes it', async (t) => {
   await resetQueue(database);
-  const { gateways, stats, faults } = await pacedSetup(t, { database, env: { UPSTREAM_TIMEOUT_MS: '300' }, sandboxEnv: { SANDBOX_DELAY_MS: '1500' } });
+  // The callback 5 s after the sandbox took the request: the 1 s timeout and the write of submit_failed
+  // come first even on a slow, loaded host (at 300 ms / 1.5 s they once did not, and at 300 ms the
+  // timeout could also fire before the sandbox had read the request).
+  const timeoutMs = 1000;
+  const { gateways, stats, faults } = await pacedSetup(t, { database, env: { UPSTREAM_TIMEOUT_MS: String(timeoutMs) }, sandboxEnv: { SANDBOX_DELAY_MS: '5000' } });
   const [gw] = gateways;
   await faults({ timeoutAfterReceiveRate: 1 });
   t.equal((await submitAsync(gw!.app, 'ambiguous-1')).statusCode, 202);
@@ -89,7 +93,7 @@ t.test('an ambiguous failure (no answer after sending) ends submit_failed, never
     const row = await requestOf(gw!.database, 'ambiguous-1');
     return row?.status === 'submit_failed' && row;
   });
-  t.equal(failed.upstream_error, 'provider did not answer within 300 ms');
+  t.equal(failed.upstream_error, `provider did not answer within ${timeoutMs} ms`);
   t.equal(failed.queued_body, null);
   t.equal(failed.forward_attempts, 0);
   await until(async () => (await requestOf(gw!.database, 'ambiguous-1'))?.status === 'completed');

@@ -16,9 +16,10 @@ const database = await freshDatabase(t);
 
 t.test('a submit with Prefer: respond-async is answered 202 queued at once, then forwarded and completed', async (t) => {
   await resetQueue(database);
-  // The result 200 ms after the 202, as a provider's takes seconds: the forward's outcome is written
-  // first (a callback that wins the race is test/submissions/mark-forwarded.test.ts).
-  const { gateways, stats } = await pacedSetup(t, { database, sandboxEnv: { SANDBOX_DELAY_MS: '200' } });
+  // The result 2 s after the 202, as a provider's takes seconds: the forward's outcome is written
+  // first (a callback that wins the race is test/submissions/mark-forwarded.test.ts); 200 ms was
+  // not always enough for that write on a slow, loaded host.
+  const { gateways, stats } = await pacedSetup(t, { database, sandboxEnv: { SANDBOX_DELAY_MS: '2000' } });
   const [gw] = gateways;
   const res = await submitAsync(gw!.app, 'queued-1');
   t.equal(res.statusCode, 202);

@@ -62,7 +62,8 @@ t.test('one underwriting is one trace: submit, its statements and provider call,
       QUERY_API_KEYS: queryKey,
       EVENT_WEBHOOK_URLS: hookUrl,
       EVENT_WEBHOOK_SECRET: signingSecret,
-      EVENT_WEBHOOK_TIMEOUT_MS: '2000',
+      // Exactly two attempts are asserted: a prompt answer read late on a loaded host must not be a timeout (and a third).
+      EVENT_WEBHOOK_TIMEOUT_MS: '10000',
     },
   });
   const bBase = await listen(b.app);
@@ -80,7 +81,8 @@ t.test('one underwriting is one trace: submit, its statements and provider call,
   // Instance A takes the submit; it exports protobuf.
   const a = await buildTestApp(t, {
     database,
-    env: { ...traceEnv(otlp, 'http/protobuf', 'gateway-a'), PROVIDER_BASE_URL: front.url, PARTNER_TOKEN },
+    // A synchronous submit through two hops (the front, then the sandbox): the tests' 2 s default was no margin on a loaded host.
+    env: { ...traceEnv(otlp, 'http/protobuf', 'gateway-a'), PROVIDER_BASE_URL: front.url, PARTNER_TOKEN, UPSTREAM_TIMEOUT_MS: '15000' },
   });
   const cust = customer('traced');
   const incoming = { traceId: hex(16), spanId: hex(8) };
@@ -205,7 +207,7 @@ t.test('with tracing off no span is made, and the provider and the pushed events
   const hooks = await startReceiver(t);
   const gw = await buildTestApp(t, {
     database,
-    env: { PROVIDER_BASE_URL: provider.url, EVENT_WEBHOOK_URLS: hooks.url, EVENT_WEBHOOK_SECRET: webhookSecret(), EVENT_WEBHOOK_TIMEOUT_MS: '2000' },
+    env: { PROVIDER_BASE_URL: provider.url, EVENT_WEBHOOK_URLS: hooks.url, EVENT_WEBHOOK_SECRET: webhookSecret(), EVENT_WEBHOOK_TIMEOUT_MS: '10000' },
   });
   t.equal(gw.tracing, undefined, 'no SDK started');
   const cust = customer('untraced');
