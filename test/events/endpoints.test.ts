@@ -359,9 +359,12 @@ t.test('rateLimitPerS holds across two instances sharing the database', async (t
   const span = got.at(-1)!.at - got[0]!.at;
   // 30 at 5 a second take at least 6 seconds' slots: first to last at least 4 s apart (the first may go at the end of its second).
   t.ok(span >= 3800, `30 events took ${span} ms at 5/s (10/s if each instance kept its own rate: about 2-3 s)`);
+  // The pace counts the second an attempt starts in; the receiver sees when it arrives. A loaded host
+  // can deliver one second's 5, started late in it, in the next wall-clock second beside that second's
+  // own 5 (a .ci/run saw 9): at most 10, where each instance keeping its own 5/s would reach 20.
   const perSecond = new Map<number, number>();
   for (const r of got) perSecond.set(Math.floor(r.at / 1000), (perSecond.get(Math.floor(r.at / 1000)) ?? 0) + 1);
-  t.ok(Math.max(...perSecond.values()) <= 6, `at most ${Math.max(...perSecond.values())} arrived in one wall-clock second`);
+  t.ok(Math.max(...perSecond.values()) <= 10, `at most ${Math.max(...perSecond.values())} arrived in one wall-clock second`);
 });
 
 t.test('an endpoint that answers slowly holds at most half of the attempt slots beside one other: the others are not held back', async (t) => {
