@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /**
  * prom-client's default gauges whose names end in `_total`, which Prometheus reserves for
@@ -81,6 +81,22 @@ export function scrapeSnapshot<T>(read: () => Promise<T>): () => Promise<T | und
       .finally(() => {
         current = undefined;
       }));
+}
+
+/**
+ * A cluster-wide gauge without labels, set at each scrape from the scrape's one shared read
+ * (scrapeSnapshot); a failed read leaves its previous value.
+ */
+export function snapshotGauge<T>(registry: Registry, snapshot: () => Promise<T | undefined>, name: string, help: string, value: (read: T) => number): Gauge {
+  return new Gauge({
+    name,
+    help: `${help}; ${CLUSTER_WIDE}`,
+    registers: [registry],
+    async collect() {
+      const read = await snapshot();
+      if (read !== undefined) this.set(value(read));
+    },
+  });
 }
 
 /** A histogram without labels, registered on this app's registry. */

@@ -1,8 +1,8 @@
 import type { Kysely } from 'kysely';
-import { Gauge, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { ProviderPacingConfig } from '../config/config.js';
 import type { Tables } from '../db/types.js';
-import { CLUSTER_WIDE, scrapeSnapshot } from '../observability/metrics.js';
+import { scrapeSnapshot, snapshotGauge } from '../observability/metrics.js';
 import { readPace } from './sql.js';
 
 // The provider's shared pace in /metrics (docs/observability.md): read from provider_pacing and
@@ -10,18 +10,14 @@ import { readPace } from './sql.js';
 // closed, and a Retry-After every instance obeys. One read serves the three gauges of a scrape.
 
 export function paceMetrics(registry: Registry, deps: { db: Kysely<Tables>; config: ProviderPacingConfig }): void {
-  const snapshot = scrapeSnapshot(() => readPace(deps.db, deps.config.maxInFlight));
+  const snapshot = scrapeSnapshot(async () => {
+    const pace = await readPace(deps.db, deps.config.maxInFlight);
+    if (!pace) throw new Error('provider_pacing has no row');
+    return pace;
+  });
+  // A lost database keeps the previous values (as every cluster gauge): readiness shows the outage.
   const gauge = (name: string, help: string, value: (pace: NonNullable<Awaited<ReturnType<typeof readPace>>>) => number) =>
-    new Gauge({
-      name,
-      help: `${help}; ${CLUSTER_WIDE}`,
-      registers: [registry],
-      async collect() {
-        const pace = await snapshot();
-        // A lost database keeps the previous value (as every cluster gauge): readiness shows the outage.
-        if (pace) this.set(value(pace));
-      },
-    });
+    snapshotGauge(registry, snapshot, name, help, value);
   gauge(
     'underwriting_provider_circuit_open',
     'Consecutive provider failures reached PROVIDER_CIRCUIT_FAILURES: 1 while the circuit is open or its probe has not yet succeeded (no calls but the probe), else 0',

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { Gauge, type Registry } from 'prom-client';
 import type { Tables } from '../db/types.js';
-import { CLUSTER_WIDE, scrapeSnapshot } from '../observability/metrics.js';
+import { CLUSTER_WIDE, scrapeSnapshot, snapshotGauge } from '../observability/metrics.js';
 import { type PresentRow, readDeliveriesByUrl, readPresent, type UrlDeliveriesRow } from './sql.js';
 
 /** Per-URL series at most; the URLs past them (by name) are summed under url="other". */
@@ -34,15 +34,7 @@ export function presentMetrics(registry: Registry, deps: PresentMetricsDeps): vo
   const ageS = (now: Date, then: Date | null) => (then === null ? 0 : Math.max(0, (now.getTime() - new Date(then).getTime()) / 1000));
 
   const gauge = (name: string, help: string, value: (now: Date, row: PresentRow) => number) =>
-    new Gauge({
-      name,
-      help: `${help}; ${CLUSTER_WIDE}`,
-      registers: [registry],
-      async collect() {
-        const s = await snapshot();
-        if (s) this.set(value(s.now, s.present));
-      },
-    });
+    snapshotGauge(registry, snapshot, name, help, (s) => value(s.now, s.present));
 
   gauge('underwriting_pending_requests', 'Requests awaiting the provider (queued, submitting or submitted)', (_, r) => Number(r.pending));
   gauge(

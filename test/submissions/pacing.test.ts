@@ -69,9 +69,11 @@ t.test('a circuit opened by consecutive failures stops both instances, and one p
   await ensureSlots(database.db, 10);
   const leased: number[] = [];
   while (leased.length < 2) {
-    // One at a time: the spread may allow one slot in a take, and refuses ('rate') for a millisecond or so.
+    // One at a time: the spread may allow one slot in a take, and refuses ('rate') until the time it names.
     const taken = await takeSlots(database.db, { maxRps: 1000, maxInFlight: 10, circuitFailures: 3 }, 'elsewhere', 60_000, 1);
     if (taken.slots) leased.push(...taken.slots);
+    else if (taken.refusal !== 'rate' || taken.untilMs === null) throw new Error(`slot refused: ${taken.refusal}`);
+    else await new Promise((resolve) => setTimeout(resolve, Math.max(1, taken.untilMs! - taken.nowMs)));
   }
   await sql`update provider_pacing set hold_until = clock_timestamp() + interval '30 seconds'`.execute(database.db);
   const busy = await scrapeIdle();
