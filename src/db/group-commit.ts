@@ -1,0 +1,134 @@
+import { isStorageUnavailable } from './storage-errors.js';
+
+/**
+ * Group commit: writes that arrive while a batch is being written wait for the next one, so under
+ * load one statement and one commit (one WAL flush) store many of them, and a few database backends
+ * do the work of one per connection. Nothing waits on a timer: an idle writer starts a batch in the
+ * same turn of the event loop. Each caller still hears only once its own write is committed.
+ * (The callbacks' results and the submits' two statements are written this way.)
+ */
+export interface GroupCommit<T, R> {
+  /** Resolves once the item's batch is committed, with what the batch said of it; rejects when it was not written. */
+  add(item: T): Promise<R>;
+  /** Resolves when everything queued has been written. */
+  close(): Promise<void>;
+}
+
+export interface GroupCommitLimits {
+  /** Batches being written at once; the rest of the pool stays free for other routes. */
+  inFlight: number;
+  /** Items per batch, at most. */
+  batchSize: number;
+  /** Bytes per batch (sizeOf), at most; a single larger item still goes, alone. */
+  batchBytes?: number;
+}
+
+export interface GroupCommitOptions<T> {
+  limits: GroupCommitLimits;
+  /** Items of one key never share a batch nor are written at once; they are written in the order they came. */
+  keyOf?: (item: T) => string;
+  sizeOf?: (item: T) => number;
+  /** Told the size of every batch written. */
+  onBatch?: (size: number) => void;
+}
+
+/** Queued items looked at per batch, at most. */
+const SCAN_LIMIT = 1000;
+
+interface Pending<T, R> {
+  item: T;
+  resolve(result: R): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * A group-commit writer over `write`, which stores a batch in one statement and answers each item
+ * in the batch's order. A batch the database refuses as a whole (one item it refuses, a deadlock)
+ * is written again item by item, so that only what is really refused fails; a database out of
+ * reach fails the batch at once.
+ */
+export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, options: GroupCommitOptions<T>): GroupCommit<T, R> {
+  const { limits, keyOf, sizeOf } = options;
+  const queue: Pending<T, R>[] = [];
+  let writing = 0;
+  const idle: Array<() => void> = [];
+  /** Keys with an item being written now: their next one waits for that write to end. */
+  const busy = new Set<string>();
+
+  /**
+   * The next batch: the oldest items, one per key, none of a key being written; once a key's item
+   * is passed over, its later ones are too, so each key's items are written in the order they came.
+   */
+  function take(): Pending<T, R>[] {
+    const batch: Pending<T, R>[] = [];
+    const passed = new Set<string>(busy);
+    let bytes = 0;
+    // Bounded, so that a flood of one key's items never makes each batch scan them all.
+    for (let i = 0, seen = 0; i < queue.length && seen < SCAN_LIMIT && batch.length < limits.batchSize; seen++) {
+      const pending = queue[i]!;
+      const key = keyOf?.(pending.item);
+      const size = sizeOf?.(pending.item) ?? 0;
+      const tooBig = limits.batchBytes !== undefined && batch.length > 0 && bytes + size > limits.batchBytes;
+      if ((key !== undefined && passed.has(key)) || tooBig) {
+        if (key !== undefined) passed.add(key);
+        i++;
+        continue;
+      }
+      queue.splice(i, 1);
+      batch.push(pending);
+      if (key !== undefined) passed.add(key);
+      bytes += size;
+    }
+    return batch;
+  }
+
+  function pump(): void {
+    while (writing < limits.inFlight) {
+      const batch = take();
+      if (batch.length === 0) return;
+      writing++;
+      const keys = keyOf ? batch.map((p) => keyOf(p.item)) : [];
+      for (const key of keys) busy.add(key);
+      void writeBatch(batch).finally(() => {
+        for (const key of keys) busy.delete(key);
+        writing--;
+        pump();
+        if (writing === 0 && queue.length === 0) for (const resolve of idle.splice(0)) resolve();
+      });
+    }
+  }
+
+  async function writeBatch(batch: Pending<T, R>[]): Promise<void> {
+    try {
+      options.onBatch?.(batch.length);
+      const results = await write(batch.map((p) => p.item));
+      batch.forEach((p, i) => p.resolve(results[i]!));
+    } catch (err) {
+      if (batch.length === 1 || isStorageUnavailable(err)) {
+        for (const p of batch) p.reject(err);
+        return;
+      }
+      // One after another, within this write's slot, so that the pool stays free for the rest.
+      for (const p of batch) {
+        try {
+          p.resolve((await write([p.item]))[0]!);
+        } catch (alone) {
+          p.reject(alone);
+        }
+      }
+    }
+  }
+
+  return {
+    add(item) {
+      return new Promise<R>((resolve, reject) => {
+        queue.push({ item, resolve, reject });
+        pump();
+      });
+    },
+    close() {
+      if (writing === 0 && queue.length === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => idle.push(resolve));
+    },
+  };
+}
