@@ -118,8 +118,10 @@ const TAKE = defineStatement('provider_take_slot', `
     taken as (
       update provider_slots s
          set lease_until = v.now + make_interval(secs => $5::double precision / 1000), holder = $4
-        from v, free f
-       where s.slot = f.slot and s.lease_until <= v.now
+        from v
+       -- By primary key, whatever the limit: a join with free was planned as a scan of every slot
+       -- row (10,000 at PROVIDER_MAX_IN_FLIGHT=10000: 0.65 ms a take).
+       where s.slot = any (array(select slot from free)) and s.lease_until <= v.now
       returning s.slot
     ),
     paced as (
