@@ -62,7 +62,7 @@ export interface PaceLimits {
   circuitFailures: number;
 }
 
-const TAKE = defineStatement('provider_take_slot', `
+export const TAKE = defineStatement('provider_take_slot', `
     with ${NOT_WAITED_TO_DISK},
     p as (select * from provider_pacing where id = 1 for update),
     -- The clock is read once the row is ours (a statement may wait for it), and never counts a

@@ -1,8 +1,9 @@
 import { setTimeout } from 'node:timers/promises';
 import { sql } from 'kysely';
 import t from 'tap';
-import { ensureSlots, returnSlot, takeSlots } from '../../src/provider/sql.js';
-import { freshDatabase } from '../helpers/database.js';
+import { ensureSlots, returnSlot, TAKE, takeSlots } from '../../src/provider/sql.js';
+import { freshDatabase, SERVER_URL } from '../helpers/database.js';
+import { inline, measure } from '../helpers/statement-cost.js';
 
 // The shared pace's statements on their own (src/provider/sql.ts): what a slot's return writes.
 
@@ -159,4 +160,15 @@ t.test("a call in a second's last 300 ms starts at once and counts in the next s
   t.ok(after.used <= 10, `within its limit (${after.used})`);
   // Refused within it, the next second had started all it could (a slow host may end it sooner).
   if (full) t.equal(own, 10 - taken.slots.length, `its own calls in its head: the limit less the ${taken.slots.length} of the tail`);
+});
+
+// PostgreSQL only: the plan that matters is the server's.
+if (SERVER_URL) t.test('a take updates its slots by primary key however many slots there are', async (t) => {
+  const { db } = await freshDatabase(t);
+  const wide = { maxRps: 100_000, maxInFlight: 10_000, circuitFailures: 3 };
+  await ensureSlots(db, wide.maxInFlight);
+  const parameters = [wide.maxRps, wide.maxInFlight, wide.circuitFailures, 'plan:1', 60_000, 8];
+  const { plan } = await db.connection().execute((conn) => measure(conn, inline(TAKE.text, parameters)));
+  t.match(plan, /Update on provider_slots/, 'the slots are taken', { plan });
+  t.notMatch(plan, /Seq Scan on provider_slots/, 'no scan of every slot row', { plan });
 });
