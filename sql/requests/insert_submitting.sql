@@ -3,5 +3,11 @@
 insert into underwriting_requests
   (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, idempotency_key, submitted_at, updated_at,
    traceparent, x_request_id)
-values ($1, $2, $3, $4, $5, 'submitting', $6, $7, $7, $8, $9)
-returning id;
+select i.customer_uuid, i.cpf_hash, i.cpf_masked, i.cost_saving_enabled, i.srd, 'submitting', i.idempotency_key, i.at, i.at,
+       i.traceparent, i.x_request_id
+  from json_to_recordset($1::json) as i(
+         n int, customer_uuid text, cpf_hash text, cpf_masked text, cost_saving_enabled boolean, srd jsonb,
+         idempotency_key text, at timestamptz, traceparent text, x_request_id text)
+ order by i.n
+on conflict do nothing
+returning id, customer_uuid;

@@ -24,6 +24,20 @@ export interface Permit {
   fresh(): boolean;
   /** Once; holdS: the provider's Retry-After, when it gave one. */
   release(outcome: CallOutcome, holdS?: number | null): Promise<void>;
+  /**
+   * For an answered call whose slot goes back in the caller's own statement (mark_submitted: one
+   * commit, not two): the slot, instead of release('answered'). Undefined for the circuit's probe,
+   * or once released: release it.
+   */
+  handOver(): SlotHandOver | undefined;
+}
+
+/** A slot an answered call gives back in the caller's statement (requests/sql.ts, MARK_SUBMITTED). */
+export interface SlotHandOver {
+  slot: number;
+  holder: string;
+  /** Once the statement is done; freed: it committed (else the slot's lease runs out by itself). */
+  settled(freed: boolean): void;
 }
 
 export interface PaceRefusal {
@@ -143,6 +157,19 @@ export function createPacer(deps: PacerDeps): Pacer {
           deps.log.warn({ err: { message: (err as Error).message } }, 'could not give a provider slot back (its lease will run out)');
         }
         pump();
+      },
+      handOver() {
+        if (released || probe) return undefined;
+        released = true;
+        return {
+          slot,
+          holder,
+          settled(freed) {
+            // An answer closes the circuit (the statement reset the failures).
+            if (freed) noteCircuit(false);
+            pump();
+          },
+        };
       },
     };
   }

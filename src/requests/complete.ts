@@ -1,4 +1,3 @@
-import { trace } from '@opentelemetry/api';
 import type { Kysely } from 'kysely';
 import { CALLBACK_QUERY_TIMEOUT_MS } from '../db/handle.js';
 import { runStatement } from '../db/run-statement.js';
@@ -6,7 +5,7 @@ import { defineStatement } from '../db/statements.js';
 import type { Decision, Tables } from '../db/types.js';
 import type { DeliveryHandoff } from '../events/handoff.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, unmatchedDataSql } from '../events/record.js';
-import { type SpanParent, storedTraceparent } from '../tracing/spans.js';
+import { batchSpanParent, type SpanParent, storedTraceparent } from '../tracing/spans.js';
 
 /** What is known about any callback the moment it arrives. */
 export interface Arrival {
@@ -152,14 +151,13 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
   // (STATEMENT_PLANNED_ONCE: every lookup by index, whatever the statistics were when it was planned).
   // Traced as a child of the first traced callback's span, linked to the others' (one statement
   // stores them all).
-  const traced = batch.filter((cb) => cb.trace !== undefined);
-  const links = traced.slice(1).map((cb) => ({ context: trace.getSpanContext(cb.trace!.context)! }));
+  const { parent, links } = batchSpanParent(batch.map((cb) => cb.trace));
   const rows = await runStatement<RecordedRow>(
     db,
     RECORD_RESULTS,
     recordResultsParameters(ordered.map((o) => o.cb), options),
-    traced[0]?.trace,
-    links.length > 0 ? links : undefined,
+    parent,
+    links,
     { queryTimeoutMs: CALLBACK_QUERY_TIMEOUT_MS, plannedOnce: true },
   );
   const recorded: Recorded[] = batch.map(() => ({ disposition: 'duplicate' }));

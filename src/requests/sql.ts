@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { runStatement } from '../db/run-statement.js';
 import { defineStatement } from '../db/statements.js';
 import type { SqlSnapshot } from '../db/statements.js';
+import type { Link } from '@opentelemetry/api';
 import type { SpanParent } from '../tracing/spans.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
@@ -25,9 +26,6 @@ export const abandonedAfterMs = (upstreamTimeoutMs: number): number => upstreamT
 /** What an abandoned request says in upstream_error; its fate at the provider is unknown at worst. */
 export const ABANDONED_ERROR = 'abandoned: no answer from the provider was recorded in time (the submit stopped before or during the call)';
 
-/** The partial unique index that lets one request per customer await its callback. */
-export const ONE_IN_FLIGHT_INDEX = 'underwriting_requests_one_in_flight';
-
 export interface NewSubmission {
   customerUuid: string;
   cpfHash: string;
@@ -42,49 +40,127 @@ export interface NewSubmission {
   xRequestId: string;
 }
 
-/** True when an insert failed because this customer already has a request in flight. */
-export function isInFlightConflict(err: unknown): boolean {
-  const e = err as { code?: unknown; constraint?: unknown } | null;
-  return e?.code === '23505' && e.constraint === ONE_IN_FLIGHT_INDEX;
-}
+/** A stored submission: its row, or null when its customer already has a request in flight. */
+export type StoredSubmission = { id: number; submittedAt: Date } | null;
 
-// The two statements of every submit, written once and prepared (Kysely building and compiling
-// them on every call showed in the submit's profile). Neither reads a timestamp back: submitted_at
-// is the `now` the insert was given. Instants go in as ISO text (pg formats a Date in JavaScript).
+// The two statements of every synchronous submit, each written for a batch of submits (the group
+// commit of submissions/writes.ts: one statement and one commit for the submits that came while the
+// last batch was written), written once and prepared. Neither reads a timestamp back: submitted_at
+// is the `now` the insert was given.
+
+/**
+ * Stores each submission as `submitting`, unless its customer already has a request in flight
+ * (underwriting_requests_one_in_flight: that one is not inserted, and the rest are). A batch holds
+ * at most one submission per customer.
+ */
 export const INSERT_SUBMITTING = defineStatement('insert_submitting', `insert into underwriting_requests
      (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, idempotency_key, submitted_at, updated_at,
       traceparent, x_request_id)
-   values ($1, $2, $3, $4, $5, 'submitting', $6, $7, $7, $8, $9)
-   returning id`);
-export const MARK_SUBMITTED = defineStatement('mark_submitted', `update underwriting_requests
-      set status = case when status = 'submitting' then 'submitted' else status end,
-          upstream_status = $1, updated_at = $2
-    where id = $3
-   returning id`);
+   select i.customer_uuid, i.cpf_hash, i.cpf_masked, i.cost_saving_enabled, i.srd, 'submitting', i.idempotency_key, i.at, i.at,
+          i.traceparent, i.x_request_id
+     from json_to_recordset($1::json) as i(
+            n int, customer_uuid text, cpf_hash text, cpf_masked text, cost_saving_enabled boolean, srd jsonb,
+            idempotency_key text, at timestamptz, traceparent text, x_request_id text)
+    order by i.n
+   on conflict do nothing
+   returning id, customer_uuid`);
 
-/** Commits the request as `submitting`; throws a unique violation (isInFlightConflict) if one is in flight. */
-export async function insertSubmitting(db: Kysely<Tables>, s: NewSubmission, parent?: SpanParent): Promise<{ id: number; submittedAt: Date }> {
-  const rows = await runStatement<{ id: number }>(db, INSERT_SUBMITTING, [
-    s.customerUuid,
-    s.cpfHash,
-    s.cpfMasked,
-    s.costSavingEnabled,
-    s.srd === undefined ? null : JSON.stringify(s.srd),
-    s.idempotencyKey ?? null,
-    s.now.toISOString(),
-    s.traceparent,
-    s.xRequestId,
-  ], parent);
-  return { id: rows[0]!.id, submittedAt: s.now };
+/** The parameters of INSERT_SUBMITTING for a batch. */
+export function insertSubmittingParameters(batch: readonly NewSubmission[]): unknown[] {
+  const json = batch.map((s, n) => ({
+    n,
+    customer_uuid: s.customerUuid,
+    cpf_hash: s.cpfHash,
+    cpf_masked: s.cpfMasked,
+    cost_saving_enabled: s.costSavingEnabled,
+    srd: s.srd ?? null,
+    idempotency_key: s.idempotencyKey ?? null,
+    at: s.now.toISOString(),
+    traceparent: s.traceparent,
+    x_request_id: s.xRequestId,
+  }));
+  return [JSON.stringify(json)];
+}
+
+/** Commits each submission as `submitting`, in one statement; null for one whose customer has a request in flight. */
+export async function insertSubmitting(db: Kysely<Tables>, batch: readonly NewSubmission[], parent?: SpanParent, links?: Link[]): Promise<StoredSubmission[]> {
+  const rows = await runStatement<{ id: number; customer_uuid: string }>(db, INSERT_SUBMITTING, insertSubmittingParameters(batch), parent, links);
+  const ids = new Map(rows.map((r) => [r.customer_uuid, Number(r.id)]));
+  if (ids.size !== rows.length) throw new Error('a batch of submissions holds at most one per customer');
+  return batch.map((s) => {
+    const id = ids.get(s.customerUuid);
+    return id === undefined ? null : { id, submittedAt: s.now };
+  });
+}
+
+/** The provider's acceptance of a stored submission, and the call's slot when its return is this statement's. */
+export interface Acceptance {
+  id: number;
+  upstreamStatus: number;
+  now: Date;
+  /** An answered call's provider slot (provider/pacing.ts, Permit.handOver): freed in the same commit. */
+  slot: { slot: number; holder: string } | undefined;
 }
 
 /**
- * Records the provider's acceptance. The callback may have overtaken this reply and completed the
- * row already: only `submitting` moves on, nothing ever moves back. Throws when the row is gone.
+ * Records the provider's acceptance of each request, and gives back the slots their calls took (an
+ * answer closes a circuit that failures opened), in one statement and one commit. A callback may have
+ * overtaken a reply and completed its row already: only `submitting` moves on, nothing ever moves
+ * back. The rows are locked in customer order, as record_results locks them, so that a batch of each
+ * never deadlock.
  */
-export async function markSubmitted(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date, parent?: SpanParent): Promise<void> {
-  const rows = await runStatement<{ id: number }>(db, MARK_SUBMITTED, [upstreamStatus, now.toISOString(), id], parent);
-  if (rows.length === 0) throw new Error(`underwriting request ${id} vanished before its acceptance was recorded`);
+export const MARK_SUBMITTED = defineStatement('mark_submitted', `
+    with input as (
+      select * from json_to_recordset($1::json) as i(id bigint, upstream_status int, at timestamptz, slot int, holder text)
+    ),
+    locked as (
+      select r.id from underwriting_requests r
+       where r.id = any (array(select id from input))
+       order by r.customer_uuid
+       for update
+    ),
+    marked as (
+      update underwriting_requests r
+         set status = case when r.status = 'submitting' then 'submitted' else r.status end,
+             upstream_status = i.upstream_status, updated_at = i.at
+        from input i
+       where r.id = any (array(select id from locked)) and r.id = i.id
+      returning r.id
+    ),
+    freed as (
+      update provider_slots s set lease_until = '-infinity', holder = null
+        from input i
+       where s.slot = any (array(select slot from input where slot is not null)) and s.slot = i.slot and s.holder = i.holder
+      returning s.slot
+    ),
+    closed as (
+      update provider_pacing p set failures = 0, open_until = null
+       where p.id = 1 and (p.failures <> 0 or p.open_until is not null) and exists (select 1 from input where slot is not null)
+      returning p.id
+    )
+    select m.id, (select count(*) from freed)::int as freed, (select count(*) from closed)::int as closed
+      from marked m`);
+
+/**
+ * Records each acceptance (and frees its slot) in one statement; rejects the whole batch on failure.
+ * Answers, in the batch's order, whether its row was found (false: it vanished, the database lost it).
+ */
+/** The parameters of MARK_SUBMITTED for a batch. */
+export function markSubmittedParameters(batch: readonly Acceptance[]): unknown[] {
+  const json = batch.map((a) => ({
+    id: a.id,
+    upstream_status: a.upstreamStatus,
+    at: a.now.toISOString(),
+    slot: a.slot?.slot ?? null,
+    holder: a.slot?.holder ?? null,
+  }));
+  return [JSON.stringify(json)];
+}
+
+export async function markSubmitted(db: Kysely<Tables>, batch: readonly Acceptance[], parent?: SpanParent, links?: Link[]): Promise<boolean[]> {
+  const rows = await runStatement<{ id: number }>(db, MARK_SUBMITTED, markSubmittedParameters(batch), parent, links);
+  const found = new Set(rows.map((r) => Number(r.id)));
+  return batch.map((a) => found.has(a.id));
 }
 
 /** The request columns an event's data is built from (see events/record.ts). */

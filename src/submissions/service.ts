@@ -9,6 +9,7 @@ import { type Forwarder, startForwarder } from './forwarder.js';
 import { type SubmitMetrics, submitMetrics } from './metrics.js';
 import { sealerOf, type Sealer } from './seal.js';
 import { submitter } from './submit.js';
+import { submitWrites } from './writes.js';
 
 /** What queues submits needs besides the database: the sealer of their bodies, and the forwarder to wake. */
 export interface SubmitQueue {
@@ -57,8 +58,10 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
   let forwarder: Forwarder | undefined;
   const queue: SubmitQueue = { sealer, wake: () => forwarder?.wake() };
   const announce = (customerUuid: string) => deps.results.announce(customerUuid);
+  const writes = submitWrites(db);
   const submit = submitter({
     db,
+    writes,
     client,
     clock: deps.clock,
     cpfHashKey: config.cpfHashKey,
@@ -92,6 +95,7 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
     });
     app.addHook('onClose', async () => {
       await (stopped ?? forwarder?.stop());
+      await writes.close();
       pacer.close();
       await client.close();
     });

@@ -6,7 +6,7 @@ import type { Tables } from '../db/types.js';
 import { StorageUnavailableError } from '../db/storage-errors.js';
 import { AppError, errorBody } from '../http/errors.js';
 import { TokenUnavailableError } from '../provider/errors.js';
-import { acquireFresh, type PaceRefusal, type Pacer } from '../provider/pacing.js';
+import { acquireFresh, type PaceRefusal, type Pacer, type SlotHandOver } from '../provider/pacing.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import type { UnderwritingClient } from '../provider/underwriting-client.js';
 import { type SpanParent, storedTraceparent } from '../tracing/spans.js';
@@ -25,12 +25,10 @@ import type { SubmitMetricOutcome } from './metrics.js';
 import { enqueueSubmits } from './queue.js';
 import type { Sealer } from './seal.js';
 import { storedForm } from './stored-form.js';
+import type { SubmitWrites } from './writes.js';
 import {
   abandonedAfterMs,
-  insertSubmitting,
-  isInFlightConflict,
   markSubmitFailed,
-  markSubmitted,
   type NewSubmission,
   NOT_SENT_SLOW_STORE,
   releaseAbandoned,
@@ -52,6 +50,8 @@ export interface SubmitDeps {
   queue: { sealer: Sealer; wake: () => void };
   /** Told the customer of a failed submit once it (and its event) is committed. */
   announce?: (customerUuid: string) => void;
+  /** The synchronous submit's insert and acceptance, group-committed. */
+  writes: SubmitWrites;
 }
 
 /** sync: the provider is called now (the default); async: the request is queued for the forwarder (Prefer: respond-async). */
@@ -181,20 +181,10 @@ export function submitter(deps: SubmitDeps) {
       traceparent: storedTraceparent(trace),
       xRequestId: origin.requestId,
     };
-    let stored: { id: number; submittedAt: Date };
-    try {
-      stored = await insertSubmitting(deps.db, submission, trace);
-    } catch (err) {
-      if (!isInFlightConflict(err)) throw err;
-      // The request in flight may be one nobody will finish (see releaseBlocking): then it no longer holds the customer.
-      if (!(await releaseBlocking(body.customerUuid, key, log))) return inFlightAttempt();
-      try {
-        stored = await insertSubmitting(deps.db, { ...submission, now: deps.clock() }, trace);
-      } catch (again) {
-        if (!isInFlightConflict(again)) throw again;
-        return inFlightAttempt();
-      }
-    }
+    let stored = await deps.writes.store(submission, trace);
+    // The request in flight may be one nobody will finish (see releaseBlocking): then it no longer holds the customer.
+    if (stored === null && (await releaseBlocking(body.customerUuid, key, log))) stored = await deps.writes.store({ ...submission, now: deps.clock() }, trace);
+    if (stored === null) return inFlightAttempt();
     const sendBy = began + SEND_WINDOW_MS;
     if (performance.now() > sendBy) {
       // Sending this late could outlive the abandoned bound, after which the customer is released.
@@ -213,9 +203,12 @@ export function submitter(deps: SubmitDeps) {
     const { permit } = paced;
 
     let upstreamStatus: number;
+    let slot: SlotHandOver | undefined;
     try {
       ({ status: upstreamStatus } = await deps.client.submitUnderwriting(body, { sendBy, requestId: origin.requestId, trace }));
-      void permit.release('answered');
+      // Given back with the acceptance, in its commit; a probe's answer goes back on its own.
+      slot = permit.handOver();
+      if (!slot) void permit.release('answered');
     } catch (err) {
       // Awaited: the next submit must see this failure (the circuit, the provider's Retry-After).
       await permit.release(err instanceof TokenUnavailableError ? 'not_called' : circuitOutcome(err), holdOf(err));
@@ -234,8 +227,10 @@ export function submitter(deps: SubmitDeps) {
     }
 
     try {
-      await markSubmitted(deps.db, stored.id, upstreamStatus, deps.clock(), trace);
+      await deps.writes.accept({ id: stored.id, upstreamStatus, now: deps.clock(), slot }, trace);
+      slot?.settled(true);
     } catch (err) {
+      slot?.settled(false);
       // The provider has it; saying 503 ("nothing sent") would be false. The callback still matches the row.
       log.error({ customerUuid: body.customerUuid, err: { message: (err as Error).message } }, 'provider accepted a submit that could not be recorded');
     }

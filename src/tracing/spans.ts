@@ -115,6 +115,19 @@ export async function inStatementSpan<R>(
   }
 }
 
+/**
+ * Where a statement that writes many callers' rows at once (a group commit) is traced: a child of
+ * the first traced caller's span, linking to the others'. Nothing when none is traced.
+ */
+export function batchSpanParent(parents: readonly (SpanParent | undefined)[]): { parent: SpanParent | undefined; links: Link[] | undefined } {
+  const traced = parents.filter((p): p is SpanParent => p !== undefined);
+  const links = traced.slice(1).flatMap((p) => {
+    const context = trace.getSpanContext(p.context);
+    return context ? [{ context }] : [];
+  });
+  return { parent: traced[0], links: links.length > 0 ? links : undefined };
+}
+
 /** A customer key fit for a span: a CPF-shaped one (CUSTOMER_UUID_ALLOW_CPF) never leaves. */
 export function customerAttribute(customerUuid: string): Attributes {
   return { 'gateway.customer_uuid': scrubText(customerUuid) };
