@@ -2,12 +2,13 @@ import type { Kysely } from 'kysely';
 import { type Actor, keyFingerprint, recordAudit, subjectHasher } from '../audit/trail.js';
 import type { NotificationChannel } from '../channels/channel.js';
 import { hashCpfUnderEvery } from '../cpf.js';
+import { groupCommit } from '../db/group-commit.js';
 import type { Tables } from '../db/types.js';
 import { notFound } from '../http/errors.js';
 import { cursorCodec } from '../http/cursor.js';
 import type { QueryMetrics } from './metrics.js';
 import { type CustomerView, DEFAULT_PAGE, type PageView } from './schemas.js';
-import { type ListFilter, readCustomer, readPage } from './sql.js';
+import { type ListFilter, readCustomers, readPage } from './sql.js';
 
 export interface QueryDeps {
   db: Kysely<Tables>;
@@ -19,6 +20,9 @@ export interface QueryDeps {
   queryApiKeys: readonly string[];
   metrics: QueryMetrics;
 }
+
+/** Customer reads running at once, and customers per read. */
+const CUSTOMER_READS = { inFlight: 2, batchSize: 32 };
 
 /** Who asks: the bearer token presented (if any) and the peer's address. */
 export interface Asker {
@@ -34,6 +38,10 @@ export function queryService(deps: QueryDeps) {
   // Who looked: the API key by its fingerprint, or the peer when the query routes have no keys.
   const actorOf = (asker: Asker): Actor => (deps.queryApiKeys.length > 0 ? keyFingerprint(asker.bearer ?? '') : `peer:${asker.ip}`);
 
+  // The GETs that arrive while a read is running share the next one: one statement reads them all
+  // (db/group-commit.ts, used for reads), as the callbacks' results are written.
+  const customers = groupCommit((batch: readonly string[]) => readCustomers(db, batch), { limits: CUSTOMER_READS });
+
   const page = async (filter: ListFilter, limit: number | undefined, cursor: string | undefined): Promise<PageView> => {
     const after = cursor === undefined ? undefined : cursors.decode(cursor);
     const { items, next } = await readPage(db, filter, after, limit ?? DEFAULT_PAGE);
@@ -45,7 +53,7 @@ export function queryService(deps: QueryDeps) {
     customer(customerUuid: string, waitS: number): Promise<CustomerView> {
       return deps.results.wait(customerUuid, waitS, {
         read: async () => {
-          const view = await readCustomer(db, customerUuid);
+          const view = await customers.add(customerUuid);
           if (!view) {
             // "lookup" is a valid customerUuid, so GET /v1/underwritings/lookup stays a customer read; but
             // when there is no such customer the caller almost surely meant the lookup by CPF.

@@ -18,6 +18,8 @@ export const UNMATCHED_LIMIT = 100;
 const POSITION_T = sql<string>`to_char(r.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
 interface CustomerRow extends Omit<RequestRow, 'customer_uuid' | 'submitted_at'> {
+  /** The customer's place in the batch read (1-based). */
+  n: number;
   kind: 'request' | 'unmatched';
   id: number;
   customer_uuid: string | null;
@@ -26,38 +28,55 @@ interface CustomerRow extends Omit<RequestRow, 'customer_uuid' | 'submitted_at'>
 }
 
 /**
- * Everything about one customer in one round trip: its requests (newest first, via the customer
- * index) and its unmatched callbacks (via callbacks_unmatched). Undefined when it has no request.
+ * Everything about some customers in one round trip: for each, its requests (newest first, via the
+ * customer index) and its unmatched callbacks (via callbacks_unmatched), each customer's read on its
+ * own (lateral, by index: never a join over every customer's rows). Rows carry the customer's place
+ * in `customers` (n, from 1).
  */
-export function customerQuery(customerUuid: string) {
+export function customerQuery(customers: readonly string[]) {
   return sql<CustomerRow>`
-    (select 'request' as kind, r.id, r.customer_uuid, r.status, r.decision, r.cpf_masked,
-            r.cost_saving_enabled, r.srd, r.submitted_at, r.completed_at, r.upstream_status,
-            -- Per request, by primary key: a join let the planner, without statistics, hash
-            -- every callback stored to find a customer's few results.
-            (select c.body from callbacks c where c.id = r.result_callback_id) as result,
-            null::timestamptz as received_at
-       from underwriting_requests r
-      where r.customer_uuid = ${customerUuid}
-      order by r.id desc
-      limit ${HISTORY_LIMIT + 1})
-    union all
-    (select 'unmatched', u.id, null::text, null::text, null::text, null::text,
-            null::boolean, null::jsonb, null::timestamptz, null::timestamptz, null::integer,
-            u.body, u.received_at
-       from callbacks u
-      where u.customer_uuid = ${customerUuid} and u.outcome = 'unmatched'
-      order by u.id desc
-      limit ${UNMATCHED_LIMIT})`;
+    select k.n::int as n, x.*
+      from unnest(${customers}::text[]) with ordinality as k(customer_uuid, n)
+     cross join lateral (
+      (select 'request' as kind, r.id, r.customer_uuid, r.status, r.decision, r.cpf_masked,
+              r.cost_saving_enabled, r.srd, r.submitted_at, r.completed_at, r.upstream_status,
+              -- Per request, by primary key: a join let the planner, without statistics, hash
+              -- every callback stored to find a customer's few results.
+              (select c.body from callbacks c where c.id = r.result_callback_id) as result,
+              null::timestamptz as received_at
+         from underwriting_requests r
+        where r.customer_uuid = k.customer_uuid
+        order by r.id desc
+        limit ${HISTORY_LIMIT + 1})
+      union all
+      (select 'unmatched', u.id, null::text, null::text, null::text, null::text,
+              null::boolean, null::jsonb, null::timestamptz, null::timestamptz, null::integer,
+              u.body, u.received_at
+         from callbacks u
+        where u.customer_uuid = k.customer_uuid and u.outcome = 'unmatched'
+        order by u.id desc
+        limit ${UNMATCHED_LIMIT})
+     ) x`;
 }
 
 /** customerQuery as a prepared statement: its UNION ALL took longer to plan than to run. */
-const READ_CUSTOMER = defineStatement('read_customer', customerQuery('').compile(compileOnly).sql);
+const READ_CUSTOMER = defineStatement('read_customer', customerQuery([]).compile(compileOnly).sql);
 
-export async function readCustomer(db: Kysely<Tables>, customerUuid: string): Promise<CustomerView | undefined> {
+/**
+ * Reads customers in one statement (the GETs that arrive together: queries/service.ts), each
+ * answered in the order asked; undefined for one with no request.
+ */
+export async function readCustomers(db: Kysely<Tables>, customers: readonly string[]): Promise<Array<CustomerView | undefined>> {
   // customerQuery's parameters, in its order.
-  const rows = await runStatement<CustomerRow>(db, READ_CUSTOMER, [customerUuid, HISTORY_LIMIT + 1, customerUuid, UNMATCHED_LIMIT]);
-  const byNewest = (a: CustomerRow, b: CustomerRow) => b.id - a.id;
+  const rows = await runStatement<CustomerRow>(db, READ_CUSTOMER, [customers, HISTORY_LIMIT + 1, UNMATCHED_LIMIT]);
+  const byCustomer = customers.map((): CustomerRow[] => []);
+  for (const row of rows) byCustomer[Number(row.n) - 1]!.push(row);
+  return byCustomer.map(customerView);
+}
+
+const byNewest = (a: CustomerRow, b: CustomerRow) => b.id - a.id;
+
+function customerView(rows: CustomerRow[]): CustomerView | undefined {
   const requests = rows.filter((r) => r.kind === 'request').sort(byNewest);
   const [newest, ...older] = requests.map((r) => buildRequestView(r as RequestRow));
   if (!newest) return undefined;

@@ -21,7 +21,9 @@ for (const state of SERVER_URL ? STATISTICS_STATES : []) {
     await prepare(db, state);
     const reads = () => {
       const queries = {
-        'GET one': customerQuery('m7').compile(db),
+        'GET one': customerQuery(['m7']).compile(db),
+        // The GETs that arrive together are read in one statement: each customer by index still.
+        'GET one, eight together': customerQuery(['m1', 'm2', 'm3', 'm4', 'm5', 'm6', 'm7', 'm8']).compile(db),
         'list page': pageQuery(db, {}, undefined, 50).compile(),
         lookup: pageQuery(db, { cpfHashes: ['h-m7'] }, undefined, 50).compile(),
         'lookup, next page': pageQuery(db, { cpfHashes: ['h-m7'] }, { t: new Date().toISOString(), id: 2 ** 40 }, 50).compile(),

@@ -2,6 +2,7 @@ import t from 'tap';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
+import { readCustomers } from '../../src/queries/sql.js';
 import { CPF, insertRequest, insertUnmatched, distinctResult } from './fixtures.js';
 
 // One database for the file (every test has its own customers): a fresh PGlite costs seconds.
@@ -180,4 +181,34 @@ t.test('answers never contain the full CPF', async (t) => {
     t.match(res.body, '***.982.247-**');
   }
   t.notMatch(logs.text(), CPF, 'nor do the logs');
+});
+
+t.test('GETs that arrive together are read in one statement, and each is answered with its own customer', async (t) => {
+  const { app } = await buildTestApp(t, { database });
+  const customers = Array.from({ length: 6 }, (_, i) => `together-${i}`);
+  for (const [i, customerUuid] of customers.entries()) {
+    await insertRequest(database.db, { customerUuid, srd: { grossIncome: 1000 + i }, result: i % 2 === 0 ? distinctResult(customerUuid, { limit: 100 * i }) : undefined });
+    if (i === 1) await insertRequest(database.db, { customerUuid, srd: { grossIncome: 9000 }, status: 'submit_failed' });
+  }
+  await insertUnmatched(database.db, distinctResult('together-3'));
+  const base = await listen(app);
+
+  const asked = Array.from({ length: 40 }, (_, n) => (n % 7 === 6 ? 'together-missing' : customers[n % 6]!));
+  const answers = await Promise.all(asked.map((c) => httpRequest(`${base}/v1/underwritings/${c}`)));
+  for (const [n, customerUuid] of asked.entries()) {
+    const { status, json } = answers[n]!;
+    if (customerUuid === 'together-missing') {
+      t.equal(status, 404, `${n}: no such customer`);
+      continue;
+    }
+    const i = customers.indexOf(customerUuid);
+    t.equal(status, 200);
+    t.match(json, { customerUuid, srd: { grossIncome: i === 1 ? 9000 : 1000 + i } }, `${n}: its own customer's newest request`);
+    t.equal(json.history.length, i === 1 ? 1 : 0, `${n}: its own history`);
+    t.equal(json.unmatched.length, i === 3 ? 1 : 0, `${n}: its own unmatched callbacks`);
+    if (i % 2 === 0) t.match(json.result, { response: { limit: 100 * i } }, `${n}: its own result`);
+  }
+
+  const views = await readCustomers(database.db, ['together-2', 'together-missing', 'together-0', 'together-2']);
+  t.same(views.map((v) => v?.customerUuid), ['together-2', undefined, 'together-0', 'together-2'], 'one statement answers in the order asked, a customer asked twice twice');
 });

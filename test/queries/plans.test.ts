@@ -43,7 +43,7 @@ t.test('every read uses its index on a table of 20k requests, never a sequential
   const after = { t: '2026-01-10T00:00:00.000000Z', id: 12000 };
 
   const reads: Array<[string, CompiledQuery]> = [
-    ['one customer', customerQuery('cust-42').compile(db)],
+    ['one customer', customerQuery(['cust-42']).compile(db)],
     ['list', pageQuery(db, {}, undefined, 50).compile()],
     ['list, next page', pageQuery(db, {}, after, 50).compile()],
     ['list by status', pageQuery(db, { status: 'completed' }, after, 50).compile()],
@@ -64,8 +64,8 @@ t.test('every read uses its index on a table of 20k requests, never a sequential
   t.match(await plan(db, pageQuery(db, { decision: 'approved' }, undefined, 50).compile()), /underwriting_requests_decision_list/);
   t.match(await plan(db, pageQuery(db, { cpfHashes: [cpfHash] }, undefined, 50).compile()), /underwriting_requests_cpf_list/);
   t.match(await plan(db, pageQuery(db, { cpfHashes: [cpfHash, 'f'.repeat(64)] }, undefined, 50).compile()), /underwriting_requests_cpf_list/);
-  t.match(await plan(db, customerQuery('cust-42').compile(db)), /underwriting_requests_customer/);
-  t.match(await plan(db, customerQuery('cust-42').compile(db)), /callbacks_unmatched/);
+  t.match(await plan(db, customerQuery(['cust-42']).compile(db)), /underwriting_requests_customer/);
+  t.match(await plan(db, customerQuery(['cust-42']).compile(db)), /callbacks_unmatched/);
   t.match(await plan(db, CompiledQuery.raw(EXPIRE_BATCH.submitted.text, expireBatchParameters(new Date('2026-02-01T00:00:00Z'), 3600))), /underwriting_requests_waiting/, 'the sweep reads only what is waiting');
 
 });
