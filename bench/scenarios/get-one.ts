@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { AbScenario } from '../lib/compare.js';
 import { seedHistory } from '../lib/database.js';
@@ -6,6 +7,8 @@ import { seedHistory } from '../lib/database.js';
 // each (newest + history, each with its result); the rest of the table is other customers.
 
 const PREFIX = 'q-';
+/** The same paths for wrk (bench/wrk/get-one.lua builds them as build() does). */
+const WRK_SCRIPT = fileURLToPath(new URL('../../../bench/wrk/get-one.lua', import.meta.url));
 
 export async function seedGetOne(pool: pg.Pool, options: { rows: number; customers: number }): Promise<void> {
   const perCustomer = 3;
@@ -21,8 +24,10 @@ export function getOneScenario(options: { customers: number }): AbScenario {
   return {
     name: 'get-one',
     connections: 32,
+    wrk: true,
     prepare: async () => ({
       build: (n) => ({ method: 'GET', path: `/v1/underwritings/${PREFIX}${(n * 7919) % options.customers}` }),
+      wrk: { script: WRK_SCRIPT, path: '/', env: { GET_ONE_PREFIX: PREFIX, GET_ONE_CUSTOMERS: String(options.customers) } },
     }),
   };
 }
