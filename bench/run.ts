@@ -14,9 +14,9 @@ import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
 import { wrkAvailable } from './lib/wrk.js';
 import { probeReader } from './lib/probe.js';
 import { type Child, GATEWAY_NODE_ARGS, RssSampler, startChild, stopAll } from './lib/processes.js';
-import { statementGoals, statementLines, timeStatements } from './lib/statement-timings.js';
+import { type StatementTiming, statementGoals, statementLines, timeStatements, timeStatistics } from './lib/statement-timings.js';
 import { type AbReport, type ColdStart, type Goal, type LongPollReport, type Noise, abGoals, buffersFlatGoal, longPollGoals, renderReport, stateGoals } from './lib/report.js';
-import { API_LOAD_LIMIT, afterLoading, beforeLoading, type BenchState, databaseBuffers, loadInBulk, loadThroughApi, STATE_NAMES, type StateRun, stateRuns, storedRequests } from './lib/states.js';
+import { API_LOAD_LIMIT, afterLoading, BULK_SPREAD_DAYS, beforeLoading, type BenchState, closePastHours, databaseBuffers, loadInBulk, loadThroughApi, STATE_NAMES, type StateRun, stateRuns, storedRequests } from './lib/states.js';
 import { callbackScenario, callbackStateScenario } from './scenarios/callback.js';
 import { type DeliveryReport, deliveryScenario, drainDeliveries, renderDelivery, startReceiver } from './scenarios/delivery.js';
 import { getOneScenario, seedGetOne } from './scenarios/get-one.js';
@@ -25,7 +25,7 @@ import { submitScenario } from './scenarios/submit.js';
 import { type CampaignReport, renderCampaign, runCampaignScenario } from './scenarios/campaign.js';
 import { BENCH_OPTION_DETAILS, BENCH_OPTIONS } from './lib/options.js';
 
-// `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start,campaign] [--lines=100000] [--outage-s=30] [--states=a,b,c,d] [--sizes=10k,100k,1m] [--state-push=off|on|both] [--profile] [--probe] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500] [--delivery-endpoints=one|troubled]`:
+// `npm run bench [-- --quick] [--only=callback,callback-push,submit,get-one,long-poll,delivery,cold-start,campaign] [--lines=100000] [--outage-s=30] [--states=a,b,c,d] [--sizes=10k,100k,1m] [--state-push=off|on|both] [--spread-days=28] [--profile] [--probe] [--own-postgres] [--long-poll-callbacks=32] [--delivery-rate=500] [--delivery-endpoints=one|troubled]`:
 // the gateway against naive baselines, side by side in one run. Exit 0 whether goals are met or
 // not; non-zero only when the harness itself fails.
 
@@ -65,6 +65,12 @@ const numberArg = (name: string, fallback: number) => {
  * (`callback-push [a 10k]`, each on a database of its own), without (the default), or both one after
  * the other (issue 34: every goal judged with push on and off).
  */
+/**
+ * --spread-days=N: a bench state's requests beyond the API's share lie evenly over the last N days
+ * (default 28, as a deployment's accumulate; 0: all now), their past hours closed as the instances'
+ * closing passes would have (the statistics read takes a closed hour from one row).
+ */
+const spreadDays = numberArg('spread-days', BULK_SPREAD_DAYS);
 const statePushRaw = args.find((a) => a.startsWith('--state-push='))?.slice('--state-push='.length) ?? 'off';
 if (statePushRaw !== 'off' && statePushRaw !== 'on' && statePushRaw !== 'both') throw new Error(`--state-push=${statePushRaw}: off, on or both`);
 const statePushModes: readonly boolean[] = statePushRaw === 'both' ? [false, true] : [statePushRaw === 'on'];
@@ -296,6 +302,7 @@ async function callbackInState(run: StateRun, stubUrl: string, adminUrl: string,
   const bench = await createBenchDatabase(cluster?.url ?? own?.url ?? adminUrl);
   scenarioDatabases.add(bench);
   const notes: string[] = [];
+  let asLoaded: StatementTiming[] = [];
   try {
     say(`\n${name}: ${STATE_NAMES[run.state]}, ${run.requests} stored requests, on ${cluster ? 'a private cluster, autovacuum on' : own ? 'the private cluster' : 'the shared server'}`);
     await beforeLoading(bench.pool, run.state);
@@ -309,13 +316,19 @@ async function callbackInState(run: StateRun, stubUrl: string, adminUrl: string,
         } else {
           // Go-live through the API while the tables are tiny (the gateway's connections plan then), the rest in bulk.
           await loadThroughApi(gateway.baseUrl, 'golive-', 500);
-          await loadInBulk(bench.pool, 'base-', run.requests - 500);
+          await loadInBulk(bench.pool, 'base-', run.requests - 500, spreadDays * 86_400);
           how = '500 through the API, the rest in bulk as the API leaves them';
+          if (spreadDays > 0) {
+            const closed = await closePastHours(bench.url);
+            how += `, spread over the last ${spreadDays} days (${closed} past hours closed by the gateway's closing pass)`;
+          }
         }
         await afterLoading(bench.pool, run.state);
         const stored = await storedRequests(bench.pool);
         notes.push(`${stored} stored requests loaded in ${Math.round((performance.now() - began) / 1000)} s (${how})`);
         say(`  ${notes.at(-1)}`);
+        asLoaded = await timeStatistics(gateway.baseUrl, 'as loaded, before the runs');
+        for (const line of statementLines(asLoaded)) say(`    ${line}`);
       },
       buffers: () => databaseBuffers(bench.pool),
       goals: (result, rss) => stateGoals(result, rss),
@@ -323,7 +336,7 @@ async function callbackInState(run: StateRun, stubUrl: string, adminUrl: string,
         const timings = await timeStatements(gateway.baseUrl, bench.url, bench.pool, `${run.state}${run.size}-`, secrets.ADMIN_API_KEYS);
         say(`  statements timed once the runs were over (${await storedRequests(bench.pool)} stored requests), ms per run:`);
         for (const line of statementLines(timings)) say(`    ${line}`);
-        return statementGoals(timings);
+        return statementGoals([...asLoaded, ...timings]);
       },
     });
     notes.push(`${await storedRequests(bench.pool)} stored requests after the runs`);

@@ -61,6 +61,24 @@ async function completedCustomers(pool: pg.Pool, count: number): Promise<string[
   return rows.map((r) => r.customer_uuid);
 }
 
+/**
+ * The statistics reads alone, once a state is loaded and before its runs add their own rows to the
+ * current hour: what a deployment whose rows lie over weeks (their hours closed) pays.
+ */
+export async function timeStatistics(baseUrl: string, label: string): Promise<StatementTiming[]> {
+  const timings: StatementTiming[] = [];
+  for (const [name, path] of [['statistics (24 h by hour)', '/v1/stats'], ['statistics (30 days by day)', '/v1/stats?bucket=day']] as const) {
+    const timing: StatementTiming = { name: `${name}, ${label}`, ms: [], failures: [] };
+    for (let i = 0; i < RUNS; i++) {
+      const { ms, status } = await timed(baseUrl, { method: 'GET', path });
+      timing.ms.push(ms);
+      if (status < 200 || status > 299) timing.failures.push(String(status));
+    }
+    timings.push(timing);
+  }
+  return timings;
+}
+
 export async function timeStatements(baseUrl: string, databaseUrl: string, pool: pg.Pool, prefix: string, adminKey: string): Promise<StatementTiming[]> {
   const timings: StatementTiming[] = [];
   const run = async (name: string, calls: Call[]) => {

@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { closingPass } from '../../src/aggregates/closing.js';
+import { openDatabase } from '../../src/db/database.js';
 import { runLoad } from './load.js';
 
 // The states a deployment's database goes through (issue 34), in which the callback A/B runs:
@@ -118,19 +120,36 @@ export async function loadThroughApi(baseUrl: string, prefix: string, count: num
 }
 
 /**
- * `count` requests waiting for their result, as a submit leaves them: inserted `submitting` (full
- * srd), then updated `submitted` (a dead tuple each). No ANALYZE, no CHECKPOINT.
+ * Where a bulk load's rows lie in time: row k of `total` (from 0) was submitted `spreadS` x (1 - k /
+ * total) seconds ago, so that they are spread evenly over the last spreadS seconds, the newest now.
  */
-export async function seedWaiting(pool: pg.Pool, prefix: string, count: number): Promise<{ first: number; last: number }> {
+export interface Spread {
+  spreadS: number;
+  /** The first row's place among all the load's rows, and their number. */
+  offset: number;
+  total: number;
+}
+
+/** Stored requests, as a deployment that ran this long holds them: spread over the last 28 days. */
+export const BULK_SPREAD_DAYS = 28;
+
+/**
+ * `count` requests waiting for their result, as a submit leaves them: inserted `submitting` (full
+ * srd), then updated `submitted` (a dead tuple each); submitted now, or spread back in time. No
+ * ANALYZE, no CHECKPOINT.
+ */
+export async function seedWaiting(pool: pg.Pool, prefix: string, count: number, spread?: Spread): Promise<{ first: number; last: number }> {
+  const { spreadS, offset, total } = spread ?? { spreadS: 0, offset: 0, total: 1 };
   const { rows } = await pool.query<{ first: string; last: string }>(
     `with inserted as (
        insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, submitted_at, updated_at, x_request_id)
-       select $1 || g, md5($1 || g), '***.456.789-**', false, $3::jsonb, 'submitting', clock_timestamp(), clock_timestamp(), md5(g::text)
-         from generate_series(0, $2 - 1) g
+       select $1 || g, md5($1 || g), '***.456.789-**', false, $3::jsonb, 'submitting', t.at, t.at, md5(g::text)
+         from generate_series(0, $2 - 1) g,
+              lateral (select clock_timestamp() - make_interval(secs => $4::float8 * (1 - (g + $5)::float8 / $6)) as at) t
        returning id
      )
      select min(id)::text as first, max(id)::text as last from inserted`,
-    [prefix, count, SRD_JSON],
+    [prefix, count, SRD_JSON, spreadS, offset, total],
   );
   const range = { first: Number(rows[0]!.first), last: Number(rows[0]!.last) };
   await pool.query(
@@ -143,13 +162,14 @@ export async function seedWaiting(pool: pg.Pool, prefix: string, count: number):
 
 /**
  * `count` stored requests in bulk, with the row versions and dead tuples the API leaves: each
- * submitted (two versions), then completed by its matched callback (a third), with its event.
- * In chunks, so that no statement holds a million rows.
+ * submitted (two versions), then completed by its matched callback (a third), with its event;
+ * spread evenly over the last spreadS seconds (0: all now). In chunks, so that no statement holds a
+ * million rows.
  */
-export async function loadInBulk(pool: pg.Pool, prefix: string, count: number): Promise<void> {
+export async function loadInBulk(pool: pg.Pool, prefix: string, count: number, spreadS = 0): Promise<void> {
   const CHUNK = 50_000;
   for (let from = 0; from < count; from += CHUNK) {
-    const range = await seedWaiting(pool, `${prefix}${from / CHUNK}-`, Math.min(CHUNK, count - from));
+    const range = await seedWaiting(pool, `${prefix}${from / CHUNK}-`, Math.min(CHUNK, count - from), { spreadS, offset: from, total: count });
     await pool.query(
       `with waiting as (
          select id, customer_uuid, submitted_at from underwriting_requests where id between $1 and $2 and status = 'submitted'
@@ -175,6 +195,25 @@ export async function loadInBulk(pool: pg.Pool, prefix: string, count: number): 
          from cb`,
       [range.first, range.last],
     );
+  }
+}
+
+/**
+ * Closes every past hour that can be closed (statistics_hourly), as the instances' closing passes
+ * (src/aggregates/closing.ts, every 5 minutes) had done while a deployment's rows accumulated over
+ * weeks: the gateway's own function, with no limit on hours per pass. Returns the hours closed.
+ */
+export async function closePastHours(databaseUrl: string): Promise<number> {
+  const handle = await openDatabase({ databaseUrl, dataDir: 'memory://', poolSize: 1 });
+  try {
+    let closed = 0;
+    for (;;) {
+      const now = await closingPass(handle.db, new Date(), { maxHours: 1_000 });
+      closed += now;
+      if (now < 1_000) return closed;
+    }
+  } finally {
+    await handle.close();
   }
 }
 
