@@ -33,5 +33,17 @@ submitted_at, completed_at, upstream_status, updated_at, traceparent, x_request_
     from event_source s
     order by s.customer_uuid
     returning id
+  ),
+  -- The answered call's slot back (provider/pacing.ts, Permit.handOver), in this statement rather
+  -- than a return of its own: an answer closes a circuit that failures opened.
+  freed as (
+    update provider_slots set lease_until = '-infinity', holder = null
+     where slot = $4 and holder = $5
+    returning slot
+  ),
+  closed as (
+    update provider_pacing p set failures = 0, open_until = null
+     where p.id = 1 and $4::int is not null and (p.failures <> 0 or p.open_until is not null)
+    returning p.id
   )
   select f.id from answered f, not_waited;

@@ -154,8 +154,16 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
         ...(claimed.x_request_id === null ? {} : { requestId: claimed.x_request_id }),
         trace,
       });
-      await write(() => permit.release('answered'));
-      await write(() => markForwarded(deps.db, id, status, deps.clock()));
+      // Given back in mark_forwarded (one statement, not two); a probe's answer goes back on its own.
+      const slot = permit.handOver();
+      if (!slot) await write(() => permit.release('answered'));
+      try {
+        await write(() => markForwarded(deps.db, id, status, deps.clock(), slot));
+        slot?.settled(true);
+      } catch (err) {
+        slot?.settled(false);
+        throw err;
+      }
       deps.announce?.(customerUuid);
       deps.counted?.('submitted');
       deps.log.info({ customerUuid, upstreamStatus: status }, 'forwarded: the provider accepted a queued request');

@@ -235,9 +235,22 @@ const MARK_FORWARDED = defineStatement('mark_forwarded', `
       returning ${REQUEST_DATA_COLUMNS}
     ),
     forwarded as (select * from answered where status = 'submitted'),
-    ${requestEventsSql(EVENT_TYPE.submitted, 'forwarded')}
+    ${requestEventsSql(EVENT_TYPE.submitted, 'forwarded')},
+    -- The answered call's slot back (provider/pacing.ts, Permit.handOver), in this statement rather
+    -- than a return of its own: an answer closes a circuit that failures opened.
+    freed as (
+      update provider_slots set lease_until = '-infinity', holder = null
+       where slot = $4 and holder = $5
+      returning slot
+    ),
+    closed as (
+      update provider_pacing p set failures = 0, open_until = null
+       where p.id = 1 and $4::int is not null and (p.failures <> 0 or p.open_until is not null)
+      returning p.id
+    )
     select f.id from answered f, not_waited`);
 
-export async function markForwarded(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date): Promise<void> {
-  await runStatement(db, MARK_FORWARDED, [upstreamStatus, now.toISOString(), id]);
+/** Records the provider's acceptance of a forward, and frees the call's slot when it is handed over. */
+export async function markForwarded(db: Kysely<Tables>, id: number, upstreamStatus: number, now: Date, slot?: { slot: number; holder: string }): Promise<void> {
+  await runStatement(db, MARK_FORWARDED, [upstreamStatus, now.toISOString(), id, slot?.slot ?? null, slot?.holder ?? null]);
 }

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import t from 'tap';
+import { ensureSlots, returnSlot, takeSlots } from '../../src/provider/sql.js';
 import { markForwarded } from '../../src/submissions/queue.js';
 import { freshDatabase } from '../helpers/database.js';
 
@@ -33,4 +34,26 @@ t.test('a forward answered after its callback completed the request keeps the pr
     (await sql<{ type: string }>`select type from events where customer_uuid = ${customer} order by id`.execute(db)).rows.map((r) => r.type);
   t.same(await events('mf-raced'), [], 'no submitted event after the completion');
   t.same(await events('mf-sending'), ['underwriting.submitted']);
+});
+
+t.test('a forward\'s acceptance gives its call\'s slot back in the same statement, and an answer after failures closes the circuit', async (t) => {
+  const { db } = await freshDatabase(t);
+  const limits = { maxRps: 1000, maxInFlight: 4, circuitFailures: 3 };
+  await ensureSlots(db, limits.maxInFlight);
+  const taken = await takeSlots(db, limits, 'mf:1', 60_000, 2);
+  t.same(taken.slots, [0, 1]);
+  const [failing] = (await takeSlots(db, limits, 'mf:2', 60_000, 1)).slots ?? [];
+  await returnSlot(db, { slot: failing!, holder: 'mf:2', outcome: 'failed', probe: false, holdS: null, circuitFailures: 3, circuitOpenS: 30 });
+  const failures = async () => (await sql<{ failures: number }>`select failures from provider_pacing where id = 1`.execute(db)).rows[0]!.failures;
+  const leased = async () => (await sql<{ slot: number }>`select slot from provider_slots where lease_until > clock_timestamp() order by slot`.execute(db)).rows.map((r) => r.slot);
+  t.equal(await failures(), 1);
+  const id = (await sql<{ id: number }>`
+    insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, submitted_at, updated_at)
+    values ('mf-slot', 'h', '***.456.789-**', false, 'submitting', now(), now()) returning id`.execute(db)).rows[0]!.id;
+
+  await markForwarded(db, Number(id), 202, new Date(), { slot: 0, holder: 'mf:1' });
+  t.same(await leased(), [1], 'slot 0 free again, slot 1 still leased');
+  t.equal(await failures(), 0, 'the answer reset the failures');
+  await markForwarded(db, Number(id), 202, new Date(), { slot: 1, holder: 'someone-else' });
+  t.same(await leased(), [1], 'a slot is freed only by its holder');
 });
