@@ -135,28 +135,31 @@ export function createPacer(deps: PacerDeps): Pacer {
 
   function permitOf(slot: number, holder: string, probe: boolean, usableUntil: number): Permit {
     let released = false;
+    async function giveBack(outcome: CallOutcome, holdS: number | null): Promise<void> {
+      try {
+        const failures = await returnSlot(db, {
+          slot,
+          holder,
+          outcome,
+          probe,
+          holdS: holdS === null ? null : Math.min(holdS, MAX_HOLD_S),
+          circuitFailures: config.circuitFailures,
+          circuitOpenS: config.circuitOpenS,
+        });
+        noteCircuit(failures >= config.circuitFailures);
+      } catch (err) {
+        // The lease runs out by itself; the outcome is lost for the circuit, not the call.
+        deps.log.warn({ err: { message: (err as Error).message } }, 'could not give a provider slot back (its lease will run out)');
+      }
+      pump();
+    }
     return {
       probe,
       fresh: () => performance.now() < usableUntil,
       async release(outcome, holdS = null) {
         if (released) return;
         released = true;
-        try {
-          const failures = await returnSlot(db, {
-            slot,
-            holder,
-            outcome,
-            probe,
-            holdS: holdS === null ? null : Math.min(holdS, MAX_HOLD_S),
-            circuitFailures: config.circuitFailures,
-            circuitOpenS: config.circuitOpenS,
-          });
-          noteCircuit(failures >= config.circuitFailures);
-        } catch (err) {
-          // The lease runs out by itself; the outcome is lost for the circuit, not the call.
-          deps.log.warn({ err: { message: (err as Error).message } }, 'could not give a provider slot back (its lease will run out)');
-        }
-        pump();
+        await giveBack(outcome, holdS);
       },
       handOver() {
         if (released || probe) return undefined;
@@ -165,8 +168,14 @@ export function createPacer(deps: PacerDeps): Pacer {
           slot,
           holder,
           settled(freed) {
-            // An answer closes the circuit (the statement reset the failures).
-            if (freed) noteCircuit(false);
+            // An answer closes the circuit (the statement reset the failures). When the statement
+            // failed, the slot goes back on its own (a no-op if it was freed after all), rather than
+            // hold its place until its lease runs out.
+            if (!freed) {
+              void giveBack('answered', null);
+              return;
+            }
+            noteCircuit(false);
             pump();
           },
         };
@@ -258,7 +267,9 @@ export function createPacer(deps: PacerDeps): Pacer {
 
   return {
     acquire(options) {
-      if (closed) return Promise.resolve({ refused: { reason: 'closing', retryAfterS: 1 } });
+      // An already aborted signal never fires its abort event: without this, such a waiter (a worker
+      // that stopped while it was on its way here) would wait for a slot however long the pace holds.
+      if (closed || options.signal?.aborted) return Promise.resolve({ refused: { reason: 'closing', retryAfterS: 1 } });
       return new Promise<AcquireResult>((resolve, reject) => {
         let timer: NodeJS.Timeout | undefined;
         const leave = () => {
