@@ -41,11 +41,15 @@ interface Pending<T, R> {
   reject(err: unknown): void;
 }
 
+/** A deadlock or a serialization failure: the batch lost a race, and its items alone may not. */
+const LOST_A_RACE = new Set(['40P01', '40001']);
+const lostARace = (err: unknown) => LOST_A_RACE.has(String((err as { code?: unknown } | null)?.code));
+
 /**
  * A group-commit writer over `write`, which stores a batch in one statement and answers each item
- * in the batch's order. A batch the database refuses as a whole (one item it refuses, a deadlock)
- * is written again item by item, so that only what is really refused fails; a database out of
- * reach fails the batch at once.
+ * in the batch's order. A batch the database refuses as a whole (one item it refuses, a deadlock or
+ * a serialization failure with another statement) is written again item by item, so that only what
+ * is really refused fails; a database out of reach fails the batch at once.
  */
 export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, options: GroupCommitOptions<T>): GroupCommit<T, R> {
   const { limits, keyOf, sizeOf } = options;
@@ -104,7 +108,7 @@ export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, 
       const results = await write(batch.map((p) => p.item));
       batch.forEach((p, i) => p.resolve(results[i]!));
     } catch (err) {
-      if (batch.length === 1 || isStorageUnavailable(err)) {
+      if (batch.length === 1 || (isStorageUnavailable(err) && !lostARace(err))) {
         for (const p of batch) p.reject(err);
         return;
       }
