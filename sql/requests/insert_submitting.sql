@@ -8,6 +8,8 @@ select i.customer_uuid, i.cpf_hash, i.cpf_masked, i.cost_saving_enabled, i.srd, 
   from json_to_recordset($1::json) as i(
          n int, customer_uuid text, cpf_hash text, cpf_masked text, cost_saving_enabled boolean, srd jsonb,
          idempotency_key text, at timestamptz, traceparent text, x_request_id text)
- order by i.n
-on conflict do nothing
+ -- In one order whatever the batch (byte order, as JavaScript sorts): two instances' batches
+ -- meeting on the same customers wait on each other's index entries instead of deadlocking.
+ order by i.customer_uuid collate "C"
+on conflict (customer_uuid) where status in ('submitting', 'submitted') do nothing
 returning id, customer_uuid;

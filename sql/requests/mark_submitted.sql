@@ -6,7 +6,7 @@ with input as (
 locked as (
   select r.id from underwriting_requests r
    where r.id = any (array(select id from input))
-   order by r.customer_uuid
+   order by r.customer_uuid collate "C"
    for update
 ),
 marked as (

@@ -61,8 +61,10 @@ export const INSERT_SUBMITTING = defineStatement('insert_submitting', `insert in
      from json_to_recordset($1::json) as i(
             n int, customer_uuid text, cpf_hash text, cpf_masked text, cost_saving_enabled boolean, srd jsonb,
             idempotency_key text, at timestamptz, traceparent text, x_request_id text)
-    order by i.n
-   on conflict do nothing
+    -- In one order whatever the batch (byte order, as JavaScript sorts): two instances' batches
+    -- meeting on the same customers wait on each other's index entries instead of deadlocking.
+    order by i.customer_uuid collate "C"
+   on conflict (customer_uuid) where status in ('submitting', 'submitted') do nothing
    returning id, customer_uuid`);
 
 /** The parameters of INSERT_SUBMITTING for a batch. */
@@ -106,8 +108,10 @@ export interface Acceptance {
  * Records the provider's acceptance of each request, and gives back the slots their calls took (an
  * answer closes a circuit that failures opened), in one statement and one commit. A callback may have
  * overtaken a reply and completed its row already: only `submitting` moves on, nothing ever moves
- * back. The rows are locked in customer order, as record_results locks them, so that a batch of each
- * never deadlock.
+ * back. The rows are locked in customer order (byte order, as record_results' batches are sorted in
+ * JavaScript), so that a batch of each never deadlock. An answer after failures writes the shared
+ * provider_pacing row (closing the circuit) in this commit, which waits for the disk: rare (only
+ * after failures), so the row every take locks is held through a flush only then.
  */
 export const MARK_SUBMITTED = defineStatement('mark_submitted', `
     with input as (
@@ -116,7 +120,7 @@ export const MARK_SUBMITTED = defineStatement('mark_submitted', `
     locked as (
       select r.id from underwriting_requests r
        where r.id = any (array(select id from input))
-       order by r.customer_uuid
+       order by r.customer_uuid collate "C"
        for update
     ),
     marked as (
