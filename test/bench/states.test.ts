@@ -1,5 +1,5 @@
 import pg from 'pg';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { closePastHours, loadInBulk } from '../../bench/lib/states.js';
 import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 
@@ -8,9 +8,17 @@ import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 
 if (SERVER_URL) t.test('a bulk load spread over days lies evenly up to now, and its past hours close', async (t) => {
   const url = await freshDatabaseUrl(t, { migrated: true });
+  // Ended in the test itself: a teardown runs after the database's own one drops it (with force),
+  // and the pool's idle connections would then fail with nobody listening.
   const pool = new pg.Pool({ connectionString: url, max: 2 });
-  t.teardown(() => pool.end());
+  try {
+    await spreadAndClose(t, pool, url);
+  } finally {
+    await pool.end();
+  }
+});
 
+async function spreadAndClose(t: Test, pool: pg.Pool, url: string): Promise<void> {
   await loadInBulk(pool, 'spread-', 3_000, 3 * 86_400);
   const { rows: [span] } = await pool.query<{ n: number; completed: number; oldest_h: number; newest_s: number; hours: number }>(
     `select count(*)::int as n, count(*) filter (where status = 'completed')::int as completed,
@@ -34,4 +42,4 @@ if (SERVER_URL) t.test('a bulk load spread over days lies evenly up to now, and 
   t.equal(aggregated!.hours, closed);
   t.ok(aggregated!.requests > 2_900, `their requests are counted in the closed hours (${aggregated!.requests})`);
   t.equal(await closePastHours(url), 0, 'nothing left to close');
-});
+}
