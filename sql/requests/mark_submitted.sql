@@ -19,8 +19,8 @@ marked as (
 ),
 freed as (
   update provider_slots s set lease_until = '-infinity', holder = null
-    from input i
-   where s.slot = any (array(select slot from input where slot is not null)) and s.slot = i.slot and s.holder = i.holder
+    from input h
+   where s.slot = any (array(select slot from input where slot is not null)) and s.slot = h.slot and s.holder = h.holder
   returning s.slot
 ),
 closed as (
@@ -28,5 +28,4 @@ closed as (
    where p.id = 1 and (p.failures <> 0 or p.open_until is not null) and exists (select 1 from input where slot is not null)
   returning p.id
 )
-select m.id, (select count(*) from freed)::int as freed, (select count(*) from closed)::int as closed
-  from marked m;
+select m.id from marked m;

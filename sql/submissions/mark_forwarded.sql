@@ -35,15 +35,17 @@ submitted_at, completed_at, upstream_status, updated_at, traceparent, x_request_
     returning id
   ),
   -- The answered call's slot back (provider/pacing.ts, Permit.handOver), in this statement rather
-  -- than a return of its own: an answer closes a circuit that failures opened.
+  -- than a return of its own.
+  handed as (select $4::int as slot, $5::text as holder),
   freed as (
-    update provider_slots set lease_until = '-infinity', holder = null
-     where slot = $4 and holder = $5
-    returning slot
+    update provider_slots s set lease_until = '-infinity', holder = null
+      from handed h
+     where s.slot = any (array(select slot from handed where slot is not null)) and s.slot = h.slot and s.holder = h.holder
+    returning s.slot
   ),
   closed as (
     update provider_pacing p set failures = 0, open_until = null
-     where p.id = 1 and $4::int is not null and (p.failures <> 0 or p.open_until is not null)
+     where p.id = 1 and (p.failures <> 0 or p.open_until is not null) and exists (select 1 from handed where slot is not null)
     returning p.id
   )
   select f.id from answered f, not_waited;

@@ -220,6 +220,26 @@ const RETURN = defineStatement('provider_return_slot', `
     select coalesce((select failures from paced), (select failures from provider_pacing where id = 1)) as failures
     from not_waited`);
 
+/**
+ * Two CTEs (`freed`, `closed`) for the statement that records answered calls' outcome, when their
+ * slots were handed over to it (pacing.ts, Permit.handOver) instead of going back through the
+ * return: each slot of `source` (a relation of slot, holder; slot null for none) is freed if its
+ * holder still has it, and an answer closes a circuit that failures opened.
+ */
+export function answeredSlotsSql(source: string): string {
+  return `freed as (
+      update provider_slots s set lease_until = '-infinity', holder = null
+        from ${source} h
+       where s.slot = any (array(select slot from ${source} where slot is not null)) and s.slot = h.slot and s.holder = h.holder
+      returning s.slot
+    ),
+    closed as (
+      update provider_pacing p set failures = 0, open_until = null
+       where p.id = 1 and (p.failures <> 0 or p.open_until is not null) and exists (select 1 from ${source} where slot is not null)
+      returning p.id
+    )`;
+}
+
 export async function returnSlot(db: Kysely<Tables>, r: SlotReturn): Promise<number> {
   const [row] = await runStatement<{ failures: number }>(db, RETURN, [
     r.slot,

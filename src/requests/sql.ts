@@ -6,6 +6,7 @@ import type { Link } from '@opentelemetry/api';
 import type { SpanParent } from '../tracing/spans.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
+import { answeredSlotsSql } from '../provider/sql.js';
 
 /**
  * A submit calls the provider only within this long of starting to store its request; later (a
@@ -131,19 +132,8 @@ export const MARK_SUBMITTED = defineStatement('mark_submitted', `
        where r.id = any (array(select id from locked)) and r.id = i.id
       returning r.id
     ),
-    freed as (
-      update provider_slots s set lease_until = '-infinity', holder = null
-        from input i
-       where s.slot = any (array(select slot from input where slot is not null)) and s.slot = i.slot and s.holder = i.holder
-      returning s.slot
-    ),
-    closed as (
-      update provider_pacing p set failures = 0, open_until = null
-       where p.id = 1 and (p.failures <> 0 or p.open_until is not null) and exists (select 1 from input where slot is not null)
-      returning p.id
-    )
-    select m.id, (select count(*) from freed)::int as freed, (select count(*) from closed)::int as closed
-      from marked m`);
+    ${answeredSlotsSql('input')}
+    select m.id from marked m`);
 
 /**
  * Records each acceptance (and frees its slot) in one statement; rejects the whole batch on failure.

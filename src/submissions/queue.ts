@@ -4,6 +4,7 @@ import { defineStatement, NOT_WAITED_TO_DISK, type Statement } from '../db/state
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, requestEventsSql } from '../events/record.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
+import { answeredSlotsSql } from '../provider/sql.js';
 import { REQUEST_DATA_COLUMNS } from '../requests/sql.js';
 import type { Sealer } from './seal.js';
 import { storedForm } from './stored-form.js';
@@ -237,17 +238,9 @@ const MARK_FORWARDED = defineStatement('mark_forwarded', `
     forwarded as (select * from answered where status = 'submitted'),
     ${requestEventsSql(EVENT_TYPE.submitted, 'forwarded')},
     -- The answered call's slot back (provider/pacing.ts, Permit.handOver), in this statement rather
-    -- than a return of its own: an answer closes a circuit that failures opened.
-    freed as (
-      update provider_slots set lease_until = '-infinity', holder = null
-       where slot = $4 and holder = $5
-      returning slot
-    ),
-    closed as (
-      update provider_pacing p set failures = 0, open_until = null
-       where p.id = 1 and $4::int is not null and (p.failures <> 0 or p.open_until is not null)
-      returning p.id
-    )
+    -- than a return of its own.
+    handed as (select $4::int as slot, $5::text as holder),
+    ${answeredSlotsSql('handed')}
     select f.id from answered f, not_waited`);
 
 /** Records the provider's acceptance of a forward, and frees the call's slot when it is handed over. */
