@@ -5,7 +5,9 @@ import { isStorageUnavailable } from './storage-errors.js';
  * load one statement and one commit (one WAL flush) store many of them, and a few database backends
  * do the work of one per connection. Nothing waits on a timer: an idle writer starts a batch in the
  * same turn of the event loop. Each caller still hears only once its own write is committed.
- * (The callbacks' results and the submits' two statements are written this way.)
+ * (The callbacks' results and the submits' two statements are written this way.) Reads that
+ * arrive together batch the same way: GET one customer's reads share one statement
+ * (queries/service.ts), with nothing to commit.
  */
 export interface GroupCommit<T, R> {
   /** Resolves once the item's batch is committed, with what the batch said of it; rejects when it was not written. */
