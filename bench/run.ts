@@ -16,7 +16,7 @@ import { probeReader } from './lib/probe.js';
 import { type Child, GATEWAY_NODE_ARGS, RssSampler, startChild, stopAll } from './lib/processes.js';
 import { type StatementTiming, statementGoals, statementLines, timeStatements, timeStatistics } from './lib/statement-timings.js';
 import { type AbReport, type ColdStart, type Goal, type LongPollReport, type Noise, abGoals, buffersFlatGoal, longPollGoals, renderReport, stateGoals } from './lib/report.js';
-import { API_LOAD_LIMIT, afterLoading, BULK_SPREAD_DAYS, beforeLoading, type BenchState, closePastHours, databaseBuffers, loadInBulk, loadThroughApi, STATE_NAMES, type StateRun, stateRuns, storedRequests } from './lib/states.js';
+import { API_LOAD_LIMIT, afterLoading, BULK_SPREAD_DAYS, beforeLoading, type BenchState, closePastHours, configuredEndpoints, databaseBuffers, loadInBulk, loadThroughApi, STATE_NAMES, type StateRun, stateRuns, storedRequests } from './lib/states.js';
 import { callbackScenario, callbackStateScenario } from './scenarios/callback.js';
 import { type DeliveryReport, deliveryScenario, drainDeliveries, renderDelivery, startReceiver } from './scenarios/delivery.js';
 import { getOneScenario, seedGetOne } from './scenarios/get-one.js';
@@ -316,7 +316,10 @@ async function callbackInState(run: StateRun, stubUrl: string, adminUrl: string,
         } else {
           // Go-live through the API while the tables are tiny (the gateway's connections plan then), the rest in bulk.
           await loadThroughApi(gateway.baseUrl, 'golive-', 500);
-          await loadInBulk(bench.pool, 'base-', run.requests - 500, spreadDays * 86_400);
+          // Pushing: the history was pushed as it happened (delivered), not a backlog due at once.
+          const pushed = push ? await configuredEndpoints(bench.pool) : [];
+          if (push && pushed.length === 0) throw new Error('pushing, but the gateway registered no configured endpoint');
+          await loadInBulk(bench.pool, 'base-', run.requests - 500, spreadDays * 86_400, pushed);
           how = '500 through the API, the rest in bulk as the API leaves them';
           if (spreadDays > 0) {
             const closed = await closePastHours(bench.url);

@@ -160,13 +160,30 @@ export async function seedWaiting(pool: pg.Pool, prefix: string, count: number, 
   return range;
 }
 
+/** An endpoint the gateway pushes to, as event_endpoints names it: its key and its URL as shown. */
+export interface PushedEndpoint {
+  key: string;
+  url: string;
+}
+
+/** The endpoints configured by EVENT_WEBHOOK_URLS, once the gateway has started (it registers them). */
+export async function configuredEndpoints(pool: pg.Pool): Promise<PushedEndpoint[]> {
+  const { rows } = await pool.query<PushedEndpoint>(`select key, shown_url as url from event_endpoints where managed = 'config' order by key`);
+  return rows;
+}
+
 /**
  * `count` stored requests in bulk, with the row versions and dead tuples the API leaves: each
  * submitted (two versions), then completed by its matched callback (a third), with its event;
  * spread evenly over the last spreadS seconds (0: all now). In chunks, so that no statement holds a
  * million rows.
+ *
+ * `pushedTo`: each event was pushed to these endpoints when it happened, as a gateway pushing all
+ * along leaves it: a delivery written pending (leased, so that a running worker does not take it),
+ * then delivered (a second version). Without it a push state's history would all be due at once: a
+ * backlog of a million deliveries no deployment that pushed over weeks holds.
  */
-export async function loadInBulk(pool: pg.Pool, prefix: string, count: number, spreadS = 0): Promise<void> {
+export async function loadInBulk(pool: pg.Pool, prefix: string, count: number, spreadS = 0, pushedTo: readonly PushedEndpoint[] = []): Promise<void> {
   const CHUNK = 50_000;
   for (let from = 0; from < count; from += CHUNK) {
     const range = await seedWaiting(pool, `${prefix}${from / CHUNK}-`, Math.min(CHUNK, count - from), { spreadS, offset: from, total: count });
@@ -188,13 +205,27 @@ export async function loadInBulk(pool: pg.Pool, prefix: string, count: number, s
                 updated_at = cb.received_at, result_callback_id = cb.id
            from cb where r.id = cb.request_id
          returning r.id
+       ),
+       ev as (
+         insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data)
+         select 'evt_' || replace(gen_random_uuid()::text, '-', ''), 'underwriting.completed', cb.customer_uuid, cb.received_at,
+                cb.request_id, cb.id, jsonb_build_object('customerUuid', cb.customer_uuid, 'status', 'completed', 'decision', 'approved')
+           from cb
+         returning id, customer_uuid, created_at
        )
-       insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data)
-       select 'evt_' || replace(gen_random_uuid()::text, '-', ''), 'underwriting.completed', cb.customer_uuid, cb.received_at,
-              cb.request_id, cb.id, jsonb_build_object('customerUuid', cb.customer_uuid, 'status', 'completed', 'decision', 'approved')
-         from cb`,
-      [range.first, range.last],
+       insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at, lease_until, lease_token)
+       select ev.id, ev.customer_uuid, t.key, t.url, ev.created_at, ev.created_at, now() + interval '1 hour', 'bench-load'
+         from ev cross join unnest($3::text[], $4::text[]) as t(key, url)`,
+      [range.first, range.last, pushedTo.map((e) => e.key), pushedTo.map((e) => e.url)],
     );
+    if (pushedTo.length > 0) {
+      await pool.query(
+        `update event_deliveries set status = 'delivered', attempts = 1, lease_until = null, lease_token = null,
+                last_attempt_at = queued_at + interval '50 ms', last_status = 200, delivered_at = queued_at + interval '50 ms'
+          where event_id in (select id from events where request_id between $1 and $2) and lease_token = 'bench-load'`,
+        [range.first, range.last],
+      );
+    }
   }
 }
 

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import t, { type Test } from 'tap';
-import { closePastHours, loadInBulk } from '../../bench/lib/states.js';
+import { closePastHours, configuredEndpoints, loadInBulk } from '../../bench/lib/states.js';
 import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 
 // The bench states' bulk load (bench/lib/states.ts), PostgreSQL only as the bench is: rows spread
@@ -13,6 +13,42 @@ if (SERVER_URL) t.test('a bulk load spread over days lies evenly up to now, and 
   const pool = new pg.Pool({ connectionString: url, max: 2 });
   try {
     await spreadAndClose(t, pool, url);
+  } finally {
+    await pool.end();
+  }
+});
+
+if (SERVER_URL) t.test('a push state\'s bulk history was pushed as it happened: delivered, nothing due at once', async (t) => {
+  const url = await freshDatabaseUrl(t, { migrated: true });
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  try {
+    // As a gateway with EVENT_WEBHOOK_URLS registers its configured endpoint at start.
+    await pool.query(
+      `insert into event_endpoints (id, key, managed, url, shown_url, created_at, updated_at)
+       values ('ep_bench', 'ck_bench', 'config', 'http://127.0.0.1:9/hook', 'http://127.0.0.1:9/hook', now(), now())`,
+    );
+    const pushed = await configuredEndpoints(pool);
+    t.same(pushed, [{ key: 'ck_bench', url: 'http://127.0.0.1:9/hook' }]);
+    await loadInBulk(pool, 'pushed-', 1_200, 86_400, pushed);
+    const { rows: [d] } = await pool.query<{ events: number; deliveries: number; delivered: number; due: number; leased: number; per_event_max: number }>(
+      `select (select count(*)::int from events) as events,
+              count(*)::int as deliveries,
+              count(*) filter (where status = 'delivered' and attempts = 1 and delivered_at is not null and last_status = 200)::int as delivered,
+              count(*) filter (where status = 'pending')::int as due,
+              count(*) filter (where lease_token is not null)::int as leased,
+              (select max(n)::int from (select count(*) as n from event_deliveries group by event_id) x) as per_event_max
+         from event_deliveries where url_key = 'ck_bench'`,
+    );
+    t.equal(d!.events, 1_200);
+    t.equal(d!.deliveries, 1_200, 'one delivery per event');
+    t.equal(d!.delivered, 1_200, 'each delivered, as a worker leaves it');
+    t.equal(d!.due, 0, 'no backlog');
+    t.equal(d!.leased, 0, 'no lease left behind');
+    t.equal(d!.per_event_max, 1);
+    // Without endpoints, no delivery is written (push off).
+    await loadInBulk(pool, 'unpushed-', 100);
+    const { rows: [n] } = await pool.query<{ n: number }>(`select count(*)::int as n from event_deliveries`);
+    t.equal(n!.n, 1_200);
   } finally {
     await pool.end();
   }
