@@ -28,7 +28,7 @@ submitted_at, completed_at, upstream_status, updated_at, traceparent, x_request_
 
   new_events as (
     insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data, traceparent, x_request_id)
-    select 'evt_' || replace(gen_random_uuid()::text, '-', ''), s.type, s.customer_uuid, s.created_at,
+    select 'evt_' || lpad(to_hex((extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || substr(md5(gen_random_uuid()::text), 1, 20), s.type, s.customer_uuid, s.created_at,
            s.request_id, s.callback_id, s.data, s.traceparent, s.x_request_id
     from event_source s
     order by s.customer_uuid

@@ -216,3 +216,24 @@ t.test('redelivery: one event again to every URL, and every dead delivery in bul
   t.equal(again.at(-1)!.json.id, id, 'a delivered event is sent again, under the same webhook-id');
   t.equal((await app.inject({ method: 'POST', url: '/v1/events/evt_00000000000000000000000000000000/redeliver' })).statusCode, 404);
 });
+
+t.test('an event id begins with the milliseconds it was made in, so that new ids grow at the right edge of their index', async (t) => {
+  const { app } = await gateway(t);
+  const c = customer('id-order');
+  const ids: string[] = [];
+  const before = Date.now();
+  for (let i = 0; i < 3; i++) {
+    await postCallback(app, resultBody(c, { started: startedPlus(i) }));
+    const page = await getJson(app, `/v1/events?customerUuid=${c}`);
+    ids.push(page.body.items.at(-1).id);
+  }
+  const after = Date.now();
+  t.equal(new Set(ids).size, 3, 'each id its own');
+  for (const id of ids) {
+    t.match(id, /^evt_[0-9a-f]{32}$/);
+    const made = Number.parseInt(id.slice(4, 16), 16);
+    // The database's clock and the test's are the same host's; 1 s of slack for rounding and skew.
+    t.ok(made >= before - 1000 && made <= after + 1000, `${id} made within the test (${made} in ${before}..${after})`);
+  }
+  t.same([...ids].sort(), ids, 'ids made later sort after earlier ones');
+});
