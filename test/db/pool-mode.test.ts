@@ -43,6 +43,32 @@ if (!server) {
     await t.resolves(told.verifyPoolMode());
   });
 
+  t.test('behind a transaction pooler the check fails every time, also while other clients keep its server connections busy', { timeout: 120_000 }, async (t) => {
+    const direct = await freshDatabaseUrl(t);
+    const transaction = await startPgBouncer(t, server, 'transaction');
+    const checked = await openDatabase({ databaseUrl: transaction.url(direct), dataDir: 'memory://' });
+    t.teardown(() => checked.close());
+    // Other traffic through the same pooler (a gateway's other routes and workers): short
+    // transactions that take and release server connections while the check runs, so that the
+    // connection a transaction pooler hands out next is not always the one the check just used.
+    const others = await openDatabase({ databaseUrl: transaction.url(direct), dataDir: 'memory://', poolSize: 4 });
+    t.teardown(() => others.close());
+    let busy = true;
+    const traffic = Array.from({ length: 4 }, async () => {
+      while (busy) await sql`select pg_sleep(0.001)`.execute(others.db);
+    });
+    let passed = 0;
+    try {
+      for (let i = 0; i < 30; i++) {
+        if (await checked.verifyPoolMode().then(() => true, () => false)) passed++;
+      }
+    } finally {
+      busy = false;
+      await Promise.all(traffic);
+    }
+    t.equal(passed, 0, 'no check of 30 passed');
+  });
+
   t.test('a gateway with DATABASE_POOL_MODE=session behind a transaction pooler refuses to start, naming the variable', { timeout: 60_000 }, async (t) => {
     const direct = await freshDatabaseUrl(t);
     const bouncer = await startPgBouncer(t, server, 'transaction');
