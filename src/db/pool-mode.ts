@@ -20,7 +20,7 @@ export function isPreparedStatementMismatch(err: unknown): boolean {
  * (3 looks of 30 were fooled so, test/db/pool-mode.test.ts). Each look has its own chance of
  * catching it; a direct connection or a session pooler passes every look.
  */
-export const POOL_MODE_LOOKS = 5;
+const POOL_MODE_LOOKS = 5;
 
 /**
  * Resolves when a named prepared statement survives between transactions (a direct connection, or

@@ -31,7 +31,7 @@ export function unmatchedDataSql(c: string): string {
  * do: with random ids every insert wrote to a leaf anywhere in that index, and at a million events
  * most of those leaves were written whole to the WAL again after every checkpoint (docs/performance.md).
  */
-export const NEW_EVENT_ID_SQL = `'evt_' || lpad(to_hex((extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || substr(md5(gen_random_uuid()::text), 1, 20)`;
+const NEW_EVENT_ID_SQL = `'evt_' || lpad(to_hex((extract(epoch from clock_timestamp()) * 1000)::bigint), 12, '0') || substr(md5(gen_random_uuid()::text), 1, 20)`;
 
 /**
  * A CTE that inserts one event per row of `source` (columns: type, customer_uuid, created_at,
