@@ -161,6 +161,8 @@ export async function runCampaignScenario(options: CampaignOptions): Promise<Cam
         script: gatewayEntry,
         nodeArgs: probed ? [...nodeArgs, '--import', options.probeEntry!] : nodeArgs,
         readyPath: '/readyz',
+        // Compiled on the fly (tsx) in the suite, beside other test files: CI saw a restart pass 30 s.
+        readyTimeoutMs: 120_000,
         port,
         env: probed ? { ...gatewayEnv, PROBE_FILE: probeFile } : gatewayEnv,
       });

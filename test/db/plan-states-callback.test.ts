@@ -5,12 +5,12 @@ import { STATEMENT_PLANNED_ONCE } from '../../src/db/plan-guards.js';
 import { RECORD_RESULTS, recordResults } from '../../src/requests/complete.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { batchOf, executeRecordResults, FLAT, grow, inline, LARGE, measure, measureRecordResults, prepare, recordResultsBatch, seedRequests, SET_UP_QUERY_TIMEOUT_MS, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { batchOf, executeRecordResults, FLAT, grow, inline, LARGE, measure, measureRecordResults, PLAN_STATES_FILE_TIMEOUT_MS, prepare, recordResultsBatch, seedRequests, SET_UP_QUERY_TIMEOUT_MS, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
+t.setTimeout(PLAN_STATES_FILE_TIMEOUT_MS);
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
 // statistics say and however large the tables grew since. Buffers, not timings (docs/performance.md).
-
 
 /**
  * The callback statement for 32 waiting requests of `prefix`'s customers, measured as the gateway

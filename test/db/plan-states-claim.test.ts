@@ -4,12 +4,12 @@ import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
 import { CLAIM_DELIVERIES } from '../../src/events/queue-sql.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { analyseAll, FLAT, inline, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { analyseAll, FLAT, inline, measure, PLAN_STATES_FILE_TIMEOUT_MS, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
+t.setTimeout(PLAN_STATES_FILE_TIMEOUT_MS);
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
 // statistics say and however large the tables grew since. Buffers, not timings (docs/performance.md).
-
 
 /** `n` events, each with its delivery to one target: `pending` ones due now, the others delivered. */
 async function deliveries(db: Kysely<Tables>, prefix: string, n: number, status: 'pending' | 'delivered'): Promise<void> {

@@ -4,12 +4,12 @@ import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
 import { type FeedFilter, type FeedPosition, feedByType, feedHorizon, feedQuery } from '../../src/events/feed-sql.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, PLAN_STATES_FILE_TIMEOUT_MS, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
+t.setTimeout(PLAN_STATES_FILE_TIMEOUT_MS);
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
 // statistics say and however large the tables grew since. Buffers, not timings (docs/performance.md).
-
 
 /** One customer in 50 refused by the provider: its underwriting.submit_failed event (a rare type). */
 async function refusals(db: Kysely<Tables>, prefix: string, customers: number): Promise<void> {
@@ -25,9 +25,6 @@ async function near(db: Kysely<Tables>, back: number): Promise<FeedPosition> {
     select tx_id::text as tx, id::int as id from events order by tx_id desc, id desc offset ${back} limit 1`.execute(db);
   return rows[0]!;
 }
-
-// Three states of 25,000 events each: minutes on PGlite on a busy machine.
-t.setTimeout(480_000);
 
 // PostgreSQL only: at these sizes a file takes past its time limit on PGlite (seen: over 480 s),
 // and the plans that matter are the server's.

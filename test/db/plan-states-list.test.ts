@@ -5,12 +5,12 @@ import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
 import { type ListFilter, listInIndexOrder, pageQuery } from '../../src/queries/sql.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { analyseAll, FLAT, grow, inline, LARGE, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { analyseAll, FLAT, grow, inline, LARGE, measure, PLAN_STATES_FILE_TIMEOUT_MS, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
+t.setTimeout(PLAN_STATES_FILE_TIMEOUT_MS);
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
 // statistics say and however large the tables grew since. Buffers, not timings (docs/performance.md).
-
 
 /** One customer in 50 submitted and refused by the provider (submitting, then submit_failed): a rare status. */
 async function refuseSome(db: Kysely<Tables>, prefix: string, customers: number): Promise<void> {
@@ -34,9 +34,6 @@ async function positionAfter(db: Kysely<Tables>, status: string, skip: number): 
 
 const since = () => new Date(Date.now() - 2 * 86_400_000).toISOString();
 const until = () => new Date(Date.now() + 60_000).toISOString();
-
-// Three states of 50,000 requests each: minutes on PGlite on a busy machine.
-t.setTimeout(480_000);
 
 // PostgreSQL only: at these sizes a file takes past its time limit on PGlite (seen: over 480 s),
 // and the plans that matter are the server's.

@@ -3,12 +3,12 @@ import { IN_INDEX_ORDER } from '../../src/db/plan-guards.js';
 import { customerQuery, pageQuery } from '../../src/queries/sql.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { analyseAll, FLAT, grow, inline, LARGE, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { analyseAll, FLAT, grow, inline, LARGE, measure, PLAN_STATES_FILE_TIMEOUT_MS, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
+t.setTimeout(PLAN_STATES_FILE_TIMEOUT_MS);
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
 // statistics say and however large the tables grew since. Buffers, not timings (docs/performance.md).
-
 
 // PostgreSQL only: every assertion here is about the server planner's plan and cost (on PGlite the
 // file took 52-93 s of the PGlite run for nothing a server deployment runs); what these reads

@@ -5,12 +5,12 @@ import { INDEX_LOOKUPS_ONLY } from '../../src/db/plan-guards.js';
 import { removeRequestsQuery, requestBatchQuery } from '../../src/retention/sweep.js';
 import t from 'tap';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';
+import { analyseAll, deliverAll, FLAT, grow, inline, LARGE, measure, PLAN_STATES_FILE_TIMEOUT_MS, prepare, SET_UP_QUERY_TIMEOUT_MS, SMALL, STATISTICS_STATES } from '../helpers/statement-cost.js';
 
+t.setTimeout(PLAN_STATES_FILE_TIMEOUT_MS);
 
 // Issue 34: the statement keeps its plan and its cost per row, whatever the
 // statistics say and however large the tables grew since. Buffers, not timings (docs/performance.md).
-
 
 /** One retention batch of 100 requests completed over an hour ago, its delete measured. */
 async function sweep(db: Kysely<Tables>) {

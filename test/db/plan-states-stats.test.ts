@@ -5,7 +5,9 @@ import { INDEX_LOOKUPS_ONLY, INDEX_SCANS_ONLY } from '../../src/db/plan-guards.j
 import type { Tables } from '../../src/db/types.js';
 import { bucketsQuery, presentQuery, readBuckets } from '../../src/stats/sql.js';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
-import { FLAT, inline, measure, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES, type StatisticsState } from '../helpers/statement-cost.js';
+import { FLAT, inline, measure, PLAN_STATES_FILE_TIMEOUT_MS, prepare, SET_UP_QUERY_TIMEOUT_MS, STATISTICS_STATES, type StatisticsState } from '../helpers/statement-cost.js';
+
+t.setTimeout(PLAN_STATES_FILE_TIMEOUT_MS);
 
 /** Buffers a small read may move by without costing its rows. */
 const PAGE_SLACK = 16;

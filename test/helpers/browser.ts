@@ -30,7 +30,7 @@ export function ensureConsoleBuilt(): Promise<unknown> {
 }
 
 /**
- * How long a file that drives Chromium may run, instead of .taprc's 120 s. On a loaded CI
+ * How long a file that drives Chromium may run, whatever .taprc's limit (120 s then). On a loaded CI
  * machine Chromium has stalled for 90-105 s inside one call Playwright does not bound, then gone on
  * (2026-11-23: in 2 of 4 full CI runs, page.test.ts, once together with stats.test.ts in another
  * process; once in 4 local runs beside two heavy files; cause not found). Every wait a test makes
