@@ -33,8 +33,8 @@ export const MAX_LINE_CHARS = 16 * 1024;
 export const BATCH_LINES = ENQUEUE_BATCH;
 /**
  * Batches being written while the next is read. One: request ids follow the file's order (the
- * results' order), and two batches naming the same customers in different orders would otherwise
- * wait on each other's in-flight index entries (a deadlock that fails the upload).
+ * results' order). Batches of different uploads written at once cannot deadlock on customers they
+ * share: each inserts its rows in one order (enqueueSubmits).
  */
 export const BATCHES_IN_FLIGHT = 1;
 /** Rejected lines kept and answered with their issues (all are counted). */

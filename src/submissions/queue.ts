@@ -54,14 +54,23 @@ function enqueueStatement(withCampaign: boolean): Statement {
           jsonb_array_elements($9::jsonb)
         ) with ordinality as i(customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, idempotency_key, queued_body, traceparent, x_request_id, srd, n)
     ),
+    numbered as (
+      -- Ids in the batch's order (a campaign's: its file's, the order of its results), taken before
+      -- the rows are inserted in another (a CTE with a volatile function is computed once, as written).
+      select i.*, nextval('underwriting_requests_id_seq') as id from input i
+    ),
     queued as (
       insert into underwriting_requests
-        (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, idempotency_key,
+        (id, customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, srd, status, idempotency_key,
          submitted_at, updated_at, queued_at, queued_body, traceparent, x_request_id${withCampaign ? ', campaign_id' : ''})
-      select i.customer_uuid, i.cpf_hash, i.cpf_masked, i.cost_saving_enabled, nullif(i.srd, 'null'::jsonb), 'queued', i.idempotency_key,
+      overriding system value
+      select i.id, i.customer_uuid, i.cpf_hash, i.cpf_masked, i.cost_saving_enabled, nullif(i.srd, 'null'::jsonb), 'queued', i.idempotency_key,
              $10, $10, $10, decode(i.queued_body, 'base64'), i.traceparent, i.x_request_id${withCampaign ? ', $11' : ''}
-      from input i
-      order by i.n
+      from numbered i
+      -- Inserted in one order whatever the batch (byte order, as insert_submitting's): two batches
+      -- naming the same customers in other orders (two campaigns at once) wait on each other's
+      -- in-flight index entries instead of deadlocking; within a customer, the batch's order.
+      order by i.customer_uuid collate "C", i.n
       -- A customer with a request queued or awaiting its callback (underwriting_requests_one_in_flight),
       -- or twice in one batch: the later one is not queued.
       on conflict do nothing

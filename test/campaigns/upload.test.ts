@@ -5,8 +5,10 @@ import { hashCpf } from '../../src/cpf.js';
 import { submitBodySchema } from '../../src/submissions/schemas.js';
 import { sealerOf } from '../../src/submissions/seal.js';
 import { buildTestApp, listen, TEST_CPF_HASH_KEY } from '../helpers/app.js';
-import { freshDatabase } from '../helpers/database.js';
+import { freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
+import { until } from '../helpers/until.js';
+import { enqueueSubmits } from '../../src/submissions/queue.js';
 import { dumpDatabase, dumpForms } from '../personal-data/fixtures.js';
 import { CSV, cpfOf, get, line, NDJSON, ndjson, requestsOf, upload, holdTheProvider } from './fixtures.js';
 
@@ -221,5 +223,55 @@ t.test('no full CPF in any answer, log line or stored row', async (t) => {
       t.notMatch(text, cpf, `${what} holds no full CPF`);
     }
     for (const form of dumpForms(cpf)) t.notOk(dump.includes(form), 'the database holds no full CPF in clear');
+  }
+});
+
+// Two uploads naming the same customers in opposite orders, their batches written at the same time
+// (two instances, or two clients of one): inserted in file order, each batch waited on the other's
+// in-flight index entries and PostgreSQL ended one with a deadlock (40P01): a 503 and a cancelled
+// campaign for an upload whose lines were all valid. PostgreSQL only: PGlite has one connection.
+if (SERVER_URL) t.test('two uploads naming the same customers in opposite orders at once: no deadlock, each customer queued once, the rest reported in flight', async (t) => {
+  const uploader = campaignUploader({
+    db: database.db,
+    clock: () => new Date(),
+    schema: submitBodySchema(false),
+    cpfHashKey: TEST_CPF_HASH_KEY,
+    sealer: sealerOf([TEST_CPF_HASH_KEY]),
+  });
+  const customers = Array.from({ length: 400 }, (_, i) => `race-${i}`);
+  const body = (order: string[]) => [ndjson(order.map((c) => line(c, 1000 + Number(c.slice(5)))))];
+  // A third transaction holds one customer of the middle uncommitted, so that both batches are under
+  // way (each blocked on it) before either can finish; then it rolls back.
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const holder = database.db.transaction().execute(async (trx) => {
+    const sealer = sealerOf([TEST_CPF_HASH_KEY]);
+    await enqueueSubmits(trx, [{ body: line('race-200', 1200) as never, xRequestId: 'holder', traceparent: null }], { now: new Date(), cpfHashKey: TEST_CPF_HASH_KEY, sealer });
+    await released;
+    throw new Error('rolled back');
+  });
+  const log = gw.app.log;
+  const outcomes = Promise.allSettled([
+    uploader({ source: 'ndjson', body: body(customers), createdBy: 'peer:a', traceparent: null, log }),
+    uploader({ source: 'ndjson', body: body([...customers].reverse()), createdBy: 'peer:b', traceparent: null, log }),
+  ]);
+  const waiting = sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+    where datname = current_database() and wait_event_type = 'Lock' and backend_type = 'client backend'`;
+  await until(async () => (await waiting.execute(database.db)).rows[0]!.n >= 2, 30_000, 'both batches waiting on a lock');
+  release();
+  await t.rejects(holder, /rolled back/);
+  const [a, b] = await outcomes;
+  t.equal(a.status, 'fulfilled', a.status === 'rejected' ? String((a.reason as Error).message) : 'first upload answered');
+  t.equal(b.status, 'fulfilled', b.status === 'rejected' ? String((b.reason as Error).message) : 'second upload answered');
+  if (a.status !== 'fulfilled' || b.status !== 'fulfilled') return;
+  t.equal(a.value.accepted + b.value.accepted, 400, 'each customer queued once, by one of them');
+  t.equal(a.value.rejectedTotal + b.value.rejectedTotal, 400, 'and reported in flight by the other');
+  t.ok([...a.value.rejected, ...b.value.rejected].every((r) => r.issues[0]!.message.includes('already has a request queued')));
+  const { rows } = await sql<{ customers: number; requests: number }>`select count(distinct customer_uuid)::int as customers, count(*)::int as requests
+    from underwriting_requests where customer_uuid like 'race-%' and status = 'queued'`.execute(database.db);
+  t.same(rows[0], { customers: 400, requests: 400 });
+  for (const answer of [a.value, b.value]) {
+    const ids = (await requestsOf(database.db, answer.id)).map((r) => Number(r.x_request_id!.split(':')[1]));
+    t.same(ids, [...ids].sort((x, y) => x - y), 'request ids follow the file order (the results\' order)');
   }
 });
