@@ -65,8 +65,8 @@ async function* decoded(body: Source, maxBytes: number): AsyncGenerator<string> 
 const tooLong = (line: number, limits: ReadLimits): FileLine => ({ line, problem: `the line is longer than ${limits.maxLineChars} characters` });
 
 /**
- * NDJSON: one JSON text per line (LF or CRLF). Blank lines are skipped but counted, so numbers
- * are what an editor shows. Yields the lines of each chunk together (one await per chunk, not per line).
+ * NDJSON: one JSON text per line (LF or CRLF), in UTF-8 with or without a byte order mark. Blank
+ * lines are skipped but counted, so numbers are what an editor shows. Yields the lines of each chunk together (one await per chunk, not per line).
  */
 export async function* ndjsonLines(body: Source, limits: ReadLimits): AsyncGenerator<FileLine[]> {
   let pending = '';
@@ -79,7 +79,14 @@ export async function* ndjsonLines(body: Source, limits: ReadLimits): AsyncGener
     const trimmed = text.endsWith('\r') ? text.slice(0, -1) : text;
     if (trimmed.trim() !== '') out.push({ line, text: trimmed });
   };
-  for await (const text of decoded(body, limits.maxBytes)) {
+  /** Before the file's first character: a byte order mark there is dropped (as in a CSV, and as JSON.parse would not). */
+  let atStart = true;
+  for await (const decodedText of decoded(body, limits.maxBytes)) {
+    let text = decodedText;
+    if (atStart && text.length > 0) {
+      atStart = false;
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    }
     const out: FileLine[] = [];
     let start = 0;
     for (let nl = text.indexOf('\n'); nl !== -1; nl = text.indexOf('\n', start)) {

@@ -73,8 +73,9 @@ export function checkHeader(columns: readonly string[], kinds: FieldKinds, requi
     else if (seen.has(name)) issues.push(lineIssue(`header.${i + 1}`, `column ${name} appears twice`));
     seen.add(name);
   });
-  for (const field of required) if (!seen.has(field)) issues.push(lineIssue('header', `column ${field} is missing`));
-  return issues;
+  const missing = required.filter((field) => !seen.has(field)).map((field) => lineIssue('header', `column ${field} is missing`));
+  // As a line's: at most ISSUES_PER_LINE, the missing columns first (a header of thousands of unknown columns is not answered back whole).
+  return [...missing, ...issues].slice(0, ISSUES_PER_LINE);
 }
 
 /**

@@ -215,14 +215,17 @@ export function campaignUploader(deps: UploadDeps) {
       const body = digest ? digesting(request.body, digest) : request.body;
       const reader = request.source === 'csv' ? csvRecords(body, limits) : ndjsonLines(body, limits);
       let columns: string[] | undefined;
-      let lines = 0;
+      /** Lines before the first that counts: a CSV's header row. */
+      let headerLines = 0;
       for await (const chunk of reader) {
         for (const fileLine of chunk) {
           if (request.source === 'csv' && columns === undefined) {
             columns = header(fileLine, kinds);
+            headerLines = fileLine.line;
             continue;
           }
-          if (++lines > maxLines) {
+          // Lines as an editor numbers them, blank ones included (they are read too).
+          if (fileLine.line - headerLines > maxLines) {
             throw new AppError(413, 'payload_too_large', `the file holds more than ${maxLines} lines (line ${fileLine.line}): split it into several campaigns`);
           }
           if (fileLine.problem !== undefined) {

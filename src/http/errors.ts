@@ -104,7 +104,10 @@ export function installErrorHandler(app: FastifyInstance, onStorageFailure: () =
     if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
       const given = request.headers['content-type']?.split(';')[0]?.trim();
       const what = given ? `content-type ${given.slice(0, 100)} is not accepted` : 'a body needs a content-type';
-      return reply.code(415).send({ error: 'unsupported_media_type', message: `${what}: send the body as application/json` });
+      // A route that reads other types names them (its schema's consumes: the campaigns' files).
+      const consumes = (request.routeOptions.schema as { consumes?: readonly string[] } | undefined)?.consumes;
+      const how = consumes?.length ? `send the file as ${consumes.join(' or ')}, in UTF-8` : 'send the body as application/json';
+      return reply.code(415).send({ error: 'unsupported_media_type', message: `${what}: ${how}` });
     }
     if (fe.statusCode === 400) {
       // Fastify's own client errors (bad JSON, empty body): say what, not how.

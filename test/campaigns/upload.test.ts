@@ -132,11 +132,68 @@ t.test('a CSV header that does not name the submit\'s fields is refused whole (4
 });
 
 t.test('only NDJSON and CSV in UTF-8 are read (415)', async (t) => {
-  for (const type of ['application/json', 'text/csv; charset=latin1', 'text/tab-separated-values']) {
+  for (const type of ['application/json', 'text/csv; charset=latin1', 'text/tab-separated-values', 'text/plain', 'multipart/form-data']) {
     const res = await upload(app, '{}', type);
     t.equal(res.statusCode, 415, type);
     t.equal(res.json().error, 'unsupported_media_type');
+    // Types no route reads are refused before the route; the answer still names the campaign's.
+    t.match(res.json().message, /application\/x-ndjson or text\/csv, in UTF-8/, `${type}: what to send instead`);
+    t.notMatch(res.json().message, /application\/json$/);
   }
+});
+
+t.test('an NDJSON file may begin with a byte order mark, also split across the first chunks', async (t) => {
+  const res = await upload(app, `\ufeff${ndjson([line('bom-1', 71), line('bom-2', 72)])}`);
+  t.equal(res.statusCode, 202, res.body);
+  t.same([res.json().accepted, res.json().rejected], [2, []], 'the first line is read as JSON');
+  const uploader = campaignUploader({
+    db: database.db,
+    clock: () => new Date(),
+    schema: submitBodySchema(false),
+    cpfHashKey: TEST_CPF_HASH_KEY,
+    sealer: sealerOf([TEST_CPF_HASH_KEY]),
+  });
+  const text = Buffer.from(ndjson([line('bom-3', 73)]));
+  const answer = await uploader({
+    source: 'ndjson',
+    body: [Buffer.from([0xef]), Buffer.from([0xbb, 0xbf]), text],
+    createdBy: 'peer:test',
+    traceparent: null,
+    log: gw.app.log,
+  });
+  t.same([answer.accepted, answer.rejected], [1, []]);
+});
+
+t.test('the line limit counts lines as numbered, blank ones too; a CSV\'s header is not one', async (t) => {
+  const uploader = campaignUploader({
+    db: database.db,
+    clock: () => new Date(),
+    schema: submitBodySchema(false),
+    cpfHashKey: TEST_CPF_HASH_KEY,
+    sealer: sealerOf([TEST_CPF_HASH_KEY]),
+    limits: { maxLines: 5 },
+  });
+  const log = gw.app.log;
+  await t.rejects(uploader({ source: 'ndjson', body: [`\n\n\n\n\n${ndjson([line('blank-6', 81)])}`], createdBy: 'peer:test', traceparent: null, log }), {
+    statusCode: 413,
+    message: /more than 5 lines \(line 6\)/,
+  });
+  const five = await uploader({ source: 'ndjson', body: [`\n\n\n\n${ndjson([line('blank-5', 82)])}`], createdBy: 'peer:test', traceparent: null, log });
+  t.equal(five.accepted, 1, 'line 5 is within the limit');
+  const csv = ['customerUuid,cpf,costSavingEnabled', ...[1, 2, 3, 4, 5].map((n) => `csv-limit-${n},${cpfOf(90 + n)},false`)].join('\r\n');
+  const header = await uploader({ source: 'csv', body: [`${csv}\r\n`], createdBy: 'peer:test', traceparent: null, log });
+  t.equal(header.accepted, 5, 'five lines after the header');
+});
+
+t.test('a CSV header of many unknown columns is answered with at most 10 issues, the missing columns first', async (t) => {
+  const columns = Array.from({ length: 1500 }, (_, i) => `extra${i}`).join(',');
+  const res = await upload(app, `${columns}\r\n`, CSV);
+  t.equal(res.statusCode, 400);
+  const issues = res.json().issues as { path: string; message: string }[];
+  t.equal(issues.length, 10);
+  t.same(issues.slice(0, 3).map((i) => i.message), ['column customerUuid is missing', 'column cpf is missing', 'column costSavingEnabled is missing']);
+  t.match(issues[3], { path: 'header.1', message: /unknown column "extra0"/ });
+  t.ok(res.body.length < 10_000, `a short answer (${res.body.length} bytes)`);
 });
 
 t.test('an empty NDJSON file is a campaign of nothing, done at once', async (t) => {
