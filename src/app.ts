@@ -6,7 +6,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { addressMatcher, forwardedAddressesOnly } from './access/addresses.js';
 import { callbackRoutes } from './callbacks/routes.js';
-import { campaignRoutes } from './campaigns/routes.js';
+import { campaignRoutes, UPLOAD_IDLE_MS } from './campaigns/routes.js';
 import { notificationChannel } from './channels/channel.js';
 import { RESULTS_CHANNEL } from './channels/names.js';
 import type { Config } from './config/config.js';
@@ -64,6 +64,8 @@ export interface ServerTimeouts {
   keepAliveTimeoutMs: number;
   /** How often Node checks the two bounds above: they hold to within this much. */
   checkIntervalMs: number;
+  /** A campaign's upload, let past requestTimeoutMs, is answered 408 after this long without a byte of its body. */
+  uploadIdleMs: number;
 }
 
 /** Slow clients (slowloris, a stalled body) are cut off: our bodies are at most 64 KiB, sent in well under a second. */
@@ -72,6 +74,7 @@ export const SERVER_TIMEOUTS: Readonly<ServerTimeouts> = Object.freeze({
   requestTimeoutMs: 30_000,
   keepAliveTimeoutMs: 72_000,
   checkIntervalMs: 1_000,
+  uploadIdleMs: UPLOAD_IDLE_MS,
 });
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
@@ -207,7 +210,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // forwards in flight end) after the routes' last answers.
   await app.register(services.submissions.worker);
   await app.register(submissionRoutes(config, services.submissions));
-  await app.register(campaignRoutes(config, services.campaigns));
+  await app.register(campaignRoutes(config, services.campaigns, timeouts.uploadIdleMs));
   await app.register(callbackRoutes(config, services.callbacks));
   await app.register(queryRoutes(config, services.queries));
   await app.register(personalDataRoutes(config, services.personalData));

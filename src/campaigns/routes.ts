@@ -6,7 +6,7 @@ import { type Actor, keyFingerprint } from '../audit/trail.js';
 import type { CampaignSource } from '../db/types.js';
 import type { Config } from '../config/config.js';
 import { AppError } from '../http/errors.js';
-import { allowLongUpload } from '../http/long-upload.js';
+import { allowLongUpload, bodyUntilSilent } from '../http/long-upload.js';
 import { operation } from '../http/openapi.js';
 import { storedTraceparent } from '../tracing/spans.js';
 import { traceOf } from '../tracing/server-spans.js';
@@ -28,6 +28,9 @@ import { MAX_BODY_BYTES } from './upload.js';
 /** A campaign's upload that sends no byte for this long is cut off (it may take longer than the request timeout as a whole). */
 export const UPLOAD_IDLE_MS = 30_000;
 
+const silent = (idleMs: number) => () =>
+  new AppError(408, 'request_timeout', `no byte of the body for ${Math.round(idleMs / 1000)} s: the upload stopped`);
+
 const MEDIA_TYPES: Record<string, CampaignSource> = { 'application/x-ndjson': 'ndjson', 'text/csv': 'csv' };
 
 /** The body is documented by its schema and read by the handler as a stream: never validated (or held) whole. */
@@ -36,7 +39,7 @@ const streamedBody: FastifySchemaCompiler<unknown> = (route) =>
 
 /** POST /v1/campaigns and the campaign reads: the submit allowlist, and QUERY_API_KEYS when set. */
 export const campaignRoutes =
-  (config: Pick<Config, 'submitAllowedIps' | 'queryApiKeys'>, campaigns: CampaignService): FastifyPluginAsyncZod =>
+  (config: Pick<Config, 'submitAllowedIps' | 'queryApiKeys'>, campaigns: CampaignService, uploadIdleMs = UPLOAD_IDLE_MS): FastifyPluginAsyncZod =>
   async (app) => {
     const actorOf = (request: FastifyRequest): Actor =>
       config.queryApiKeys.length > 0 ? keyFingerprint(presentedBearer(request) ?? '') : `peer:${request.ip}`;
@@ -75,7 +78,7 @@ export const campaignRoutes =
           if (Number.isFinite(length) && length > MAX_BODY_BYTES) {
             throw new AppError(413, 'payload_too_large', `the body is larger than ${MAX_BODY_BYTES} bytes: split the file into several campaigns`);
           }
-          allowLongUpload(request, UPLOAD_IDLE_MS);
+          allowLongUpload(request, uploadIdleMs, silent(uploadIdleMs));
         },
       },
       async (request, reply) => {
@@ -83,7 +86,7 @@ export const campaignRoutes =
         try {
           const answer = await campaigns.upload({
             source: MEDIA_TYPES[type]!,
-            body: request.body as unknown as AsyncIterable<Buffer>,
+            body: bodyUntilSilent(request, request.body as unknown as AsyncIterable<Buffer>),
             createdBy: actorOf(request),
             traceparent: storedTraceparent(traceOf(request)),
             log: request.log,

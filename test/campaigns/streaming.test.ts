@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import v8 from 'node:v8';
 import vm from 'node:vm';
+import { sql } from 'kysely';
 import t from 'tap';
 import { buildTestApp, listen } from '../helpers/app.js';
 import { ENGINE } from '../helpers/database.js';
@@ -99,6 +100,27 @@ t.test('an upload may take longer than the request timeout while its bytes keep 
     req.write('{');
   });
   t.equal(other, 408, 'a submit is still bounded by the request timeout');
+});
+
+t.test('an upload that falls silent is answered 408 before its connection closes, and what it queued is cancelled, saying why', async (t) => {
+  const { app, database } = await buildTestApp(t, { serverTimeouts: { uploadIdleMs: 2_000 } });
+  const base = await listen(app);
+  let resume!: () => void;
+  t.teardown(() => resume());
+  async function* stalls() {
+    // A batch (4000 lines) and one line more: the batch is queued before the silence.
+    for (let i = 0; i <= 4000; i++) yield `${JSON.stringify(line(`silent-${i}`, 20_000 + i))}\n`;
+    // A client that stops sending without closing: its network, or its process, hung.
+    await new Promise<void>((resolve) => (resume = resolve));
+  }
+  const answer = await send(`${base}/v1/campaigns`, stalls());
+  t.equal(answer.status, 408, 'answered, not a connection closed without a word');
+  t.match(answer.json, { error: 'request_timeout', message: /no byte of the body for 2 s/ });
+  const campaign = await database.db.selectFrom('campaigns').select(['status', 'upload_error']).executeTakeFirstOrThrow();
+  t.equal(campaign.status, 'cancelled');
+  t.match(campaign.upload_error, /no byte of the body/, 'its uploadError says why');
+  const { rows } = await sql<{ status: string; n: number }>`select status, count(*)::int as n from underwriting_requests group by status`.execute(database.db);
+  t.same(rows, [{ status: 'cancelled', n: 4000 }], 'the batch it had queued is cancelled');
 });
 
 t.test('a file refused at its start is answered (400) while the client is still sending it, and nothing is stored', async (t) => {
