@@ -87,6 +87,17 @@ export async function claimCampaignKey(
   return { holder: held[0] && { ...held[0], id: Number(held[0].id) } };
 }
 
+/**
+ * Removes a keyed campaign whose upload failed before queueing anything (its key's claim made the
+ * row first): as an upload without a key, which makes its row with its first batch, it leaves
+ * nothing. False (nothing removed) once it holds a request.
+ */
+export async function dropUnqueuedCampaign(db: Kysely<Tables>, id: number): Promise<boolean> {
+  const { numAffectedRows } = await sql`delete from campaigns c where c.id = ${id}
+    and not exists (select 1 from underwriting_requests r where r.campaign_id = c.id)`.execute(db);
+  return Number(numAffectedRows ?? 0) > 0;
+}
+
 /** Frees a campaign's key (its upload failed: a retry with the key uploads anew). */
 export async function releaseCampaignKey(db: Kysely<Tables>, id: number): Promise<void> {
   await sql`update campaigns set idempotency_key = null where id = ${id}`.execute(db);

@@ -11,7 +11,7 @@ import { ENQUEUE_BATCH, enqueueSubmits, type QueuedSubmit } from '../submissions
 import type { Sealer } from '../submissions/seal.js';
 import { BodyTooLargeError, csvRecords, type FileLine, ndjsonLines, type Source, UnreadableFileError } from './lines.js';
 import { checkHeader, csvToBody, type FieldKinds, fieldKinds, issuesOf, lineIssue, parseJsonLine } from './records.js';
-import { abandonUpload, claimCampaignKey, countBatch, finishUpload, insertCampaign, lockForBatch, type RejectedLine, releaseCampaignKey } from './sql.js';
+import { abandonUpload, claimCampaignKey, countBatch, dropUnqueuedCampaign, finishUpload, insertCampaign, lockForBatch, type RejectedLine, releaseCampaignKey } from './sql.js';
 import type { CampaignMetrics } from './metrics.js';
 import { UPLOAD_SILENT_MS } from './views.js';
 
@@ -266,6 +266,11 @@ export function campaignUploader(deps: UploadDeps) {
       if (campaignId !== undefined) {
         const reason = answer instanceof AppError ? answer.message : 'the upload stopped';
         try {
+          // A refused file (its header, its size) stores nothing, with a key as without one.
+          if (keyed && (await dropUnqueuedCampaign(deps.db, campaignId))) {
+            request.log.info({ campaign: publicId, reason }, 'campaign upload failed before queueing anything: no campaign kept');
+            return answer;
+          }
           const cancelled = await abandonUpload(deps.db, campaignId, reason, deps.clock());
           // No answer was given for the key: a retry with it uploads the file anew (as a submit's key is freed).
           if (keyed) await releaseCampaignKey(deps.db, campaignId);

@@ -68,9 +68,13 @@ t.test('while the first upload with a key is still read: 409 in_flight; once it 
 });
 
 t.test('an upload that failed frees its key: a retry with it uploads the file anew', async (t) => {
+  const before = await campaignCount();
   const bad = await upload(app, 'customerUuid,nope\nx,1\n', CSV, { 'idempotency-key': 'key-failed' });
   t.equal(bad.statusCode, 400, bad.body);
   t.same(await campaignsOfKey('key-failed'), [], 'the key is free');
+  t.equal(await campaignCount(), before, 'a refused file stores nothing, with a key as without (no cancelled campaign left behind)');
+  const list = (await get(app, '/v1/campaigns')).json();
+  t.notOk(list.items.some((c: { uploadError?: string | null }) => /header/.test(c.uploadError ?? '')), 'none listed');
   const good = await upload(app, 'customerUuid,cpf,costSavingEnabled,srd.grossIncome\nfailed-1,' + line('x', 31).cpf + ',false,1000\n', CSV, {
     'idempotency-key': 'key-failed',
   });
