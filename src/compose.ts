@@ -77,6 +77,7 @@ export function composeServices(deps: CapabilityDeps, log: FastifyBaseLogger) {
       skewS: config.correlationSkewS,
       handoff: deps.handoff,
       ingest: deps.ingest,
+      customerUuidAllowCpf: config.customerUuidAllowCpf,
     }),
     queries: queryService({
       db,

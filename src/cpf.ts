@@ -59,12 +59,20 @@ export function isValidCpf(digits: string): boolean {
   return check(9) === Number(digits[9]) && check(10) === Number(digits[10]);
 }
 
-/** Digits, each from the next by at most two of `.`, `-` or a space: how people write a CPF in free text. */
-const DIGIT_RUN = /[0-9](?:[.\- ]{0,2}[0-9])*/g;
+/**
+ * Digits, each from the next by at most two of `.`, `-`, `_`, `/` or white space (a tab too): how
+ * people write a CPF in free text, and how a customerUuid that is one may be written.
+ */
+const DIGIT_RUN = /[0-9](?:[.\-_/\s]{0,2}[0-9])*/g;
+
+/** A customerUuid that is a CPF (11 digits once its dashes and underscores go, check digits holding). */
+export function customerUuidIsCpf(customerUuid: string): boolean {
+  return isValidCpf(customerUuid.replace(/[-_]/g, ''));
+}
 
 /**
  * Free text with every CPF in it masked: any 11 consecutive digits of a run (written with or
- * without dots, dashes and spaces) whose check digits hold become `*`, the separators stay. Every
+ * without dots, dashes, underscores, slashes and white space) whose check digits hold become `*`, the separators stay. Every
  * window of a longer run is tried, so no CPF hides behind a digit typed before it.
  */
 export function maskCpfsInText(text: string): string {

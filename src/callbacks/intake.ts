@@ -1,5 +1,6 @@
 import type { ValidationIssue } from '../http/errors.js';
 import { issuePath } from '../http/errors.js';
+import { customerUuidIsCpf } from '../cpf.js';
 import { scrubText } from '../observability/scrub.js';
 import { customerUuidSchema, type UnderwritingResult, underwritingResultSchema } from '../provider/schemas.js';
 
@@ -21,8 +22,18 @@ const BOM = '\uFEFF';
 /** What PostgreSQL's text and jsonb refuse: NUL and lone surrogates. */
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
+export interface IntakeOptions {
+  /** CUSTOMER_UUID_ALLOW_CPF: off, no request of ours has a CPF for customerUuid, and a callback naming one is invalid. */
+  customerUuidAllowCpf: boolean;
+}
+
+const CPF_AS_CUSTOMER: ValidationIssue = {
+  path: 'customerUuid',
+  message: 'is a CPF, which no request of this gateway has as customerUuid (CUSTOMER_UUID_ALLOW_CPF is off): kept as invalid, never shown, logged or pushed',
+};
+
 /** Reads a callback body, exactly the bytes received, into a validated result or a list of issues. */
-export function readCallback(raw: Buffer): Intake {
+export function readCallback(raw: Buffer, options: IntakeOptions): Intake {
   if (raw.length === 0) return invalid([{ path: '', message: 'the body is empty' }], null, null);
   let text = raw.toString('utf8');
   // The provider's encoding is not documented: a UTF-8 byte order mark is tolerated, not refused.
@@ -36,8 +47,10 @@ export function readCallback(raw: Buffer): Intake {
   const checked = underwritingResultSchema.safeParse(parsed);
   if (!checked.success) {
     const issues = checked.error.issues.map((i) => ({ path: issuePath(i.path), message: i.message }));
-    return invalid(issues, storableJson(parsed, text), recognisableCustomer(parsed));
+    return invalid(issues, storableJson(parsed, text), recognisableCustomer(parsed, options));
   }
+  // Its raw bytes are the evidence (found by an erasure of that CPF); no jsonb copy, no customer key.
+  if (!options.customerUuidAllowCpf && customerUuidIsCpf(checked.data.customerUuid)) return invalid([CPF_AS_CUSTOMER], null, null);
   // Only the provider's documented fields go into `result`: anything else it sends (a CPF, say)
   // stays in raw_body, the evidence, and is never served back.
   const json = storableJson(documentedResult(checked.data), text);
@@ -53,15 +66,19 @@ export function documentedResult(result: UnderwritingResult): UnderwritingResult
 }
 
 function invalid(issues: ValidationIssue[], json: string | null, customerUuid: string | null): Intake {
-  // A parser message may quote the body: NUL included, which a PostgreSQL text column refuses, or a CPF.
-  const error = scrubText(issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ')).replace(UNSTORABLE, '\uFFFD');
-  return { valid: false, issues, error, json, customerUuid };
+  // A parser message may quote the body (JSON.parse's does), and a path may be a field the body
+  // named: NUL included, which a PostgreSQL text column refuses, or a CPF. Scrubbed for the row,
+  // the answer and the log alike.
+  const shown = issues.map((i) => ({ path: scrubText(i.path), message: scrubText(i.message) }));
+  const error = shown.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ').replace(UNSTORABLE, '\uFFFD');
+  return { valid: false, issues: shown, error, json, customerUuid };
 }
 
-function recognisableCustomer(parsed: unknown): string | null {
+function recognisableCustomer(parsed: unknown, options: IntakeOptions): string | null {
   if (typeof parsed !== 'object' || parsed === null) return null;
   const candidate = (parsed as Record<string, unknown>).customerUuid;
-  return customerUuidSchema.safeParse(candidate).success ? (candidate as string) : null;
+  if (!customerUuidSchema.safeParse(candidate).success) return null;
+  return !options.customerUuidAllowCpf && customerUuidIsCpf(candidate as string) ? null : (candidate as string);
 }
 
 /**

@@ -21,6 +21,8 @@ export interface ReceiverDeps {
   announce(customerUuid: string): void;
   /** Correlation skew and where the results' events are pushed. */
   recording: RecordOptions;
+  /** CUSTOMER_UUID_ALLOW_CPF (callbacks/intake.ts). */
+  customerUuidAllowCpf: boolean;
 }
 
 export interface CallbackReceiver {
@@ -88,7 +90,7 @@ export function callbackReceiver(deps: ReceiverDeps): CallbackReceiver {
 
   return {
     async receive(arrival, log) {
-      const intake = readCallback(arrival.rawBody);
+      const intake = readCallback(arrival.rawBody, { customerUuidAllowCpf: deps.customerUuidAllowCpf });
       const storedOrInvalid = intake.valid ? await storeValid(arrival, intake) : intake;
       if ('valid' in storedOrInvalid) {
         await keepInvalid(arrival, storedOrInvalid, log);

@@ -16,6 +16,8 @@ export interface CallbackServiceDeps {
   handoff: AppDeliveryHandoff;
   /** Callbacks being answered now: the event push yields to a burst of them. */
   ingest: IngestLoad;
+  /** CUSTOMER_UUID_ALLOW_CPF: off, a callback naming a CPF as customerUuid is kept as invalid. */
+  customerUuidAllowCpf: boolean;
 }
 
 /** The callback route's work: the receiver (stored before it is answered), the clock, its metrics and the ingest load it counts in. */
@@ -26,6 +28,7 @@ export function callbackService(deps: CallbackServiceDeps) {
       metrics: deps.metrics,
       announce: deps.announce,
       recording: { skewS: deps.skewS, handoff: deps.handoff },
+      customerUuidAllowCpf: deps.customerUuidAllowCpf,
     }),
     metrics: deps.metrics,
     clock: deps.clock,

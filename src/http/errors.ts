@@ -4,6 +4,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { isStorageUnavailable } from '../db/storage-errors.js';
+import { scrubText } from '../observability/scrub.js';
 import { isLongUpload } from './long-upload.js';
 
 /** An error the client is meant to see: a stable code, an HTTP status, a human message. */
@@ -33,7 +34,9 @@ export interface ValidationIssue {
 }
 
 export function validationFailed(issues: ValidationIssue[], message = 'the request is not valid'): AppError {
-  return new AppError(400, 'validation_failed', message, { issues });
+  // An issue's path may be a field the client named, its message may quote what it sent: no CPF-like run goes back.
+  const shown = issues.map((i) => ({ path: scrubText(i.path), message: scrubText(i.message) }));
+  return new AppError(400, 'validation_failed', message, { issues: shown });
 }
 
 /** zod issue paths as the contract shows them: "srd.grossIncome", "items.0.x". */

@@ -1,9 +1,9 @@
 /**
  * Digit runs that could hold a CPF: 11 or more digits, each apart from the next by at most three
- * separators (space, dot, dash, slash), so "123.456.789-01", "123 456 789 01" and a CPF inside a
+ * separators (white space, dot, dash, underscore, slash), so "123.456.789-01", "123 456 789 01" and a CPF inside a
  * longer number all match. A false positive only hides digits of a view.
  */
-const CPF_LIKE = /\d(?:[\s./-]{0,3}\d){10,}/g;
+const CPF_LIKE = /\d(?:[\s./_-]{0,3}\d){10,}/g;
 
 /** Replaces every digit of a CPF-like run with '*', keeping its separators. */
 export function maskCpfLike(text: string): string {

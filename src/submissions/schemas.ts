@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isValidCpf } from '../cpf.js';
+import { customerUuidIsCpf } from '../cpf.js';
 import { errorSchema, httpStatusSchema, validationErrorSchema } from '../http/errors.js';
 import { customerUuidSchema, underwritingRequestSchema } from '../provider/schemas.js';
 
@@ -23,11 +23,6 @@ export function prefersAsync(prefer: string | string[] | undefined): boolean {
   if (prefer === undefined) return false;
   const values = Array.isArray(prefer) ? prefer : [prefer];
   return values.some((v) => v.split(',').some((p) => p.split(';')[0]!.trim().toLowerCase() === 'respond-async'));
-}
-
-/** A customerUuid that is a CPF (11 digits once its dashes and underscores go, check digits holding). */
-export function customerUuidIsCpf(customerUuid: string): boolean {
-  return isValidCpf(customerUuid.replace(/[-_]/g, ''));
 }
 
 /**

@@ -244,3 +244,45 @@ t.test('the OpenAPI document describes the callback body, token and answers', as
   t.match(spec.components.securitySchemes.callbackToken, { type: 'apiKey', in: 'query', name: 'token' });
   t.same(Object.keys(route.responses).sort(), ['200', '400', '401', '403', '408', '413', '431', '500', '503']);
 });
+
+// A provider's callback naming a CPF as customerUuid (a bug on its side, or a probe): no request of
+// ours can have one while CUSTOMER_UUID_ALLOW_CPF is off, and storing it as unmatched put the CPF
+// in clear in the log, in GET /v1/callbacks and in the callback.unmatched event (feed and pushes).
+t.test('a callback naming a CPF as customerUuid is kept as invalid: the CPF is in no answer, log line, listed callback or event', async (t) => {
+  const { app, database, logs } = await gateway(t);
+  const cpf = '39053344705';
+  const before = await lastCallbackId(database.db);
+  for (const customerUuid of [cpf, '390.533.447-05'.replace(/\./g, '-'), `390533447_05`]) {
+    const res = await postCallback(app, JSON.stringify(resultBody(customerUuid)));
+    t.equal(res.statusCode, 400, customerUuid);
+    t.match(res.json().issues, [{ path: 'customerUuid', message: /is a CPF/ }]);
+    t.notMatch(res.body, /390\D{0,3}533/);
+  }
+  const rows = await callbacksAfter(database.db, before);
+  t.same(rows.map((r) => [r.outcome, r.customer_uuid, r.body]), [['invalid', null, null], ['invalid', null, null], ['invalid', null, null]], 'kept as invalid, no customer key, no jsonb copy');
+  const listed = await app.inject({ method: 'GET', url: '/v1/callbacks?limit=200' });
+  const events = await app.inject({ method: 'GET', url: '/v1/events?limit=500' });
+  for (const [what, text] of [['the log', logs.text()], ['GET /v1/callbacks', listed.body], ['GET /v1/events', events.body]] as const) {
+    t.notMatch(text, /390\D{0,3}533\D{0,3}447/, `${what} holds no part of the CPF`);
+  }
+  t.notMatch(events.body, /callback\.unmatched/, 'no unmatched event');
+});
+
+t.test('with CUSTOMER_UUID_ALLOW_CPF a callback naming an 11-digit customerUuid is stored unmatched, as any other', async (t) => {
+  const { app, database } = await buildTestApp(t, { database: shared, env: { CUSTOMER_UUID_ALLOW_CPF: 'true' } });
+  const res = await postCallback(app, JSON.stringify(resultBody('52998224725')));
+  t.equal(res.statusCode, 200, res.body);
+  t.match(await callbacksOf(database.db, '52998224725'), [{ outcome: 'unmatched' }]);
+});
+
+t.test('a body that is not JSON is not quoted back: the parser\'s message is scrubbed of CPF-like digits', async (t) => {
+  const { app, logs } = await gateway(t);
+  const res = await postCallback(app, '[52998224725,]');
+  t.equal(res.statusCode, 400);
+  t.match(res.json().issues, [{ path: '', message: /^not JSON/ }]);
+  t.notMatch(res.body, /52998224725/);
+  const unknown = await postCallback(app, JSON.stringify({ ...resultBody(customer('field')), response: 7, '529.982.247-25': 1 }));
+  t.equal(unknown.statusCode, 400);
+  t.notMatch(unknown.body, /529\D{0,3}982/);
+  t.notMatch(logs.text(), /529\D{0,3}982\D{0,3}247/);
+});

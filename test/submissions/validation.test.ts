@@ -19,6 +19,8 @@ const cases: Array<{ name: string; body: unknown; paths: string[]; headers?: Rec
   { name: 'a negative amount', body: { ...valid, srd: { ...valid.srd, cardSpends: -1 } }, paths: ['srd.cardSpends'] },
   { name: 'an unknown field at the top level', body: { ...valid, extra: 1 }, paths: ['extra'] },
   { name: 'an unknown field inside srd', body: { ...valid, srd: { ...valid.srd, pet: 'cat' } }, paths: ['srd.pet'] },
+  // The path names what the client sent: a field named by a CPF is not echoed back.
+  { name: 'an unknown field named by a CPF', body: { ...valid, [CPF]: 1 }, paths: ['[redacted]'] },
   {
     name: 'an unknown field inside address',
     body: { ...valid, srd: { ...valid.srd, address: { city: 'Recife', zip: '50000-000' } } },
