@@ -1,3 +1,4 @@
+import { maskCpfsInText } from '../cpf.js';
 import { urlKeyer } from './url-key.js';
 
 /** One configured receiver of outcome events. */
@@ -14,23 +15,35 @@ export interface WebhookTarget {
   secrets: string[];
 }
 
-/** A URL safe to log and to show: userinfo dropped, every query value (and the fragment) hidden. */
+/**
+ * A URL safe to log and to show: userinfo dropped, every query value (and the fragment) hidden, a
+ * bare query word (`?s3cr3t`, a value without a name) and every path parameter's value
+ * (`;jsessionid=…`) too, and a CPF in the path masked.
+ */
 export function redactUrl(raw: string): string {
   const u = new URL(raw);
-  u.username = '';
-  u.password = '';
-  u.hash = '';
-  const names = [...new Set([...u.searchParams.keys()])];
-  if (names.length === 0) return u.toString();
-  u.search = '';
-  return `${u.toString()}?${names.map((n) => `${encodeURIComponent(n)}=redacted`).join('&')}`;
+  const path = maskCpfsInText(u.pathname.replace(/;[^/]*/g, ';redacted'));
+  const names = u.search
+    .slice(1)
+    .split('&')
+    .filter((part) => part !== '')
+    .map((part) => (part.includes('=') ? `${encodeURIComponent(maskCpfsInText(new URLSearchParams(part).keys().next().value ?? ''))}=redacted` : 'redacted'));
+  const shown = `${u.origin}${path}`;
+  return names.length === 0 ? shown : `${shown}?${[...new Set(names)].join('&')}`;
+}
+
+/** The values a URL's path parameters (`;name=value`) and bare query words carry: secrets to scrub like query values. */
+function pathAndBareSecrets(u: URL): string[] {
+  const inPath = [...u.pathname.matchAll(/;([^/]*)/g)].flatMap((m) => m[1]!.split(/[;=]/));
+  const bare = u.search.slice(1).split('&').filter((part) => part !== '' && !part.includes('='));
+  return [...inPath, ...bare, ...bare.map((b) => decodeURIComponent(b))];
 }
 
 /** A receiver of `raw`, named by `keyOf(raw)` (a UrlKeyer's key for a configured URL). */
 export function webhookTarget(raw: string, keyOf: (url: string) => string): WebhookTarget {
   const u = new URL(raw);
   const secrets = [decodeURIComponent(u.username), decodeURIComponent(u.password), u.username, u.password, u.search.slice(1)]
-    .concat([...u.searchParams.values()])
+    .concat([...u.searchParams.values()], pathAndBareSecrets(u))
     .filter((s) => s.length >= 3);
   const authorization =
     u.username || u.password

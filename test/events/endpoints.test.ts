@@ -451,3 +451,33 @@ t.test("/v1/stats counts a paused endpoint's waiting events as pending", async (
   t.equal(stats.now.events.pending, 2, 'two events wait for the paused endpoint');
   t.equal(stats.now.events.dead, 0);
 });
+
+t.test('a URL\'s bare query word, path parameters and a CPF in its path are never shown or logged; a description\'s CPF is stored masked', async (t) => {
+  const { app, logs } = await gateway(t);
+  const created = await call(app, 'POST', '/v1/endpoints', {
+    url: 'http://127.0.0.1:9/bare;jsessionid=SemiSECRET21/hook/39053344705?BareQuerySECRET22&token=QueryValue33',
+    description: 'owner 529.982.247-25, backup 390 533 447 05',
+  });
+  t.equal(created.status, 201, JSON.stringify(created.body));
+  t.equal(created.body.url, 'http://127.0.0.1:9/bare;redacted/hook/***********?redacted&token=redacted');
+  t.equal(created.body.description, 'owner ***.***.***-**, backup *** *** *** **');
+  const listed = await call(app, 'GET', '/v1/endpoints');
+  for (const [what, text] of [['the answer', JSON.stringify(created.body)], ['the list', JSON.stringify(listed.body)], ['the log', logs.text()]] as const) {
+    t.notMatch(text, /SemiSECRET21|BareQuerySECRET22|QueryValue33/, `${what}: no secret of the URL`);
+    t.notMatch(text, /39053344705|529\.982\.247-25|390 533 447 05/, `${what}: no CPF`);
+  }
+  const patched = await call(app, 'PATCH', `/v1/endpoints/${created.body.id}`, { description: 'now 52998224725' });
+  t.equal(patched.body.description, 'now ***********');
+});
+
+t.test('text PostgreSQL cannot hold (NUL) in an endpoint\'s URL or description is refused 400, never a 500', async (t) => {
+  const { app } = await gateway(t);
+  for (const body of [{ url: 'http://127.0.0.1:9/n', description: 'nul\u0000byte' }, { url: 'http://127.0.0.1:9/n\u0000' }, { url: 'http://127.0.0.1:9/n', description: 'lone \ud800' }]) {
+    const res = await call(app, 'POST', '/v1/endpoints', body);
+    t.equal(res.status, 400, JSON.stringify(res.body));
+    t.equal(res.body.error, 'validation_failed');
+  }
+  const created = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/n' });
+  const patched = await call(app, 'PATCH', `/v1/endpoints/${created.body.id}`, { description: 'x\u0000' });
+  t.equal(patched.status, 400);
+});

@@ -2,6 +2,10 @@ import { z } from 'zod';
 import { isWebhookSecret } from '../../config/config.js';
 import { ENDPOINT_STATUSES, EVENT_TYPES } from '../../db/types.js';
 import { instant } from '../../http/query.js';
+import { maskCpfsInText } from '../../cpf.js';
+
+/** What PostgreSQL's text refuses: NUL and lone surrogates. */
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 export const MAX_URL_LENGTH = 2048;
 export const MAX_RATE_PER_S = 10_000;
@@ -12,6 +16,7 @@ export const DEFAULT_EXPIRE_OLD_AFTER_S = 86_400;
 const endpointUrl = z
   .string()
   .max(MAX_URL_LENGTH)
+  .refine((v) => !UNSTORABLE.test(v), 'must not hold NUL characters or lone surrogates')
   .refine((v) => {
     try {
       const u = new URL(v);
@@ -21,6 +26,14 @@ const endpointUrl = z
     }
   }, 'must be an http(s) URL')
   .describe('Where events are POSTed; userinfo (sent as Basic credentials) and query values are never shown again');
+
+/** Text PostgreSQL can hold (no NUL, no lone surrogate: 400 here, not a 500 from the database), CPFs masked as stored. */
+const description = z
+  .string()
+  .max(500)
+  .refine((v) => !UNSTORABLE.test(v), 'must not hold NUL characters or lone surrogates')
+  .transform(maskCpfsInText)
+  .describe('Free text; a CPF in it is stored masked');
 
 const types = z
   .array(z.enum(EVENT_TYPES))
@@ -39,7 +52,7 @@ const inFlight = z
 
 export const endpointBody = z.strictObject({
   url: endpointUrl,
-  description: z.string().max(500).optional(),
+  description: description.optional(),
   types: types.nullable().optional(),
   rateLimitPerS: rate.nullable().optional(),
   maxInFlight: inFlight.nullable().optional(),
@@ -49,7 +62,7 @@ export type EndpointBody = z.infer<typeof endpointBody>;
 
 export const endpointPatch = z.strictObject({
   url: endpointUrl.optional(),
-  description: z.string().max(500).optional(),
+  description: description.optional(),
   types: types.nullable().optional(),
   rateLimitPerS: rate.nullable().optional(),
   maxInFlight: inFlight.nullable().optional(),
