@@ -481,3 +481,27 @@ t.test('text PostgreSQL cannot hold (NUL) in an endpoint\'s URL or description i
   const patched = await call(app, 'PATCH', `/v1/endpoints/${created.body.id}`, { description: 'x\u0000' });
   t.equal(patched.status, 400);
 });
+
+// Changes to one endpoint at the same time (two operators, a retrying script): each was checked
+// against the row read before its transaction, so a change after a delete updated nothing and
+// answered 500, six deletes each answered 204 and were each audited, and a rotation after the
+// delete answered 200 with a secret for an endpoint that no longer existed.
+t.test('changes to one endpoint at once are made one after the other: after its delete each answers 404, one delete is audited', async (t) => {
+  const { app } = await gateway(t);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/race' });
+  const id = created.body.id as string;
+  const answers = await Promise.all([
+    call(app, 'DELETE', `/v1/endpoints/${id}`),
+    ...Array.from({ length: 4 }, () => call(app, 'PATCH', `/v1/endpoints/${id}`, { status: 'paused' })),
+    ...Array.from({ length: 5 }, () => call(app, 'DELETE', `/v1/endpoints/${id}`)),
+    call(app, 'POST', `/v1/endpoints/${id}/rotate-secret`, {}),
+  ]);
+  const statuses = answers.map((a) => a.status);
+  t.notOk(statuses.some((s) => s >= 500), `no 5xx (${statuses.join(' ')})`);
+  t.equal(statuses.filter((s) => s === 204).length, 1, 'one delete removed it; the others found it gone');
+  t.ok(statuses.every((s) => [200, 204, 404].includes(s)), statuses.join(' '));
+  const deletes = await sql<{ n: number }>`select count(*)::int as n from audit_log where action = 'endpoint.delete' and subject = ${`endpoint:${id}`}`.execute(shared.db);
+  t.equal(deletes.rows[0]!.n, 1, 'one delete audited');
+  t.equal((await call(app, 'POST', `/v1/endpoints/${id}/rotate-secret`, {})).status, 404, 'a rotation after it: 404');
+  t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { status: 'active' })).status, 404);
+});

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { type Actor, recordAudit } from '../../audit/trail.js';
 import type { AuditAction, EventType, Tables } from '../../db/types.js';
 import { AppError, notFound } from '../../http/errors.js';
@@ -18,6 +18,7 @@ import {
   type EndpointRow,
   type EndpointStats,
   insertEndpoint,
+  lockEndpoint,
   readEndpoint,
   readEndpoints,
   readEndpointStats,
@@ -73,6 +74,13 @@ export function endpointService(deps: EndpointServiceDeps) {
     return row;
   }
 
+  /** one(), locked in the change's transaction: changes to one endpoint at once are made one after the other, and one made after a delete is a 404. */
+  async function locked(tx: Transaction<Tables>, id: string): Promise<EndpointRow> {
+    const row = await lockEndpoint(tx, id);
+    if (!row || !visible(row)) throw notFound(`no endpoint ${id}`);
+    return row;
+  }
+
   async function withStats(row: EndpointRow): Promise<EndpointView> {
     return view(row, (await readEndpointStats(db, [row.key])).get(row.key));
   }
@@ -116,8 +124,6 @@ export function endpointService(deps: EndpointServiceDeps) {
     },
 
     async update(id: string, patch: EndpointPatch, actor: Actor): Promise<EndpointView> {
-      const before = await one(id);
-      if (before.managed === 'config' && patch.url !== undefined) throw managedByConfig('change its URL');
       const change: EndpointChange = {};
       if (patch.url !== undefined) change.url = { url: patch.url, shownUrl: redactUrl(patch.url) };
       if (patch.description !== undefined) change.description = patch.description;
@@ -126,6 +132,8 @@ export function endpointService(deps: EndpointServiceDeps) {
       if (patch.maxInFlight !== undefined) change.maxInFlight = patch.maxInFlight;
       if (patch.status !== undefined) change.status = patch.status;
       const row = await db.transaction().execute(async (tx) => {
+        const before = await locked(tx, id);
+        if (before.managed === 'config' && patch.url !== undefined) throw managedByConfig('change its URL');
         const row = await updateEndpoint(tx, before, change, deps.clock());
         await audit(tx, 'endpoint.update', actor, id);
         return row;
@@ -135,9 +143,9 @@ export function endpointService(deps: EndpointServiceDeps) {
     },
 
     async remove(id: string, actor: Actor): Promise<number> {
-      const row = await one(id);
-      if (row.managed === 'config') throw managedByConfig('remove it');
       const ended = await db.transaction().execute(async (tx) => {
+        const row = await locked(tx, id);
+        if (row.managed === 'config') throw managedByConfig('remove it');
         const ended = await deleteEndpoint(tx, row, deps.clock());
         await audit(tx, 'endpoint.delete', actor, id, { deliveriesEnded: ended });
         return ended;
@@ -147,11 +155,11 @@ export function endpointService(deps: EndpointServiceDeps) {
     },
 
     async rotate(id: string, expireOldAfterS: number | undefined, actor: Actor): Promise<string> {
-      const row = await one(id);
-      if (row.managed === 'config') throw managedByConfig('rotate EVENT_WEBHOOK_SECRET');
       const secret = newWebhookSecret();
       const now = deps.clock();
       await db.transaction().execute(async (tx) => {
+        const row = await locked(tx, id);
+        if (row.managed === 'config') throw managedByConfig('rotate EVENT_WEBHOOK_SECRET');
         await rotateEndpointSecret(tx, row, secret, new Date(now.getTime() + (expireOldAfterS ?? DEFAULT_EXPIRE_OLD_AFTER_S) * 1000), now);
         await audit(tx, 'endpoint.rotate_secret', actor, id);
       });
@@ -160,9 +168,9 @@ export function endpointService(deps: EndpointServiceDeps) {
     },
 
     async replay(id: string, from: { since: string } | { after: string }, actor: Actor): Promise<number> {
-      const row = await one(id);
       const position = 'after' in from ? { after: feedCursor.decode(from.after) } : { since: from.since };
       const queued = await db.transaction().execute(async (tx) => {
+        const row = await locked(tx, id);
         const queued = await replayToEndpoint(tx, row, position, deps.clock());
         await audit(tx, 'endpoint.replay', actor, id, { queued });
         return queued;

@@ -41,6 +41,14 @@ export async function readEndpoint(db: Kysely<Tables>, id: string): Promise<Endp
 }
 
 /**
+ * The endpoint, locked for a change in this transaction: a change, a delete or a rotation made at
+ * the same time waits for it, then finds the row as this one left it (or gone).
+ */
+export async function lockEndpoint(tx: Transaction<Tables>, id: string): Promise<EndpointRow | undefined> {
+  return tx.selectFrom('event_endpoints').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
+}
+
+/**
  * Per key: deliveries delivered, failed (pending after a failed attempt), dead, and the latest
  * attempt. Each figure is read through event_deliveries_endpoint (url_key, status,
  * last_attempt_at): the counts over the endpoint's own entries of that status, the latest attempt
