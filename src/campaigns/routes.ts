@@ -74,6 +74,11 @@ export const campaignRoutes =
           if (!(type in MEDIA_TYPES) || (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')) {
             throw new AppError(415, 'unsupported_media_type', 'send the file as application/x-ndjson or text/csv, in UTF-8');
           }
+          // A compressed file would be read as text, each line "not valid JSON": refused whole instead.
+          const encoding = (request.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+          if (encoding !== 'identity') {
+            throw new AppError(415, 'unsupported_media_type', `content-encoding ${encoding.slice(0, 40)} is not read: send the file uncompressed`);
+          }
           const length = Number(request.headers['content-length']);
           if (Number.isFinite(length) && length > MAX_BODY_BYTES) {
             throw new AppError(413, 'payload_too_large', `the body is larger than ${MAX_BODY_BYTES} bytes: split the file into several campaigns`);

@@ -142,6 +142,13 @@ t.test('only NDJSON and CSV in UTF-8 are read (415)', async (t) => {
   }
 });
 
+t.test('a compressed file (Content-Encoding) is refused 415 whole, not read as text line by line', async (t) => {
+  const res = await upload(app, ndjson([line('gz-1', 75)]), NDJSON, { 'content-encoding': 'gzip' });
+  t.equal(res.statusCode, 415, res.body);
+  t.match(res.json(), { error: 'unsupported_media_type', message: /content-encoding gzip is not read/ });
+  t.equal((await upload(app, ndjson([line('gz-2', 76)]), NDJSON, { 'content-encoding': 'identity' })).statusCode, 202);
+});
+
 t.test('an NDJSON file may begin with a byte order mark, also split across the first chunks', async (t) => {
   const res = await upload(app, `\ufeff${ndjson([line('bom-1', 71), line('bom-2', 72)])}`);
   t.equal(res.statusCode, 202, res.body);
