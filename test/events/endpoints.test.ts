@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import t, { type Test } from 'tap';
@@ -504,4 +505,39 @@ t.test('changes to one endpoint at once are made one after the other: after its 
   t.equal(deletes.rows[0]!.n, 1, 'one delete audited');
   t.equal((await call(app, 'POST', `/v1/endpoints/${id}/rotate-secret`, {})).status, 404, 'a rotation after it: 404');
   t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { status: 'active' })).status, 404);
+});
+
+// An attempt in flight when its endpoint is deleted: the delete ended it dead and took its lease, so
+// the receiver's 200 that followed was dropped and the API showed `dead, endpoint_deleted` for an
+// event the receiver had (the worker logged it delivered).
+t.test('deleting an endpoint while an attempt is in flight: a 2xx that follows is recorded delivered, a failure leaves it dead', async (t) => {
+  for (const answer of [200, 503]) {
+    let arrived!: (eventId: string) => void;
+    const came = new Promise<string>((resolve) => (arrived = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        arrived(JSON.parse(Buffer.concat(chunks).toString('utf8')).id as string);
+        void released.then(() => res.writeHead(answer).end());
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const { app } = await gateway(t);
+    const created = await call(app, 'POST', '/v1/endpoints', { url: `http://127.0.0.1:${(server.address() as { port: number }).port}/in-flight-${answer}` });
+    await stray(app, customer(`ep-in-flight-${answer}`));
+    const eventId = await came;
+    t.equal((await call(app, 'DELETE', `/v1/endpoints/${created.body.id}`)).status, 204, 'deleted while the attempt waits for its answer');
+    release();
+    const want = answer === 200 ? { status: 'delivered', lastStatus: 200 } : { status: 'dead', lastError: 'endpoint_deleted', lastStatus: 503 };
+    const delivery = await until(async () => {
+      const deliveries: { url: string; attempts: number }[] = (await app.inject({ method: 'GET', url: `/v1/events/${eventId}` })).json().deliveries;
+      const d = deliveries.find((x) => x.url.endsWith(`/in-flight-${answer}`));
+      return d?.attempts === 1 ? d : undefined;
+    }, 20_000, `the attempt's outcome (${answer})`);
+    t.match(delivery, want, `answered ${answer}`);
+  }
 });

@@ -204,13 +204,24 @@ export async function updateEndpoint(tx: Transaction<Tables>, before: EndpointRo
   return row;
 }
 
-/** Deletes the endpoint and its dispatch position; its pending deliveries end dead (endpoint_deleted). */
+/**
+ * Deletes the endpoint and its dispatch position; its pending deliveries end dead (endpoint_deleted).
+ * One whose attempt is in flight (leased) keeps its lease: the attempt's outcome still lands, a 2xx
+ * as delivered (the receiver has it), a failure leaving it dead (record_event_delivery_outcomes).
+ */
 export async function deleteEndpoint(tx: Transaction<Tables>, row: EndpointRow, now: Date): Promise<number> {
   await tx.deleteFrom('event_endpoints').where('id', '=', row.id).execute();
   await tx.deleteFrom('event_dispatch').where('url_key', '=', row.key).execute();
+  const inFlight = sql<boolean>`lease_until > ${now}`;
   const ended = await tx
     .updateTable('event_deliveries')
-    .set({ status: 'dead', last_error: 'endpoint_deleted', lease_until: null, lease_token: null, next_attempt_at: now })
+    .set({
+      status: 'dead',
+      last_error: 'endpoint_deleted',
+      lease_until: sql`case when ${inFlight} then lease_until end`,
+      lease_token: sql`case when ${inFlight} then lease_token end`,
+      next_attempt_at: now,
+    })
     .where('url_key', '=', row.key)
     .where('status', '=', 'pending')
     .executeTakeFirst();
