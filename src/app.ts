@@ -135,6 +135,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandler(app);
   // Bodies are JSON: JSON sent as text/plain is refused 415, not read as a string that then fails validation.
   app.removeContentTypeParser('text/plain');
+  // An empty body is no body, whatever its content type says: clients that send
+  // `Content-Type: application/json` on every call (a DELETE, a redeliver) were refused 400 "Body
+  // cannot be empty" by the JSON parser. A route that needs a body still refuses its absence (400).
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.headers['content-length'] === '0') delete request.headers['content-type'];
+    done();
+  });
   // Once closing, every answer closes its connection: a keep-alive client (a console tab, a
   // poller) would otherwise keep a connection that was busy as close began open for its whole
   // keep-alive timeout (72 s), and close (SIGTERM's shutdown) would wait for it past its grace.
