@@ -31,6 +31,24 @@ export const UPLOAD_IDLE_MS = 30_000;
 const silent = (idleMs: number) => () =>
   new AppError(408, 'request_timeout', `no byte of the body for ${Math.round(idleMs / 1000)} s: the upload stopped`);
 
+/**
+ * Whether an Accept header prefers NDJSON to CSV (the default) by its q-values; CSV wins a tie,
+ * and the wildcards (any type, any text type) count for CSV.
+ */
+export function prefersNdjson(accept: string | undefined): boolean {
+  let ndjson = -1;
+  let csv = -1;
+  for (const range of (accept ?? '').split(',')) {
+    const [type = '', ...params] = range.split(';').map((p) => p.trim().toLowerCase());
+    const qParam = params.find((p) => p.startsWith('q='));
+    const q = qParam === undefined ? 1 : Number(qParam.slice(2));
+    if (!Number.isFinite(q)) continue;
+    if (type === 'application/x-ndjson') ndjson = Math.max(ndjson, q);
+    else if (type === 'text/csv' || type === 'text/*' || type === '*/*') csv = Math.max(csv, q);
+  }
+  return ndjson > 0 && ndjson > csv;
+}
+
 const MEDIA_TYPES: Record<string, CampaignSource> = { 'application/x-ndjson': 'ndjson', 'text/csv': 'csv' };
 
 /** The body is documented by its schema and read by the handler as a stream: never validated (or held) whole. */
@@ -153,7 +171,7 @@ export const campaignRoutes =
         },
       },
       async (request, reply) => {
-        const ndjson = request.query.format === 'ndjson' || (request.query.format === undefined && /application\/x-ndjson/i.test(request.headers.accept ?? ''));
+        const ndjson = request.query.format === 'ndjson' || (request.query.format === undefined && prefersNdjson(request.headers.accept));
         const { name, file } = await campaigns.results(request.params.id, ndjson);
         return reply
           .type(ndjson ? 'application/x-ndjson; charset=utf-8' : 'text/csv; charset=utf-8')

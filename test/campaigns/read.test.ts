@@ -70,6 +70,15 @@ t.test('results stream in file order as CSV (default) or NDJSON, masked CPFs onl
   t.match(lines[1], { status: 'completed', decision: 'approved', score: 640, riskBand: 2, limit: 3000, cpfMasked: /^\*\*\*\./ });
   t.same(Object.keys(lines[0]), ['customerUuid', 'status', 'decision', 'score', 'riskBand', 'limit', 'cpfMasked', 'completedAt']);
   for (const body of [csv.body, nd.body]) for (const i of [200, 201, 202]) t.notMatch(body, cpfOf(i), 'no full CPF');
+  // The Accept header's q-values decide, not the mere mention of a type.
+  for (const [accept, type] of [
+    ['application/x-ndjson;q=0.1, text/csv', 'text/csv'],
+    ['text/csv;q=0.5, application/x-ndjson', 'application/x-ndjson'],
+    ['application/x-ndjson;q=0', 'text/csv'],
+    ['*/*', 'text/csv'],
+  ] as const) {
+    t.match((await get(app, `/v1/campaigns/${id}/results`, { accept })).headers['content-type'], new RegExp(`^${type.replace('/', '\\/')}`), accept);
+  }
   t.equal((await get(app, `/v1/campaigns/${id}/results?format=ndjson`)).body, nd.body, '?format= says the same');
 });
 
