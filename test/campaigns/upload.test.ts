@@ -21,6 +21,17 @@ const gw = await buildTestApp(t, { database });
 await holdTheProvider(database.db);
 const { app } = gw;
 
+/** The route's uploader on this file's database, as the gateway builds it, with the given limits. */
+const uploaderWith = (limits?: Parameters<typeof campaignUploader>[0]['limits']) =>
+  campaignUploader({
+    db: database.db,
+    clock: () => new Date(),
+    schema: submitBodySchema(false),
+    cpfHashKey: TEST_CPF_HASH_KEY,
+    sealer: sealerOf([TEST_CPF_HASH_KEY]),
+    ...(limits ? { limits } : {}),
+  });
+
 t.test('an NDJSON file: valid lines are queued in the campaign, invalid ones reported by their line number', async (t) => {
   const body = ndjson([
     line('ndj-1', 1),
@@ -153,13 +164,7 @@ t.test('an NDJSON file may begin with a byte order mark, also split across the f
   const res = await upload(app, `\ufeff${ndjson([line('bom-1', 71), line('bom-2', 72)])}`);
   t.equal(res.statusCode, 202, res.body);
   t.same([res.json().accepted, res.json().rejected], [2, []], 'the first line is read as JSON');
-  const uploader = campaignUploader({
-    db: database.db,
-    clock: () => new Date(),
-    schema: submitBodySchema(false),
-    cpfHashKey: TEST_CPF_HASH_KEY,
-    sealer: sealerOf([TEST_CPF_HASH_KEY]),
-  });
+  const uploader = uploaderWith();
   const text = Buffer.from(ndjson([line('bom-3', 73)]));
   const answer = await uploader({
     source: 'ndjson',
@@ -172,14 +177,7 @@ t.test('an NDJSON file may begin with a byte order mark, also split across the f
 });
 
 t.test('the line limit counts lines as numbered, blank ones too; a CSV\'s header is not one', async (t) => {
-  const uploader = campaignUploader({
-    db: database.db,
-    clock: () => new Date(),
-    schema: submitBodySchema(false),
-    cpfHashKey: TEST_CPF_HASH_KEY,
-    sealer: sealerOf([TEST_CPF_HASH_KEY]),
-    limits: { maxLines: 5 },
-  });
+  const uploader = uploaderWith({ maxLines: 5 });
   const log = gw.app.log;
   await t.rejects(uploader({ source: 'ndjson', body: [`\n\n\n\n\n${ndjson([line('blank-6', 81)])}`], createdBy: 'peer:test', traceparent: null, log }), {
     statusCode: 413,
@@ -212,14 +210,7 @@ t.test('an empty NDJSON file is a campaign of nothing, done at once', async (t) 
 });
 
 t.test('past the line limit the upload is refused (413) and what it queued is cancelled', async (t) => {
-  const upload = campaignUploader({
-    db: database.db,
-    clock: () => new Date(),
-    schema: submitBodySchema(false),
-    cpfHashKey: TEST_CPF_HASH_KEY,
-    sealer: sealerOf([TEST_CPF_HASH_KEY]),
-    limits: { maxLines: 5, batchLines: 2 },
-  });
+  const upload = uploaderWith({ maxLines: 5, batchLines: 2 });
   const lines = Array.from({ length: 7 }, (_, i) => line(`limit-${i}`, 50 + i));
   await t.rejects(upload({ source: 'ndjson', body: [ndjson(lines)], createdBy: 'peer:test', traceparent: null, log: gw.app.log }), {
     statusCode: 413,
@@ -295,13 +286,7 @@ t.test('no full CPF in any answer, log line or stored row', async (t) => {
 // in-flight index entries and PostgreSQL ended one with a deadlock (40P01): a 503 and a cancelled
 // campaign for an upload whose lines were all valid. PostgreSQL only: PGlite has one connection.
 if (SERVER_URL) t.test('two uploads naming the same customers in opposite orders at once: no deadlock, each customer queued once, the rest reported in flight', async (t) => {
-  const uploader = campaignUploader({
-    db: database.db,
-    clock: () => new Date(),
-    schema: submitBodySchema(false),
-    cpfHashKey: TEST_CPF_HASH_KEY,
-    sealer: sealerOf([TEST_CPF_HASH_KEY]),
-  });
+  const uploader = uploaderWith();
   const customers = Array.from({ length: 400 }, (_, i) => `race-${i}`);
   const body = (order: string[]) => [ndjson(order.map((c) => line(c, 1000 + Number(c.slice(5)))))];
   // A third transaction holds one customer of the middle uncommitted, so that both batches are under
