@@ -135,11 +135,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandler(app);
   // Bodies are JSON: JSON sent as text/plain is refused 415, not read as a string that then fails validation.
   app.removeContentTypeParser('text/plain');
-  // An empty body is no body, whatever its content type says: clients that send
-  // `Content-Type: application/json` on every call (a DELETE, a redeliver) were refused 400 "Body
-  // cannot be empty" by the JSON parser. A route that needs a body still refuses its absence (400).
+  // An empty JSON body is no body: clients that send `Content-Type: application/json` on every call
+  // (a DELETE, a redeliver) were refused 400 "Body cannot be empty" by the JSON parser. A route
+  // that needs a body still refuses its absence (400); an empty campaign file keeps its type.
   app.addHook('onRequest', (request, _reply, done) => {
-    if (request.headers['content-length'] === '0') delete request.headers['content-type'];
+    if (request.headers['content-length'] === '0' && /^application\/json\b/i.test(request.headers['content-type'] ?? '')) delete request.headers['content-type'];
     done();
   });
   // Once closing, every answer closes its connection: a keep-alive client (a console tab, a

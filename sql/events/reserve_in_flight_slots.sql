@@ -1,7 +1,7 @@
 -- Query reserve_in_flight_slots (builder), in src/events/endpoint-limits-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
 with cur as (
-  select key, in_flight from event_endpoints where key = $1 for update
+  select key, in_flight from event_endpoints where key = $1 for no key update
 ),
 held as (
   select cur.key,

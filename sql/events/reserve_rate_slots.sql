@@ -2,7 +2,7 @@
 
 with cur as (
   select key, case when rate_window = $1::bigint then rate_used else 0 end as used
-  from event_endpoints where key = $2 for update
+  from event_endpoints where key = $2 for no key update
 ),
 g as (select cur.key, cur.used, least($3::int, greatest(0, $4::int - cur.used)) as granted from cur),
 u as (

@@ -47,7 +47,9 @@ export function readCallback(raw: Buffer, options: IntakeOptions): Intake {
   const checked = underwritingResultSchema.safeParse(parsed);
   if (!checked.success) {
     const issues = checked.error.issues.map((i) => ({ path: issuePath(i.path), message: i.message }));
-    return invalid(issues, storableJson(parsed, text), recognisableCustomer(parsed, options));
+    // A customerUuid that is a CPF (and may not be one) keeps even the jsonb copy out: raw bytes only.
+    const keepsJson = options.customerUuidAllowCpf || !namesCpfAsCustomer(parsed);
+    return invalid(issues, keepsJson ? storableJson(parsed, text) : null, recognisableCustomer(parsed, options));
   }
   // Its raw bytes are the evidence (found by an erasure of that CPF); no jsonb copy, no customer key.
   if (!options.customerUuidAllowCpf && customerUuidIsCpf(checked.data.customerUuid)) return invalid([CPF_AS_CUSTOMER], null, null);
@@ -72,6 +74,11 @@ function invalid(issues: ValidationIssue[], json: string | null, customerUuid: s
   const shown = issues.map((i) => ({ path: scrubText(i.path), message: scrubText(i.message) }));
   const error = shown.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ').replace(UNSTORABLE, '\uFFFD');
   return { valid: false, issues: shown, error, json, customerUuid };
+}
+
+function namesCpfAsCustomer(parsed: unknown): boolean {
+  const candidate = typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>).customerUuid : undefined;
+  return typeof candidate === 'string' && customerUuidIsCpf(candidate);
 }
 
 function recognisableCustomer(parsed: unknown, options: IntakeOptions): string | null {

@@ -36,17 +36,17 @@ const silent = (idleMs: number) => () =>
  * and the wildcards (any type, any text type) count for CSV.
  */
 export function prefersNdjson(accept: string | undefined): boolean {
-  let ndjson = -1;
-  let csv = -1;
+  const q = new Map<string, number>();
   for (const range of (accept ?? '').split(',')) {
     const [type = '', ...params] = range.split(';').map((p) => p.trim().toLowerCase());
     const qParam = params.find((p) => p.startsWith('q='));
-    const q = qParam === undefined ? 1 : Number(qParam.slice(2));
-    if (!Number.isFinite(q)) continue;
-    if (type === 'application/x-ndjson') ndjson = Math.max(ndjson, q);
-    else if (type === 'text/csv' || type === 'text/*' || type === '*/*') csv = Math.max(csv, q);
+    const value = qParam === undefined ? 1 : Number(qParam.slice(2));
+    if (Number.isFinite(value)) q.set(type, Math.max(q.get(type) ?? -1, value));
   }
-  return ndjson > 0 && ndjson > csv;
+  // The most specific range that names a type decides its q (RFC 9110 12.5.1).
+  const of = (type: string, group: string) => q.get(type) ?? q.get(group) ?? q.get('*/*') ?? -1;
+  const ndjson = of('application/x-ndjson', 'application/*');
+  return ndjson > 0 && ndjson > of('text/csv', 'text/*');
 }
 
 const MEDIA_TYPES: Record<string, CampaignSource> = { 'application/x-ndjson': 'ndjson', 'text/csv': 'csv' };

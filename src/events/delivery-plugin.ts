@@ -1,10 +1,10 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { CapabilityDeps } from '../deps.js';
 import type { EndpointRegistry } from './endpoints/registry.js';
-import { syncConfiguredEndpoints } from './endpoints/sql.js';
+import { redactStoredUrls, syncConfiguredEndpoints } from './endpoints/sql.js';
 import type { EventMetrics } from './metrics.js';
 import { startDispatch } from './queue-sql.js';
-import { webhookTargets } from './targets.js';
+import { redactUrl, webhookTargets } from './targets.js';
 import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
 
 /** This instance's delivery worker once started: what a redelivery wakes. */
@@ -49,6 +49,9 @@ export const deliveries =
         .then(() => syncConfiguredEndpoints(db, configured, deps.clock()))
         .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'could not set up event dispatch yet; the delivery worker retries'));
     }
+    await redactStoredUrls(db, redactUrl)
+      .then((ids) => ids.length > 0 && app.log.info({ endpoints: ids }, 'endpoint URLs shown anew, redacted as this version does'))
+      .catch((err: Error) => app.log.warn({ err: { message: err.message } }, 'could not show stored endpoint URLs anew; next start tries again'));
     deps.handoff.onEndpointsChanged(() => endpoints.refresh());
 
     app.addHook('onReady', async () => {

@@ -53,7 +53,7 @@ export async function reserveRateSlots(db: Kysely<Tables>, key: string, window: 
   const { rows } = await sql<{ granted: number }>`
     with cur as (
       select key, case when rate_window = ${window}::bigint then rate_used else 0 end as used
-      from event_endpoints where key = ${key} for update
+      from event_endpoints where key = ${key} for no key update
     ),
     g as (select cur.key, cur.used, least(${want}::int, greatest(0, ${limit}::int - cur.used)) as granted from cur),
     u as (
@@ -81,7 +81,7 @@ export async function reserveInFlightSlots(
 ): Promise<number> {
   const { rows } = await sql<{ granted: number }>`
     with cur as (
-      select key, in_flight from event_endpoints where key = ${s.key} for update
+      select key, in_flight from event_endpoints where key = ${s.key} for no key update
     ),
     held as (
       select cur.key,

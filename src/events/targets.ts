@@ -36,13 +36,22 @@ export function redactUrl(raw: string): string {
 function pathAndBareSecrets(u: URL): string[] {
   const inPath = [...u.pathname.matchAll(/;([^/]*)/g)].flatMap((m) => m[1]!.split(/[;=]/));
   const bare = u.search.slice(1).split('&').filter((part) => part !== '' && !part.includes('='));
-  return [...inPath, ...bare, ...bare.map((b) => decodeURIComponent(b))];
+  return [...inPath, ...bare, ...bare.map(decodedOrRaw)];
+}
+
+/** A percent-encoded text decoded, or as it is when an escape in it is malformed (`%zz`, which URLs allow). */
+function decodedOrRaw(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
 }
 
 /** A receiver of `raw`, named by `keyOf(raw)` (a UrlKeyer's key for a configured URL). */
 export function webhookTarget(raw: string, keyOf: (url: string) => string): WebhookTarget {
   const u = new URL(raw);
-  const secrets = [decodeURIComponent(u.username), decodeURIComponent(u.password), u.username, u.password, u.search.slice(1)]
+  const secrets = [decodedOrRaw(u.username), decodedOrRaw(u.password), u.username, u.password, u.search.slice(1)]
     .concat([...u.searchParams.values()], pathAndBareSecrets(u))
     .filter((s) => s.length >= 3);
   const authorization =

@@ -57,7 +57,7 @@ function enqueueStatement(withCampaign: boolean): Statement {
     numbered as (
       -- Ids in the batch's order (a campaign's: its file's, the order of its results), taken before
       -- the rows are inserted in another (a CTE with a volatile function is computed once, as written).
-      select i.*, nextval('underwriting_requests_id_seq') as id from input i
+      select i.*, nextval('underwriting_requests_id_seq') as id from input i order by i.n
     ),
     queued as (
       insert into underwriting_requests

@@ -266,6 +266,10 @@ t.test('a callback naming a CPF as customerUuid is kept as invalid: the CPF is i
     t.notMatch(text, /390\D{0,3}533\D{0,3}447/, `${what} holds no part of the CPF`);
   }
   t.notMatch(events.body, /callback\.unmatched/, 'no unmatched event');
+  // Invalid for another reason too: still no jsonb copy (it would hold the CPF).
+  const before2 = await lastCallbackId(database.db);
+  t.equal((await postCallback(app, JSON.stringify({ ...resultBody(cpf), response: 7 }))).statusCode, 400);
+  t.same((await callbacksAfter(database.db, before2)).map((r) => [r.customer_uuid, r.body]), [[null, null]]);
 });
 
 t.test('with CUSTOMER_UUID_ALLOW_CPF a callback naming an 11-digit customerUuid is stored unmatched, as any other', async (t) => {

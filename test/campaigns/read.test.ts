@@ -76,6 +76,8 @@ t.test('results stream in file order as CSV (default) or NDJSON, masked CPFs onl
     ['text/csv;q=0.5, application/x-ndjson', 'application/x-ndjson'],
     ['application/x-ndjson;q=0', 'text/csv'],
     ['*/*', 'text/csv'],
+    // The most specific range decides a type's q: text/csv's own 0.1, not the wildcard's 1.
+    ['application/x-ndjson;q=0.5, text/csv;q=0.1, */*', 'application/x-ndjson'],
   ] as const) {
     t.match((await get(app, `/v1/campaigns/${id}/results`, { accept })).headers['content-type'], new RegExp(`^${type.replace('/', '\\/')}`), accept);
   }

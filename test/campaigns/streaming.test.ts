@@ -103,7 +103,7 @@ t.test('an upload may take longer than the request timeout while its bytes keep 
 });
 
 t.test('an upload that falls silent is answered 408 before its connection closes, and what it queued is cancelled, saying why', async (t) => {
-  const { app, database } = await buildTestApp(t, { serverTimeouts: { uploadIdleMs: 2_000 } });
+  const { app, database } = await buildTestApp(t, { serverTimeouts: { uploadIdleMs: 6_000 } });
   const base = await listen(app);
   let resume!: () => void;
   t.teardown(() => resume());
@@ -115,7 +115,7 @@ t.test('an upload that falls silent is answered 408 before its connection closes
   }
   const answer = await send(`${base}/v1/campaigns`, stalls());
   t.equal(answer.status, 408, 'answered, not a connection closed without a word');
-  t.match(answer.json, { error: 'request_timeout', message: /no byte of the body for 2 s/ });
+  t.match(answer.json, { error: 'request_timeout', message: /no byte of the body for 6 s/ });
   const campaign = await database.db.selectFrom('campaigns').select(['status', 'upload_error']).executeTakeFirstOrThrow();
   t.equal(campaign.status, 'cancelled');
   t.match(campaign.upload_error, /no byte of the body/, 'its uploadError says why');

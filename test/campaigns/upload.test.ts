@@ -201,6 +201,12 @@ t.test('a CSV header of many unknown columns is answered with at most 10 issues,
   t.ok(res.body.length < 10_000, `a short answer (${res.body.length} bytes)`);
 });
 
+t.test('a file of no bytes (Content-Length: 0) is read as the empty file it is, not refused for its type', async (t) => {
+  const res = await app.inject({ method: 'POST', url: '/v1/campaigns', headers: { 'content-type': NDJSON, 'content-length': '0' }, payload: '' });
+  t.equal(res.statusCode, 202, res.body);
+  t.equal(res.json().accepted, 0);
+});
+
 t.test('an empty NDJSON file is a campaign of nothing, done at once', async (t) => {
   const res = await upload(app, '\n\n');
   t.equal(res.statusCode, 202);
@@ -305,7 +311,8 @@ if (SERVER_URL) t.test('two uploads naming the same customers in opposite orders
     uploader({ source: 'ndjson', body: body([...customers].reverse()), createdBy: 'peer:b', traceparent: null, log }),
   ]);
   const waiting = sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
-    where datname = current_database() and wait_event_type = 'Lock' and backend_type = 'client backend'`;
+    where datname = current_database() and wait_event_type = 'Lock' and wait_event = 'transactionid'
+      and query like '%insert into underwriting_requests%'`;
   await until(async () => (await waiting.execute(database.db)).rows[0]!.n >= 2, 30_000, 'both batches waiting on a lock');
   release();
   await t.rejects(holder, /rolled back/);

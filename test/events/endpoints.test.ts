@@ -10,6 +10,8 @@ import { customer, insertRequest, postCallback, resultBody, startedPlus } from '
 import { keyFingerprint } from '../../src/audit/trail.js';
 import { TRIP_AFTER_FAILURES } from '../../src/events/breaker.js';
 import { recordEventsSql } from '../../src/events/record.js';
+import { redactStoredUrls } from '../../src/events/endpoints/sql.js';
+import { redactUrl } from '../../src/events/targets.js';
 import { pushEnv, until, webhookSecret } from './fixtures.js';
 import { type Received, startReceiver } from './receiver.js';
 
@@ -554,4 +556,25 @@ t.test('a DELETE sent with Content-Type: application/json and no body is read as
   const submit = await app.inject({ method: 'POST', url: '/v1/underwritings', headers: { 'content-type': 'application/json', 'content-length': '0' } });
   t.equal(submit.statusCode, 400);
   t.equal(submit.json().error, 'validation_failed');
+});
+
+t.test('a URL with a malformed escape in a bare query word (?%zz) is taken, and the registry keeps reading the endpoints after it', async (t) => {
+  const receiver = await startReceiver(t);
+  const { app } = await gateway(t);
+  const odd = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/odd?%zz' });
+  t.equal(odd.status, 201, JSON.stringify(odd.body));
+  t.equal(odd.body.url, 'http://127.0.0.1:9/odd?redacted');
+  const created = await call(app, 'POST', '/v1/endpoints', { url: receiver.url });
+  await stray(app, customer('ep-after-odd'));
+  await receiver.waitFor((r) => r.json.data?.customerUuid === customer('ep-after-odd') || r.json.type === 'callback.unmatched');
+  t.ok(created.body.id);
+});
+
+t.test('an endpoint URL shown as an earlier version redacted it is shown anew at start', async (t) => {
+  const { app } = await gateway(t);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/old?OldBareSECRET44' });
+  await sql`update event_endpoints set shown_url = 'http://127.0.0.1:9/old?OldBareSECRET44=redacted' where id = ${created.body.id}`.execute(shared.db);
+  t.ok((await redactStoredUrls(shared.db, redactUrl)).includes(created.body.id));
+  t.equal((await call(app, 'GET', `/v1/endpoints/${created.body.id}`)).body.url, 'http://127.0.0.1:9/old?redacted');
+  t.notOk((await redactStoredUrls(shared.db, redactUrl)).includes(created.body.id), 'once');
 });

@@ -75,8 +75,8 @@ export function endpointService(deps: EndpointServiceDeps) {
   }
 
   /** one(), locked in the change's transaction: changes to one endpoint at once are made one after the other, and one made after a delete is a 404. */
-  async function locked(tx: Transaction<Tables>, id: string): Promise<EndpointRow> {
-    const row = await lockEndpoint(tx, id);
+  async function locked(tx: Transaction<Tables>, id: string, strength: 'change' | 'keep' = 'change'): Promise<EndpointRow> {
+    const row = await lockEndpoint(tx, id, strength);
     if (!row || !visible(row)) throw notFound(`no endpoint ${id}`);
     return row;
   }
@@ -170,7 +170,7 @@ export function endpointService(deps: EndpointServiceDeps) {
     async replay(id: string, from: { since: string } | { after: string }, actor: Actor): Promise<number> {
       const position = 'after' in from ? { after: feedCursor.decode(from.after) } : { since: from.since };
       const queued = await db.transaction().execute(async (tx) => {
-        const row = await locked(tx, id);
+        const row = await locked(tx, id, 'keep');
         const queued = await replayToEndpoint(tx, row, position, deps.clock());
         await audit(tx, 'endpoint.replay', actor, id, { queued });
         return queued;

@@ -41,11 +41,14 @@ export async function readEndpoint(db: Kysely<Tables>, id: string): Promise<Endp
 }
 
 /**
- * The endpoint, locked for a change in this transaction: a change, a delete or a rotation made at
- * the same time waits for it, then finds the row as this one left it (or gone).
+ * The endpoint, locked for this transaction: `change` for a change, a delete or a rotation (one made
+ * at the same time waits, then finds the row as this one left it, or gone); `keep` for a replay,
+ * which only needs it not deleted meanwhile and must not stall its deliveries (the worker's slot
+ * reservations lock it `for no key update`, which a key share lock lets through).
  */
-export async function lockEndpoint(tx: Transaction<Tables>, id: string): Promise<EndpointRow | undefined> {
-  return tx.selectFrom('event_endpoints').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
+export async function lockEndpoint(tx: Transaction<Tables>, id: string, strength: 'change' | 'keep'): Promise<EndpointRow | undefined> {
+  const query = tx.selectFrom('event_endpoints').selectAll().where('id', '=', id);
+  return (strength === 'change' ? query.forUpdate() : query.forKeyShare()).executeTakeFirst();
 }
 
 /**
@@ -156,8 +159,33 @@ export async function syncConfiguredEndpoints(db: Kysely<Tables>, targets: reado
         updated_at: now,
       })),
     )
-    .onConflict((oc) => oc.column('key').doNothing())
+    // A row written by an earlier version shows the URL as that version redacted it: shown anew.
+    .onConflict((oc) =>
+      oc
+        .column('key')
+        .doUpdateSet((eb) => ({ url: eb.ref('excluded.url'), shown_url: eb.ref('excluded.shown_url') }))
+        .where('event_endpoints.shown_url', 'is distinct from', (eb) => eb.ref('excluded.shown_url')),
+    )
     .execute();
+}
+
+/**
+ * Shows every API endpoint's URL as `redact` does now (an earlier version showed bare query words
+ * and path parameters): its row and its dispatch position. The ids changed.
+ */
+export async function redactStoredUrls(db: Kysely<Tables>, redact: (url: string) => string): Promise<string[]> {
+  const rows = await db.selectFrom('event_endpoints').select(['id', 'key', 'url', 'shown_url']).where('managed', '=', 'api').execute();
+  const changed: string[] = [];
+  for (const row of rows) {
+    const shown = redact(row.url);
+    if (shown === row.shown_url) continue;
+    await db.transaction().execute(async (tx) => {
+      await tx.updateTable('event_endpoints').set({ shown_url: shown }).where('id', '=', row.id).execute();
+      await tx.updateTable('event_dispatch').set({ url: shown }).where('url_key', '=', row.key).execute();
+    });
+    changed.push(row.id);
+  }
+  return changed;
 }
 
 export interface EndpointChange {
