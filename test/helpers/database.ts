@@ -44,6 +44,15 @@ export async function freshDatabaseUrl(t: Test, options: { migrated?: boolean } 
     timed(`drop database ${name}`, async () => {
       const cleanup = new pg.Client({ connectionString: SERVER_URL });
       await cleanup.connect();
+      // A pool ended just before (pool.end() resolves once its clients are told to end) may still
+      // have a backend finishing: dropped with force then, its client got 57P01 with nobody
+      // listening (test/bench/states.test.ts, twice in CI). Its sessions get a moment to end first;
+      // one left open (a real leak) is still ended by the drop.
+      for (let i = 0; i < 50; i++) {
+        const { rows } = await cleanup.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where datname = $1', [name]);
+        if (rows[0]!.n === 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
       await cleanup.query(`drop database if exists ${name} with (force)`);
       await cleanup.end();
     }),
