@@ -2,7 +2,7 @@ import type { ValidationIssue } from '../http/errors.js';
 import { issuePath } from '../http/errors.js';
 import { customerUuidIsCpf } from '../cpf.js';
 import { scrubText } from '../observability/scrub.js';
-import { customerUuidSchema, type UnderwritingResult, underwritingResultSchema } from '../provider/schemas.js';
+import { customerUuidSchema, type UnderwritingResult, underwritingResultSchema, UNSTORABLE_TEXT } from '../provider/schemas.js';
 
 /** What a callback's bytes turned out to be: a result to store, or why it is not one. */
 export type Intake =
@@ -19,8 +19,8 @@ export type Intake =
     };
 
 const BOM = '\uFEFF';
-/** What PostgreSQL's text and jsonb refuse: NUL and lone surrogates. */
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+/** What PostgreSQL's text and jsonb refuse (provider/schemas.ts), every occurrence. */
+const UNSTORABLE = new RegExp(UNSTORABLE_TEXT.source, 'g');
 
 export interface IntakeOptions {
   /** CUSTOMER_UUID_ALLOW_CPF: off, no request of ours has a CPF for customerUuid, and a callback naming one is invalid. */

@@ -20,14 +20,18 @@ export const OCCUPATIONS = [
 const amount = z.number().nonnegative('must not be negative');
 
 /** What PostgreSQL's text and jsonb refuse: NUL, and surrogates that pair with nothing. */
-const UNSTORABLE_TEXT = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+export const UNSTORABLE_TEXT = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Text PostgreSQL can hold: refused otherwise as the request's fault (400), before anything is stored or sent. */
+export const storableText = (s: string) => !UNSTORABLE_TEXT.test(s);
+export const STORABLE_TEXT_MESSAGE = 'must not contain NUL or unpaired surrogate characters';
 
 /** "Requiredness of the address fields, the format of state: not shown" - all optional, bounded strings. */
 const addressField = z
   .string()
   .max(200, 'must be at most 200 characters')
   // Refused here, as the request's fault (400), before anything is stored or sent.
-  .refine((s) => !UNSTORABLE_TEXT.test(s), 'must not contain NUL or unpaired surrogate characters');
+  .refine(storableText, STORABLE_TEXT_MESSAGE);
 
 export const addressSchema = z.strictObject({
   street: addressField.optional(),

@@ -3,9 +3,7 @@ import { isWebhookSecret } from '../../config/config.js';
 import { ENDPOINT_STATUSES, EVENT_TYPES } from '../../db/types.js';
 import { instant } from '../../http/query.js';
 import { maskCpfsInText } from '../../cpf.js';
-
-/** What PostgreSQL's text refuses: NUL and lone surrogates. */
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+import { STORABLE_TEXT_MESSAGE, storableText } from '../../provider/schemas.js';
 
 export const MAX_URL_LENGTH = 2048;
 export const MAX_RATE_PER_S = 10_000;
@@ -16,7 +14,7 @@ export const DEFAULT_EXPIRE_OLD_AFTER_S = 86_400;
 const endpointUrl = z
   .string()
   .max(MAX_URL_LENGTH)
-  .refine((v) => !UNSTORABLE.test(v), 'must not hold NUL characters or lone surrogates')
+  .refine(storableText, STORABLE_TEXT_MESSAGE)
   .refine((v) => {
     try {
       const u = new URL(v);
@@ -31,7 +29,7 @@ const endpointUrl = z
 const description = z
   .string()
   .max(500)
-  .refine((v) => !UNSTORABLE.test(v), 'must not hold NUL characters or lone surrogates')
+  .refine(storableText, STORABLE_TEXT_MESSAGE)
   .transform(maskCpfsInText)
   .describe('Free text; a CPF in it is stored masked');
 
