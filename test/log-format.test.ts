@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { loadConfig } from '../src/config/config.js';
 import { defaultLogFormat } from '../src/observability/logger.js';
 import { SANDBOX_MODE_BANNER, SANDBOX_MODE_WARNING } from '../src/sandbox/mode.js';
@@ -23,24 +23,47 @@ t.test('LOG_FORMAT chooses json or pretty, and nothing else', async (t) => {
   t.same(configProblems(loadConfig, { LOG_FORMAT: 'loud' }), ['LOG_FORMAT: must be json or pretty']);
 });
 
-t.test('with LOG_FORMAT=pretty the gateway writes readable lines, the sandbox warning under a banner', async (t) => {
+/** A gateway in sandbox mode with LOG_FORMAT=pretty, once it listens: its process, its output so far, its URL. */
+async function prettyGateway(t: Test) {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'ugw-log-format-'));
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
   const env: Record<string, string> = { HOST: '127.0.0.1', PORT: '0', SANDBOX_PORT: '0', DATA_DIR: dataDir, LOG_FORMAT: 'pretty' };
   if (SERVER_URL) env.DATABASE_URL = await freshDatabaseUrl(t);
   const gateway = startProcess(t, env);
   const text = () => gateway.stdout.join('\n');
-  await new Promise<void>((resolve, reject) => {
+  const url = await new Promise<string>((resolve, reject) => {
     const check = () => {
-      if (text().includes('Server listening at')) resolve();
+      const listening = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(text());
+      if (listening) resolve(listening[1]!);
     };
     gateway.child.stdout!.on('data', () => setImmediate(check));
     void gateway.exited.then(() => reject(new Error(`exited first: ${gateway.stderr.join('\n')}`)));
     check();
   });
+  return { gateway, text, url };
+}
+
+t.test('with LOG_FORMAT=pretty the gateway writes readable lines, the sandbox warning under a banner', async (t) => {
+  const { gateway, text } = await prettyGateway(t);
   t.match(text(), `WARN: ${SANDBOX_MODE_BANNER}\n${SANDBOX_MODE_WARNING}`, 'the banner, then the warning');
   t.match(text(), /INFO: database opened/);
   t.notOk(gateway.stdout.some((line) => line.startsWith('{')), 'no JSON lines');
   gateway.child.kill('SIGTERM');
   t.equal((await gateway.exited).code, 0);
+});
+
+t.test('with LOG_FORMAT=pretty and its output closed (npm start | head), the gateway still serves and stops at once on SIGTERM', async (t) => {
+  // pino's pretty transport (a worker thread) never drained into a closed pipe, and every exit
+  // waited out its 10 s of flush timeouts: past the shutdown's own 10 s grace.
+  const { gateway, url } = await prettyGateway(t);
+  gateway.child.stdout!.destroy();
+  for (let i = 0; i < 3; i++) {
+    const answer = await fetch(`${url}/healthz`);
+    t.equal(answer.status, 200, 'served with every log line going nowhere');
+  }
+  const signalled = Date.now();
+  gateway.child.kill('SIGTERM');
+  const exit = await Promise.race([gateway.exited, new Promise<'late'>((resolve) => setTimeout(resolve, 5_000, 'late').unref())]);
+  t.not(exit, 'late', `exited within 5 s of SIGTERM (${Date.now() - signalled} ms)`);
+  if (exit !== 'late') t.equal(exit.code, 0, 'a clean exit');
 });

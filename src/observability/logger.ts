@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
+import pinoPretty from 'pino-pretty';
 import type { LogFormat } from '../config/env.js';
 import { REDACTED, scrubText } from './scrub.js';
 
@@ -167,7 +168,7 @@ export function defaultLogFormat(nodeEnv: string | undefined, isTerminal: boolea
 /** A field whose line the pretty form prints as a banner above the message (JSON keeps it as a field). */
 export const BANNER_FIELD = 'banner';
 
-/** pino-pretty's options: serializable, as they travel to its worker thread. */
+/** pino-pretty's options. */
 const PRETTY_OPTIONS = {
   translateTime: 'SYS:HH:MM:ss.l',
   ignore: `pid,hostname,${BANNER_FIELD}`,
@@ -175,12 +176,17 @@ const PRETTY_OPTIONS = {
 };
 
 /**
- * The process's logger: JSON lines, or pino's own pretty transport (pino-pretty, in a worker
- * thread) when the format is pretty. fd is where the lines go (1 stdout, 2 stderr).
+ * The process's logger: JSON lines, or readable lines (pino-pretty) when the format is pretty. fd is
+ * where the lines go (1 stdout, 2 stderr).
+ *
+ * pino-pretty runs as a stream in this thread, written synchronously, not as pino's transport (a
+ * worker thread): at exit pino waits for a transport to drain, and a transport whose pipe was closed
+ * (`npm start | head`) never drains, so every exit took the 10 s of its flush timeouts and a
+ * SIGTERM outlived the shutdown's grace (test/observability/pretty-exit.test.ts).
  */
 export function createLogger(level: string, format: LogFormat, fd: 1 | 2 = 1): Logger {
   if (format === 'pretty') {
-    return pino({ ...loggerOptions(level), transport: { target: 'pino-pretty', options: { ...PRETTY_OPTIONS, destination: fd } } });
+    return pino(loggerOptions(level), pinoPretty({ ...PRETTY_OPTIONS, destination: fd, sync: true }));
   }
   const destination: DestinationStream | undefined = fd === 2 ? pino.destination(2) : undefined;
   return destination ? pino(loggerOptions(level), destination) : pino(loggerOptions(level));
