@@ -61,9 +61,17 @@ export function isValidCpf(digits: string): boolean {
 
 /**
  * Digits, each from the next by at most two of `.`, `-`, `_`, `/` or white space (a tab too): how
- * people write a CPF in free text, and how a customerUuid that is one may be written.
+ * people write a CPF in free text, and how a customerUuid that is one may be written. Fullwidth
+ * digits and separators (０-９, ．－／＿, as an East Asian keyboard types them) count as theirs.
  */
-const DIGIT_RUN = /[0-9](?:[.\-_/\s]{0,2}[0-9])*/g;
+const DIGIT_RUN = /[0-9\uFF10-\uFF19](?:[.\-_/\s\uFF0D\uFF0E\uFF0F\uFF3F]{0,2}[0-9\uFF10-\uFF19])*/g;
+
+/** The ASCII digit a character stands for (0-9 or fullwidth ０-９), or undefined. */
+function digitOf(c: number): string | undefined {
+  if (c >= 48 && c <= 57) return String.fromCharCode(c);
+  if (c >= 0xff10 && c <= 0xff19) return String.fromCharCode(c - 0xff10 + 48);
+  return undefined;
+}
 
 /** A customerUuid that is a CPF (11 digits once its dashes and underscores go, check digits holding). */
 export function customerUuidIsCpf(customerUuid: string): boolean {
@@ -72,16 +80,22 @@ export function customerUuidIsCpf(customerUuid: string): boolean {
 
 /**
  * Free text with every CPF in it masked: any 11 consecutive digits of a run (written with or
- * without dots, dashes, underscores, slashes and white space) whose check digits hold become `*`, the separators stay. Every
+ * without dots, dashes, underscores, slashes and white space, ASCII or fullwidth) whose check digits
+ * hold become `*`, the separators stay. Every
  * window of a longer run is tried, so no CPF hides behind a digit typed before it.
  */
 export function maskCpfsInText(text: string): string {
   if (fewerDigitsThanACpf(text)) return text;
   return text.replace(DIGIT_RUN, (run) => {
     const at: number[] = [];
-    for (let i = 0; i < run.length; i++) if (run[i]! >= '0' && run[i]! <= '9') at.push(i);
+    let digits = '';
+    for (let i = 0; i < run.length; i++) {
+      const digit = digitOf(run.charCodeAt(i));
+      if (digit === undefined) continue;
+      at.push(i);
+      digits += digit;
+    }
     if (at.length < 11) return run;
-    const digits = at.map((i) => run[i]).join('');
     const chars = run.split('');
     let masked = false;
     for (let start = 0; start + 11 <= digits.length; start++) {
@@ -97,8 +111,7 @@ export function maskCpfsInText(text: string): string {
 function fewerDigitsThanACpf(text: string): boolean {
   let digits = 0;
   for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c >= 48 && c <= 57 && ++digits >= CPF_DIGITS) return false;
+    if (digitOf(text.charCodeAt(i)) !== undefined && ++digits >= CPF_DIGITS) return false;
   }
   return true;
 }

@@ -18,6 +18,12 @@ t.test('a longer digit run is masked too; shorter numbers, dates and times stay'
   t.equal(maskCpfLike('phone 1234-5678, ten 0123456789'), 'phone 1234-5678, ten 0123456789');
 });
 
+t.test('fullwidth digits and separators are masked like ASCII ones', async (t) => {
+  t.equal(maskCpfLike('cpf ５２９．９８２．２４７－２５ ok'), 'cpf •••．•••．•••－•• ok');
+  t.equal(maskCpfLike('５２９９８２２４７２５'), '•••••••••••');
+  t.equal(maskCpfLike('529９８２２４７２５'), '•••••••••••', 'both widths in one run');
+});
+
 t.test('every CPF in a text is masked', async (t) => {
   t.equal(maskCpfLike('a 52998224725 b 111.444.777-35 c'), 'a ••••••••••• b •••.•••.•••-•• c');
 });

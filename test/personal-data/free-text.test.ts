@@ -25,11 +25,17 @@ const PLANTED = {
   requestId: cpfFrom('481516234'),
   forwardedFor: cpfFrom('271828182'),
   customerUuid: cpfFrom('314159265'),
+  fullwidth: cpfFrom('161803398'),
 };
+
+/** Text as a fullwidth keyboard types it: ０-９ and ．－／ for their ASCII forms. */
+function fullwidth(text: string): string {
+  return text.replace(/[0-9./-]/g, (c) => String.fromCharCode(c.charCodeAt(0) + 0xfee0));
+}
 
 /** Every form of a planted CPF a reader could find: bare, formatted, spaced. */
 function formsOf(cpf: string): string[] {
-  return [cpf, formatCpf(cpf), `${cpf.slice(0, 3)} ${cpf.slice(3, 6)} ${cpf.slice(6, 9)} ${cpf.slice(9)}`];
+  return [cpf, formatCpf(cpf), `${cpf.slice(0, 3)} ${cpf.slice(3, 6)} ${cpf.slice(6, 9)} ${cpf.slice(9)}`, fullwidth(cpf), fullwidth(formatCpf(cpf))];
 }
 
 /** The planted CPFs (their forms) found in text, for a failing assertion that says which. */
@@ -51,6 +57,10 @@ t.test('free-text masking: every valid CPF in any common writing, nothing else',
   const notCpf = `${cpf.slice(0, 10)}${(Number(cpf[10]) + 1) % 10}`;
   t.equal(maskCpfsInText(`tel ${notCpf}`), `tel ${notCpf}`, 'eleven digits that are no CPF stay');
   t.equal(maskCpfsInText('Rua das Flores, 42'), 'Rua das Flores, 42');
+  t.equal(maskCpfsInText(`cpf ${fullwidth(cpf)}`), 'cpf ***********', 'fullwidth digits');
+  t.equal(maskCpfsInText(`cpf ${fullwidth(formatCpf(cpf))}`), 'cpf ***．***．***－**', 'fullwidth digits and separators; the separators stay');
+  t.equal(maskCpfsInText(`cpf ${cpf.slice(0, 5)}${fullwidth(cpf.slice(5))}`), 'cpf ***********', 'digits of both widths in one run');
+  t.equal(maskCpfsInText(fullwidth(notCpf)), fullwidth(notCpf), 'eleven fullwidth digits that are no CPF stay');
 });
 
 t.test('a customerUuid that is a CPF is refused unless CUSTOMER_UUID_ALLOW_CPF=true', async (t) => {
@@ -98,7 +108,7 @@ t.test('CPFs planted in srd text, X-Request-Id and X-Forwarded-For reach no log,
       grossIncome: 1000,
       address: {
         street: `Rua ${PLANTED.street}`,
-        complement: `cpf ${formatCpf(PLANTED.complement)}`,
+        complement: `cpf ${formatCpf(PLANTED.complement)}, ${fullwidth(formatCpf(PLANTED.fullwidth))}`,
         city: formsOf(PLANTED.city)[2],
         state: `${PLANTED.state.slice(0, 3)}-${PLANTED.state.slice(3, 6)}-${PLANTED.state.slice(6, 9)}.${PLANTED.state.slice(9)}`,
         number: PLANTED.number,

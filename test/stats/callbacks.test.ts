@@ -26,6 +26,8 @@ t.test('CPF-like digit runs are masked in any separator form; other numbers are 
     ['id529982247251x', 'id************x'],
     ['"score":710,"limit":5000,"started":"2026-01-01T00:00:01.000Z"', '"score":710,"limit":5000,"started":"2026-01-01T00:00:01.000Z"'],
     ['1234567890', '1234567890'],
+    ['cpf ５２９．９８２．２４７－２５ ok', 'cpf ***．***．***－** ok'],
+    ['５２９９８２２４７２５', '***********'],
   ];
   for (const [raw, masked] of cases) t.equal(maskCpfLike(raw), masked, raw);
 });
