@@ -8,7 +8,7 @@ import { type AbResult, type AbSettings, compareAb } from '../lib/compare.js';
 import { type BenchDatabase, backendCpuSnapshot, flushWrites, GATEWAY_APPLICATIONS, seedSubmitted } from '../lib/database.js';
 import type { Child } from '../lib/processes.js';
 import { type Goal, verdict } from '../lib/report.js';
-import { redactUrl } from '../../src/events/targets.js';
+import { redactUrl } from '../../src/observability/logger.js';
 import { callbackBody, callbackScenario } from './callback.js';
 
 // Outcome events pushed to one healthy receiver while callbacks arrive at a steady rate: how long

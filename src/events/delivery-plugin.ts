@@ -1,10 +1,11 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { CapabilityDeps } from '../deps.js';
+import { redactUrl } from '../observability/logger.js';
 import type { EndpointRegistry } from './endpoints/registry.js';
 import { redactStoredUrls, syncConfiguredEndpoints } from './endpoints/sql.js';
 import type { EventMetrics } from './metrics.js';
 import { startDispatch } from './queue-sql.js';
-import { redactUrl, webhookTargets } from './targets.js';
+import { webhookTargets } from './targets.js';
 import { type DeliveryWorker, startDeliveryWorker } from './worker.js';
 
 /** This instance's delivery worker once started: what a redelivery wakes. */

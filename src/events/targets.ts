@@ -1,4 +1,4 @@
-import { maskCpfsInText } from '../cpf.js';
+import { redactUrl } from '../observability/logger.js';
 import { urlKeyer } from './url-key.js';
 
 /** One configured receiver of outcome events. */
@@ -13,23 +13,6 @@ export interface WebhookTarget {
   authorization: string | undefined;
   /** Every secret part of the URL, to scrub from error messages. */
   secrets: string[];
-}
-
-/**
- * A URL safe to log and to show: userinfo dropped, every query value (and the fragment) hidden, a
- * bare query word (`?s3cr3t`, a value without a name) and every path parameter's value
- * (`;jsessionid=…`) too, and a CPF in the path masked.
- */
-export function redactUrl(raw: string): string {
-  const u = new URL(raw);
-  const path = maskCpfsInText(u.pathname.replace(/;[^/]*/g, ';redacted'));
-  const names = u.search
-    .slice(1)
-    .split('&')
-    .filter((part) => part !== '')
-    .map((part) => (part.includes('=') ? `${encodeURIComponent(maskCpfsInText(new URLSearchParams(part).keys().next().value ?? ''))}=redacted` : 'redacted'));
-  const shown = `${u.origin}${path}`;
-  return names.length === 0 ? shown : `${shown}?${[...new Set(names)].join('&')}`;
 }
 
 /** The values a URL's path parameters (`;name=value`) and bare query words carry: secrets to scrub like query values. */

@@ -2,12 +2,11 @@ import type { FastifyBaseLogger } from 'fastify';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 import pinoPretty from 'pino-pretty';
 import type { LogFormat } from '../config/env.js';
+import { maskCpfsInText } from '../cpf.js';
 import { REDACTED, scrubText } from './scrub.js';
 
 export { REDACTED } from './scrub.js';
 
-/** Query parameters whose values never reach a log line (names compared decoded, in any case). */
-const SECRET_QUERY_PARAMS = new Set(['token', 'access_token', 'api_key', 'apikey', 'key', 'secret', 'client_secret', 'cpf']);
 /** The query parameters the gateway's routes take: only these names are logged as they are. */
 const KNOWN_QUERY_PARAMS = new Set([
   'token', 'wait', 'status', 'decision', 'since', 'until', 'limit', 'cursor', 'after', 'type', 'customerUuid', 'action', 'bucket', 'kind',
@@ -39,14 +38,20 @@ function splitUrl(url: string): { path: string; params: Array<{ name: string; ra
 }
 
 /**
- * A URL fit for a log line (e.g. a configured callback URL): the values of secret-named parameters
- * redacted, whatever their encoding or separator, and no CPF-like digits anywhere.
+ * A URL safe to log and to show: userinfo dropped, every query value (and the fragment) hidden, a
+ * bare query word (`?s3cr3t`, a value without a name) and every path parameter's value
+ * (`;jsessionid=…`) too, and a CPF in the path masked.
  */
-export function redactUrl(url: string): string {
-  const { path, params } = splitUrl(url);
-  if (params.length === 0) return scrubText(path);
-  const shown = params.map(({ name, raw }) => (SECRET_QUERY_PARAMS.has(name.toLowerCase()) ? `${scrubText(name)}=${REDACTED}` : raw));
-  return scrubText(`${path}?${shown.join('&')}`);
+export function redactUrl(raw: string): string {
+  const u = new URL(raw);
+  const path = maskCpfsInText(u.pathname.replace(/;[^/]*/g, ';redacted'));
+  const names = u.search
+    .slice(1)
+    .split('&')
+    .filter((part) => part !== '')
+    .map((part) => (part.includes('=') ? `${encodeURIComponent(maskCpfsInText(new URLSearchParams(part).keys().next().value ?? ''))}=redacted` : 'redacted'));
+  const shown = `${u.origin}${path}`;
+  return names.length === 0 ? shown : `${shown}?${[...new Set(names)].join('&')}`;
 }
 
 /**

@@ -11,7 +11,7 @@ import { keyFingerprint } from '../../src/audit/trail.js';
 import { TRIP_AFTER_FAILURES } from '../../src/events/breaker.js';
 import { recordEventsSql } from '../../src/events/record.js';
 import { redactStoredUrls } from '../../src/events/endpoints/sql.js';
-import { redactUrl } from '../../src/events/targets.js';
+import { redactUrl } from '../../src/observability/logger.js';
 import { pushEnv, until, webhookSecret } from './fixtures.js';
 import { type Received, startReceiver } from './receiver.js';
 

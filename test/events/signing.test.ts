@@ -2,7 +2,8 @@ import { Webhook } from 'standardwebhooks';
 import t from 'tap';
 import { FIRST_RETRY_S, MAX_GAP_S, retryDelayS } from '../../src/events/backoff.js';
 import { webhookSigner } from '../../src/events/signature.js';
-import { redactUrl, scrubTarget } from '../../src/events/targets.js';
+import { redactUrl } from '../../src/observability/logger.js';
+import { scrubTarget } from '../../src/events/targets.js';
 import { configuredTarget, webhookSecret } from './fixtures.js';
 
 t.test('what the signer produces, the standardwebhooks package verifies; a changed byte does not', async (t) => {

@@ -5,7 +5,7 @@ import type { AuditAction, EventType, Tables } from '../../db/types.js';
 import { AppError, notFound } from '../../http/errors.js';
 import { feedCursor } from '../../http/cursor.js';
 import { newWebhookSecret } from '../signature.js';
-import { redactUrl } from '../targets.js';
+import { redactUrl } from '../../observability/logger.js';
 import {
   DEFAULT_EXPIRE_OLD_AFTER_S,
   type EndpointBody,
