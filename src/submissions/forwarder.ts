@@ -12,7 +12,7 @@ import { markSubmitFailed, SEND_WINDOW_MS } from '../requests/sql.js';
 import { contextOfTraceparent, type SpanParent } from '../tracing/spans.js';
 import type { Tracer } from '@opentelemetry/api';
 import { certainlyNotReceived, circuitOutcome, describeFailure, holdOf } from './failure.js';
-import { anyQueued, type ClaimedSubmit, claimNextQueued, markForwarded, returnToQueue } from './queue.js';
+import { anyQueued, type ClaimedSubmit, claimNextQueued, markForwarded, type Returned, returnToQueue } from './queue.js';
 import type { ForwardOutcome } from './metrics.js';
 import type { Sealer } from './seal.js';
 
@@ -140,11 +140,13 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
     if (!permit.fresh()) {
       // Claiming took the slot past its second: back in its place, unsent, before the slot goes
       // back (so the next claim takes it again, in order).
+      let returned: Returned;
       try {
-        await write(() => returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), null, deps.clock()));
+        returned = await write(() => returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), null, deps.clock()));
       } finally {
         await write(() => permit.release('not_called'));
       }
+      if (returned === 'cancelled') cancelledMeanwhile(customerUuid);
       return;
     }
     const trace: SpanParent | undefined = deps.tracer && { tracer: deps.tracer, context: contextOfTraceparent(claimed.traceparent) };
@@ -173,10 +175,15 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
         write(() => (err instanceof TokenUnavailableError ? permit.release('not_called', TOKEN_HOLD_S) : permit.release(circuitOutcome(err), holdOf(err))));
       if (certainlyNotReceived(err)) {
         // Back in its place before the slot is: no later request can be sent ahead of it meanwhile.
+        let returned: Returned;
         try {
-          await write(() => returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), failure.stored, deps.clock()));
+          returned = await write(() => returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), failure.stored, deps.clock()));
         } finally {
           await giveBack();
+        }
+        if (returned === 'cancelled') {
+          cancelledMeanwhile(customerUuid);
+          return;
         }
         deps.counted?.('requeued');
         deps.log.info({ customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code }, 'forward not received by the provider: queued again');
@@ -186,6 +193,13 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
       await fail(id, customerUuid, failure.stored);
       deps.log.warn({ customerUuid, upstreamStatus: failure.stored.upstreamStatus, code: failure.error.code }, 'forward failed (possibly received): stored as submit_failed');
     }
+  }
+
+  /** Its campaign was cancelled while it was being sent, and the provider never got it: it ends cancelled, not queued. */
+  function cancelledMeanwhile(customerUuid: string): void {
+    deps.announce?.(customerUuid);
+    deps.counted?.('cancelled');
+    deps.log.info({ customerUuid }, 'forward not received by the provider, and its campaign was cancelled meanwhile: cancelled');
   }
 
   async function fail(id: number, customerUuid: string, stored: { upstreamStatus: number | null; error: string }): Promise<void> {

@@ -3,7 +3,7 @@ import { outcomeCounter } from '../observability/metrics.js';
 import type { UpstreamMetricOutcome } from '../provider/underwriting-client.js';
 
 /** How one queued submit's forward ended (counted by underwriting_forwards_total). */
-export type ForwardOutcome = 'submitted' | 'requeued' | 'submit_failed';
+export type ForwardOutcome = 'submitted' | 'requeued' | 'cancelled' | 'submit_failed';
 
 /** How a submit was answered, as the `outcome` label of underwriting_submissions_total. */
 export type SubmitMetricOutcome =
@@ -37,7 +37,7 @@ export function submitMetrics(registry: Registry): SubmitMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
-  const forwards = outcomeCounter(registry, 'underwriting_forwards_total', 'Queued submits forwarded, by what became of them (submitted, requeued, submit_failed)');
+  const forwards = outcomeCounter(registry, 'underwriting_forwards_total', 'Queued submits forwarded, by what became of them (submitted, requeued, cancelled, submit_failed)');
   return {
     answered: (outcome) => submissions.inc({ outcome }),
     upstream: (seconds, outcome) => upstream.observe({ outcome }, seconds),

@@ -190,16 +190,45 @@ export async function anyQueued(db: Kysely<Tables>): Promise<boolean> {
 
 /**
  * A claimed request the provider certainly did not receive goes back to the queue, its body sealed
- * again, its place (its id) kept; the reason is kept in upstream_error until it is sent.
+ * again, its place (its id) kept; the reason is kept in upstream_error until it is sent. Unless its
+ * campaign was cancelled meanwhile: a cancel ends what is not yet forwarded, and this one was not,
+ * so it ends `cancelled` (its body gone, its underwriting.cancelled event recorded) rather than
+ * queued again to be sent after the cancel. The campaign's row is read `for share`: a cancel
+ * committing meanwhile is waited for and seen, and one that comes after finds the request queued.
  */
 const RETURN_TO_QUEUE = defineStatement('return_to_queue', `
-    update underwriting_requests
-       set status = 'queued', queued_body = $2, submitted_at = queued_at, updated_at = $3,
-           forward_attempts = forward_attempts + case when $6 then 1 else 0 end,
-           upstream_status = case when $6 then $4 else upstream_status end,
-           upstream_error = case when $6 then $5 else upstream_error end
-     where id = $1 and status = 'submitting'
-    returning id`);
+    with campaign as (
+      select c.status from campaigns c
+       where c.id = (select campaign_id from underwriting_requests where id = $1)
+       for share
+    ),
+    requeued as (
+      update underwriting_requests
+         set status = 'queued', queued_body = $2, submitted_at = queued_at, updated_at = $3,
+             forward_attempts = forward_attempts + case when $6 then 1 else 0 end,
+             upstream_status = case when $6 then $4 else upstream_status end,
+             upstream_error = case when $6 then $5 else upstream_error end
+       where id = $1 and status = 'submitting'
+         and not exists (select 1 from campaign where status = 'cancelled')
+      returning id
+    ),
+    cancelled as (
+      update underwriting_requests r
+         set status = 'cancelled', queued_body = null, updated_at = $3,
+             forward_attempts = forward_attempts + case when $6 then 1 else 0 end,
+             upstream_status = case when $6 then $4 else upstream_status end,
+             upstream_error = case when $6 then $5 else upstream_error end
+       where r.id = $1 and r.status = 'submitting'
+         and exists (select 1 from campaign where status = 'cancelled')
+      returning ${REQUEST_DATA_COLUMNS}
+    ),
+    ${requestEventsSql(EVENT_TYPE.cancelled, 'cancelled')}
+    select 'queued' as became from requeued
+    union all
+    select 'cancelled' from cancelled`);
+
+/** What a return made of the request: queued again, cancelled (its campaign was), or nothing (it was no longer being sent). */
+export type Returned = 'queued' | 'cancelled' | undefined;
 
 export async function returnToQueue(
   db: Kysely<Tables>,
@@ -208,8 +237,8 @@ export async function returnToQueue(
   /** Why the send failed; null: it was never tried (its slot went stale), nothing to record. */
   reason: { upstreamStatus: number | null; error: string } | null,
   now: Date,
-): Promise<boolean> {
-  const rows = await runStatement(db, RETURN_TO_QUEUE, [
+): Promise<Returned> {
+  const rows = await runStatement<{ became: 'queued' | 'cancelled' }>(db, RETURN_TO_QUEUE, [
     id,
     sealed,
     now.toISOString(),
@@ -217,7 +246,7 @@ export async function returnToQueue(
     reason?.error ?? null,
     reason !== null,
   ]);
-  return rows.length > 0;
+  return rows[0]?.became;
 }
 
 /**
