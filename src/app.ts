@@ -9,7 +9,7 @@ import { callbackRoutes } from './callbacks/routes.js';
 import { campaignRoutes, UPLOAD_IDLE_MS } from './campaigns/routes.js';
 import { notificationChannel } from './channels/channel.js';
 import { RESULTS_CHANNEL } from './channels/names.js';
-import type { Config } from './config/config.js';
+import { type Config, configuredSecrets } from './config/config.js';
 import { composeServices } from './compose.js';
 import { consoleRoutes } from './console/routes.js';
 import { maskCpfsInText } from './cpf.js';
@@ -115,7 +115,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const given = req.headers['x-request-id'];
       // An id shaped like a CPF would be logged on every line and echoed: replaced, as a malformed one is.
       // The id's other separators (_ and :) are read as a dash, so 123_456_789:09 is seen as the CPF it is.
-      const asText = typeof given === 'string' ? given.replace(/[_:]/g, '-') : '';
+      // Any number of separators in a row counts as one, so 123...456...789...09 is seen as the CPF it is too.
+      const asText = typeof given === 'string' ? given.replace(/[._:-]+/g, '-') : '';
       return typeof given === 'string' && REQUEST_ID.test(given) && maskCpfsInText(asText) === asText ? given : randomUUID();
     },
   }).withTypeProvider<ZodTypeProvider>();
@@ -161,7 +162,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const registry = createRegistry();
   instrumentRequests(app, registry);
-  if (deps.tracer) traceRequests(app, deps.tracer);
+  if (deps.tracer) traceRequests(app, deps.tracer, configuredSecrets(config));
 
   // @fastify/helmet's options are the source; the helmet it calls turns them into headers once, at
   // start (security-headers.ts). The plugin itself is not registered: even with `global: false` it

@@ -404,3 +404,17 @@ export function loadDatabaseConfig(env: NodeJS.ProcessEnv = process.env): Readon
     logFormat: e.LOG_FORMAT,
   });
 }
+
+/** Every secret value the configuration holds, for scrubbing text that comes from outside (a path, a header). */
+export function configuredSecrets(config: Config): string[] {
+  const values = [
+    config.partnerToken,
+    config.callbackSecret,
+    ...config.queryApiKeys,
+    ...config.adminApiKeys,
+    ...(config.cpfHashKeyIsDevelopmentDefault ? [] : config.cpfHashKeys),
+    config.tokenClient?.clientSecret,
+    config.eventWebhooks?.secret,
+  ];
+  return values.filter((v): v is string => typeof v === 'string' && v !== '');
+}

@@ -59,10 +59,29 @@ export function redactUrl(raw: string): string {
  * parameters, never their values (a secret or a CPF may hide in any encoding of them); a name the
  * gateway does not take is shown as "…", since it may itself be a secret or a CPF.
  */
-export function loggedRequestUrl(url: string): string {
+export function loggedRequestUrl(url: string, secrets: ReadonlyArray<string | undefined> = []): string {
   const { path, params } = splitUrl(url);
-  if (params.length === 0) return scrubText(path);
-  return `${scrubText(path)}?${params.map(({ name }) => (KNOWN_QUERY_PARAMS.has(name) ? name : '…')).join('&')}`;
+  const shown = shownPath(path, secrets);
+  if (params.length === 0) return shown;
+  return `${shown}?${params.map(({ name }) => (KNOWN_QUERY_PARAMS.has(name) ? name : '…')).join('&')}`;
+}
+
+/**
+ * A request's path fit to log: a path parameter's value (`;token=…`, or `&token=…` where a `?` was
+ * forgotten) hidden, as redactUrl does, and CPF-like runs and secrets scrubbed in the path as
+ * percent-decoded too (`529%2E982%2E247%2D25`, `%EF%BC%95…`), so no encoding hides one. The path is
+ * shown decoded only when decoding revealed something to scrub.
+ */
+function shownPath(path: string, secrets: ReadonlyArray<string | undefined>): string {
+  const raw = path.replace(/([;&])[^/]*/g, '$1redacted');
+  let plain = raw;
+  for (let i = 0; i < 3 && plain.includes('%'); i++) {
+    const next = decoded(plain);
+    if (next === plain) break;
+    plain = next;
+  }
+  const scrubbedPlain = scrubText(plain, secrets);
+  return scrubbedPlain !== plain ? scrubbedPlain : scrubText(raw, secrets);
 }
 
 /** An error as logged: its type, code and message and stack scrubbed; never a driver's detail fields (values). */

@@ -1,4 +1,4 @@
-import { type Attributes, defaultTextMapGetter, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
+import { type Attributes, type Context, defaultTextMapGetter, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { loggedRequestUrl } from '../observability/logger.js';
 import { scrubText } from '../observability/scrub.js';
@@ -18,20 +18,21 @@ export function traceOf(request: FastifyRequest): SpanParent | undefined {
  * incoming traceparent (and tracestate), is named by the route's template, and carries no query
  * value, no header but the request id, and no CPF-like digits of the path.
  */
-export function traceRequests(app: FastifyInstance, tracer: Tracer): void {
+export function traceRequests(app: FastifyInstance, tracer: Tracer, secrets: readonly string[] = []): void {
   app.decorateRequest(SPAN, null);
   app.decorateRequest(PARENT, null);
   app.addHook('onRequest', (request, _reply, done) => {
-    const incoming = propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter);
+    const incoming = withSafeTraceState(propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter), secrets);
     const route = request.routeOptions.url;
     const span = startSpan(tracer, route === undefined ? request.method : `${request.method} ${route}`, SpanKind.SERVER, incoming, () => {
-      const shown = loggedRequestUrl(request.url);
+      const shown = loggedRequestUrl(request.url, secrets);
       const mark = shown.indexOf('?');
       const attributes: Attributes = {
         'http.request.method': request.method,
         'url.path': mark === -1 ? shown : shown.slice(0, mark),
         'client.address': request.ip,
-        'http.request.header.x-request-id': [mayHoldCpf(request.id) ? scrubText(request.id) : request.id],
+        // genReqId (app.ts) already replaced a CPF-shaped id: this is the id as answered, logged and forwarded.
+        'http.request.header.x-request-id': [request.id],
       };
       if (mark !== -1) attributes['url.query'] = shown.slice(mark + 1);
       if (route !== undefined) attributes['http.route'] = route;
@@ -66,12 +67,18 @@ export function traceRequests(app: FastifyInstance, tracer: Tracer): void {
   });
 }
 
-/** Eleven digits or more: the only ids the scrubber could change (a request id is [A-Za-z0-9._:-]). */
-function mayHoldCpf(id: string): boolean {
-  let digits = 0;
-  for (let i = 0; i < id.length; i++) {
-    const c = id.charCodeAt(i);
-    if (c >= 48 && c <= 57 && ++digits >= 11) return true;
+/**
+ * The incoming context without the tracestate entries that hold a CPF-like digit run or one of our
+ * secrets: the span context's tracestate is exported with every span of the trace (and sent on to
+ * the provider), and a caller may write anything there.
+ */
+function withSafeTraceState(context: Context, secrets: readonly string[]): Context {
+  const spanContext = trace.getSpanContext(context);
+  const state = spanContext?.traceState;
+  if (!spanContext || !state) return context;
+  let kept = state;
+  for (const entry of state.serialize().split(',')) {
+    if (scrubText(entry, secrets) !== entry) kept = kept.unset(entry.slice(0, entry.indexOf('=')));
   }
-  return false;
+  return kept === state ? context : trace.setSpanContext(context, { ...spanContext, traceState: kept });
 }
