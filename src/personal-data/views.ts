@@ -1,5 +1,6 @@
 import { eventView } from '../events/feed.js';
 import { submittedAtView } from '../requests/schemas.js';
+import { redactCpfLike } from '../stats/mask.js';
 import type { ExportView } from './schemas.js';
 import type { Stored } from './sql.js';
 
@@ -12,9 +13,13 @@ const REDACTED = '[redacted]';
  * identifier) loses its CPF-like digit runs, and the CPF asked about goes in any form.
  */
 export function redactCpfs<T>(value: T, cpf: string | undefined): T {
-  const clean = (text: string) => (cpf ? text.split(cpf).join(REDACTED) : text).replace(CPF_LIKE, REDACTED);
+  const strict = (text: string) => (cpf ? text.split(cpf).join(REDACTED) : text).replace(CPF_LIKE, REDACTED);
+  // Free text (a raw body, its JSON copy, an error) may write a CPF spaced, fullwidth or escaped
+  // (\u0035..., %35..., &#53;...): the wider rule of the callbacks' view. Not for an idempotency
+  // key, an identifier whose long digit runs (a UUID's) are no CPF.
+  const clean = (text: string) => redactCpfLike(strict(text), REDACTED);
   const walk = (v: unknown, key: string | undefined): unknown => {
-    if (typeof v === 'string') return key === 'customerUuid' ? v : clean(v);
+    if (typeof v === 'string') return key === 'customerUuid' ? v : key === 'idempotencyKey' ? strict(v) : clean(v);
     if (Array.isArray(v)) return v.map((item) => walk(item, undefined));
     if (v !== null && typeof v === 'object' && !(v instanceof Date)) {
       // fromEntries defines own properties, so a "__proto__" key stays data, never a prototype.
