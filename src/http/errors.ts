@@ -119,9 +119,25 @@ export function installErrorHandler(app: FastifyInstance, onStorageFailure: () =
     if (fe.statusCode !== undefined && fe.statusCode > 400 && fe.statusCode < 500) {
       return reply.code(fe.statusCode).send({ error: 'bad_request', message: fe.message });
     }
+    if (isClientAbort(error, request)) {
+      // The client closed its connection mid-body (a streamed upload it gave up on): its own failure,
+      // answered (to nobody) as a client error, never logged as ours.
+      request.log.info({ err: { message: error.message, code: (error as NodeJS.ErrnoException).code } }, 'client aborted its request');
+      return reply.code(400).send(errorBody(validationFailed([], 'the request was cut off before its end')));
+    }
     request.log.error({ err: error }, 'unhandled error');
     return reply.code(500).send({ error: 'internal_error', message: 'something went wrong on our side' });
   });
+}
+
+/**
+ * Node's error for a request whose connection closed before its body ended (FIN or RST mid-body),
+ * as a route that reads the body as a stream (a campaign's file) meets it. Not the database's: those
+ * are recognised first (isStorageUnavailable).
+ */
+function isClientAbort(error: Error, request: FastifyRequest): boolean {
+  const code = (error as NodeJS.ErrnoException).code;
+  return !request.raw.complete && (request.raw.aborted || (code === 'ECONNRESET' && error.message === 'aborted') || code === 'ERR_STREAM_PREMATURE_CLOSE');
 }
 
 /** Fastify's own refusals before routing (a path parameter too long, a malformed URL), in the contract's body. */
