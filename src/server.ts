@@ -26,7 +26,7 @@ async function main(): Promise<void> {
   });
   if (args === undefined) return;
   const envFile = await configOrExit(() => loadEnvFile());
-  let config = await configOrExit(() => loadConfig());
+  let config = await configOrExit(() => loadConfig(), unknownVariableWarnings(process.env));
   const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(config.nodeEnv, process.stdout.isTTY === true));
   if (envFile.file !== undefined) log.info({ file: envFile.file, applied: envFile.applied, keptFromEnvironment: envFile.overridden }, 'read settings from an env file');
   for (const warning of unknownVariableWarnings(process.env)) log.warn(warning);

@@ -1,3 +1,6 @@
+import { copyFileSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import t from 'tap';
 import { packageVersion, readCommandLine } from '../src/config/cli.js';
 import { ENTRY_POINTS, failingEnvironment } from './helpers/entry-points.js';
@@ -15,6 +18,14 @@ t.test('--version prints the package version and exits 0, on every entry point',
     t.same(proc.stdout, [packageVersion()], `${entry}: the version alone`);
     t.same(proc.stderr, [], `${entry}: nothing else ran`);
   }
+});
+
+t.test('--version finds package.json from where the build puts cli.js (dist/src/config/), as npm start and the image run it', async (t) => {
+  // A copy of the module laid out as the build lays it out, under a package.json of its own.
+  const root = t.testdir({ 'package.json': JSON.stringify({ name: 'underwriting-gateway', version: '9.8.7', type: 'module' }), dist: { src: { config: {} } } });
+  copyFileSync(new URL('../src/config/cli.ts', import.meta.url), path.join(root, 'dist/src/config/cli.ts'));
+  const built = (await import(pathToFileURL(path.join(root, 'dist/src/config/cli.ts')).href)) as typeof import('../src/config/cli.js');
+  t.equal(built.packageVersion(), 'underwriting-gateway 9.8.7');
 });
 
 t.test('an unknown option exits 2 with the usage on stderr, before anything runs', async (t) => {

@@ -85,6 +85,18 @@ t.test('an unreadable or empty secret file is a configuration error naming the v
   ], 'with the other bad variables, one line each');
 });
 
+t.test('a secret set as its _FILE by mistake (the value, not a path) is never echoed', async (t) => {
+  const lines = configProblems(loadConfig, {
+    DATABASE_URL_FILE: 'postgres://gw:planted-password@db.internal:5432/gw',
+    PARTNER_TOKEN_FILE: VALID.PARTNER_TOKEN,
+  });
+  t.equal(lines.length, 2, 'one line each');
+  t.match(lines[0], /^PARTNER_TOKEN_FILE: cannot read /);
+  t.match(lines[1], /^DATABASE_URL_FILE: cannot read /);
+  t.notMatch(lines.join('\n'), 'planted-password');
+  t.notMatch(lines.join('\n'), VALID.PARTNER_TOKEN);
+});
+
 t.test("a secret file's bad value is named with its file, and never echoed", async (t) => {
   const write = await secretDir(t);
   const lines = configProblems(loadConfig, { CALLBACK_SECRET_FILE: await write('short', 'tiny-secret\n') });

@@ -185,3 +185,16 @@ t.test('outcome event and correlation settings: defaults, and the webhook secret
   t.same(urls.map((l) => l.split(':')[0]), ['EVENT_WEBHOOK_URLS']);
   t.notMatch(urls.join('\n'), 'hunter2', 'a refused URL is not echoed: it may carry a secret');
 });
+
+t.test('a connection string pg cannot parse is a configuration error naming the variable, never the password', async (t) => {
+  const bad = 'postgres://gw:pa#ss-planted@db.internal:5432/gw';
+  t.same(problems({ DATABASE_URL: 'postgres://db/gw', DATABASE_LISTEN_URL: bad }), [
+    'DATABASE_LISTEN_URL: is not a valid URL: percent-encode special characters (# / ? @ :) in the user name and password',
+  ]);
+  t.same(problems({ DATABASE_URL: bad }), [
+    'DATABASE_URL: is not a valid URL: percent-encode special characters (# / ? @ :) in the user name and password',
+  ]);
+  for (const ok of ['postgres://gw:pa%23ss@db.internal:5432/gw', 'postgres://gw:p@ss@db/gw', 'postgresql://gw@/gw?host=/var/run/postgresql', 'postgres://gw:a b@db/gw']) {
+    t.same(problems({ DATABASE_URL: ok }), [], ok);
+  }
+});

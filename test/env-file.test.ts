@@ -28,6 +28,15 @@ t.test('.env in the working directory is read; the environment wins over it', as
   t.same(env, { LOG_LEVEL: 'warn', PORT: '4000', CALLBACK_TIMEOUT_S: '60' });
 });
 
+t.test("a secret the environment gives as NAME_FILE is not taken from .env as NAME (nor NAME_FILE when it gives NAME)", async (t) => {
+  const dir = await dirWithEnv(t, 'SANDBOX_CLIENT_SECRET=sandbox-client-secret\nCPF_HASH_KEY_FILE=/run/secrets/cpf\nPORT=4000\n');
+  const env: NodeJS.ProcessEnv = { SANDBOX_CLIENT_SECRET_FILE: '/run/secrets/sandbox', CPF_HASH_KEY: 'k'.repeat(32) };
+  const read = loadEnvFile(env, dir);
+  t.same(read.applied, ['PORT']);
+  t.same(read.overridden.sort(), ['CPF_HASH_KEY_FILE', 'SANDBOX_CLIENT_SECRET']);
+  t.same(env, { SANDBOX_CLIENT_SECRET_FILE: '/run/secrets/sandbox', CPF_HASH_KEY: 'k'.repeat(32), PORT: '4000' });
+});
+
 t.test('no .env: nothing read, no error', async (t) => {
   const dir = await mkdtemp(path.join(tmpdir(), 'ugw-envfile-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
@@ -103,4 +112,20 @@ t.test('the gateway reads ENV_FILE at start and warns about a misspelt variable 
   const warning = await gateway.waitForLog((e) => typeof e.msg === 'string' && e.msg.startsWith('CPF_HASH_KEYS'));
   t.match(warning, { level: 'warn', msg: 'CPF_HASH_KEYS is not a setting; did you mean CPF_HASH_KEY?' });
   t.notMatch(gateway.stdout.join('\n'), 'planted-secret-value', 'the value is never logged');
+});
+
+t.test('a start that fails on its configuration still names the misspelt variable that explains it', async (t) => {
+  const env: Record<string, string> = {
+    HOST: '127.0.0.1',
+    PORT: '0',
+    PROVIDER_BASE_URL: 'http://127.0.0.1:9',
+    PARTNER_TOKN: TEST_PARTNER_TOKEN,
+    CPF_HASH_KEY: TEST_CPF_HASH_KEY,
+    LOG_FORMAT: 'pretty',
+  };
+  const gateway = startProcess(t, env);
+  t.equal((await gateway.exited).code, 1, 'exit 1');
+  t.ok(gateway.stderr.some((l) => /^PARTNER_TOKEN: /.test(l)), 'the missing variable is named');
+  t.ok(gateway.stderr.includes('PARTNER_TOKN is not a setting; did you mean PARTNER_TOKEN?'), 'and the misspelt one, with the closest name');
+  t.notMatch(gateway.stderr.join('\n'), TEST_PARTNER_TOKEN, 'never the value');
 });

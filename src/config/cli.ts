@@ -14,9 +14,12 @@ export interface EntryPoint {
   accepts?: (arg: string) => boolean;
 }
 
-/** The package's name and version, from the nearest package.json above this file (src/ or dist/src/). */
+/**
+ * The package's name and version, from the nearest package.json above this file: two levels up from
+ * src/config/cli.ts, three from dist/src/config/cli.js (what npm start and the image run).
+ */
 export function packageVersion(): string {
-  for (const up of ['../package.json', '../../package.json']) {
+  for (const up of ['../package.json', '../../package.json', '../../../package.json']) {
     try {
       const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
       if (pkg.name === 'underwriting-gateway' && pkg.version) return `${pkg.name} ${pkg.version}`;

@@ -27,7 +27,8 @@ const VARIABLE_LINE = /(?:^|: )([A-Z][A-Z0-9_]*)(?: \(from [A-Z0-9_]+\))?: /;
  * The lines a process dies with, on stderr: as they are, or each as a JSON log line (level
  * "fatal", ISO time, `variable` when the line names one).
  */
-export function writeFatal(lines: readonly string[], env: NodeJS.ProcessEnv = process.env): void {
+export function writeFatal(lines: readonly string[], env: NodeJS.ProcessEnv = process.env, level: 'fatal' | 'warn' = 'fatal'): void {
+  if (lines.length === 0) return;
   if (fatalFormat(env) === 'text') {
     process.stderr.write(`${lines.join('\n')}\n`);
     return;
@@ -35,18 +36,23 @@ export function writeFatal(lines: readonly string[], env: NodeJS.ProcessEnv = pr
   const time = new Date().toISOString();
   const json = lines.map((msg) => {
     const variable = VARIABLE_LINE.exec(msg)?.[1];
-    return JSON.stringify({ level: 'fatal', time, pid: process.pid, hostname: hostname(), ...(variable ? { variable } : {}), msg });
+    return JSON.stringify({ level, time, pid: process.pid, hostname: hostname(), ...(variable ? { variable } : {}), msg });
   });
   process.stderr.write(`${json.join('\n')}\n`);
 }
 
-/** For entry points: a configuration error writes its lines (writeFatal) and ends the process (exit 1). */
-export async function configOrExit<T>(load: () => T | Promise<T>): Promise<T> {
+/**
+ * For entry points: a configuration error writes its lines (writeFatal) and ends the process (exit 1).
+ * `hints` (the misspelt-variable warnings) are written after them: a start that fails for want of
+ * PARTNER_TOKEN is exactly when "PARTNER_TOKN is not a setting; did you mean PARTNER_TOKEN?" matters.
+ */
+export async function configOrExit<T>(load: () => T | Promise<T>, hints: readonly string[] = []): Promise<T> {
   try {
     return await load();
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     writeFatal(err.problems);
+    writeFatal(hints, process.env, 'warn');
     return process.exit(1);
   }
 }

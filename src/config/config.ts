@@ -73,21 +73,38 @@ const tracesExporter = commaList.refine(
   'must be otlp or none',
 );
 
+/**
+ * A connection string pg can parse (as pg-connection-string does: spaces and stray `%` encoded, an
+ * empty host allowed): a password with an unencoded `#`, `/` or `?` would otherwise fail only when
+ * the string is used, DATABASE_LISTEN_URL's as an uncaught exception after the server listens.
+ * Never names the value (it holds the password).
+ */
+function parsesAsConnectionString(value: string): boolean {
+  const str = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(value) ? encodeURI(value).replace(/%25(\d\d)/g, '%$1') : value;
+  for (const candidate of [str, str.replace('@/', '@___DUMMY___/')]) {
+    try {
+      new URL(candidate, 'postgres://base');
+      return true;
+    } catch {
+      /* try the next */
+    }
+  }
+  return false;
+}
+
+const connectionString = z
+  .string()
+  .trim()
+  .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// or postgresql:// URL')
+  .refine(parsesAsConnectionString, 'is not a valid URL: percent-encode special characters (# / ? @ :) in the user name and password');
+
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   HOST: z.string().trim().min(1, 'must not be empty').default('0.0.0.0'),
   PORT: integer(0, 65535).default(3000),
-  DATABASE_URL: z
-    .string()
-    .trim()
-    .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// or postgresql:// URL')
-    .optional(),
+  DATABASE_URL: connectionString.optional(),
   DATABASE_POOL_MODE: z.enum(['session', 'transaction']).default('session'),
-  DATABASE_LISTEN_URL: z
-    .string()
-    .trim()
-    .refine((v) => /^postgres(ql)?:\/\//.test(v), 'must be a postgres:// or postgresql:// URL')
-    .optional(),
+  DATABASE_LISTEN_URL: connectionString.optional(),
   DATA_DIR: z.string().trim().min(1, 'must not be empty').default('./data'),
   MIGRATE_ON_START: booleanFlag.default(true),
   PROVIDER_BASE_URL: baseUrl.optional(),

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import { ConfigError } from './config-error.js';
+import { FILE_SUFFIX } from './env.js';
 
 /** Names the file of variables to read at start: a path, or empty for none. Read before any other setting. */
 export const ENV_FILE_VARIABLE = 'ENV_FILE';
@@ -46,9 +47,14 @@ export function loadEnvFile(env: NodeJS.ProcessEnv = process.env, cwd: string = 
   }
   const applied: string[] = [];
   const overridden: string[] = [];
+  const setInEnvironment = (name: string) => env[name] !== undefined && env[name] !== '';
   for (const [name, value] of Object.entries(parseEnv(content))) {
     if (value === undefined) continue;
-    if (env[name] !== undefined) {
+    // A secret the environment gives in its other form (NAME_FILE for the file's NAME, or NAME for
+    // its NAME_FILE) is the environment's too: the file must not make it "set both" (.env.example
+    // itself sets SANDBOX_PARTNER_TOKEN and SANDBOX_CLIENT_SECRET).
+    const otherForm = name.endsWith(FILE_SUFFIX) ? name.slice(0, -FILE_SUFFIX.length) : `${name}${FILE_SUFFIX}`;
+    if (env[name] !== undefined || setInEnvironment(otherForm)) {
       overridden.push(name);
       continue;
     }

@@ -72,6 +72,11 @@ export function parseEnv<S extends z.ZodObject>(schema: S, env: NodeJS.ProcessEn
   throw new ConfigError([...lines.values()]);
 }
 
+/** An absolute or ./-relative path, not a URL: a value that could be echoed in an error without leaking a secret. */
+function looksLikePath(value: string): boolean {
+  return /^(\/|\.{1,2}\/|[A-Za-z]:[\\/])/.test(value) && !value.includes('://') && !value.includes('@');
+}
+
 /** The suffix that names a file holding a secret's value instead of the value itself. */
 export const FILE_SUFFIX = '_FILE';
 
@@ -101,7 +106,10 @@ export function withSecretFiles(
       content = readFileSync(file, 'utf8').replace(/[\r\n]+$/, '');
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      problems.push(`${fileVar}: cannot read ${file}${code ? ` (${code})` : ''}`);
+      // The path is worth showing, unless it is the secret itself, set here by mistake
+      // (DATABASE_URL_FILE=postgres://user:password@...): only what looks like a path is echoed.
+      const shown = looksLikePath(file) ? file : 'the file it names (not shown: it does not look like a path; give the path of a file holding the value, not the value)';
+      problems.push(`${fileVar}: cannot read ${shown}${code ? ` (${code})` : ''}`);
       continue;
     }
     if (content === '') {

@@ -17,7 +17,7 @@ async function main(): Promise<void> {
   });
   if (args === undefined) return;
   await configOrExit(() => loadEnvFile());
-  const config = await configOrExit(() => loadDatabaseConfig());
+  const config = await configOrExit(() => loadDatabaseConfig(), unknownVariableWarnings(process.env));
   const log = createLogger(config.logLevel, config.logFormat ?? 'json');
   for (const warning of unknownVariableWarnings(process.env)) log.warn(warning);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, poolMode: config.databasePoolMode, dataDir: config.dataDir });

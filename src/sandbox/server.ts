@@ -16,7 +16,7 @@ async function main(): Promise<void> {
   });
   if (args === undefined) return;
   await configOrExit(() => loadEnvFile());
-  const config = await configOrExit(() => loadSandboxConfig());
+  const config = await configOrExit(() => loadSandboxConfig(), unknownVariableWarnings(process.env));
   const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(process.env.NODE_ENV, process.stdout.isTTY === true));
   for (const warning of unknownVariableWarnings(process.env)) log.warn(warning);
   let delivery: CallbackDelivery | undefined;
