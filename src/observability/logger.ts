@@ -206,7 +206,7 @@ const PRETTY_OPTIONS = {
  * pino-pretty runs as a stream in this thread, written synchronously, not as pino's transport (a
  * worker thread): at exit pino waits for a transport to drain, and a transport whose pipe was closed
  * (`npm start | head`) never drains, so every exit took the 10 s of its flush timeouts and a
- * SIGTERM outlived the shutdown's grace (test/observability/pretty-exit.test.ts).
+ * SIGTERM outlived the shutdown's grace (test/log-format.test.ts).
  */
 export function createLogger(level: string, format: LogFormat, fd: 1 | 2 = 1): Logger {
   if (format === 'pretty') {
