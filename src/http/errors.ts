@@ -137,7 +137,9 @@ export function installErrorHandler(app: FastifyInstance, onStorageFailure: () =
  */
 function isClientAbort(error: Error, request: FastifyRequest): boolean {
   const code = (error as NodeJS.ErrnoException).code;
-  return !request.raw.complete && (request.raw.aborted || (code === 'ECONNRESET' && error.message === 'aborted') || code === 'ERR_STREAM_PREMATURE_CLOSE');
+  // The error itself must be the abort: another error met while the upload is cleaned up after the
+  // client left is still ours, and logged as such.
+  return !request.raw.complete && ((code === 'ECONNRESET' && error.message === 'aborted') || code === 'ERR_STREAM_PREMATURE_CLOSE');
 }
 
 /** Fastify's own refusals before routing (a path parameter too long, a malformed URL), in the contract's body. */

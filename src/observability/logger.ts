@@ -1,3 +1,4 @@
+import querystring from 'node:querystring';
 import type { FastifyBaseLogger } from 'fastify';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 import pinoPretty from 'pino-pretty';
@@ -76,12 +77,14 @@ function shownPath(path: string, secrets: ReadonlyArray<string | undefined>): st
   const raw = path.replace(/([;&])[^/]*/g, '$1redacted');
   let plain = raw;
   for (let i = 0; i < 3 && plain.includes('%'); i++) {
-    const next = decoded(plain);
+    // Escape by escape: one malformed escape (a lone %) must not keep the others encoded.
+    const next = querystring.unescape(plain);
     if (next === plain) break;
     plain = next;
   }
   const scrubbedPlain = scrubText(plain, secrets);
-  return scrubbedPlain !== plain ? scrubbedPlain : scrubText(raw, secrets);
+  // Shown decoded, a decoded ? or # would read as the start of a query or a fragment: kept encoded.
+  return scrubbedPlain !== plain ? scrubbedPlain.replace(/[?#]/g, encodeURIComponent) : scrubText(raw, secrets);
 }
 
 /** An error as logged: its type, code and message and stack scrubbed; never a driver's detail fields (values). */

@@ -214,7 +214,7 @@ const RETURN_TO_QUEUE = defineStatement('return_to_queue', `
     ),
     cancelled as (
       update underwriting_requests r
-         set status = 'cancelled', queued_body = null, updated_at = $3,
+         set status = 'cancelled', queued_body = null, submitted_at = queued_at, updated_at = $3,
              forward_attempts = forward_attempts + case when $6 then 1 else 0 end,
              upstream_status = case when $6 then $4 else upstream_status end,
              upstream_error = case when $6 then $5 else upstream_error end

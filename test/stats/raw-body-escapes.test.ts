@@ -21,6 +21,8 @@ t.test('other escapes, and escaped separators', async (t) => {
     ['529\\u002e982\\u002e247\\u002d25', '***\\u002e***\\u002e***\\u002d**'],
     ['\\uff15\\uff12\\uff19\\uff19\\uff18\\uff12\\uff12\\uff14\\uff17\\uff12\\uff15', '***********'],
     ['529%2E982%2E247%2D25', '***%2E***%2E***%2D**'],
+    ['529\\/982\\/247\\/25', '***\\/***\\/***\\/**'],
+    ['%EF%BC%95%EF%BC%92%EF%BC%99%EF%BC%99%EF%BC%98%EF%BC%92%EF%BC%92%EF%BC%94%EF%BC%97%EF%BC%92%EF%BC%95', '***********'],
   ];
   for (const [cpf, masked] of cases) t.equal(view(`{"note":"${cpf}"}`), `{"note":"${masked}"}`, cpf);
 });

@@ -24,7 +24,7 @@ t.test('a request the provider never got is queued again; if its campaign was ca
       (
         await sql<{ id: number }>`
           insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, submitted_at, updated_at, queued_at, campaign_id)
-          values (${customer}, 'h', '***.456.789-**', false, 'submitting', ${now}, ${now}, ${now}, ${campaignId})
+          values (${customer}, 'h', '***.456.789-**', false, 'submitting', ${now}, ${now}, ${new Date(now.getTime() - 60_000)}, ${campaignId})
           returning id`.execute(db)
       ).rows[0]!.id,
     );
@@ -48,6 +48,8 @@ t.test('a request the provider never got is queued again; if its campaign was ca
   const late = await sending('rq-cancelled', cancelledCampaign);
   t.equal(await returnToQueue(db, late, sealed, refused, now), 'cancelled', 'a cancelled campaign\'s request is not queued again');
   t.match(await row(late), { status: 'cancelled', queued_body: null, upstream_error: refused.error, forward_attempts: 1 }, 'no sealed body kept, the reason kept');
+  const times = (await sql<{ same: boolean }>`select submitted_at = queued_at as same from underwriting_requests where id = ${late}`.execute(db)).rows[0]!;
+  t.ok(times.same, 'dated by its queueing, as a request cancelled from the queue (statistics and retention read submitted_at)');
   t.same(await events('rq-cancelled'), ['underwriting.cancelled'], 'with its event');
   t.same(await events('rq-alone'), [], 'a return to the queue records none');
 

@@ -90,4 +90,10 @@ t.test('request log lines: the same path rules', async (t) => {
   t.equal(loggedRequestUrl('/v1/callbacks/underwriting;token=s3cr3t-value'), '/v1/callbacks/underwriting;redacted');
   t.equal(loggedRequestUrl('/v1/underwritings/cust-1'), '/v1/underwritings/cust-1', 'an ordinary path as it is');
   t.equal(loggedRequestUrl('/v1/underwritings/a%20b'), '/v1/underwritings/a%20b', 'still encoded when nothing was revealed');
+  t.equal(loggedRequestUrl('/v1/x/529%2E982%2E247%2D25/%'), '/v1/x/[redacted]/%', 'a malformed escape elsewhere does not keep the CPF encoded');
+  t.equal(
+    loggedRequestUrl('/v1/underwritings/529%2E982%2E247%2D25%3Ftoken%3Dabc'),
+    '/v1/underwritings/[redacted]%3Ftoken=abc',
+    'a decoded ? stays encoded: no value reads as a query',
+  );
 });
