@@ -4,7 +4,7 @@ import type { Decision, RequestStatus, StrayCallbackKind, Tables } from '../db/t
 import { AppError } from '../http/errors.js';
 import type { EventRow } from '../events/feed-sql.js';
 import { selectRequestsWithResult } from '../requests/read.js';
-import { anonymousInvalidNaming, inList, type Subject } from './subject.js';
+import { anonymousInvalidNaming, inList, rawNamesSubject, type Subject } from './subject.js';
 
 /**
  * Tables that hold a subject's rows besides requests, callbacks and idempotency keys, each found by
@@ -73,7 +73,8 @@ export async function readStored(db: Kysely<Tables>, subject: Subject): Promise<
       ]),
     )
     .orderBy('c.id', 'desc')
-    .execute();
+    .execute()
+    .then((rows) => rows.filter((c) => c.customer_uuid !== null || c.outcome !== 'invalid' || rawNamesSubject(c.raw_body, subject)));
   const events = await db
     .selectFrom('events as e')
     .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', DELIVERIES.as('deliveries')])
@@ -108,6 +109,17 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
     .execute();
   if (requests.some((r) => r.status === 'submitting' || r.status === 'submitted')) throw inFlight();
   const ids = requests.map((r) => r.id);
+  // Invalid callbacks naming no customer whose bytes name the subject: found by position(), then
+  // each match checked whole (rawNamesSubject), and deleted by id below.
+  const anonymous = (
+    await tx
+      .selectFrom('callbacks as c')
+      .select(['c.id', 'c.raw_body'])
+      .where(anonymousInvalidNaming('c', subject.needles))
+      .execute()
+  )
+    .filter((c) => rawNamesSubject(c.raw_body, subject))
+    .map((c) => c.id);
   const keys = requests.flatMap((r) => (r.idempotency_key === null ? [] : [r.idempotency_key]));
 
   const beyond = { events: 0 };
@@ -131,7 +143,7 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
       delete from callbacks c
        where ${inList('c.request_id', ids)}
           or (c.request_id is null and ${inList('c.customer_uuid', subject.customerUuids)})
-          or ${anonymousInvalidNaming('c', subject.needles)}
+          or ${inList('c.id', anonymous)}
       returning c.id
     ),
     gone_requests as (
@@ -155,7 +167,7 @@ export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'read_stored', run: (db) => readStored(db, SUBJECT) },
   {
     name: 'erase_stored',
-    rows: [[{ id: 1, status: 'completed', idempotency_key: 'k' }], [], [], [{ requests: 1, callbacks: 1 }]],
+    rows: [[{ id: 1, status: 'completed', idempotency_key: 'k' }], [{ id: 2, raw_body: Buffer.from('x customer-0001 y') }], [], [], [{ requests: 1, callbacks: 1 }]],
     run: (db) => db.transaction().execute((tx) => eraseStored(tx, SUBJECT)),
   },
 ];

@@ -54,6 +54,27 @@ export function anonymousInvalidNaming(alias: string, needles: readonly string[]
                 where position(convert_to(n.v, 'UTF8') in ${sql.ref(`${alias}.raw_body`)}) > 0))`;
 }
 
+/** The bytes a customerUuid is made of (letters, digits, '-', '_'). */
+const isIdByte = (b: number | undefined) =>
+  b !== undefined && ((b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || b === 0x2d || b === 0x5f);
+
+/**
+ * Whether the raw bytes of an invalid callback naming no customer name the subject: a CPF form
+ * anywhere, a customerUuid only as a whole identifier (no letter, digit, '-' or '_' either side),
+ * so that "cust-0001" never takes a callback of "cust-00012". The SQL's position() is the prefilter.
+ */
+export function rawNamesSubject(raw: Uint8Array, subject: Subject): boolean {
+  const bytes = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  for (const needle of subject.needles) {
+    const whole = subject.customerUuids.includes(needle);
+    const n = Buffer.from(needle, 'utf8');
+    for (let i = bytes.indexOf(n); i >= 0; i = bytes.indexOf(n, i + 1)) {
+      if (!whole || (!isIdByte(bytes[i - 1]) && !isIdByte(bytes[i + n.length]))) return true;
+    }
+  }
+  return false;
+}
+
 /** The subject's lookup by CPF as `npm run sql:snapshot` writes it (docs/layout.md); by customerUuid it reads nothing. */
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   // A made-up CPF (valid check digits): a parameter, never in the text.
