@@ -109,17 +109,22 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
     .execute();
   if (requests.some((r) => r.status === 'submitting' || r.status === 'submitted')) throw inFlight();
   const ids = requests.map((r) => r.id);
-  // Invalid callbacks naming no customer whose bytes name the subject: found by position(), then
-  // each match checked whole (rawNamesSubject), and deleted by id below.
-  const anonymous = (
-    await tx
-      .selectFrom('callbacks as c')
-      .select(['c.id', 'c.raw_body'])
-      .where(anonymousInvalidNaming('c', subject.needles))
-      .execute()
-  )
-    .filter((c) => rawNamesSubject(c.raw_body, subject))
-    .map((c) => c.id);
+  // The subject's callbacks: its requests', those naming its customerUuids, and invalid ones naming
+  // no customer whose bytes name it (found by position(), each match then checked whole:
+  // rawNamesSubject). Found in one statement, each arm by its index (a bitmap of three), and
+  // deleted below by id: a delete by the first two arms alone was a sequential scan of callbacks
+  // for a planner that thought the table small (test/db/plan-states-writes.test.ts).
+  const { rows: found } = await sql<{ id: number; subjects: boolean; anonymous_raw: Uint8Array | null }>`
+    select c.id,
+           (${inList('c.request_id', ids)} or (c.request_id is null and ${inList('c.customer_uuid', subject.customerUuids)})) as subjects,
+           case when c.outcome = 'invalid' and c.customer_uuid is null then c.raw_body end as anonymous_raw
+      from callbacks c
+     where ${inList('c.request_id', ids)}
+        or (c.request_id is null and ${inList('c.customer_uuid', subject.customerUuids)})
+        or ${anonymousInvalidNaming('c', subject.needles)}`.execute(tx);
+  const callbackIds = found
+    .filter((c) => c.subjects || (c.anonymous_raw !== null && rawNamesSubject(c.anonymous_raw, subject)))
+    .map((c) => Number(c.id));
   const keys = requests.flatMap((r) => (r.idempotency_key === null ? [] : [r.idempotency_key]));
 
   const beyond = { events: 0 };
@@ -129,10 +134,14 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
   }
 
   // A key's row goes with its request; a key the subject used that got no request of its own
-  // (answered 409 in_flight) holds a hash of the body, which carries the CPF.
+  // (answered 409 in_flight) holds a hash of the body, which carries the CPF. Never a pending key
+  // (no answer yet): it is a submit in progress, and a key string past its 24 h may be another
+  // customer's now; deleting it would let that submit's retry reach the provider a second time.
   const deletedKeys = await tx
     .deleteFrom('idempotency_keys')
-    .where((eb) => eb.or([inList('request_id', ids), eb.and([eb('request_id', 'is', null), inList('key', keys)])]))
+    .where((eb) =>
+      eb.or([inList('request_id', ids), eb.and([eb('request_id', 'is', null), eb('response_status', 'is not', null), inList('key', keys)])]),
+    )
     .executeTakeFirst();
 
   // Requests and callbacks reference each other (result_callback_id, request_id): one statement
@@ -140,10 +149,7 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
   // request (one submitted since we looked) is left alone.
   const { rows } = await sql<{ requests: number; callbacks: number }>`
     with gone_callbacks as (
-      delete from callbacks c
-       where ${inList('c.request_id', ids)}
-          or (c.request_id is null and ${inList('c.customer_uuid', subject.customerUuids)})
-          or ${inList('c.id', anonymous)}
+      delete from callbacks c where ${inList('c.id', callbackIds)}
       returning c.id
     ),
     gone_requests as (
@@ -167,7 +173,7 @@ export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'read_stored', run: (db) => readStored(db, SUBJECT) },
   {
     name: 'erase_stored',
-    rows: [[{ id: 1, status: 'completed', idempotency_key: 'k' }], [{ id: 2, raw_body: Buffer.from('x customer-0001 y') }], [], [], [{ requests: 1, callbacks: 1 }]],
+    rows: [[{ id: 1, status: 'completed', idempotency_key: 'k' }], [{ id: 2, subjects: false, anonymous_raw: Buffer.from('x customer-0001 y') }], [], [], [{ requests: 1, callbacks: 1 }]],
     run: (db) => db.transaction().execute((tx) => eraseStored(tx, SUBJECT)),
   },
 ];
