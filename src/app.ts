@@ -133,7 +133,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  installErrorHandler(app);
+  installErrorHandler(app, configuredSecrets(config));
   // Bodies are JSON: JSON sent as text/plain is refused 415, not read as a string that then fails validation.
   app.removeContentTypeParser('text/plain');
   // An empty JSON body is no body: clients that send `Content-Type: application/json` on every call

@@ -4,7 +4,7 @@ import { buildApp } from './app.js';
 import { commandLine } from './config/cli.js';
 import { configOrExit, listenError, writeFatal } from './config/config-error.js';
 import { unknownVariableWarnings } from './config/config-names.js';
-import { loadConfig } from './config/config.js';
+import { configuredSecrets, loadConfig } from './config/config.js';
 import { openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrator.js';
 import { loadEnvFile } from './config/env-file.js';
@@ -27,7 +27,8 @@ async function main(): Promise<void> {
   if (args === undefined) return;
   const envFile = await configOrExit(() => loadEnvFile());
   let config = await configOrExit(() => loadConfig(), unknownVariableWarnings(process.env));
-  const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(config.nodeEnv, process.stdout.isTTY === true));
+  // Configured secrets are scrubbed from every logged path and error message (a token pasted into a URL).
+  const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(config.nodeEnv, process.stdout.isTTY === true), 1, configuredSecrets(config));
   if (envFile.file !== undefined) log.info({ file: envFile.file, applied: envFile.applied, keptFromEnvironment: envFile.overridden }, 'read settings from an env file');
   for (const warning of unknownVariableWarnings(process.env)) log.warn(warning);
   if (config.cpfHashKeyIsDevelopmentDefault) {

@@ -122,3 +122,25 @@ t.test('the scrubber leaves no 11-digit run in any separator form or escape, and
   t.equal(scrubText('token abc here', ['abc']), 'token [redacted] here');
   t.equal(scrubText('x'.repeat(600), [], 500).length, 500);
 });
+
+t.test('a configured secret or a CPF typed into a path is neither logged by npm start nor echoed by its 404', async (t) => {
+  const { startGatewayProcess } = await import('./helpers/gateway-process.js');
+  const callbackSecret = 'cbsecret-path-0123456789';
+  const queryKey = 'querykey-path-0123456789';
+  const { server, base } = await startGatewayProcess(t, { CALLBACK_SECRET: callbackSecret, QUERY_API_KEYS: queryKey, LOG_LEVEL: 'info' });
+  for (const path of [`/v1/nothing/${callbackSecret}`, `/v1/underwritings/${queryKey}/x`, '/v1/nothing/529.982.247-25', '/v1/nothing/529%2E982%2E247%2D25']) {
+    const answer = await fetch(`${base}${path}`);
+    t.equal(answer.status, 404, path);
+    const body = await answer.text();
+    t.match(body, /"error":"not_found"/);
+    t.notOk([callbackSecret, queryKey, '529.982.247-25', '529%2E982%2E247%2D25'].some((s) => body.includes(s)), `the 404 for ${path} echoes no secret or CPF`);
+    t.match(body, /no route GET \/v1\//, 'it still names the route asked for');
+  }
+  // Lines arrive in order: once the last request's line is in, every earlier one is.
+  const last = server.waitForLog((e) => e.msg === 'request completed' && e.res?.statusCode === 404 && e.reqId === 'last-request');
+  t.equal((await fetch(`${base}/v1/last`, { headers: { 'x-request-id': 'last-request' } })).status, 404);
+  await last;
+  t.ok(server.stdout.some((line) => line.includes('"url":"/v1/nothing/[redacted]"')), 'the requests were logged, their paths scrubbed');
+  const text = server.stdout.join('\n');
+  for (const secret of [callbackSecret, queryKey, '52998224725', '529.982.247-25']) t.notOk(text.includes(secret), `${secret} is in no log line`);
+});

@@ -4,6 +4,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { isStorageUnavailable } from '../db/storage-errors.js';
+import { loggedRequestUrl } from '../observability/logger.js';
 import { scrubText } from '../observability/scrub.js';
 import { isLongUpload } from './long-upload.js';
 
@@ -64,10 +65,15 @@ export function errorBody(err: AppError): Record<string, unknown> {
   return { error: err.code, message: err.message, ...err.extra };
 }
 
-/** One place that turns any thrown error into the contract's error shape. Never shows a 5xx's detail. */
-export function installErrorHandler(app: FastifyInstance, onStorageFailure: () => void = () => {}): void {
+/**
+ * One place that turns any thrown error into the contract's error shape. Never shows a 5xx's detail.
+ * secrets (configuredSecrets) are never echoed: a 404 names the path as the logs show it.
+ */
+export function installErrorHandler(app: FastifyInstance, secrets: readonly string[] = []): void {
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send({ error: 'not_found', message: `no route ${request.method} ${request.url.split('?')[0]}` });
+    // The path as logged (loggedRequestUrl): a CPF or a secret typed into a URL, in any encoding, is not echoed back.
+    const path = loggedRequestUrl(request.url.split(/[?#]/, 1)[0] ?? '', secrets);
+    void reply.code(404).send({ error: 'not_found', message: `no route ${request.method} ${path}` });
   });
 
   app.setErrorHandler((error: FastifyError | AppError | Error, request, reply) => {
@@ -96,7 +102,6 @@ export function installErrorHandler(app: FastifyInstance, onStorageFailure: () =
       return reply.code(400).send(errorBody(validationFailed(issues, message)));
     }
     if (isStorageUnavailable(error)) {
-      onStorageFailure();
       request.log.error({ err: error }, 'database unavailable');
       return reply.code(503).send(errorBody(storageUnavailable()));
     }

@@ -1,6 +1,6 @@
 import querystring from 'node:querystring';
 import type { FastifyBaseLogger } from 'fastify';
-import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
+import { type Logger, type LoggerOptions, pino } from 'pino';
 import pinoPretty from 'pino-pretty';
 import type { LogFormat } from '../config/env.js';
 import { maskCpfsInText } from '../cpf.js';
@@ -88,19 +88,19 @@ function shownPath(path: string, secrets: ReadonlyArray<string | undefined>): st
 }
 
 /** An error as logged: its type, code and message and stack scrubbed; never a driver's detail fields (values). */
-function serializeError(err: unknown): Record<string, unknown> {
+function serializeError(err: unknown, secrets: readonly string[] = []): Record<string, unknown> {
   if (!(err instanceof Error)) {
     // Much of the code logs `err: { message }` (the message alone, never a driver's fields): keep it,
     // rather than String() of the object ("[object Object]"), which hid every such message.
     const message = (err as { message?: unknown } | null)?.message;
-    return { message: scrubText(typeof message === 'string' ? message : String(err)) };
+    return { message: scrubText(typeof message === 'string' ? message : String(err), secrets) };
   }
   const code = (err as { code?: unknown }).code;
   return {
     type: err.name,
-    message: scrubText(err.message),
+    message: scrubText(err.message, secrets),
     ...(typeof code === 'string' || typeof code === 'number' ? { code } : {}),
-    ...(err.stack ? { stack: scrubText(err.stack) } : {}),
+    ...(err.stack ? { stack: scrubText(err.stack, secrets) } : {}),
   };
 }
 
@@ -163,7 +163,7 @@ export function requestLoggerFactory(
  * pino options shared by the gateway, the sandbox and the CLIs. Lines carry `time` as ISO 8601 and
  * `level` as its name ("warn"), which log collectors (Datadog, Elastic, Loki) read as they are.
  */
-export function loggerOptions(level: string): LoggerOptions {
+export function loggerOptions(level: string, secrets: readonly string[] = []): LoggerOptions {
   return {
     level,
     timestamp: pino.stdTimeFunctions.isoTime,
@@ -177,12 +177,12 @@ export function loggerOptions(level: string): LoggerOptions {
       req: (req: SerializableRequest) => ({
         id: req.id,
         method: req.method,
-        url: req.url === undefined ? undefined : loggedRequestUrl(req.url),
+        url: req.url === undefined ? undefined : loggedRequestUrl(req.url, secrets),
         peer: req.socket?.remoteAddress,
         client: req.ip,
       }),
       res: (res: { statusCode?: number }) => ({ statusCode: res.statusCode }),
-      err: serializeError,
+      err: (err: unknown) => serializeError(err, secrets),
     },
   };
 }
@@ -204,17 +204,16 @@ const PRETTY_OPTIONS = {
 
 /**
  * The process's logger: JSON lines, or readable lines (pino-pretty) when the format is pretty. fd is
- * where the lines go (1 stdout, 2 stderr).
+ * where the lines go (1 stdout, 2 stderr). secrets (configuredSecrets) are scrubbed from every logged
+ * request path and error message: the lines a request or an error writes name none of them.
  *
  * pino-pretty runs as a stream in this thread, written synchronously, not as pino's transport (a
  * worker thread): at exit pino waits for a transport to drain, and a transport whose pipe was closed
  * (`npm start | head`) never drains, so every exit took the 10 s of its flush timeouts and a
  * SIGTERM outlived the shutdown's grace (test/log-format.test.ts).
  */
-export function createLogger(level: string, format: LogFormat, fd: 1 | 2 = 1): Logger {
-  if (format === 'pretty') {
-    return pino(loggerOptions(level), pinoPretty({ ...PRETTY_OPTIONS, destination: fd, sync: true }));
-  }
-  const destination: DestinationStream | undefined = fd === 2 ? pino.destination(2) : undefined;
-  return destination ? pino(loggerOptions(level), destination) : pino(loggerOptions(level));
+export function createLogger(level: string, format: LogFormat, fd: 1 | 2 = 1, secrets: readonly string[] = []): Logger {
+  const options = loggerOptions(level, secrets);
+  if (format === 'pretty') return pino(options, pinoPretty({ ...PRETTY_OPTIONS, destination: fd, sync: true }));
+  return fd === 2 ? pino(options, pino.destination(2)) : pino(options);
 }
