@@ -71,14 +71,15 @@ t.test('an unreadable or empty secret file is a configuration error naming the v
   const locked = await write('locked', VALID.CPF_HASH_KEY);
   await chmod(locked, 0o000);
   const empty = await write('empty', '\n');
+  const missing = path.join(path.dirname(empty), 'partner-token');
   const lines = configProblems(loadConfig, {
-    PARTNER_TOKEN_FILE: '/nonexistent/partner-token',
+    PARTNER_TOKEN_FILE: missing,
     CALLBACK_SECRET_FILE: empty,
     ...(process.getuid?.() === 0 ? {} : { CPF_HASH_KEY_FILE: locked }),
     PORT: 'eighty',
   });
   t.match(lines, [
-    'PARTNER_TOKEN_FILE: cannot read /nonexistent/partner-token (ENOENT)',
+    `PARTNER_TOKEN_FILE: cannot read ${missing} (ENOENT)`,
     ...(process.getuid?.() === 0 ? [] : [/^CPF_HASH_KEY_FILE: cannot read .*locked \(EACCES\)$/]),
     `CALLBACK_SECRET_FILE: ${empty} is empty`,
     'PORT: must be a whole number from 0 to 65535',
@@ -95,6 +96,13 @@ t.test('a secret set as its _FILE by mistake (the value, not a path) is never ec
   t.match(lines[1], /^DATABASE_URL_FILE: cannot read /);
   t.notMatch(lines.join('\n'), 'planted-password');
   t.notMatch(lines.join('\n'), VALID.PARTNER_TOKEN);
+  // base64 tokens may start with /: one with more slashes, one with none after the first.
+  for (const token of ['/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAMCAgM', '/Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4cXV1eA==']) {
+    const [line] = configProblems(loadConfig, { PARTNER_TOKEN_FILE: token });
+    t.match(line, /^PARTNER_TOKEN_FILE: cannot read the file it names/);
+    t.notMatch(line, token.slice(1, 12), 'a token starting with / is not echoed either');
+  }
+  t.match(configProblems(loadConfig, { PARTNER_TOKEN_FILE: '/nonexistent/partner-token' })[0], /^PARTNER_TOKEN_FILE: cannot read the file it names/, 'nor a path in no directory there is');
 });
 
 t.test("a secret file's bad value is named with its file, and never echoed", async (t) => {

@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ConfigError } from './config-error.js';
@@ -72,9 +73,21 @@ export function parseEnv<S extends z.ZodObject>(schema: S, env: NodeJS.ProcessEn
   throw new ConfigError([...lines.values()]);
 }
 
-/** An absolute or ./-relative path, not a URL: a value that could be echoed in an error without leaking a secret. */
-function looksLikePath(value: string): boolean {
-  return /^(\/|\.{1,2}\/|[A-Za-z]:[\\/])/.test(value) && !value.includes('://') && !value.includes('@');
+/**
+ * A value that surely is a path, so that it can be echoed in an error without leaking a secret set
+ * there by mistake: absolute or ./-relative, not a URL, and in a directory that exists other than
+ * the root. A token may start with / (base64 does), but its "directory" (`/9j` of `/9j/4AAQ…`) is
+ * none that exists, and a name straight under / is shown neither.
+ */
+function surelyPath(value: string): boolean {
+  if (!/^(\/|\.{1,2}\/|[A-Za-z]:[\\/])/.test(value) || value.includes('://') || value.includes('@')) return false;
+  const dir = path.dirname(path.resolve(value));
+  if (dir === path.parse(dir).root) return false;
+  try {
+    return statSync(dir).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 /** The suffix that names a file holding a secret's value instead of the value itself. */
@@ -107,8 +120,10 @@ export function withSecretFiles(
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       // The path is worth showing, unless it is the secret itself, set here by mistake
-      // (DATABASE_URL_FILE=postgres://user:password@...): only what looks like a path is echoed.
-      const shown = looksLikePath(file) ? file : 'the file it names (not shown: it does not look like a path; give the path of a file holding the value, not the value)';
+      // (DATABASE_URL_FILE=postgres://user:password@..., a token starting with /): only a sure path is echoed.
+      const shown = surelyPath(file)
+        ? file
+        : 'the file it names (not shown: it is in no directory there is; give the path of a file holding the value, not the value)';
       problems.push(`${fileVar}: cannot read ${shown}${code ? ` (${code})` : ''}`);
       continue;
     }
