@@ -20,7 +20,7 @@ const DIGIT_RUN = new RegExp(`${DIGIT}(?:${GAP}${DIGIT}){10,}`, 'gu');
 /** Text from outside, fit to store or log: CPF-like digit runs and the given secrets replaced, cut to maxChars. */
 export function scrubText(text: string, secrets: ReadonlyArray<string | undefined> = [], maxChars = Infinity): string {
   let clean = text;
-  for (const secret of secrets) if (secret) clean = clean.split(secret).join(REDACTED);
+  for (const secret of secrets) if (secret && clean.includes(secret)) clean = clean.replaceAll(secret, REDACTED);
   clean = clean.replace(DIGIT_RUN, REDACTED);
   return clean.length > maxChars ? clean.slice(0, maxChars) : clean;
 }
