@@ -37,10 +37,9 @@ export function webhookTarget(raw: string, keyOf: (url: string) => string): Webh
   const secrets = [decodedOrRaw(u.username), decodedOrRaw(u.password), u.username, u.password, u.search.slice(1)]
     .concat([...u.searchParams.values()], pathAndBareSecrets(u))
     .filter((s) => s.length >= 3);
+  // A malformed escape (a%zz) is sent as written: thrown, it stopped every read of the endpoints.
   const authorization =
-    u.username || u.password
-      ? `Basic ${Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString('base64')}`
-      : undefined;
+    u.username || u.password ? `Basic ${Buffer.from(`${decodedOrRaw(u.username)}:${decodedOrRaw(u.password)}`).toString('base64')}` : undefined;
   if (authorization) secrets.push(authorization.slice('Basic '.length));
   u.username = '';
   u.password = '';

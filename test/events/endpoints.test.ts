@@ -570,6 +570,23 @@ t.test('a URL with a malformed escape in a bare query word (?%zz) is taken, and 
   t.ok(created.body.id);
 });
 
+t.test('a URL with a malformed escape in its userinfo (a%zz) is taken and sent its credentials as written; the registry keeps reading the endpoints after it', async (t) => {
+  const odd = await startReceiver(t);
+  const after = await startReceiver(t);
+  const { app } = await gateway(t);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: odd.url.replace('http://', 'http://us%zzer:p%ss@') + '/odd-userinfo', types: ['callback.unmatched'] });
+  t.equal(created.status, 201, JSON.stringify(created.body));
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${created.body.id}`));
+  t.equal(created.body.url, `${odd.url}/odd-userinfo`);
+  const next = await call(app, 'POST', '/v1/endpoints', { url: `${after.url}/after-odd-userinfo`, types: ['callback.unmatched'] });
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${next.body.id}`));
+  const cust = customer('ep-odd-userinfo');
+  await stray(app, cust);
+  const [sent] = (await odd.waitFor((r) => r.json.data?.customerUuid === cust, 10_000)).filter((r) => r.json.data?.customerUuid === cust);
+  t.equal(sent!.headers.authorization, `Basic ${Buffer.from('us%zzer:p%ss').toString('base64')}`);
+  await after.waitFor((r) => r.json.data?.customerUuid === cust, 10_000, 'the event at the endpoint created after it');
+});
+
 t.test('an endpoint URL shown as an earlier version redacted it is shown anew at start', async (t) => {
   const { app } = await gateway(t);
   const created = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/old?OldBareSECRET44' });
