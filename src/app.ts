@@ -138,9 +138,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   // An empty JSON body is no body: clients that send `Content-Type: application/json` on every call
   // (a DELETE, a redeliver) were refused 400 "Body cannot be empty" by the JSON parser. A route
-  // that needs a body still refuses its absence (400); an empty campaign file keeps its type.
+  // that needs a body still refuses its absence (400); an empty campaign file keeps its type. With
+  // neither Content-Length nor Transfer-Encoding there is no body either (curl -X DELETE -H ...).
   app.addHook('onRequest', (request, _reply, done) => {
-    if (request.headers['content-length'] === '0' && /^application\/json\b/i.test(request.headers['content-type'] ?? '')) delete request.headers['content-type'];
+    const { 'content-length': length, 'transfer-encoding': chunked } = request.headers;
+    const empty = length === '0' || (length === undefined && chunked === undefined);
+    if (empty && /^application\/json\b/i.test(request.headers['content-type'] ?? '')) delete request.headers['content-type'];
     done();
   });
   // Once closing, every answer closes its connection: a keep-alive client (a console tab, a

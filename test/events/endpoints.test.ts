@@ -544,7 +544,7 @@ t.test('deleting an endpoint while an attempt is in flight: a 2xx that follows i
   }
 });
 
-t.test('a DELETE sent with Content-Type: application/json and no body is read as no body (204), as a submit without one is still 400', async (t) => {
+t.test('a DELETE sent with Content-Type: application/json and no body (Content-Length: 0, or none) is read as no body (204), as a submit without one is still 400', async (t) => {
   const { app } = await gateway(t);
   const created = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/empty-body' });
   const res = await app.inject({
@@ -553,6 +553,14 @@ t.test('a DELETE sent with Content-Type: application/json and no body is read as
     headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json', 'content-length': '0' },
   });
   t.equal(res.statusCode, 204, res.body);
+  // Framed with no Content-Length at all (curl -X DELETE with the header set): no body either.
+  const other = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/no-length' });
+  const unframed = await app.inject({
+    method: 'DELETE',
+    url: `/v1/endpoints/${other.body.id}`,
+    headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' },
+  });
+  t.equal(unframed.statusCode, 204, unframed.body);
   const submit = await app.inject({ method: 'POST', url: '/v1/underwritings', headers: { 'content-type': 'application/json', 'content-length': '0' } });
   t.equal(submit.statusCode, 400);
   t.equal(submit.json().error, 'validation_failed');
