@@ -180,6 +180,13 @@ function renameRefs(value: Json, from: string, to: string): void {
   }
 }
 
+/** Whether a request body's JSON schema takes null (a zod `.nullish()` body). */
+function admitsNull(body: JsonObject): boolean {
+  const media = isObject(body.content) ? body.content['application/json'] : undefined;
+  const schema = isObject(media) ? media.schema : undefined;
+  return isObject(schema) && Array.isArray(schema.anyOf) && schema.anyOf.some((s) => isObject(s) && s.type === 'null');
+}
+
 const withoutDescription = (schema: JsonObject): string => JSON.stringify({ ...schema, description: undefined });
 
 /**
@@ -240,6 +247,8 @@ export function finishDocument(doc: JsonObject): JsonObject {
   for (const [path, item] of Object.entries(isObject(doc.paths) ? doc.paths : {})) {
     for (const [method, op] of Object.entries(isObject(item) ? item : {})) {
       if (!isObject(op) || !isObject(op.responses)) continue;
+      // A body that may be null may be left out: Fastify validates a request without one as null.
+      if (isObject(op.requestBody) && admitsNull(op.requestBody)) op.requestBody.required = false;
       for (const common of COMMON_RESPONSES) {
         if (!common.applies(path, method, op) || op.responses[common.status]) continue;
         op.responses[common.status] = { description: common.description, content: { 'application/json': { schema: { $ref: `${REF}${common.schema}` } } } };

@@ -185,6 +185,21 @@ t.test('a supplied secret is used; rotation signs with both secrets during the o
   t.notOk(JSON.stringify(audit.body).includes(third));
 });
 
+t.test('a rotation sent with no body at all keeps the previous secret signing for the default day, and the document lets the body be left out', async (t) => {
+  const { app, database } = await gateway(t);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/rotate-no-body', types: ['callback.unmatched'] });
+  const id = created.body.id as string;
+  t.teardown(() => call(app, 'DELETE', `/v1/endpoints/${id}`));
+  const rotated = await call(app, 'POST', `/v1/endpoints/${id}/rotate-secret`);
+  t.equal(rotated.status, 200, rotated.text);
+  t.match(rotated.body, { secret: /^whsec_/ });
+  const row = await database.db.selectFrom('event_endpoints').select(['previous_secret', 'previous_expires_at', 'updated_at']).where('id', '=', id).executeTakeFirstOrThrow();
+  t.equal(row.previous_secret, created.body.secret, 'the previous secret still signs');
+  t.equal(new Date(row.previous_expires_at!).getTime() - new Date(row.updated_at).getTime(), 86_400_000, 'for a day');
+  const doc = (await app.inject({ method: 'GET', url: '/docs/json' })).json();
+  t.equal(doc.paths['/v1/endpoints/{id}/rotate-secret'].post.requestBody.required, false, 'the document does not require a body');
+});
+
 t.test('a change made on one instance is seen by another sharing the database within a second, without a restart', async (t) => {
   const receiver = await startReceiver(t);
   const { app: a } = await gateway(t);

@@ -82,7 +82,7 @@ export const rotateBody = z
       .optional()
       .describe(`Seconds the previous secret keeps signing beside the new one (default ${DEFAULT_EXPIRE_OLD_AFTER_S})`),
   })
-  .optional();
+  .nullish();
 
 export const replayBody = z.union([
   z.strictObject({ since: instant.describe('every event created at or after this instant') }),
