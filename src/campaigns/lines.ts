@@ -41,13 +41,16 @@ export class UnreadableFileError extends Error {
 
 /**
  * The body's chunks, counted against the byte limit, decoded as UTF-8 (a character split across
- * chunks is kept whole). Read through its iterator by hand: when reading stops early (a refused
- * header, too many lines), the request's stream is left as it is rather than destroyed, which
- * would take its socket down and the answer with it (the answer then closes the connection).
+ * chunks is kept whole), a byte order mark before the first character dropped (NDJSON's and CSV's
+ * alike: JSON.parse would not read it, and a CSV's quoted first column would not read as quoted).
+ * Read through its iterator by hand: when reading stops early (a refused header, too many lines),
+ * the request's stream is left as it is rather than destroyed, which would take its socket down
+ * and the answer with it (the answer then closes the connection).
  */
 async function* decoded(body: Source, maxBytes: number): AsyncGenerator<string> {
   const decoder = new StringDecoder('utf8');
   let bytes = 0;
+  let atStart = true;
   const chunks: AsyncIterator<Buffer | string> | Iterator<Buffer | string> =
     Symbol.asyncIterator in body ? body[Symbol.asyncIterator]() : body[Symbol.iterator]();
   for (;;) {
@@ -57,7 +60,12 @@ async function* decoded(body: Source, maxBytes: number): AsyncGenerator<string> 
     const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
     bytes += buffer.length;
     if (bytes > maxBytes) throw new BodyTooLargeError(maxBytes);
-    yield decoder.write(buffer);
+    let text = decoder.write(buffer);
+    if (atStart && text.length > 0) {
+      atStart = false;
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    }
+    yield text;
   }
   yield decoder.end();
 }
@@ -79,14 +87,7 @@ export async function* ndjsonLines(body: Source, limits: ReadLimits): AsyncGener
     const trimmed = text.endsWith('\r') ? text.slice(0, -1) : text;
     if (trimmed.trim() !== '') out.push({ line, text: trimmed });
   };
-  /** Before the file's first character: a byte order mark there is dropped (as in a CSV, and as JSON.parse would not). */
-  let atStart = true;
-  for await (const decodedText of decoded(body, limits.maxBytes)) {
-    let text = decodedText;
-    if (atStart && text.length > 0) {
-      atStart = false;
-      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-    }
+  for await (const text of decoded(body, limits.maxBytes)) {
     const out: FileLine[] = [];
     let start = 0;
     for (let nl = text.indexOf('\n'); nl !== -1; nl = text.indexOf('\n', start)) {

@@ -176,6 +176,13 @@ t.test('an NDJSON file may begin with a byte order mark, also split across the f
   t.same([answer.accepted, answer.rejected], [1, []]);
 });
 
+t.test('a CSV file may begin with a byte order mark before a quoted header (as Excel and Export-Csv write it)', async (t) => {
+  const body = `\ufeff"customerUuid","cpf","costSavingEnabled"\r\n"bom-csv-1","${cpfOf(77)}","false"\r\n`;
+  const res = await upload(app, body, CSV);
+  t.equal(res.statusCode, 202, res.body);
+  t.same([res.json().accepted, res.json().rejected], [1, []], 'the header names the fields; line 2 is queued');
+});
+
 t.test('the line limit counts lines as numbered, blank ones too; a CSV\'s header is not one', async (t) => {
   const uploader = uploaderWith({ maxLines: 5 });
   const log = gw.app.log;
