@@ -20,6 +20,11 @@
     select i.id, i.customer_uuid, i.cpf_hash, i.cpf_masked, i.cost_saving_enabled, nullif(i.srd, 'null'::jsonb), 'queued', i.idempotency_key,
            $10, $10, $10, decode(i.queued_body, 'base64'), i.traceparent, i.x_request_id, $11
     from numbered i
+    -- A customer an earlier line of the campaign's file named, whose request is no longer in flight
+    -- (answered, failed): a file names each customer once. One lookup of the customer's requests per
+    -- row (underwriting_requests_customer): offset 0 keeps it from becoming a join, and + 0 keeps the
+    -- campaign's index, whose every entry so far it would read per row, out of it.
+    where not exists (select 1 from underwriting_requests e where e.customer_uuid = i.customer_uuid and e.campaign_id + 0 = $11 offset 0)
     -- Inserted in one order whatever the batch (byte order, as insert_submitting's): two batches
     -- naming the same customers in other orders (two campaigns at once) wait on each other's
     -- in-flight index entries instead of deadlocking; within a customer, the batch's order.

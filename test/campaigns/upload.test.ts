@@ -183,6 +183,24 @@ t.test('a CSV file may begin with a byte order mark before a quoted header (as E
   t.same([res.json().accepted, res.json().rejected], [1, []], 'the header names the fields; line 2 is queued');
 });
 
+t.test('a customer twice in a file is queued once, even when its first line was answered before the second was read', async (t) => {
+  const { db } = database;
+  async function* body() {
+    yield ndjson([line('once-1', 121), line('once-2', 122)]);
+    // The first batch is written while the file is read on, and its request ends (the provider
+    // refused it) before the later batch that names the customer again is read.
+    await until(async () => (await sql`select 1 from underwriting_requests where customer_uuid = 'once-1'`.execute(db)).rows.length > 0);
+    await sql`update underwriting_requests set status = 'submit_failed', queued_body = null, upstream_status = 400 where customer_uuid = 'once-1'`.execute(db);
+    yield ndjson([line('once-3', 123), line('once-1', 121)]);
+  }
+  const answer = await uploaderWith({ batchLines: 2 })({ source: 'ndjson', body: body(), createdBy: 'peer:test', traceparent: null, log: gw.app.log });
+  t.equal(answer.accepted, 3);
+  t.same(answer.rejected.map((r) => r.line), [4], 'the second line of once-1, by its number');
+  t.match(answer.rejected[0]!.issues, [{ path: 'customerUuid', message: /earlier line of this file/ }]);
+  const { rows } = await sql<{ n: number }>`select count(*)::int as n from underwriting_requests where customer_uuid = 'once-1'`.execute(db);
+  t.equal(Number(rows[0]!.n), 1, 'one request: never sent twice');
+});
+
 t.test('the line limit counts lines as numbered, blank ones too; a CSV\'s header is not one', async (t) => {
   const uploader = uploaderWith({ maxLines: 5 });
   const log = gw.app.log;

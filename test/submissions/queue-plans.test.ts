@@ -1,6 +1,7 @@
 import { CompiledQuery, sql } from 'kysely';
 import t from 'tap';
-import { ANY_QUEUED, CLAIM_NEXT } from '../../src/submissions/queue.js';
+import { FOREIGN_KEY_CHECKS_PLANNED_ONCE } from '../../src/db/plan-guards.js';
+import { ANY_QUEUED, CLAIM_NEXT, ENQUEUE_CAMPAIGN } from '../../src/submissions/queue.js';
 import { freshDatabase } from '../helpers/database.js';
 import { plan } from '../helpers/plan.js';
 
@@ -23,5 +24,29 @@ t.test('the queue is read through its index, with and without statistics', async
       t.notMatch(text, /Seq Scan on underwriting_requests/, `${name} (${state}): no sequential scan\n${text}`);
       t.match(text, /underwriting_requests_queue/, `${name} (${state}): the queue's index`);
     }
+  }
+});
+
+// A campaign's batch looks each line's customer up among its requests (a file names a customer
+// once): by the customer's index, one lookup per line, never every request the campaign holds so far.
+t.test("a campaign's enqueue finds a line's customer by underwriting_requests_customer", async (t) => {
+  const { db } = await freshDatabase(t);
+  await sql`insert into campaigns (public_id, source, created_by, created_at) values ('cmp_' || lpad('1', 32, '0'), 'ndjson', 'peer:test', now())`.execute(db);
+  await sql`
+    insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, campaign_id)
+    select 'cust-' || g, 'h', 'm', false, 'completed', case when g % 3 = 0 then 1 end
+      from generate_series(1, 20000) as g`.execute(db);
+  const rows = ['a', 'b', 'c'];
+  const parameters = [rows, rows, rows, [false, false, false], [null, null, null], ['', '', ''], [null, null, null], rows, '[null,null,null]', new Date().toISOString(), 1];
+  for (const state of ['never analysed', 'analysed']) {
+    if (state === 'analysed') await sql`analyze underwriting_requests`.execute(db);
+    const text = await db.transaction().execute(async (trx) => {
+      // As a batch runs it (campaigns/upload.ts).
+      await FOREIGN_KEY_CHECKS_PLANNED_ONCE.execute(trx);
+      return plan(trx, CompiledQuery.raw(ENQUEUE_CAMPAIGN.text, parameters));
+    });
+    t.match(text, /underwriting_requests_customer/, `${state}: the customer's index\n${text}`);
+    t.notMatch(text, /underwriting_requests_campaign\b/, `${state}: not the campaign's every request\n${text}`);
+    t.notMatch(text, /Seq Scan on underwriting_requests/, `${state}: no sequential scan`);
   }
 });
