@@ -73,6 +73,13 @@ async function* decoded(body: Source, maxBytes: number): AsyncGenerator<string> 
 const tooLong = (line: number, limits: ReadLimits): FileLine => ({ line, problem: `the line is longer than ${limits.maxLineChars} characters` });
 
 /**
+ * What the decoder made of bytes that are no UTF-8 (a file saved as Windows-1252, say): refused by
+ * line, never queued with its letters replaced. A U+FFFD written as such marks such a loss too.
+ */
+const REPLACED = '\ufffd';
+const NOT_UTF8 = 'the line is not valid UTF-8 (a byte that is no UTF-8 was read as U+FFFD): send the file in UTF-8';
+
+/**
  * NDJSON: one JSON text per line (LF or CRLF), in UTF-8 with or without a byte order mark. Blank
  * lines are skipped but counted, so numbers are what an editor shows. Yields the lines of each chunk together (one await per chunk, not per line).
  */
@@ -85,7 +92,8 @@ export async function* ndjsonLines(body: Source, limits: ReadLimits): AsyncGener
     line++;
     if (text.length > limits.maxLineChars) return void out.push(tooLong(line, limits));
     const trimmed = text.endsWith('\r') ? text.slice(0, -1) : text;
-    if (trimmed.trim() !== '') out.push({ line, text: trimmed });
+    if (trimmed.includes(REPLACED)) out.push({ line, problem: NOT_UTF8 });
+    else if (trimmed.trim() !== '') out.push({ line, text: trimmed });
   };
   for await (const text of decoded(body, limits.maxBytes)) {
     const out: FileLine[] = [];
@@ -144,7 +152,7 @@ export async function* csvRecords(body: Source, limits: ReadLimits): AsyncGenera
     if (problem !== undefined) out.push({ line: recordLine, problem });
     else {
       fields.push(field);
-      out.push({ line: recordLine, fields });
+      out.push(fields.some((f) => f.includes(REPLACED)) ? { line: recordLine, problem: NOT_UTF8 } : { line: recordLine, fields });
     }
     fields = [];
     field = '';
