@@ -136,7 +136,14 @@ export function campaignUploader(deps: UploadDeps) {
     const reject = (line: number, issues: ValidationIssue[]) => {
       rejectedTotal++;
       deps.metrics?.lines('rejected', 1);
-      if (rejected.length < MAX_REJECTED_SHOWN) rejected.push({ line, issues });
+      rejected.push({ line, issues });
+      // Lines in flight are known only once their batch is written, after later lines were
+      // rejected: the first MAX_REJECTED_SHOWN by number are kept, in at most twice that.
+      if (rejected.length >= 2 * MAX_REJECTED_SHOWN) firstRejected();
+    };
+    const firstRejected = () => {
+      rejected.sort((a, b) => a.line - b.line);
+      rejected.length = Math.min(rejected.length, MAX_REJECTED_SHOWN);
     };
 
     const campaign = async (): Promise<number> =>
@@ -250,8 +257,7 @@ export function campaignUploader(deps: UploadDeps) {
       if (batch.length > 0) await startFlush();
       await allWritten();
       const id = await campaign();
-      // In-flight lines are known only once their batch is written, after later lines were read.
-      rejected.sort((a, b) => a.line - b.line);
+      firstRejected();
       await finishUpload(deps.db, id, { accepted, rejected: rejectedTotal, rejectedLines: rejected, now: deps.clock(), bodyDigest: digest?.digest('hex') ?? null });
       request.log.info({ campaign: publicId, accepted, rejected: rejectedTotal }, 'campaign uploaded');
       return { id: publicId, accepted, rejected, rejectedTotal };

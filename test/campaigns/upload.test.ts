@@ -198,6 +198,20 @@ t.test('a line in another encoding than UTF-8 (Windows-1252) is rejected by its 
   t.equal(Number(rows[0]!.n), 0, 'nothing of those lines is stored');
 });
 
+t.test('the rejected lines kept are the first 1000 by number, a customer in flight found late among them', async (t) => {
+  const queued = await upload(app, ndjson([line('late-1', 141)]));
+  t.equal(queued.statusCode, 202);
+  // Line 1's customer is in flight: known once its batch is written, after 1001 invalid lines were read.
+  const lines: unknown[] = [line('late-1', 141)];
+  for (let i = 0; i < 1001; i++) lines.push('not json');
+  lines.push(line('late-2', 142));
+  const answer = await uploaderWith({ batchLines: 2 })({ source: 'ndjson', body: [ndjson(lines)], createdBy: 'peer:test', traceparent: null, log: gw.app.log });
+  t.equal(answer.rejectedTotal, 1002);
+  t.equal(answer.rejected.length, 1000);
+  t.same(answer.rejected.slice(0, 2).map((r) => r.line), [1, 2], 'line 1 (in flight) is the first of them');
+  t.equal(answer.rejected.at(-1)!.line, 1000);
+});
+
 t.test('a customer twice in a file is queued once, even when its first line was answered before the second was read', async (t) => {
   const { db } = database;
   async function* body() {
