@@ -12,7 +12,7 @@ import { RESULTS_CHANNEL } from './channels/names.js';
 import { type Config, configuredSecrets } from './config/config.js';
 import { composeServices } from './compose.js';
 import { consoleRoutes } from './console/routes.js';
-import { maskCpfsInText } from './cpf.js';
+import { identifierHoldsCpf } from './cpf.js';
 import type { DatabaseHandle } from './db/handle.js';
 import { poolMetrics } from './db/metrics.js';
 import { BODY_LIMIT_BYTES, type CapabilityDeps, type Clock } from './deps.js';
@@ -113,11 +113,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clientErrorHandler: answerClientError,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
-      // An id shaped like a CPF would be logged on every line and echoed: replaced, as a malformed one is.
-      // The id's other separators (_ and :) are read as a dash, so 123_456_789:09 is seen as the CPF it is.
-      // Any number of separators in a row counts as one, so 123...456...789...09 is seen as the CPF it is too.
-      const asText = typeof given === 'string' ? given.replace(/[._:-]+/g, '-') : '';
-      return typeof given === 'string' && REQUEST_ID.test(given) && maskCpfsInText(asText) === asText ? given : randomUUID();
+      // An id holding a CPF (however separated) would be logged on every line and echoed: replaced, as a malformed one is.
+      return typeof given === 'string' && REQUEST_ID.test(given) && !identifierHoldsCpf(given) ? given : randomUUID();
     },
   }).withTypeProvider<ZodTypeProvider>();
   if (config.trustProxy.length > 0) {

@@ -107,6 +107,16 @@ export function maskCpfsInText(text: string): string {
   });
 }
 
+/**
+ * True when an identifier a client chose (a request id, an idempotency key) holds a CPF, however its
+ * digits are separated: a run of `.`, `_`, `:` and `-` reads as one dash, so `529...982:247_25` is
+ * seen as the CPF it is. Such an id is stored, logged or echoed as sent, so it is refused or replaced.
+ */
+export function identifierHoldsCpf(id: string): boolean {
+  const asText = id.replace(/[._:-]+/g, '-');
+  return maskCpfsInText(asText) !== asText;
+}
+
 /** True when the text holds fewer than 11 digits in all: it cannot hold a CPF (most free text; no regex run). */
 function fewerDigitsThanACpf(text: string): boolean {
   let digits = 0;
