@@ -1,13 +1,14 @@
 -- Query redeliver_by_type (builder), in src/events/redelivery-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
-with queued as (
+with live as (select key from event_endpoints where key = any($1::text[]) for share),
+queued as (
   update event_deliveries d
-  set status = 'pending', attempts = 0, queued_at = $1, next_attempt_at = $2, lease_until = null, lease_token = null,
+  set status = 'pending', attempts = 0, queued_at = $2, next_attempt_at = $3, lease_until = null, lease_token = null,
       delivered_at = null
-  from events e, unnest($3::text[], $4::text[]) as t(key, types)
-  where e.id = d.event_id and d.status = $5 and d.url_key = t.key
+  from events e, unnest($4::text[], $5::text[]) as t(key, types)
+  where e.id = d.event_id and d.status = $6 and d.url_key = t.key and t.key in (select key from live)
     and (t.types is null or e.type = any(string_to_array(t.types, ',')))
-    and e.type = $6
+    and e.type = $7
 
 
   returning 1

@@ -8,6 +8,14 @@ import type { WebhookTarget } from './targets.js';
 const REQUEUE = `status = 'pending', attempts = 0, queued_at = excluded.queued_at,
   next_attempt_at = excluded.next_attempt_at, lease_until = null, lease_token = null, delivered_at = null`;
 
+/**
+ * The targets (`keys`) whose endpoint still exists, locked for share: the caller's list is its
+ * instance's, read up to 500 ms before, and may hold an endpoint deleted since, whose deliveries
+ * would be queued again for nobody, pending for good. A delete committing meanwhile is waited for
+ * (its row then skipped); one that starts after waits for the redelivery and ends what it queued.
+ */
+const live = (keys: readonly string[]) => sql`live as (select key from event_endpoints where key = any(${keys}::text[]) for share)`;
+
 /** Queues one event again for every target that receives its type (delivered or not); undefined when there is no such event. */
 export async function redeliverEvent(
   db: Kysely<Tables>,
@@ -19,11 +27,13 @@ export async function redeliverEvent(
   const types = targets.map((t) => (t.types ? t.types.join(',') : null));
   const { rows } = await sql<{ found: number; queued: number }>`
     with e as (select id, customer_uuid, type from events where public_id = ${publicId}),
+    ${live(keys)},
     queued as (
       insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at)
       select e.id, e.customer_uuid, t.key, t.shown, ${now}, ${now}
       from e cross join unnest(${keys}::text[], ${shown}::text[], ${types}::text[]) as t(key, shown, types)
-      where t.types is null or e.type = any(string_to_array(t.types, ','))
+      where (t.types is null or e.type = any(string_to_array(t.types, ',')))
+        and t.key in (select key from live)
       on conflict (event_id, url_key) do update set url = excluded.url, ${sql.raw(REQUEUE)}
       returning 1
     )
@@ -64,12 +74,13 @@ export function redeliverQuery(
   const keys = targets.map((t) => t.key);
   const types = targets.map((t) => (t.types ? t.types.join(',') : null));
   return sql<{ n: number }>`
-    with queued as (
+    with ${live(keys)},
+    queued as (
       update event_deliveries d
       set status = 'pending', attempts = 0, queued_at = ${now}, next_attempt_at = ${now}, lease_until = null, lease_token = null,
           delivered_at = null
       from events e, unnest(${keys}::text[], ${types}::text[]) as t(key, types)
-      where e.id = d.event_id and d.status = ${which.status} and d.url_key = t.key
+      where e.id = d.event_id and d.status = ${which.status} and d.url_key = t.key and t.key in (select key from live)
         and (t.types is null or e.type = any(string_to_array(t.types, ',')))
         ${which.type === undefined ? sql`` : sql`and e.type = ${which.type}`}
         ${which.since === undefined ? sql`` : sql`and e.created_at >= ${which.since}::timestamptz`}
