@@ -220,6 +220,19 @@ export async function countCampaign(db: Kysely<Tables>, id: number, since: Date)
   return runStatement<CountRow>(db, COUNT_CAMPAIGN, [id, since.toISOString()]);
 }
 
+/**
+ * Whether the provider is not being called now: its circuit open, or every instance told to hold
+ * (a 429's or 503's Retry-After, an operator's hold). By the database's clock, as the pace is kept.
+ */
+export const PROVIDER_PAUSED = defineStatement('campaign_provider_paused', `
+    select coalesce(open_until > clock_timestamp(), false) or hold_until > clock_timestamp() as paused
+      from provider_pacing where id = 1`);
+
+export async function providerPaused(db: Kysely<Tables>): Promise<boolean> {
+  const [row] = await runStatement<{ paused: boolean }>(db, PROVIDER_PAUSED, []);
+  return row?.paused === true;
+}
+
 /** Marks a campaign done once its counts show nothing in flight (a courtesy for the list; GET computes it anyway). */
 export async function markDone(db: Kysely<Tables>, id: number, now: Date): Promise<void> {
   await sql`update campaigns set status = 'done', updated_at = ${now} where id = ${id} and status = 'running'`.execute(db);

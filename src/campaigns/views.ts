@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Tables } from '../db/types.js';
 import type { CampaignSummary, CampaignView, ResultLine } from './schemas.js';
-import { type CampaignRow, type CountRow, countCampaign, type ListRow, markDone, type ResultRow, resultsPage } from './sql.js';
+import { type CampaignRow, type CountRow, countCampaign, type ListRow, markDone, providerPaused, type ResultRow, resultsPage } from './sql.js';
 
 // A campaign's answers, built field by field from its rows (a new column never leaks into one).
 
@@ -70,7 +70,8 @@ export async function campaignView(db: Kysely<Tables>, row: CampaignRow, now: Da
   }
   const ratePerS = Math.round((recent / windowS) * 100) / 100;
   const toForward = counts.queued + counts.submitting;
-  const etaS = toForward === 0 ? 0 : ratePerS > 0 ? Math.ceil(toForward / ratePerS) : null;
+  // The last minute's rate goes on for a minute after forwarding stops: no estimate while it is stopped.
+  const etaS = toForward === 0 ? 0 : ratePerS > 0 && !(await providerPaused(db)) ? Math.ceil(toForward / ratePerS) : null;
   return {
     ...summaryOf(row, status),
     createdBy: row.created_by,

@@ -36,8 +36,18 @@ t.test('progress: requests by status and decision, the rate of the last minute a
   view = (await get(app, `/v1/campaigns/${id}`)).json();
   t.match(view.counts, { queued: 3, submitted: 1, completed: 2, approved: 1, filtered: 1, declined: 0 });
   t.ok(view.ratePerS > 0, `forwarded in the last minute: ${view.ratePerS}/s`);
-  t.equal(view.etaS, Math.ceil(3 / view.ratePerS), 'the queued ones at that rate');
+  t.equal(view.etaS, null, 'no estimate while the provider is held: the last minute\'s rate is not going on');
   t.equal(view.status, 'running');
+  // The circuit open: no estimate either.
+  await sql`update provider_pacing set hold_until = '-infinity', open_until = now() + interval '1 day'`.execute(database.db);
+  t.equal((await get(app, `/v1/campaigns/${id}`)).json().etaS, null, 'none while the circuit is open');
+  // Forwarding going on (here: every call slot held by calls in flight, so that this test's forwarder sends nothing).
+  await sql`update provider_slots set lease_until = now() + interval '1 day'`.execute(database.db);
+  await sql`update provider_pacing set open_until = null`.execute(database.db);
+  view = (await get(app, `/v1/campaigns/${id}`)).json();
+  t.equal(view.etaS, Math.ceil(3 / view.ratePerS), 'the queued ones at that rate');
+  await holdTheProvider(database.db);
+  await sql`update provider_slots set lease_until = '-infinity'`.execute(database.db);
 
   await markForwarded(database.db, id);
   for (const i of [2, 3, 4, 5]) t.equal((await postCallback(app, resultBody(`prog-${i}`, { limit: 0 }))).statusCode, 200);
