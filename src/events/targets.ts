@@ -1,11 +1,11 @@
-import { redactUrl } from '../observability/logger.js';
+import { isTokenSegment, redactUrl } from '../observability/logger.js';
 import { urlKeyer } from './url-key.js';
 
 /** One configured receiver of outcome events. */
 export interface WebhookTarget {
   /** What its rows name it by: a configured URL's keyed fingerprint (url-key.ts), an API endpoint's id. */
   key: string;
-  /** The URL as stored and shown: no userinfo, query values replaced. */
+  /** The URL as stored and shown: no userinfo, query values and token-like path segments replaced. */
   shown: string;
   /** Where to POST: the URL without its userinfo (undici refuses credentials in a URL). */
   url: string;
@@ -15,11 +15,15 @@ export interface WebhookTarget {
   secrets: string[];
 }
 
-/** The values a URL's path parameters (`;name=value`) and bare query words carry: secrets to scrub like query values. */
+/**
+ * The values a URL's path parameters (`;name=value`), token-like path segments (a Slack webhook's)
+ * and bare query words carry: secrets to scrub like query values.
+ */
 function pathAndBareSecrets(u: URL): string[] {
   const inPath = [...u.pathname.matchAll(/;([^/]*)/g)].flatMap((m) => m[1]!.split(/[;=]/));
+  const tokens = u.pathname.split('/').filter(isTokenSegment);
   const bare = u.search.slice(1).split('&').filter((part) => part !== '' && !part.includes('='));
-  return [...inPath, ...bare, ...bare.map(decodedOrRaw)];
+  return [...inPath, ...tokens, ...bare, ...bare.map(decodedOrRaw)];
 }
 
 /** A percent-encoded text decoded, or as it is when an escape in it is malformed (`%zz`, which URLs allow). */

@@ -39,13 +39,29 @@ function splitUrl(url: string): { path: string; params: Array<{ name: string; ra
 }
 
 /**
+ * A path segment that reads as a credential: 16 or more letters, digits, `-` and `_`, letters and
+ * digits both, as the token of a Slack, Teams or Discord webhook URL (`/services/T0/B0/<token>`).
+ * A UUID is one too (webhook.site's URLs are their secret); a word or a short id is not.
+ */
+export function isTokenSegment(segment: string): boolean {
+  return segment.length >= 16 && /^[A-Za-z0-9_-]+$/.test(segment) && /[A-Za-z]/.test(segment) && /[0-9]/.test(segment);
+}
+
+/**
  * A URL safe to log and to show: userinfo dropped, every query value (and the fragment) hidden, a
- * bare query word (`?s3cr3t`, a value without a name) and every path parameter's value
- * (`;jsessionid=…`) too, and a CPF in the path masked.
+ * bare query word (`?s3cr3t`, a value without a name), every path parameter's value
+ * (`;jsessionid=…`) and every path segment that reads as a token (isTokenSegment) too, and a CPF
+ * in the path masked.
  */
 export function redactUrl(raw: string): string {
   const u = new URL(raw);
-  const path = maskCpfsInText(u.pathname.replace(/;[^/]*/g, ';redacted'));
+  const path = maskCpfsInText(
+    u.pathname
+      .replace(/;[^/]*/g, ';redacted')
+      .split('/')
+      .map((segment) => (isTokenSegment(segment) ? 'redacted' : segment))
+      .join('/'),
+  );
   const names = u.search
     .slice(1)
     .split('&')

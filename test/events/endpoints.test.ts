@@ -505,6 +505,26 @@ t.test('a URL\'s bare query word, path parameters and a CPF in its path are neve
   t.equal(patched.body.description, 'now ***********');
 });
 
+t.test('the token in a Slack- or Discord-style webhook path is never shown, stored with a delivery or logged', async (t) => {
+  const { app, logs } = await gateway(t);
+  const token = 'Xq7Jt2bLk9MwPz4RvN8sYc3D';
+  const created = await call(app, 'POST', '/v1/endpoints', { url: `http://127.0.0.1:9/services/T024BE7LD/B0K3N5Q1Z/${token}`, types: ['callback.unmatched'] });
+  t.equal(created.status, 201, JSON.stringify(created.body));
+  t.equal(created.body.url, 'http://127.0.0.1:9/services/T024BE7LD/B0K3N5Q1Z/redacted', 'the short ids stay, the token goes');
+  const cust = customer('ep-path-token');
+  await stray(app, cust);
+  const feed = await until(async () => {
+    const items = (await app.inject({ method: 'GET', url: `/v1/events?customerUuid=${cust}` })).json().items;
+    return items[0]?.deliveries.some((d: any) => d.url.includes('/services/')) ? items : undefined;
+  });
+  const listed = await call(app, 'GET', '/v1/endpoints');
+  const stored = await sql<{ url: string }>`select url from event_deliveries where url like '%/services/%'`.execute(shared.db);
+  for (const [what, text] of [['the answer', JSON.stringify(created.body)], ['the list', JSON.stringify(listed.body)], ['the feed', JSON.stringify(feed)], ['the deliveries', JSON.stringify(stored.rows)], ['the log', logs.text()]] as const) {
+    t.notMatch(text, token, `${what}: no token`);
+  }
+  await call(app, 'DELETE', `/v1/endpoints/${created.body.id}`);
+});
+
 t.test('text PostgreSQL cannot hold (NUL) in an endpoint\'s URL or description is refused 400, never a 500', async (t) => {
   const { app } = await gateway(t);
   for (const body of [{ url: 'http://127.0.0.1:9/n', description: 'nul\u0000byte' }, { url: 'http://127.0.0.1:9/n\u0000' }, { url: 'http://127.0.0.1:9/n', description: 'lone \ud800' }]) {
