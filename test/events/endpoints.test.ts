@@ -656,6 +656,38 @@ t.test('an endpoint URL shown as an earlier version redacted it is shown anew at
   t.notOk((await redactStoredUrls(shared.db, redactUrl)).includes(created.body.id), 'once');
 });
 
+t.test('a webhook path token an earlier version showed is taken out of the deliveries stored with it, and of a configured URL\'s row, at start', async (t) => {
+  const token = 'Hk3mP9qR2sT7vW4xY8zA1bC6';
+  const receiver = await startReceiver(t, () => 200);
+  // A database of its own: every URL of it is rewritten here.
+  const own = await freshDatabase(t);
+  const db = own.db;
+  const { app } = await gateway(t, pushEnv([`${receiver.url}/cfg/T0AAA/B0BBB/${token}`], webhookSecret()), own);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: `http://127.0.0.1:9/services/T0CCC/B0DDD/${token}`, types: ['callback.unmatched'] });
+  const cust = customer('ep-old-token');
+  await stray(app, cust);
+  await receiver.count(1);
+  await until(async () => ((await sql<{ n: number }>`select count(*)::int as n from event_deliveries d join events e on e.id = d.event_id where e.customer_uuid = ${cust}`.execute(db)).rows[0]!.n === 2 ? true : undefined));
+  // As an earlier version left them: every place the URL is shown holds the token.
+  const old = sql`replace(url, '/redacted', ${'/' + token})`;
+  await sql`update event_endpoints set url = ${old}, shown_url = replace(shown_url, '/redacted', ${'/' + token}) where managed = 'config' or id = ${created.body.id}`.execute(db);
+  await sql`update event_endpoints set shown_url = replace(shown_url, '/redacted', ${'/' + token}) where id = ${created.body.id}`.execute(db);
+  await sql`update event_dispatch set url = ${old}`.execute(db);
+  await sql`update event_deliveries set url = ${old}`.execute(db);
+  const stored = async () =>
+    JSON.stringify([
+      // An API endpoint's own row keeps its full URL: it is what is sent to (docs/endpoints.md).
+      (await sql`select case when managed = 'config' then url end as url, shown_url from event_endpoints`.execute(db)).rows,
+      (await sql`select url from event_dispatch`.execute(db)).rows,
+      (await sql`select url from event_deliveries`.execute(db)).rows,
+    ]);
+  t.match(await stored(), token, 'the token is stored, as before');
+  const ids = await redactStoredUrls(db, redactUrl);
+  t.ok(ids.includes(created.body.id), 'the API endpoint is shown anew');
+  t.notMatch(await stored(), token, 'no row holds the token any more');
+  t.same(await redactStoredUrls(db, redactUrl), [], 'once');
+});
+
 t.test("a redelivery from an instance whose list still holds a deleted endpoint (read up to 500 ms before) queues nothing for it: its deliveries stay dead, never pending for good", async (t) => {
   const { redeliverDeliveries, redeliverEvent } = await import('../../src/events/redelivery-sql.js');
   const { app } = await gateway(t);

@@ -170,18 +170,31 @@ export async function syncConfiguredEndpoints(db: Kysely<Tables>, targets: reado
 }
 
 /**
- * Shows every API endpoint's URL as `redact` does now (an earlier version showed bare query words
- * and path parameters): its row and its dispatch position. The ids changed.
+ * Shows every endpoint's URL as `redact` does now (an earlier version showed bare query words, path
+ * parameters and a webhook path's token): its row, its dispatch position and the deliveries written
+ * with the URL as shown then (a token stored with each), rewritten once, by the endpoint's index. A
+ * configured endpoint's row holds only the URL as shown, redacted again (the same when it already
+ * was). The ids changed.
  */
 export async function redactStoredUrls(db: Kysely<Tables>, redact: (url: string) => string): Promise<string[]> {
-  const rows = await db.selectFrom('event_endpoints').select(['id', 'key', 'url', 'shown_url']).where('managed', '=', 'api').execute();
+  const rows = await db
+    .selectFrom('event_endpoints as e')
+    .leftJoin('event_dispatch as d', 'd.url_key', 'e.key')
+    .select(['e.id', 'e.key', 'e.url', 'e.shown_url', 'e.managed', 'd.url as dispatch_url'])
+    .execute();
   const changed: string[] = [];
   for (const row of rows) {
     const shown = redact(row.url);
-    if (shown === row.shown_url) continue;
+    // The dispatch position holds the URL as the deliveries were written with it.
+    if (shown === row.shown_url && (row.dispatch_url === null || row.dispatch_url === shown)) continue;
     await db.transaction().execute(async (tx) => {
-      await tx.updateTable('event_endpoints').set({ shown_url: shown }).where('id', '=', row.id).execute();
+      await tx
+        .updateTable('event_endpoints')
+        .set(row.managed === 'api' ? { shown_url: shown } : { url: shown, shown_url: shown })
+        .where('id', '=', row.id)
+        .execute();
       await tx.updateTable('event_dispatch').set({ url: shown }).where('url_key', '=', row.key).execute();
+      await tx.updateTable('event_deliveries').set({ url: shown }).where('url_key', '=', row.key).where('url', '<>', shown).execute();
     });
     changed.push(row.id);
   }
