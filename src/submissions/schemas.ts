@@ -1,21 +1,17 @@
 import { z } from 'zod';
-import { customerUuidIsCpf, identifierHoldsCpf } from '../cpf.js';
+import { customerUuidIsCpf } from '../cpf.js';
 import { errorSchema, httpStatusSchema, validationErrorSchema } from '../http/errors.js';
 import { customerUuidSchema, underwritingRequestSchema } from '../provider/schemas.js';
 
-/**
- * Printable ASCII, 1-200 characters: enough for a UUID or a composite key, bounded for the index.
- * Never a CPF (however separated): a key is stored as sent, for 24 h, and shown in a subject's export.
- */
+/** Printable ASCII, 1-200 characters: enough for a UUID or a composite key, bounded for the index. */
 export const idempotencyKeySchema = z
   .string()
-  .regex(/^[\x20-\x7E]{1,200}$/, 'must be 1-200 printable ASCII characters')
-  .refine((key) => !identifierHoldsCpf(key), 'must not hold a CPF: the key is stored as sent; use an id of your own');
+  .regex(/^[\x20-\x7E]{1,200}$/, 'must be 1-200 printable ASCII characters');
 
 export const submitHeadersSchema = z.looseObject({
   'idempotency-key': idempotencyKeySchema
     .optional()
-    .describe('Repeats with the same key and body get the first answer again, without a second provider call (24 h). 1-200 printable ASCII characters holding no CPF (stored as sent: a key that holds one is refused 400)'),
+    .describe('Repeats with the same key and body get the first answer again, without a second provider call (24 h)'),
   prefer: z
     .string()
     .optional()

@@ -110,13 +110,3 @@ t.test('an Idempotency-Key that is not 1-200 printable ASCII characters: 400, no
   t.equal(res.json().error, 'validation_failed');
   t.equal(await campaignCount(), before);
 });
-
-t.test('a key holding a CPF is refused 400 before the file is read: a key is stored as sent', async (t) => {
-  const before = await campaignCount();
-  const res = await upload(app, ndjson([line('cpf-key-1', 21)]), undefined, { 'idempotency-key': 'batch-529.982.247-25' });
-  t.equal(res.statusCode, 400, res.body);
-  t.equal(res.json().error, 'validation_failed');
-  t.same(res.json().issues.map((i: { path: string }) => i.path), ['idempotency-key']);
-  t.notOk(res.body.includes('529.982.247-25'), 'the answer echoes no CPF');
-  t.equal(await campaignCount(), before, 'no campaign stored');
-});

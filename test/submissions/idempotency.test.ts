@@ -30,6 +30,20 @@ t.test('a replay with the same key and body returns the first answer without cal
   t.same(key!.response_body, first.json());
 });
 
+t.test('a key whose digits happen to pass as a CPF (a random UUID, a Snowflake id) is taken and replayed like any other', async (t) => {
+  // Refusing keys that hold a CPF-valid run of 11 digits was tried and taken back: 0.14% of random
+  // UUIDs and 8% of 19-digit Snowflake ids hold one by chance, and a 400 is a submit lost.
+  const { submit, provider } = await submitGateway(t);
+  for (const [i, key] of ['54296114-921b-469d-a8e2-f674ee70b8d9', '1175873563496153088'].entries()) {
+    const body = validRequest({ customerUuid: `cust-chance-${i}` });
+    const first = await submit(body, { 'idempotency-key': key });
+    t.equal(first.statusCode, 202, key);
+    const again = await submit(body, { 'idempotency-key': key });
+    t.equal(again.headers['idempotent-replayed'], 'true', `${key} replayed`);
+  }
+  t.equal(provider.received.length, 2, 'one call each');
+});
+
 t.test('the same key with a different body answers 422 idempotency_key_reused and sends nothing', async (t) => {
   const { submit, provider, database } = await submitGateway(t);
   t.equal((await submit(validRequest(), KEY)).statusCode, 202);

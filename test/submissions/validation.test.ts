@@ -33,13 +33,6 @@ const cases: Array<{ name: string; body: unknown; paths: string[]; headers?: Rec
   { name: 'a body that is not JSON', body: '{"customerUuid": "x", "cpf": ', paths: [] },
   { name: 'an Idempotency-Key of 201 characters', body: valid, paths: ['idempotency-key'], headers: { 'idempotency-key': 'k'.repeat(201) } },
   { name: 'an empty Idempotency-Key', body: valid, paths: ['idempotency-key'], headers: { 'idempotency-key': '' } },
-  // A key is stored as sent for 24 h and shown in the subject's export: a CPF in it, however separated, is refused.
-  ...['529.982.247-25', 'order-52998224725', 'cust_529_982_247_25', 'x:529...982...247:25'].map((key) => ({
-    name: `an Idempotency-Key holding a CPF (${key})`,
-    body: valid,
-    paths: ['idempotency-key'],
-    headers: { 'idempotency-key': key },
-  })),
 ];
 
 for (const c of cases) {
@@ -56,7 +49,6 @@ for (const c of cases) {
     t.equal(gw.provider.received.length, 0);
     t.equal((await storedRequests(gw.database)).length, 0);
     t.equal((await storedKeys(gw.database)).length, 0);
-    for (const digits of ['52998224725', '529.982.247-25', '529_982_247_25']) t.notOk(res.body.includes(digits), 'the answer echoes no CPF');
   });
 }
 
