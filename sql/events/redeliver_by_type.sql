@@ -1,6 +1,6 @@
 -- Query redeliver_by_type (builder), in src/events/redelivery-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
-with live as (select key from event_endpoints where key = any($1::text[]) for share),
+with live as (select key from event_endpoints where key = any($1::text[]) for key share),
 queued as (
   update event_deliveries d
   set status = 'pending', attempts = 0, queued_at = $2, next_attempt_at = $3, lease_until = null, lease_token = null,

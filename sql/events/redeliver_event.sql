@@ -1,7 +1,7 @@
 -- Query redeliver_event (builder), in src/events/redelivery-sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
   with e as (select id, customer_uuid, type from events where public_id = $1),
-  live as (select key from event_endpoints where key = any($2::text[]) for share),
+  live as (select key from event_endpoints where key = any($2::text[]) for key share),
   queued as (
     insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at)
     select e.id, e.customer_uuid, t.key, t.shown, $3, $4

@@ -9,12 +9,14 @@ const REQUEUE = `status = 'pending', attempts = 0, queued_at = excluded.queued_a
   next_attempt_at = excluded.next_attempt_at, lease_until = null, lease_token = null, delivered_at = null`;
 
 /**
- * The targets (`keys`) whose endpoint still exists, locked for share: the caller's list is its
+ * The targets (`keys`) whose endpoint still exists, locked for key share: the caller's list is its
  * instance's, read up to 500 ms before, and may hold an endpoint deleted since, whose deliveries
  * would be queued again for nobody, pending for good. A delete committing meanwhile is waited for
  * (its row then skipped); one that starts after waits for the redelivery and ends what it queued.
+ * Key share (as a replay's lock) keeps the row from a delete only: the writes every delivery worker
+ * makes to endpoint rows while a long redelivery runs (rate and in-flight slots, health) go on.
  */
-const live = (keys: readonly string[]) => sql`live as (select key from event_endpoints where key = any(${keys}::text[]) for share)`;
+const live = (keys: readonly string[]) => sql`live as (select key from event_endpoints where key = any(${keys}::text[]) for key share)`;
 
 /** Queues one event again for every target that receives its type (delivered or not); undefined when there is no such event. */
 export async function redeliverEvent(
