@@ -275,23 +275,6 @@ t.test('deleting an endpoint ends its pending deliveries dead with endpoint_dele
   t.match(audit.body.items.find((a: any) => a.subject === `endpoint:${created.body.id}`), { counts: { deliveriesEnded: 1 } });
 });
 
-t.test('deleting a paused endpoint ends dead the deliveries it was shown pending for, not yet written, as well', async (t) => {
-  const { app } = await gateway(t);
-  const created = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/paused-deleted', types: ['callback.unmatched'] });
-  await call(app, 'PATCH', `/v1/endpoints/${created.body.id}`, { status: 'paused' });
-  const cust = customer('ep-paused-deleted');
-  await stray(app, cust);
-  const deliveries = async () => {
-    const feed = (await app.inject({ method: 'GET', url: `/v1/events?customerUuid=${cust}` })).json();
-    return feed.items[0].deliveries.filter((d: any) => d.url === 'http://127.0.0.1:9/paused-deleted');
-  };
-  t.match(await deliveries(), [{ status: 'pending', attempts: 0 }], 'shown pending while paused');
-  t.equal((await call(app, 'DELETE', `/v1/endpoints/${created.body.id}`)).status, 204);
-  t.match(await deliveries(), [{ status: 'dead', attempts: 0, lastError: 'endpoint_deleted' }], 'dead once deleted, not gone');
-  const audit = await call(app, 'GET', `/v1/audit?action=endpoint.delete&limit=5`);
-  t.match(audit.body.items.find((a: any) => a.subject === `endpoint:${created.body.id}`), { counts: { deliveriesEnded: 1 } });
-});
-
 t.test('an endpoint failing every attempt for EVENT_ENDPOINT_DISABLE_AFTER_S is disabled with an endpoint.disabled event; made active, its deliveries resume in order', async (t) => {
   let up = false;
   const receiver = await startReceiver(t, () => (up ? 200 : 500));

@@ -246,26 +246,13 @@ export async function updateEndpoint(tx: Transaction<Tables>, before: EndpointRo
 }
 
 /**
- * Deletes the endpoint and its dispatch position; its pending deliveries end dead (endpoint_deleted),
- * those not written yet too (events past its position, of the types it receives: shown pending until
- * then, paused or not). The position is deleted first: a dispatch writing past it is waited for (and
- * its deliveries then end dead below), and no dispatch starts after. One whose attempt is in flight
- * (leased) keeps its lease: the attempt's outcome still lands, a 2xx as delivered (the receiver has
- * it), a failure leaving it dead (record_event_delivery_outcomes).
+ * Deletes the endpoint and its dispatch position; its pending deliveries end dead (endpoint_deleted).
+ * One whose attempt is in flight (leased) keeps its lease: the attempt's outcome still lands, a 2xx
+ * as delivered (the receiver has it), a failure leaving it dead (record_event_delivery_outcomes).
  */
 export async function deleteEndpoint(tx: Transaction<Tables>, row: EndpointRow, now: Date): Promise<number> {
   await tx.deleteFrom('event_endpoints').where('id', '=', row.id).execute();
-  const position = await tx.deleteFrom('event_dispatch').where('url_key', '=', row.key).returning(['tx_id', 'event_id']).executeTakeFirst();
-  const unwritten = position
-    ? await sql`
-        insert into event_deliveries (event_id, customer_uuid, url_key, url, status, queued_at, next_attempt_at, last_error)
-        select e.id, e.customer_uuid, ${row.key}, ${row.shown_url}, 'dead', ${now}, ${now}, 'endpoint_deleted'
-        from events e
-        where (e.tx_id, e.id) > (${position.tx_id}::xid8, ${position.event_id}::bigint)
-          and (${row.types}::text[] is null or e.type = any(${row.types}::text[]))
-        order by e.tx_id, e.id
-        on conflict (event_id, url_key) do nothing`.execute(tx)
-    : undefined;
+  await tx.deleteFrom('event_dispatch').where('url_key', '=', row.key).execute();
   const inFlight = sql<boolean>`lease_until > ${now}`;
   const ended = await tx
     .updateTable('event_deliveries')
@@ -279,7 +266,7 @@ export async function deleteEndpoint(tx: Transaction<Tables>, row: EndpointRow, 
     .where('url_key', '=', row.key)
     .where('status', '=', 'pending')
     .executeTakeFirst();
-  return Number(unwritten?.numAffectedRows ?? 0) + Number(ended.numUpdatedRows);
+  return Number(ended.numUpdatedRows);
 }
 
 /** A new secret; the one it replaces keeps signing until `previousUntil` (not kept at all when that is now). */
@@ -423,7 +410,7 @@ export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'sync_configured_endpoints', run: (db) => syncConfiguredEndpoints(db, [{ key: 'k', shown: 'https://receiver.example/hook' }], AT) },
   { name: 'update_endpoint', rows: [[{ id: 'ep_1' }]], run: (db) => db.transaction().execute((tx) => updateEndpoint(tx, ENDPOINT, { description: 'd' }, AT)) },
   { name: 'update_endpoint_every_change', rows: [[{ id: 'ep_1' }]], run: (db) => db.transaction().execute((tx) => updateEndpoint(tx, ENDPOINT, EVERY_CHANGE, AT)) },
-  { name: 'delete_endpoint', rows: [[], [{ tx_id: '9', event_id: 1 }]], run: (db) => db.transaction().execute((tx) => deleteEndpoint(tx, ENDPOINT, AT)) },
+  { name: 'delete_endpoint', run: (db) => db.transaction().execute((tx) => deleteEndpoint(tx, ENDPOINT, AT)) },
   { name: 'rotate_endpoint_secret', run: (db) => db.transaction().execute((tx) => rotateEndpointSecret(tx, ENDPOINT, 's2', new Date(AT.getTime() + 60_000), AT)) },
   { name: 'clear_expired_secrets', run: (db) => clearExpiredSecrets(db, AT) },
   { name: 'replay_since', run: (db) => replayToEndpoint(db, ENDPOINT, { since: AT.toISOString() }, AT) },
