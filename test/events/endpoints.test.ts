@@ -673,15 +673,16 @@ t.test('a webhook path token an earlier version showed is taken out of the deliv
 
 t.test("a redelivery from an instance whose list still holds a deleted endpoint (read up to 500 ms before) queues nothing for it: its deliveries stay dead, never pending for good", async (t) => {
   const { redeliverDeliveries, redeliverEvent } = await import('../../src/events/redelivery-sql.js');
+  const receiver = await startReceiver(t, () => 500);
   const { app } = await gateway(t);
-  const created = await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/stale-redeliver', types: ['callback.unmatched'] });
-  await call(app, 'PATCH', `/v1/endpoints/${created.body.id}`, { status: 'paused' });
+  const created = await call(app, 'POST', '/v1/endpoints', { url: `${receiver.url}/stale-redeliver`, types: ['callback.unmatched'] });
   const { key } = (await sql<{ key: string }>`select key from event_endpoints where id = ${created.body.id}`.execute(shared.db)).rows[0]!;
   const cust = customer('ep-stale-redeliver');
   await stray(app, cust);
+  await receiver.count(1);
   t.equal((await call(app, 'DELETE', `/v1/endpoints/${created.body.id}`)).status, 204);
   // What another instance's list still held: the deleted endpoint, as a target.
-  const stale = [{ key, shown: 'http://127.0.0.1:9/stale-redeliver', types: ['callback.unmatched'] }];
+  const stale = [{ key, shown: `${receiver.url}/stale-redeliver`, types: ['callback.unmatched'] }];
   const eventId = (await app.inject({ method: 'GET', url: `/v1/events?customerUuid=${cust}` })).json().items[0].id as string;
   t.equal(await redeliverDeliveries(shared.db, { status: 'dead' }, stale, new Date()), 0, 'the bulk redelivery queues nothing for it');
   t.equal(await redeliverEvent(shared.db, eventId, stale, new Date()), 0, 'nor the redelivery of its event');
