@@ -77,7 +77,7 @@ const tooLong = (line: number, limits: ReadLimits): FileLine => ({ line, problem
  * line, never queued with its letters replaced. A U+FFFD written as such marks such a loss too.
  */
 const REPLACED = '\ufffd';
-const NOT_UTF8 = 'the line is not valid UTF-8 (a byte that is no UTF-8 was read as U+FFFD): send the file in UTF-8';
+const NOT_UTF8 = 'the line holds a byte that is no UTF-8, or U+FFFD (the mark of a letter lost before): send the file in UTF-8, with its letters';
 
 /**
  * NDJSON: one JSON text per line (LF or CRLF), in UTF-8 with or without a byte order mark. Blank
