@@ -108,9 +108,10 @@ export function maskCpfsInText(text: string): string {
 }
 
 /**
- * True when an identifier a client chose (a request id, an idempotency key) holds a CPF, however its
- * digits are separated: a run of `.`, `_`, `:` and `-` reads as one dash, so `529...982:247_25` is
- * seen as the CPF it is. Such an id is stored, logged or echoed as sent, so it is refused or replaced.
+ * True when an identifier a client chose (a request id) holds a CPF, however its digits are
+ * separated: a run of `.`, `_`, `:` and `-` reads as one dash, so `529...982:247_25` is seen as the
+ * CPF it is. A request id is logged and echoed as sent, so one that holds a CPF is replaced. About 1
+ * in 100 runs of 11 digits passes the check by chance: fit to replace an id, never to refuse a request.
  */
 export function identifierHoldsCpf(id: string): boolean {
   const asText = id.replace(/[._:-]+/g, '-');
