@@ -20,6 +20,8 @@ export interface LongPoll<T> {
   recheckMs?(state: T): Promise<number | undefined>;
   /** Reads at most this often, however often wakes come (a wait for anything is woken by every commit). */
   minReadIntervalMs?: number;
+  /** Aborted when nobody awaits the answer any more (the client closed its connection): the waiter is freed at once. */
+  abandoned?: AbortSignal;
 }
 
 export interface WaitContext {
@@ -33,8 +35,10 @@ export interface WaitContext {
  * Reads state held until it is ready (a notification for key, or for anything when key is
  * undefined, from any instance, wakes the wait) or waitS seconds pass. The waiter is registered
  * before state is read, and a wake that comes during a read is kept for the next wait, so no
- * committed change can slip by unnoticed. Past the listener's waiter bound (one for each kind of
- * long-poll: keyed, keyless) a state that is not ready is refused with 503 too_many_waiters.
+ * committed change can slip by unnoticed. A wait nobody awaits any more (poll.abandoned) ends at
+ * once: a client that gave up must not hold one of the bounded waiters until its deadline. Past
+ * the listener's waiter bound (one for each kind of long-poll: keyed, keyless) a state that is not
+ * ready is refused with 503 too_many_waiters.
  */
 export async function longPoll<T>(context: WaitContext, key: string | undefined, waitS: number, poll: LongPoll<T>): Promise<T> {
   const { listener, closing } = context;
@@ -56,11 +60,11 @@ export async function longPoll<T>(context: WaitContext, key: string | undefined,
       lastRead = performance.now();
       const state = await poll.read();
       const remaining = deadline - performance.now();
-      if (poll.ready(state) || remaining <= 0 || closing.aborted) return state;
+      if (poll.ready(state) || remaining <= 0 || closing.aborted || poll.abandoned?.aborted) return state;
       const recheck = await poll.recheckMs?.(state);
       poll.onWaiting(1);
       try {
-        await waiter.next(recheck === undefined ? remaining : Math.min(remaining, recheck), closing);
+        await waiter.next(recheck === undefined ? remaining : Math.min(remaining, recheck), closing, poll.abandoned);
       } finally {
         poll.onWaiting(-1);
       }

@@ -17,9 +17,9 @@ export class Waiter {
     this.#resolve?.();
   }
 
-  /** Resolves at the next wake (at once if one came since the last call), after ms, or on abort. */
-  next(ms: number, signal: AbortSignal): Promise<void> {
-    if (this.#woken || signal.aborted) {
+  /** Resolves at the next wake (at once if one came since the last call), after ms, or on either signal's abort. */
+  next(ms: number, signal: AbortSignal, also?: AbortSignal): Promise<void> {
+    if (this.#woken || signal.aborted || also?.aborted) {
       this.#woken = false;
       return Promise.resolve();
     }
@@ -27,12 +27,14 @@ export class Waiter {
       const done = () => {
         clearTimeout(timer);
         signal.removeEventListener('abort', done);
+        also?.removeEventListener('abort', done);
         this.#resolve = undefined;
         this.#woken = false;
         resolve();
       };
       const timer = setTimeout(done, ms);
       signal.addEventListener('abort', done, { once: true });
+      also?.addEventListener('abort', done, { once: true });
       this.#resolve = done;
       this.onBlock(this);
     });

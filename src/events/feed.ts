@@ -44,6 +44,8 @@ export interface FeedRequest extends FeedFilter {
   after?: string | undefined;
   limit: number;
   waitS: number;
+  /** Aborted when nobody awaits the page any more (its client closed the connection). */
+  abandoned?: AbortSignal | undefined;
 }
 
 /** One page of the feed; with waitS, held while nothing is newer than `after`. */
@@ -57,6 +59,7 @@ export async function readFeedPage(deps: FeedDeps, q: FeedRequest): Promise<{ it
     // Committed events an older writer still holds back send no notification once readable.
     recheckMs: async () => ((await feedHeldBack(deps.db, filter, after)) ? HELD_BACK_RECHECK_MS : undefined),
     minReadIntervalMs: MIN_REREAD_MS,
+    abandoned: q.abandoned,
   });
   const last = rows.at(-1);
   return { items: rows.map(eventView), nextCursor: last ? feedCursor.encode({ tx: last.tx_id, id: last.id }) : (q.after ?? null) };

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes, type RouteAccess } from '../access/guards.js';
+import { abandonedBy } from '../http/abandoned.js';
 import { errorSchema, guardedRouteErrors } from '../http/errors.js';
 import { operation } from '../http/openapi.js';
 import {
@@ -34,9 +35,11 @@ export const eventRoutes =
           response: { 200: feedView, ...errors },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const q = request.query;
-        return events.feed({ after: q.after, limit: q.limit ?? DEFAULT_FEED_PAGE, type: q.type, customerUuid: q.customerUuid, waitS: q.wait ?? 0 });
+        const waitS = q.wait ?? 0;
+        const abandoned = waitS > 0 ? abandonedBy(reply) : undefined;
+        return events.feed({ after: q.after, limit: q.limit ?? DEFAULT_FEED_PAGE, type: q.type, customerUuid: q.customerUuid, waitS, abandoned });
       },
     );
 

@@ -1,6 +1,7 @@
 import type { FastifySerializerCompiler } from 'fastify';
 import { type FastifyPluginAsyncZod, serializerCompiler } from 'fastify-type-provider-zod';
 import { guardRoutes, presentedBearer, type RouteAccess } from '../access/guards.js';
+import { abandonedBy } from '../http/abandoned.js';
 import { errorSchema, guardedRouteErrors } from '../http/errors.js';
 import { operation } from '../http/openapi.js';
 import {
@@ -46,7 +47,10 @@ export const queryRoutes =
         },
         serializerCompiler: builtViews,
       },
-      async (request) => queries.customer(request.params.customerUuid, request.query.wait ?? 0),
+      async (request, reply) => {
+        const waitS = request.query.wait ?? 0;
+        return queries.customer(request.params.customerUuid, waitS, waitS > 0 ? abandonedBy(reply) : undefined);
+      },
     );
 
     app.get(

@@ -49,8 +49,11 @@ export function queryService(deps: QueryDeps) {
   };
 
   return {
-    /** The customer's newest request; with waitS, held until it has a result (stored by any instance) or waitS pass. */
-    customer(customerUuid: string, waitS: number): Promise<CustomerView> {
+    /**
+     * The customer's newest request; with waitS, held until it has a result (stored by any instance)
+     * or waitS pass, or until `abandoned` says nobody awaits the answer any more.
+     */
+    customer(customerUuid: string, waitS: number, abandoned?: AbortSignal): Promise<CustomerView> {
       return deps.results.wait(customerUuid, waitS, {
         read: async () => {
           const view = await customers.add(customerUuid);
@@ -65,6 +68,7 @@ export function queryService(deps: QueryDeps) {
         // Held until the newest request has a result (stored by any instance).
         ready: (view) => view.result !== null,
         onWaiting: (delta) => deps.metrics.waiters.inc(delta),
+        abandoned,
       });
     },
 

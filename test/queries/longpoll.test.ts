@@ -14,6 +14,7 @@ import { captureLogs } from '../helpers/logs.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { databaseBehindRelay, startRelay, throughRelay } from '../helpers/relay.js';
 import { insertRequest, distinctResult, storeResult } from './fixtures.js';
+import { until } from '../helpers/until.js';
 
 // One database for the file (every test has its own customers): a fresh PGlite costs seconds.
 const database = await freshDatabase(t);
@@ -232,6 +233,50 @@ t.test("the event feed's long-polls wait through the same mechanism, under a wai
   t.equal(answered.statusCode, 200, 'closing answers the waiting feed with what is stored');
   t.same(answered.json().items, []);
   t.equal((await customer).statusCode, 200, 'and the waiting customer long-poll');
+});
+
+t.test('a long-poll whose client goes away frees its waiter at once, not at its deadline', noFullWait(), async (t) => {
+  const { app } = await buildTestApp(t, { database });
+  await insertRequest(database.db, { customerUuid: 'gone-1' });
+  await insertRequest(database.db, { customerUuid: 'gone-2' });
+  const base = await listen(app);
+  const listener = listenerOf(t, database);
+  listener.maxWaiters = 1;
+  t.teardown(() => {
+    listener.maxWaiters = DEFAULT_MAX_WAITERS;
+  });
+
+  const blocked = once(listener, 'waiting');
+  const client = new AbortController();
+  const abandoned = httpRequest(`${base}/v1/underwritings/gone-1?wait=30`, { signal: client.signal }).catch(() => 'aborted');
+  await blocked;
+  client.abort();
+  t.equal(await abandoned, 'aborted');
+  // Nothing to await but the count: the waiter was kept for nobody until its 30 s had passed.
+  await until(() => listener.waiterCount === 0, 5_000, 'the abandoned waiter freed');
+  t.match((await app.inject({ method: 'GET', url: '/metrics' })).body, /underwriting_longpoll_waiters 0\b/);
+
+  const next = once(listener, 'waiting');
+  const waiting = app.inject({ method: 'GET', url: '/v1/underwritings/gone-2?wait=30' });
+  const waited = await Promise.race([next.then(() => 'waiting'), waiting.then((res) => `answered ${res.statusCode}`)]);
+  t.equal(waited, 'waiting', 'the next long-poll takes the freed place instead of 503 too_many_waiters');
+  await storeResult(database.db, (await database.db.selectFrom('underwriting_requests').select('id').where('customer_uuid', '=', 'gone-2').executeTakeFirstOrThrow()).id, distinctResult('gone-2'));
+  t.equal((await waiting).statusCode, 200);
+});
+
+t.test("an event feed long-poll whose client goes away frees its waiter at once", noFullWait(), async (t) => {
+  const { app } = await buildTestApp(t, { database });
+  const base = await listen(app);
+  const listener = listenerOf(t, database);
+
+  const blocked = once(listener, 'waiting');
+  const client = new AbortController();
+  const abandoned = httpRequest(`${base}/v1/events?customerUuid=gone-nobody&wait=30`, { signal: client.signal }).catch(() => 'aborted');
+  await blocked;
+  client.abort();
+  t.equal(await abandoned, 'aborted');
+  await until(() => listener.waiterCount === 0, 5_000, 'the abandoned feed waiter freed');
+  t.match((await app.inject({ method: 'GET', url: '/metrics' })).body, /underwriting_event_feed_waiters 0\b/);
 });
 
 t.test('a result stored between two reads of a waiter is not missed', noFullWait(), async (t) => {
