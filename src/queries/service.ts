@@ -5,6 +5,7 @@ import { hashCpfUnderEvery } from '../cpf.js';
 import { groupCommit } from '../db/group-commit.js';
 import type { Tables } from '../db/types.js';
 import { notFound } from '../http/errors.js';
+import { scrubText } from '../observability/scrub.js';
 import { cursorCodec } from '../http/cursor.js';
 import type { QueryMetrics } from './metrics.js';
 import { type CustomerView, DEFAULT_PAGE, type PageView } from './schemas.js';
@@ -61,7 +62,8 @@ export function queryService(deps: QueryDeps) {
             // "lookup" is a valid customerUuid, so GET /v1/underwritings/lookup stays a customer read; but
             // when there is no such customer the caller almost surely meant the lookup by CPF.
             const hint = customerUuid === 'lookup' ? '; to find requests by CPF, POST /v1/underwritings/lookup with a JSON body {"cpf": "..."}' : '';
-            throw notFound(`no underwriting request for customer ${customerUuid}${hint}`);
+            // Named as a log would name it: a CPF typed as the customerUuid is not echoed back.
+            throw notFound(`no underwriting request for customer ${scrubText(customerUuid)}${hint}`);
           }
           return view;
         },

@@ -66,6 +66,19 @@ t.test('an unknown customer is 404 not_found', async (t) => {
   t.same(res.json(), { error: 'not_found', message: 'no underwriting request for customer ghost' });
 });
 
+t.test('a 404 for a customerUuid that holds a CPF does not echo the CPF', async (t) => {
+  const { app } = await buildTestApp(t, { database });
+  for (const customerUuid of [CPF, `cust_${CPF}`, `cust-${CPF.slice(0, 3)}-${CPF.slice(3, 6)}-${CPF.slice(6, 9)}-${CPF.slice(9)}`]) {
+    const res = await app.inject({ method: 'GET', url: `/v1/underwritings/${customerUuid}` });
+    t.equal(res.statusCode, 404, customerUuid);
+    t.equal(res.json().error, 'not_found', customerUuid);
+    t.match(res.json().message, /^no underwriting request for customer \S*\[redacted\]$/, customerUuid);
+    t.notMatch(res.body, /529\D{0,3}982\D{0,3}247\D{0,3}25/, `${customerUuid}: not echoed`);
+  }
+  const plain = await app.inject({ method: 'GET', url: '/v1/underwritings/ghost-2' });
+  t.same(plain.json(), { error: 'not_found', message: 'no underwriting request for customer ghost-2' }, 'any other is named');
+});
+
 t.test('GET /v1/underwritings/lookup, with no customer of that name, says the lookup is a POST with a JSON body', async (t) => {
   const { app } = await buildTestApp(t, { database });
   const res = await app.inject({ method: 'GET', url: '/v1/underwritings/lookup' });
