@@ -111,7 +111,8 @@ export function installErrorHandler(app: FastifyInstance, secrets: readonly stri
     }
     if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
       const given = request.headers['content-type']?.split(';')[0]?.trim();
-      const what = given ? `content-type ${given.slice(0, 100)} is not accepted` : 'a body needs a content-type';
+      // Named as a log would name it: a CPF or a secret typed into the header is not echoed back.
+      const what = given ? `content-type ${scrubText(given.slice(0, 100), secrets)} is not accepted` : 'a body needs a content-type';
       // A route that reads other types names them (its schema's consumes: the campaigns' files).
       const consumes = (request.routeOptions.schema as { consumes?: readonly string[] } | undefined)?.consumes;
       const how = consumes?.length ? `send the file as ${consumes.join(' or ')}, in UTF-8` : 'send the body as application/json';

@@ -68,6 +68,21 @@ t.test('JSON sent as text/plain is refused 415 unsupported_media_type; nothing s
   t.equal((await storedRequests(gw.database)).length, 0);
 });
 
+t.test('a content type holding a CPF is refused 415 without echoing it', async (t) => {
+  for (const type of ['application/x-529.982.247-25', `text/${CPF}`]) {
+    const res = await gw.app.inject({
+      method: 'POST',
+      url: '/v1/underwritings',
+      headers: { 'content-type': type },
+      payload: JSON.stringify({ customerUuid: 'plain-2', cpf: CPF, costSavingEnabled: false }),
+    });
+    t.equal(res.statusCode, 415, type);
+    t.match(res.json(), { error: 'unsupported_media_type', message: /^content-type \S*\[redacted\] is not accepted/ }, type);
+    t.notMatch(res.body, /529\D{0,3}982\D{0,3}247\D{0,3}25/, `${type}: not echoed`);
+  }
+  t.equal(gw.provider.received.length, 0);
+});
+
 t.test('refused bodies never put the CPF in the logs', async (t) => {
   t.notMatch(gw.logs.text(), CPF);
   t.notMatch(gw.logs.text(), '5299822472');
