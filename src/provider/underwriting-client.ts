@@ -12,6 +12,8 @@ import { type UnderwritingRequest, UNDERWRITINGS_PATH } from './schemas.js';
 import { childSpan, endFailed, propagator, type SpanParent } from '../tracing/spans.js';
 
 
+/** Keep-alive connections to the provider per instance, unless more are asked for. */
+export const DEFAULT_PROVIDER_CONNECTIONS = 64;
 /** What the provider's reply is cut to before it is stored (never logged). */
 export const EXCERPT_MAX_CHARS = 500;
 /** Bytes read from a refusal's body at most; the rest is dropped with the connection. */
@@ -58,7 +60,7 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
     target === undefined
       ? undefined
       : new Pool(target.origin, {
-          connections: options.connections ?? 64,
+          connections: options.connections ?? DEFAULT_PROVIDER_CONNECTIONS,
           connect: { timeout: options.timeoutMs },
           headersTimeout: options.timeoutMs,
           bodyTimeout: options.timeoutMs,

@@ -3,7 +3,7 @@ import { Gauge } from 'prom-client';
 import type { CapabilityDeps } from '../deps.js';
 import { paceMetrics } from '../provider/metrics.js';
 import { createPacer, type Pacer } from '../provider/pacing.js';
-import { createUnderwritingClient } from '../provider/underwriting-client.js';
+import { createUnderwritingClient, DEFAULT_PROVIDER_CONNECTIONS } from '../provider/underwriting-client.js';
 import { abandonedAfterMs } from '../requests/sql.js';
 import { type Forwarder, startForwarder } from './forwarder.js';
 import { type SubmitMetrics, submitMetrics } from './metrics.js';
@@ -37,6 +37,9 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
     baseUrl: config.providerBaseUrl,
     partnerToken: config.partnerToken,
     timeoutMs: config.upstreamTimeoutMs,
+    // Never fewer than the calls the pace lets this instance have in flight: a call left waiting for a
+    // connection would time out unsent, stored as "did not answer" (possibly received), never sent again.
+    connections: Math.max(DEFAULT_PROVIDER_CONNECTIONS, config.providerPacing.maxInFlight),
     tokenSource: deps.tokenSource,
     observe: metrics.upstream,
   });

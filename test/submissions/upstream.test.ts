@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { buildTestApp, TEST_PARTNER_TOKEN } from '../helpers/app.js';
 import { CPF, PROVIDER_PATH, storedRequests, submitGateway, validRequest } from './fixtures.js';
-import { startFakeProvider } from './provider.js';
+import { accept, startFakeProvider } from './provider.js';
 
 t.test('a provider 500 answers 502 upstream_rejected and is stored submit_failed with an excerpt', async (t) => {
   const echo = `{"error":"boom","cpf":"${CPF}","formatted":"529.982.247-25","token":"${TEST_PARTNER_TOKEN}","pad":"${'z'.repeat(900)}"}`;
@@ -90,6 +90,25 @@ t.test('consecutive provider calls reuse one keep-alive connection', async (t) =
   for (let i = 0; i < 3; i++) t.equal((await submit(validRequest({ customerUuid: `keepalive-${i}` }))).statusCode, 202);
   t.equal(provider.received.length, 3);
   t.equal(provider.connections(), 1);
+});
+
+t.test('with PROVIDER_MAX_IN_FLIGHT above 64, as many calls as it allows are in flight at once, none left unsent to time out', async (t) => {
+  const calls = 70;
+  // The provider answers only once every call has arrived: a call left waiting for a connection never arrives.
+  const { submit, provider, database } = await submitGateway(t, {
+    env: { PROVIDER_MAX_IN_FLIGHT: '100', PROVIDER_MAX_RPS: '1000', UPSTREAM_TIMEOUT_MS: '3000' },
+    handler: async (received, res) => {
+      await provider.waitForRequests(calls);
+      accept(received, res);
+    },
+  });
+  const answers = await Promise.all(Array.from({ length: calls }, (_, i) => submit(validRequest({ customerUuid: `wide-${i}` }))));
+  t.same(
+    answers.map((a) => a.statusCode),
+    answers.map(() => 202),
+  );
+  t.equal(provider.received.length, calls);
+  t.same(new Set((await storedRequests(database)).map((r) => r.status)), new Set(['submitted']));
 });
 
 t.test('an echoed CPF survives in no separator form or escape into the stored excerpt or the logs', async (t) => {
