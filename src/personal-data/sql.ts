@@ -4,7 +4,7 @@ import type { Decision, RequestStatus, StrayCallbackKind, Tables } from '../db/t
 import { AppError } from '../http/errors.js';
 import type { EventRow } from '../events/feed-sql.js';
 import { selectRequestsWithResult } from '../requests/read.js';
-import { anonymousInvalidNaming, inList, rawNamesSubject, type Subject } from './subject.js';
+import { anonymousInvalidNaming, callbackOfSubject, inList, type Subject } from './subject.js';
 
 /**
  * Tables that hold a subject's rows besides requests, callbacks and idempotency keys, each found by
@@ -74,7 +74,7 @@ export async function readStored(db: Kysely<Tables>, subject: Subject): Promise<
     )
     .orderBy('c.id', 'desc')
     .execute()
-    .then((rows) => rows.filter((c) => c.customer_uuid !== null || c.outcome !== 'invalid' || rawNamesSubject(c.raw_body, subject)));
+    .then((rows) => rows.filter((c) => callbackOfSubject(c, subject)));
   const events = await db
     .selectFrom('events as e')
     .select(['e.id', 'e.public_id', 'e.type', 'e.created_at', sql<string>`e.tx_id::text`.as('tx_id'), 'e.data', DELIVERIES.as('deliveries')])
@@ -110,21 +110,19 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
   if (requests.some((r) => r.status === 'submitting' || r.status === 'submitted')) throw inFlight();
   const ids = requests.map((r) => r.id);
   // The subject's callbacks: its requests', those naming its customerUuids, and invalid ones naming
-  // no customer whose bytes name it (found by position(), each match then checked whole:
-  // rawNamesSubject). Found in one statement, each arm by its index (a bitmap of three), and
+  // no customer whose bytes name it (found by position(), each match then checked whole by
+  // callbackOfSubject). Found in one statement, each arm by its index (a bitmap of three), and
   // deleted below by id: a delete by the first two arms alone was a sequential scan of callbacks
   // for a planner that thought the table small (test/db/plan-states-writes.test.ts).
-  const { rows: found } = await sql<{ id: number; subjects: boolean; anonymous_raw: Uint8Array | null }>`
-    select c.id,
-           (${inList('c.request_id', ids)} or (c.request_id is null and ${inList('c.customer_uuid', subject.customerUuids)})) as subjects,
-           case when c.outcome = 'invalid' and c.customer_uuid is null then c.raw_body end as anonymous_raw
+  const { rows: found } = await sql<{ id: number; customer_uuid: string | null; outcome: string; raw_body: Uint8Array | null }>`
+    select c.id, c.customer_uuid, c.outcome,
+           -- The bytes only where they decide (callbackOfSubject): an invalid callback naming no customer.
+           case when c.outcome = 'invalid' and c.customer_uuid is null then c.raw_body end as raw_body
       from callbacks c
      where ${inList('c.request_id', ids)}
         or (c.request_id is null and ${inList('c.customer_uuid', subject.customerUuids)})
         or ${anonymousInvalidNaming('c', subject.needles)}`.execute(tx);
-  const callbackIds = found
-    .filter((c) => c.subjects || (c.anonymous_raw !== null && rawNamesSubject(c.anonymous_raw, subject)))
-    .map((c) => Number(c.id));
+  const callbackIds = found.filter((c) => callbackOfSubject(c, subject)).map((c) => Number(c.id));
   const keys = requests.flatMap((r) => (r.idempotency_key === null ? [] : [r.idempotency_key]));
 
   const beyond = { events: 0 };
@@ -173,7 +171,7 @@ export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'read_stored', run: (db) => readStored(db, SUBJECT) },
   {
     name: 'erase_stored',
-    rows: [[{ id: 1, status: 'completed', idempotency_key: 'k' }], [{ id: 2, subjects: false, anonymous_raw: Buffer.from('x customer-0001 y') }], [], [], [{ requests: 1, callbacks: 1 }]],
+    rows: [[{ id: 1, status: 'completed', idempotency_key: 'k' }], [{ id: 2, customer_uuid: null, outcome: 'invalid', raw_body: Buffer.from('x customer-0001 y') }], [], [], [{ requests: 1, callbacks: 1 }]],
     run: (db) => db.transaction().execute((tx) => eraseStored(tx, SUBJECT)),
   },
 ];

@@ -75,6 +75,15 @@ export function rawNamesSubject(raw: Uint8Array, subject: Subject): boolean {
   return false;
 }
 
+/**
+ * Whether a callback found by the subject's arms (its requests', its customerUuids', an invalid one
+ * naming no customer whose bytes hold a needle) is the subject's: all are but the last, which must
+ * name it in its raw bytes as rawNamesSubject reads them. The export and the erasure both ask this.
+ */
+export function callbackOfSubject(c: { customer_uuid: string | null; outcome: string; raw_body: Uint8Array | null }, subject: Subject): boolean {
+  return c.customer_uuid !== null || c.outcome !== 'invalid' || (c.raw_body !== null && rawNamesSubject(c.raw_body, subject));
+}
+
 /** The subject's lookup by CPF as `npm run sql:snapshot` writes it (docs/layout.md); by customerUuid it reads nothing. */
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   // A made-up CPF (valid check digits): a parameter, never in the text.
