@@ -65,6 +65,7 @@ export function composeServices(deps: CapabilityDeps, log: FastifyBaseLogger) {
       db,
       clock,
       cpfHashKey: config.cpfHashKey,
+      keyDigests: submissions.keyDigests,
       customerUuidAllowCpf: config.customerUuidAllowCpf,
       queue: submissions.queue,
       metrics: campaignMetrics(deps.registry, { db, clock }),

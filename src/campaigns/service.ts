@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Tables } from '../db/types.js';
 import { notFound } from '../http/errors.js';
 import { cursorCodec } from '../http/cursor.js';
+import type { KeyDigester } from '../requests/key-digest.js';
 import type { Sealer } from '../submissions/seal.js';
 import { submitBodySchema } from '../submissions/schemas.js';
 import { DEFAULT_PAGE, RESULT_COLUMNS } from './schemas.js';
@@ -15,6 +16,8 @@ export interface CampaignDeps {
   clock: () => Date;
   /** CPF_HASH_KEY: hashes the lines' CPFs and signs the list's cursors. */
   cpfHashKey: string;
+  /** What an Idempotency-Key is stored as (requests/key-digest.ts). */
+  keyDigests: KeyDigester;
   /** CUSTOMER_UUID_ALLOW_CPF, as the submit's own body schema takes it. */
   customerUuidAllowCpf: boolean;
   /** The submit queue's: the sealer of queued bodies, and the forwarder to wake once a batch is queued. */
@@ -34,6 +37,7 @@ export function campaignService(deps: CampaignDeps) {
     clock: deps.clock,
     schema: submitBodySchema(deps.customerUuidAllowCpf),
     cpfHashKey: deps.cpfHashKey,
+    keyDigests: deps.keyDigests,
     sealer: deps.queue.sealer,
     wake: deps.queue.wake,
     metrics: deps.metrics,

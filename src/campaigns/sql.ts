@@ -6,6 +6,7 @@ import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
 import type { ValidationIssue } from '../http/errors.js';
 import type { Position } from '../http/cursor.js';
 import { REQUEST_DATA_COLUMNS } from '../requests/sql.js';
+import { type KeyDigester, keyDigester } from '../requests/key-digest.js';
 import { INDEX_LOOKUPS_ONLY } from '../db/plan-guards.js';
 
 // A campaign's SQL: its row, its requests' counts and results (through the partial index
@@ -62,6 +63,17 @@ export interface KeyedCampaign {
   upload_error: string | null;
   updated_at: Date;
   body_digest: string | null;
+}
+
+/**
+ * The form a campaign's Idempotency-Key is stored in (requests/key-digest.ts): the one a campaign
+ * holding it was stored with (its digest under an earlier CPF_HASH_KEY, or the key as sent, by a
+ * version before digests), else its digest now.
+ */
+export async function storedCampaignKeyOf(db: Kysely<Tables>, digests: KeyDigester, key: string): Promise<string> {
+  const { rows } = await sql<{ idempotency_key: string }>`
+    select idempotency_key from campaigns where idempotency_key in (${sql.join(digests.candidates(key))}) limit 1`.execute(db);
+  return rows[0]?.idempotency_key ?? digests.digest(key);
 }
 
 /**
@@ -342,6 +354,7 @@ const NEW_CAMPAIGN = { publicId: 'cmp_1', source: 'ndjson' as const, createdBy: 
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'insert_campaign', rows: [[{ id: 1 }]], run: (db) => insertCampaign(db, NEW_CAMPAIGN) },
   // The key held by another campaign: the three statements a claim may send.
+  { name: 'stored_campaign_key_of', run: (db) => storedCampaignKeyOf(db, keyDigester(['h']), 'k') },
   { name: 'claim_campaign_key', run: (db) => claimCampaignKey(db, { ...NEW_CAMPAIGN, key: 'k' }) },
   { name: 'release_campaign_key', run: (db) => releaseCampaignKey(db, 1) },
   { name: 'lock_for_batch', run: (db) => lockForBatch(db, 1) },

@@ -7,11 +7,23 @@ import { cpfHasher } from '../cpf.js';
 import { FOREIGN_KEY_CHECKS_PLANNED_ONCE } from '../db/plan-guards.js';
 import { AppError, type ValidationIssue, validationFailed } from '../http/errors.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
+import type { KeyDigester } from '../requests/key-digest.js';
 import { ENQUEUE_BATCH, enqueueSubmits, type QueuedSubmit } from '../submissions/queue.js';
 import type { Sealer } from '../submissions/seal.js';
 import { BodyTooLargeError, csvRecords, type FileLine, ndjsonLines, type Source, UnreadableFileError } from './lines.js';
 import { checkHeader, csvToBody, type FieldKinds, fieldKinds, issuesOf, lineIssue, parseJsonLine } from './records.js';
-import { abandonUpload, claimCampaignKey, countBatch, dropUnqueuedCampaign, finishUpload, insertCampaign, lockForBatch, type RejectedLine, releaseCampaignKey } from './sql.js';
+import {
+  abandonUpload,
+  claimCampaignKey,
+  countBatch,
+  dropUnqueuedCampaign,
+  finishUpload,
+  insertCampaign,
+  lockForBatch,
+  type RejectedLine,
+  releaseCampaignKey,
+  storedCampaignKeyOf,
+} from './sql.js';
 import type { CampaignMetrics } from './metrics.js';
 import { UPLOAD_SILENT_MS } from './views.js';
 
@@ -51,6 +63,8 @@ export interface UploadDeps {
   /** The submit's body schema (submissions/schemas.ts: submitBodySchema), as the submit route uses it. */
   schema: z.ZodType<UnderwritingRequest>;
   cpfHashKey: string;
+  /** What an Idempotency-Key is stored as (requests/key-digest.ts). */
+  keyDigests: KeyDigester;
   sealer: Sealer;
   /** Told after each batch commits: this instance's forwarder looks at once. */
   wake?: () => void;
@@ -97,7 +111,8 @@ export function campaignUploader(deps: UploadDeps) {
 
   return async function upload(request: UploadRequest): Promise<UploadAnswer> {
     if (request.idempotencyKey === undefined) return uploadOnce(request, undefined);
-    const key = request.idempotencyKey;
+    // The key as stored: its digest (or the form a campaign holding it was stored with).
+    const key = await storedCampaignKeyOf(deps.db, deps.keyDigests, request.idempotencyKey);
     for (;;) {
       const publicId = campaignIdOf();
       const claim = await claimCampaignKey(deps.db, { key, publicId, source: request.source, createdBy: request.createdBy, now: deps.clock() });

@@ -274,6 +274,16 @@ export interface ProviderSlotsTable {
   holder: string | null;
 }
 
+/** Work done once over rows an earlier version wrote (migration 0024; see requests/key-digest-pass.ts). */
+export interface MaintenancePassesTable {
+  name: string;
+  /** The highest row id the pass has read, for a table it reads by id. */
+  through_id: ColumnType<string, number | undefined, number>;
+  started_at: DefaultedTimestamp;
+  /** When the pass first reached the end. */
+  finished_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+}
+
 /** Every table's column types, as Kysely sees them: `Kysely<Tables>`. */
 export interface Tables {
   underwriting_requests: UnderwritingRequestsTable;
@@ -289,6 +299,7 @@ export interface Tables {
   provider_pacing: ProviderPacingTable;
   provider_slots: ProviderSlotsTable;
   campaigns: CampaignsTable;
+  maintenance_passes: MaintenancePassesTable;
 }
 
 export type UnderwritingRequestRow = Selectable<UnderwritingRequestsTable>;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { IdempotencyKeyRow, Tables, UnderwritingRequestRow } from '../db/types.js';
+import { type KeyDigester, keyDigester } from './key-digest.js';
 
 /** A key names one attempt for this long; after that it is as if it had never been used. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
@@ -29,6 +30,24 @@ function canonicalJson(value: unknown): string {
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
   }
   return JSON.stringify(value);
+}
+
+/**
+ * The form a key is stored in for this request (requests/key-digest.ts): the one an earlier
+ * attempt within the key's 24 h stored it in (its digest under an earlier CPF_HASH_KEY, or the key
+ * as sent, by a version before digests), else its digest now. Every later step uses that form.
+ */
+export async function storedKeyOf(db: Kysely<Tables>, digests: KeyDigester, key: string, now: Date): Promise<string> {
+  const candidates = digests.candidates(key);
+  const earlier = await db
+    .selectFrom('idempotency_keys')
+    .select('key')
+    .where('key', 'in', candidates)
+    .where('expires_at', '>', now)
+    .orderBy('created_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return earlier?.key ?? digests.digest(key);
 }
 
 /**
@@ -115,6 +134,7 @@ export async function requestOfKey(
 
 /** The key's queries as `npm run sql:snapshot` writes them (docs/layout.md). */
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'stored_key_of', run: (db) => storedKeyOf(db, keyDigester(['h']), 'k', new Date(0)) },
   { name: 'claim_key', run: (db) => claimKey(db, { key: 'k', hash: 'h', now: new Date(0), leaseMs: 1000 }) },
   { name: 'record_answer', run: (db) => recordAnswer(db, 'k', 1, { statusCode: 202, body: {} }) },
   { name: 'release_key', run: (db) => releaseKey(db, 'k') },

@@ -4,6 +4,8 @@ import type { CapabilityDeps } from '../deps.js';
 import { paceMetrics } from '../provider/metrics.js';
 import { createPacer, type Pacer } from '../provider/pacing.js';
 import { createUnderwritingClient, DEFAULT_PROVIDER_CONNECTIONS } from '../provider/underwriting-client.js';
+import { type KeyDigester, keyDigester } from '../requests/key-digest.js';
+import { digestStoredKeys } from '../requests/key-digest-pass.js';
 import { abandonedAfterMs } from '../requests/sql.js';
 import { type Forwarder, startForwarder } from './forwarder.js';
 import { type SubmitMetrics, submitMetrics } from './metrics.js';
@@ -25,6 +27,8 @@ export interface Submissions {
   metrics: SubmitMetrics;
   queue: SubmitQueue;
   pacer: Pacer;
+  /** What an Idempotency-Key is stored as (requests/key-digest.ts): a submit's and a campaign's. */
+  keyDigests: KeyDigester;
   /** Starts the forwarder when the app is ready; at close stops claiming, waits for forwards in flight, closes the provider client. */
   worker: FastifyPluginAsync;
 }
@@ -58,6 +62,7 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
   });
   paceMetrics(deps.registry, { db, config: config.providerPacing });
   const sealer = sealerOf(config.cpfHashKeys);
+  const keyDigests = keyDigester(config.cpfHashKeys);
   let forwarder: Forwarder | undefined;
   const queue: SubmitQueue = { sealer, wake: () => forwarder?.wake() };
   const announce = (customerUuid: string) => deps.results.announce(customerUuid);
@@ -68,6 +73,7 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
     client,
     clock: deps.clock,
     cpfHashKey: config.cpfHashKey,
+    keyDigests,
     partnerToken: config.partnerToken,
     upstreamTimeoutMs: config.upstreamTimeoutMs,
     pacer,
@@ -75,7 +81,13 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
     announce,
   });
   const worker: FastifyPluginAsync = async (app) => {
+    const closing = new AbortController();
     app.addHook('onReady', async () => {
+      // Keys stored as sent by a version before digests become digests, in the background.
+      void digestStoredKeys(db, keyDigests, deps.clock, closing.signal).then(
+        (done) => done && Object.values(done).some((n) => n > 0) && app.log.info({ rewritten: done }, 'Idempotency-Keys stored as sent by an earlier version are now stored as digests'),
+        (err: Error) => app.log.warn({ err: { message: err.message } }, 'could not rewrite Idempotency-Keys stored as sent; the next start goes on'),
+      );
       forwarder = startForwarder({
         db,
         client,
@@ -93,6 +105,7 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
     // the forwards in flight finish before the provider client closes.
     let stopped: Promise<void> | undefined;
     app.addHook('preClose', (done) => {
+      closing.abort();
       stopped = forwarder?.stop();
       done();
     });
@@ -103,5 +116,5 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
       await client.close();
     });
   };
-  return { submit, metrics, queue, pacer, worker };
+  return { submit, metrics, queue, pacer, worker, keyDigests };
 }

@@ -19,7 +19,9 @@ import {
   requestOfKey,
   type StoredAnswer,
   storedAnswer,
+  storedKeyOf,
 } from '../requests/idempotency.js';
+import type { KeyDigester } from '../requests/key-digest.js';
 import { circuitOutcome, describeFailure, holdOf } from './failure.js';
 import type { SubmitMetricOutcome } from './metrics.js';
 import { enqueueSubmits } from './queue.js';
@@ -41,6 +43,8 @@ export interface SubmitDeps {
   client: Pick<UnderwritingClient, 'submitUnderwriting'>;
   clock: Clock;
   cpfHashKey: string;
+  /** What an Idempotency-Key is stored as (requests/key-digest.ts). */
+  keyDigests: KeyDigester;
   /** Scrubbed from anything the provider says before it is stored. */
   partnerToken: string | undefined;
   upstreamTimeoutMs: number;
@@ -88,7 +92,9 @@ export function submitter(deps: SubmitDeps) {
   /** A pending key older than this belongs to an attempt that died; a retry may take it over. */
   const leaseMs = abandonedAfterMs(deps.upstreamTimeoutMs);
 
-  async function withKey(body: UnderwritingRequest, key: string, log: FastifyBaseLogger, origin: SubmitOrigin, mode: SubmitMode): Promise<SubmitAnswer> {
+  async function withKey(body: UnderwritingRequest, sentKey: string, log: FastifyBaseLogger, origin: SubmitOrigin, mode: SubmitMode): Promise<SubmitAnswer> {
+    // From here on the key is what is stored: its digest (or the form an earlier attempt stored).
+    const key = await storedKeyOf(deps.db, deps.keyDigests, sentKey, deps.clock());
     const hash = bodyHash(body);
     const deadline = Date.now() + waitMs;
     let takenOver = false;
@@ -125,7 +131,11 @@ export function submitter(deps: SubmitDeps) {
     } catch (err) {
       // No final answer, and nothing sent (storage failed before the call): free the key so that a
       // retry runs the request. So a key that is free again was never sent under, by anyone.
-      await releaseKey(deps.db, key).catch(() => {});
+      // Tried twice: after a database blink the first may draw a pooled connection that died with
+      // it (the pool drops it on that error). A key not freed waits for its lease to pass.
+      await releaseKey(deps.db, key)
+        .catch(() => releaseKey(deps.db, key))
+        .catch(() => {});
       throw err;
     }
     try {

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import t from 'tap';
 import { buildTestApp } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
+import { keyAsStored } from '../submissions/fixtures.js';
 import { CSV, get, holdTheProvider, line, ndjson, requestsOf, upload } from './fixtures.js';
 
 // POST /v1/campaigns with an Idempotency-Key (docs/campaigns.md): the same key and file get the
@@ -15,7 +16,7 @@ const { app } = gw;
 const db = database.db;
 
 const campaignsOfKey = async (key: string) =>
-  (await sql<{ public_id: string; status: string }>`select public_id, status from campaigns where idempotency_key = ${key} order by id`.execute(db)).rows;
+  (await sql<{ public_id: string; status: string }>`select public_id, status from campaigns where idempotency_key = ${keyAsStored(key)} order by id`.execute(db)).rows;
 const campaignCount = async () => Number((await sql<{ n: number }>`select count(*)::int as n from campaigns`.execute(db)).rows[0]!.n);
 
 t.test('the same key and the same file: the same campaign answered again (202, Idempotent-Replayed), nothing queued twice', async (t) => {
@@ -51,7 +52,7 @@ t.test('while the first upload with a key is still read: 409 in_flight; once it 
   // A campaign as an upload holding the key leaves it while it reads (uploaded_at null, its heartbeat fresh).
   const now = new Date();
   await sql`insert into campaigns (public_id, source, created_by, created_at, updated_at, idempotency_key)
-    values ('cmp_00000000000000000000000000000001', 'ndjson', 'peer:test', ${now}, ${now}, 'key-busy')`.execute(db);
+    values ('cmp_00000000000000000000000000000001', 'ndjson', 'peer:test', ${now}, ${now}, ${keyAsStored('key-busy')})`.execute(db);
   const file = ndjson([line('busy-1', 21)]);
   const busy = await upload(app, file, undefined, { 'idempotency-key': 'key-busy' });
   t.equal(busy.statusCode, 409, busy.body);

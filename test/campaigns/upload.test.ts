@@ -3,6 +3,7 @@ import t from 'tap';
 import { campaignUploader } from '../../src/campaigns/upload.js';
 import { hashCpf } from '../../src/cpf.js';
 import { submitBodySchema } from '../../src/submissions/schemas.js';
+import { keyDigester } from '../../src/requests/key-digest.js';
 import { sealerOf } from '../../src/submissions/seal.js';
 import { buildTestApp, listen, TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
@@ -28,6 +29,7 @@ const uploaderWith = (limits?: Parameters<typeof campaignUploader>[0]['limits'])
     clock: () => new Date(),
     schema: submitBodySchema(false),
     cpfHashKey: TEST_CPF_HASH_KEY,
+    keyDigests: keyDigester([TEST_CPF_HASH_KEY]),
     sealer: sealerOf([TEST_CPF_HASH_KEY]),
     ...(limits ? { limits } : {}),
   });

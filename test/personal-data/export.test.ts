@@ -2,6 +2,7 @@ import t from 'tap';
 import { formatCpf, maskCpf } from '../../src/cpf.js';
 import { freshDatabase } from '../helpers/database.js';
 import { insertRequest } from '../queries/fixtures.js';
+import { keyAsStored } from '../submissions/fixtures.js';
 import { adminApp, insertInvalid, post, rowCounts, seedSubject } from './fixtures.js';
 
 // One database for the file (every test has its own customers and CPFs): a fresh PGlite costs seconds.
@@ -39,7 +40,7 @@ t.test('export by CPF returns every request with srd and result, unmatched and i
     cpfMasked: maskCpf(cpf),
     decision: 'approved',
     srd: { grossIncome: 8000, occupation: 'Retired' },
-    idempotencyKey: 'idem-export-cpf-1',
+    idempotencyKey: keyAsStored('idem-export-cpf-1'),
     result: { customerUuid: 'export-cpf-1', serviceType: 'CREDIT_SCORE', response: { limit: 7000 } },
   });
   t.ok(completed.updatedAt && completed.completedAt);

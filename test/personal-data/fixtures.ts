@@ -8,6 +8,7 @@ import type { Tables } from '../../src/db/types.js';
 import { buildTestApp, type TestApp, type TestAppOptions } from '../helpers/app.js';
 import type { TestDatabaseHandle } from '../helpers/database.js';
 import { insertRequest, insertUnmatched, distinctResult } from '../queries/fixtures.js';
+import { keyAsStored } from '../submissions/fixtures.js';
 
 export const ADMIN_KEY = 'admin-key-0123456789abcdef';
 export const SECOND_ADMIN_KEY = 'admin-key-two-0123456789abcdef';
@@ -53,13 +54,13 @@ export async function seedSubject(db: Kysely<Tables>, customerUuid: string, cpf:
   });
   await db
     .updateTable('underwriting_requests')
-    .set({ idempotency_key: `idem-${customerUuid}` })
+    .set({ idempotency_key: keyAsStored(`idem-${customerUuid}`) })
     .where('id', '=', completed)
     .execute();
   await db
     .insertInto('idempotency_keys')
     .values({
-      key: `idem-${customerUuid}`,
+      key: keyAsStored(`idem-${customerUuid}`),
       body_hash: 'b'.repeat(64),
       request_id: completed,
       response_status: 202,

@@ -3,7 +3,8 @@ import type { Test } from 'tap';
 import type { DatabaseHandle } from '../../src/db/handle.js';
 import type { BearerTokenSource } from '../../src/provider/token-source.js';
 import type { UnderwritingRequest } from '../../src/provider/schemas.js';
-import { buildTestApp, type TestAppOptions } from '../helpers/app.js';
+import { keyDigester } from '../../src/requests/key-digest.js';
+import { buildTestApp, TEST_CPF_HASH_KEY, type TestAppOptions } from '../helpers/app.js';
 import { accept, type FakeProvider, type ProviderHandler, startFakeProvider } from './provider.js';
 
 export const CPF = '52998224725';
@@ -59,3 +60,8 @@ export async function storedRequests(database: DatabaseHandle) {
 export async function storedKeys(database: DatabaseHandle) {
   return database.db.selectFrom('idempotency_keys').selectAll().orderBy('created_at').execute();
 }
+
+const digests = keyDigester([TEST_CPF_HASH_KEY]);
+
+/** An Idempotency-Key as the gateway stores it (its digest: src/requests/key-digest.ts), under the tests' CPF_HASH_KEY. */
+export const keyAsStored = (key: string): string => digests.digest(key);

@@ -4,7 +4,7 @@ import { loggerOptions } from '../../src/observability/logger.js';
 import { bodyHash } from '../../src/requests/idempotency.js';
 import { anotherConnection, freshDatabase } from '../helpers/database.js';
 import type { LogCapture } from '../helpers/logs.js';
-import { storedKeys, storedRequests, submitGateway, validRequest } from './fixtures.js';
+import { keyAsStored, storedKeys, storedRequests, submitGateway, validRequest } from './fixtures.js';
 import { accept } from './provider.js';
 
 const KEY = { 'idempotency-key': 'order-2024-0001' };
@@ -24,9 +24,9 @@ t.test('a replay with the same key and body returns the first answer without cal
   t.equal(provider.received.length, 1);
 
   const [row] = await storedRequests(database);
-  t.match(row, { status: 'submitted', idempotency_key: KEY['idempotency-key'] });
+  t.match(row, { status: 'submitted', idempotency_key: keyAsStored(KEY['idempotency-key']) });
   const [key] = await storedKeys(database);
-  t.match(key, { key: KEY['idempotency-key'], body_hash: bodyHash(body), request_id: row!.id, response_status: 202 });
+  t.match(key, { key: keyAsStored(KEY['idempotency-key']), body_hash: bodyHash(body), request_id: row!.id, response_status: 202 });
   t.same(key!.response_body, first.json());
 });
 
@@ -137,7 +137,7 @@ t.test('expired keys are deleted opportunistically', async (t) => {
     .values({ key: 'long-gone', body_hash: 'x', response_status: 202, response_body: '{}', created_at: past, expires_at: past })
     .execute();
   t.equal((await submit(validRequest(), KEY)).statusCode, 202);
-  t.same((await storedKeys(database)).map((k) => k.key), [KEY['idempotency-key']]);
+  t.same((await storedKeys(database)).map((k) => k.key), [keyAsStored(KEY['idempotency-key'])]);
 });
 
 t.test('a key left pending by an attempt that died is taken over after its lease', async (t) => {
@@ -145,7 +145,7 @@ t.test('a key left pending by an attempt that died is taken over after its lease
   const longAgo = new Date(Date.now() - 3600 * 1000);
   await database.db
     .insertInto('idempotency_keys')
-    .values({ key: KEY['idempotency-key'], body_hash: bodyHash(validRequest()), created_at: longAgo, expires_at: new Date(Date.now() + 3600_000) })
+    .values({ key: keyAsStored(KEY['idempotency-key']), body_hash: bodyHash(validRequest()), created_at: longAgo, expires_at: new Date(Date.now() + 3600_000) })
     .execute();
   const res = await submit(validRequest(), KEY);
   t.equal(res.statusCode, 202);
@@ -160,7 +160,7 @@ t.test('taking over an abandoned key never calls the provider again for a reques
   const abandon = async (key: string, customerUuid: string, status: 'submitted' | 'submitting', upstreamStatus: number | null) => {
     await database.db
       .insertInto('idempotency_keys')
-      .values({ key, body_hash: bodyHash({ ...request, customerUuid }), created_at: longAgo, expires_at: new Date(Date.now() + 3600_000) })
+      .values({ key: keyAsStored(key), body_hash: bodyHash({ ...request, customerUuid }), created_at: longAgo, expires_at: new Date(Date.now() + 3600_000) })
       .execute();
     await database.db
       .insertInto('underwriting_requests')
@@ -171,7 +171,7 @@ t.test('taking over an abandoned key never calls the provider again for a reques
         cost_saving_enabled: false,
         status,
         upstream_status: upstreamStatus,
-        idempotency_key: key,
+        idempotency_key: keyAsStored(key),
         submitted_at: longAgo,
         updated_at: longAgo,
       })
@@ -201,7 +201,7 @@ t.test('a key still pending past the wait answers 409 in_flight, recorded nowher
   // Another instance holds the key and has not answered (yet): within its lease.
   await database.db
     .insertInto('idempotency_keys')
-    .values({ key: KEY['idempotency-key'], body_hash: bodyHash(validRequest()), created_at: new Date(), expires_at: new Date(Date.now() + 3600_000) })
+    .values({ key: keyAsStored(KEY['idempotency-key']), body_hash: bodyHash(validRequest()), created_at: new Date(), expires_at: new Date(Date.now() + 3600_000) })
     .execute();
   const res = await submit(validRequest(), KEY);
   t.equal(res.statusCode, 409);

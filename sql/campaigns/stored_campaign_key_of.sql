@@ -1,0 +1,3 @@
+-- Query stored_campaign_key_of (builder), in src/campaigns/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
+
+select idempotency_key from campaigns where idempotency_key in ($1, $2) limit 1;

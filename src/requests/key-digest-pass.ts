@@ -1,0 +1,109 @@
+import { type Kysely, sql } from 'kysely';
+import type { SqlSnapshot } from '../db/statements.js';
+import type { Tables } from '../db/types.js';
+import { isKeyDigest, type KeyDigester, keyDigester } from './key-digest.js';
+
+/** Its row in maintenance_passes (migration 0024). */
+export const KEY_DIGEST_PASS = 'idempotency_key_digests';
+const BATCH = 1000;
+/**
+ * A finished pass goes on at each start for this long: an instance of the version before still
+ * running during a rolling deploy stores keys as sent after the first new instance's pass ended.
+ */
+export const PASS_GOES_ON_MS = 7 * 24 * 3600 * 1000;
+
+export interface KeyDigestPass {
+  /** Rows rewritten in each table. */
+  idempotencyKeys: number;
+  requests: number;
+  campaigns: number;
+}
+
+/**
+ * Rewrites the Idempotency-Keys that a version before digests stored as sent (requests/key-digest.ts)
+ * as their digests under the first CPF_HASH_KEY: the keys' own rows and campaigns (a day's worth,
+ * read whole), and the requests (every row ever, read once by id: the pass records how far it got,
+ * and a later start goes on from there). Undefined when the pass is over (finished more than
+ * PASS_GOES_ON_MS ago). Stops between batches once `signal` aborts (the instance is closing).
+ */
+export async function digestStoredKeys(
+  db: Kysely<Tables>,
+  digests: KeyDigester,
+  now: () => Date,
+  signal: AbortSignal,
+): Promise<KeyDigestPass | undefined> {
+  await db.insertInto('maintenance_passes').values({ name: KEY_DIGEST_PASS }).onConflict((oc) => oc.column('name').doNothing()).execute();
+  const pass = await db.selectFrom('maintenance_passes').select(['through_id', 'finished_at']).where('name', '=', KEY_DIGEST_PASS).executeTakeFirst();
+  if (pass?.finished_at && now().getTime() - pass.finished_at.getTime() > PASS_GOES_ON_MS) return undefined;
+  const done: KeyDigestPass = { idempotencyKeys: 0, requests: 0, campaigns: 0 };
+
+  // The keys' own rows, in key order (a rewritten row moves on in that order: met again, skipped).
+  let after = '';
+  for (;;) {
+    if (signal.aborted) return done;
+    const rows = await db.selectFrom('idempotency_keys').select('key').where('key', '>', after).orderBy('key').limit(BATCH).execute();
+    if (rows.length === 0) break;
+    after = rows[rows.length - 1]!.key;
+    for (const { key } of rows) if (!isKeyDigest(key)) done.idempotencyKeys += await digestKeyRow(db, key, digests.digest(key));
+  }
+
+  const campaigns = await db.selectFrom('campaigns').select(['id', 'idempotency_key']).where('idempotency_key', 'is not', null).execute();
+  for (const c of campaigns) {
+    if (signal.aborted) return done;
+    if (c.idempotency_key !== null && !isKeyDigest(c.idempotency_key)) done.campaigns += await digestCampaignKey(db, Number(c.id), c.idempotency_key, digests.digest(c.idempotency_key));
+  }
+
+  let through = Number(pass?.through_id ?? 0);
+  for (;;) {
+    if (signal.aborted) return done;
+    const rows = await db
+      .selectFrom('underwriting_requests')
+      .select(['id', 'idempotency_key'])
+      .where('id', '>', through)
+      .orderBy('id')
+      .limit(BATCH)
+      .execute();
+    if (rows.length === 0) break;
+    const plain = rows.filter((r) => r.idempotency_key !== null && !isKeyDigest(r.idempotency_key));
+    if (plain.length > 0) done.requests += await digestRequestKeys(db, plain as { id: number; idempotency_key: string }[], digests);
+    through = Number(rows[rows.length - 1]!.id);
+    await db.updateTable('maintenance_passes').set({ through_id: through }).where('name', '=', KEY_DIGEST_PASS).execute();
+  }
+  await sql`update maintenance_passes set finished_at = coalesce(finished_at, ${now()}) where name = ${KEY_DIGEST_PASS}`.execute(db);
+  return done;
+}
+
+/** One key's row, as its digest; when the digest has a row already (made since), that one stands and this one goes. */
+async function digestKeyRow(db: Kysely<Tables>, key: string, digest: string): Promise<number> {
+  const moved = await sql`update idempotency_keys set key = ${digest}
+    where key = ${key} and not exists (select 1 from idempotency_keys where key = ${digest})`.execute(db);
+  if (Number(moved.numAffectedRows ?? 0) > 0) return 1;
+  const gone = await sql`delete from idempotency_keys where key = ${key}`.execute(db);
+  return Number(gone.numAffectedRows ?? 0);
+}
+
+/** A campaign's key, as its digest; when another campaign holds the digest already, this one's key is freed. */
+async function digestCampaignKey(db: Kysely<Tables>, id: number, key: string, digest: string): Promise<number> {
+  const moved = await sql`update campaigns set idempotency_key = ${digest}
+    where id = ${id} and idempotency_key = ${key} and not exists (select 1 from campaigns where idempotency_key = ${digest})`.execute(db);
+  if (Number(moved.numAffectedRows ?? 0) > 0) return 1;
+  const freed = await sql`update campaigns set idempotency_key = null where id = ${id} and idempotency_key = ${key}`.execute(db);
+  return Number(freed.numAffectedRows ?? 0);
+}
+
+/** A batch of requests' keys, as their digests (a row whose key changed meanwhile is left alone). */
+async function digestRequestKeys(db: Kysely<Tables>, rows: readonly { id: number; idempotency_key: string }[], digests: KeyDigester): Promise<number> {
+  const result = await sql`update underwriting_requests r set idempotency_key = v.digest
+    from (select unnest(${rows.map((r) => r.id)}::bigint[]) as id, unnest(${rows.map((r) => r.idempotency_key)}::text[]) as key,
+                 unnest(${rows.map((r) => digests.digest(r.idempotency_key))}::text[]) as digest) v
+    where r.id = v.id and r.idempotency_key = v.key`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
+}
+
+/** The pass's statements as `npm run sql:snapshot` writes them (docs/layout.md). */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'digest_stored_keys', run: (db) => digestStoredKeys(db, keyDigester(['h']), () => new Date(0), new AbortController().signal) },
+  { name: 'digest_key_row', run: (db) => digestKeyRow(db, 'k', '§d') },
+  { name: 'digest_campaign_key', run: (db) => digestCampaignKey(db, 1, 'k', '§d') },
+  { name: 'digest_request_keys', run: (db) => digestRequestKeys(db, [{ id: 1, idempotency_key: 'k' }], keyDigester(['h'])) },
+];
