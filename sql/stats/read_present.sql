@@ -8,7 +8,10 @@ select p.pending, p.oldest_pending,
        (select count(*) from callbacks c
          where c.outcome = 'invalid' and c.received_at >= $2)::bigint as invalid,
        d.deliveries_pending + u.n as deliveries_pending, least(d.oldest_delivery_pending, u.oldest) as oldest_delivery_pending,
-       (select count(*) from event_deliveries x where x.status = 'dead')::bigint as deliveries_dead
+       (select count(*) from event_deliveries x where x.status = 'dead')::bigint as deliveries_dead,
+       (select coalesce(sum(k.n), 0) from event_endpoints ep
+          cross join lateral (select count(*) as n from event_deliveries x where x.url_key = ep.key and x.status = 'dead') k)::bigint
+         as deliveries_dead_kept
   from (select count(*)::bigint as pending, min(r.submitted_at) as oldest_pending
           from underwriting_requests r
          -- The one-in-flight index's own predicate: queued requests await the provider too

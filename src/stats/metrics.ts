@@ -48,7 +48,23 @@ export function presentMetrics(registry: Registry, deps: PresentMetricsDeps): vo
     'Age of the oldest pending event delivery, since it was queued (0 when none)',
     (now, r) => ageS(now, r.oldest_delivery_pending),
   );
-  gauge('underwriting_event_deliveries_dead', 'Event deliveries given up (dead) and not redelivered', (_, r) => Number(r.deliveries_dead));
+
+  // Split by whether their endpoint still exists: deleting an endpoint writes off its deliveries
+  // (its backlog ends dead, endpoint_deleted), and no redelivery can reach them any more, so an
+  // alert on dead deliveries must not count them forever (deploy/prometheus/alerts.yml).
+  new Gauge({
+    name: 'underwriting_event_deliveries_dead',
+    help: `Event deliveries given up (dead) and not redelivered, by whether their endpoint exists (endpoint="exists") or was deleted (endpoint="deleted"); ${CLUSTER_WIDE}`,
+    labelNames: ['endpoint'] as const,
+    registers: [registry],
+    async collect() {
+      const s = await snapshot();
+      if (!s) return;
+      const kept = Number(s.present.deliveries_dead_kept);
+      this.set({ endpoint: 'exists' }, kept);
+      this.set({ endpoint: 'deleted' }, Number(s.present.deliveries_dead) - kept);
+    },
+  });
 
   new Gauge({
     name: 'underwriting_event_url_deliveries',

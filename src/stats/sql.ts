@@ -159,11 +159,15 @@ export interface PresentRow {
   deliveries_pending: number;
   oldest_delivery_pending: Date | null;
   deliveries_dead: number;
+  /** Of deliveries_dead, those whose endpoint still exists (the rest were written off by deleting theirs). */
+  deliveries_dead_kept: number;
 }
 
 /**
  * The present: what awaits the provider, queued, being sent or awaiting its callback (through the one-in-flight index), stray callbacks since
- * dayAgo (callbacks_stray), and event deliveries pending and dead (each through its partial index).
+ * dayAgo (callbacks_stray), and event deliveries pending and dead (each through its partial index); of the dead, those whose
+ * endpoint still exists, counted per endpoint row through event_deliveries_endpoint (url_key, status, ...): a deleted
+ * endpoint's dead deliveries (its backlog ended endpoint_deleted, or what died before) can no longer be redelivered.
  */
 export function presentQuery(dayAgo: Date, keys: readonly string[] = []) {
   return sql<PresentRow>`
@@ -173,7 +177,10 @@ export function presentQuery(dayAgo: Date, keys: readonly string[] = []) {
            (select count(*) from callbacks c
              where c.outcome = 'invalid' and c.received_at >= ${dayAgo})::bigint as invalid,
            d.deliveries_pending + u.n as deliveries_pending, least(d.oldest_delivery_pending, u.oldest) as oldest_delivery_pending,
-           (select count(*) from event_deliveries x where x.status = 'dead')::bigint as deliveries_dead
+           (select count(*) from event_deliveries x where x.status = 'dead')::bigint as deliveries_dead,
+           (select coalesce(sum(k.n), 0) from event_endpoints ep
+              cross join lateral (select count(*) as n from event_deliveries x where x.url_key = ep.key and x.status = 'dead') k)::bigint
+             as deliveries_dead_kept
       from (select count(*)::bigint as pending, min(r.submitted_at) as oldest_pending
               from underwriting_requests r
              -- The one-in-flight index's own predicate: queued requests await the provider too

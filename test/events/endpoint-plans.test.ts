@@ -1,12 +1,14 @@
 import { sql } from 'kysely';
 import t from 'tap';
-import { endpointStatsQuery } from '../../src/events/endpoints/sql.js';
+import { INDEX_SCANS_ONLY } from '../../src/db/plan-guards.js';
+import { endpointStatsQuery, insertEndpoint } from '../../src/events/endpoints/sql.js';
 import { redeliverQuery } from '../../src/events/redelivery-sql.js';
+import { presentQuery } from '../../src/stats/sql.js';
 import { freshDatabase } from '../helpers/database.js';
 import { plan } from '../helpers/plan.js';
 
 // The planner is PostgreSQL's on both engines (PGlite is PostgreSQL compiled to WASM).
-t.test("GET /v1/endpoints counts an endpoint's deliveries through event_deliveries_endpoint, never scanning every delivery", async (t) => {
+t.test("GET /v1/endpoints and the scrape count an endpoint's deliveries through event_deliveries_endpoint, never scanning every delivery", async (t) => {
   const { db } = await freshDatabase(t);
   // 30,000 deliveries over 20 endpoints, mostly delivered, some pending (failed or not) and dead.
   await sql`
@@ -49,4 +51,23 @@ t.test("GET /v1/endpoints counts an endpoint's deliveries through event_deliveri
     t.notMatch(text, /Seq Scan on event_deliveries/, `redeliver ${status} to one endpoint: no sequential scan\n${text}`);
     t.match(text, /(Index (Only )?Scan using|Bitmap Index Scan on) event_deliveries_\w+/, `redeliver ${status}: by index`);
   }
+
+  // The scrape's dead deliveries of stored endpoints (underwriting_event_deliveries_dead{endpoint="exists"}):
+  // each endpoint's through event_deliveries_endpoint, never every dead delivery once per endpoint.
+  await db.transaction().execute(async (tx) => {
+    for (let k = 1; k <= 15; k++) {
+      const e = { id: `ep_plan${k}`, key: `key-${k}`, url: `http://127.0.0.1/${k}`, shownUrl: `http://127.0.0.1/${k}` };
+      await insertEndpoint(tx, { ...e, managed: 'api', description: '', types: null, rateLimitPerS: null, maxInFlight: null, secret: 'whsec_x' }, new Date());
+    }
+  });
+  await sql`analyze event_endpoints`.execute(db);
+  const present = await db.transaction().execute(async (trx) => {
+    await INDEX_SCANS_ONLY.execute(trx);
+    return plan(trx, presentQuery(new Date('2026-01-01')).compile(db));
+  });
+  t.match(present, /Index Only Scan using event_deliveries_endpoint on event_deliveries \w+ .*\n\s+Index Cond: \(\(url_key = ep\.key\) AND \(status = 'dead'::text\)\)/, `the present: the dead of each endpoint by its own entries\n${present}`);
+  const kept = (await presentQuery(new Date('2026-01-01')).execute(db)).rows[0]!;
+  const dead = await sql<{ n: number }>`select count(*)::int as n from event_deliveries where status = 'dead' and url_key in (select key from event_endpoints)`.execute(db);
+  t.equal(Number(kept.deliveries_dead_kept), dead.rows[0]!.n, 'the dead deliveries of the 15 endpoints stored, not of the 5 others');
+  t.ok(Number(kept.deliveries_dead) > Number(kept.deliveries_dead_kept));
 });

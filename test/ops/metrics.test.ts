@@ -2,14 +2,18 @@ import { sql } from 'kysely';
 import t from 'tap';
 import { MAX_URL_SERIES } from '../../src/stats/metrics.js';
 import { buildTestApp } from '../helpers/app.js';
-import { SERVER_URL } from '../helpers/database.js';
+import { freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { databaseBehindRelay } from '../helpers/relay.js';
 import { parseScrape, sampleValue } from '../helpers/metrics.js';
+import { adminGateway, call } from '../events/admin.js';
 import { pushEnv, until, webhookSecret } from '../events/fixtures.js';
 import { insertEvent, insertRow, sharedDatabase } from '../stats/fixtures.js';
 
 const NOW = new Date('2026-11-23T04:30:00Z');
 const database = await sharedDatabase(t);
+
+const deadOf = (samples: ReturnType<typeof parseScrape>, endpoint: 'exists' | 'deleted') =>
+  sampleValue(samples, 'underwriting_event_deliveries_dead', { endpoint });
 
 async function scrape(app: Awaited<ReturnType<typeof buildTestApp>>['app']) {
   const res = await app.inject({ method: 'GET', url: '/metrics' });
@@ -33,7 +37,7 @@ t.test("the first scrape's database gauges agree with /v1/stats' now (none is a 
   t.equal(sampleValue(samples, 'underwriting_pending_requests'), stats.pending);
   t.equal(sampleValue(samples, 'underwriting_request_oldest_pending_seconds'), stats.oldestPendingAgeS);
   t.equal(sampleValue(samples, 'underwriting_event_deliveries_pending'), stats.events.pending);
-  t.equal(sampleValue(samples, 'underwriting_event_deliveries_dead'), stats.events.dead);
+  t.equal(deadOf(samples, 'exists') + deadOf(samples, 'deleted'), stats.events.dead);
   t.equal(sampleValue(samples, 'underwriting_event_delivery_oldest_pending_seconds'), stats.events.oldestPendingAgeS);
   t.equal(sampleValue(samples, 'underwriting_event_url_deliveries', { url: 'https://hooks.example', status: 'pending' }), 2);
   t.equal(sampleValue(samples, 'underwriting_event_url_deliveries', { url: 'https://hooks.example', status: 'dead' }), 1);
@@ -44,6 +48,37 @@ t.test("the first scrape's database gauges agree with /v1/stats' now (none is a 
   t.equal(sampleValue(after, 'underwriting_event_deliveries_pending'), 0);
   t.equal(sampleValue(after, 'underwriting_event_delivery_oldest_pending_seconds'), 0, 'no pending delivery: 0, in the same scrape');
   t.same(after.filter((s) => s.name === 'underwriting_event_url_deliveries' && s.labels.status === 'pending'), [], 'no per-URL pending series left over');
+});
+
+t.test('dead deliveries are counted apart by whether their endpoint exists: what deleting one wrote off is endpoint="deleted"', async (t) => {
+  const fresh = await freshDatabase(t);
+  const { app } = await adminGateway(t, fresh);
+  const failing = (await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/failing' })).body;
+  const backlog = (await call(app, 'POST', '/v1/endpoints', { url: 'http://127.0.0.1:9/backlog' })).body;
+  // Paused, so that the worker writes and attempts nothing of its own: the backlog waits, as a paused endpoint's does.
+  for (const { id } of [failing, backlog]) t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { status: 'paused' })).status, 200);
+  const delivery = async (key: string, status: 'pending' | 'dead', lastError: string | null) => {
+    const id = await insertEvent(fresh.db, { createdAt: NOW });
+    await sql`insert into event_deliveries (event_id, customer_uuid, url_key, url, status, attempts, queued_at, next_attempt_at, last_error)
+              values (${id}, 'c', ${key}, 'http://127.0.0.1:9/', ${status}, ${status === 'dead' ? 9 : 0}, ${NOW}, ${NOW}, ${lastError})`.execute(fresh.db);
+  };
+  await delivery(failing.id, 'dead', 'HTTP 503'); // died by failing for EVENT_RETRY_HORIZON_S
+  await delivery(backlog.id, 'pending', null);
+  await delivery(backlog.id, 'pending', null);
+  const dead = async () => {
+    const { samples } = await scrape(app);
+    const stats = (await app.inject({ url: '/v1/stats' })).json().now;
+    t.equal(deadOf(samples, 'exists') + deadOf(samples, 'deleted'), stats.events.dead, 'the two series add up to /v1/stats');
+    return { exists: deadOf(samples, 'exists'), deleted: deadOf(samples, 'deleted') };
+  };
+  t.same(await dead(), { exists: 1, deleted: 0 }, 'the delivery that died by failing is what the alert counts');
+
+  t.equal((await call(app, 'DELETE', `/v1/endpoints/${backlog.id}`)).status, 204);
+  t.same(await dead(), { exists: 1, deleted: 2 }, 'the backlog ended dead (endpoint_deleted) by the delete is written off');
+
+  // Deleting the failing endpoint writes off what died before: no redelivery can reach it any more.
+  t.equal((await call(app, 'DELETE', `/v1/endpoints/${failing.id}`)).status, 204);
+  t.same(await dead(), { exists: 0, deleted: 3 });
 });
 
 t.test('cluster-wide gauges say so in their HELP (aggregate with max)', async (t) => {
