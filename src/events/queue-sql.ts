@@ -10,9 +10,11 @@ import { eventBodySql, targetParameters } from './record.js';
 import type { WebhookTarget } from './targets.js';
 
 /**
- * Where each target's deliveries start: at the feed's horizon when it is first configured (what
- * was recorded before is not pushed to it); a position already kept stays (nothing recorded
- * meanwhile is lost, even while no instance pushed to it).
+ * Where each configured URL's deliveries start: at the feed's horizon when it is first configured
+ * (what was recorded before is not pushed to it); a position already kept stays (nothing recorded
+ * meanwhile is lost, even while no instance pushed to it). Not for API endpoints: insertEndpoint
+ * starts theirs with their row and deleteEndpoint deletes it with their row, so that a delete is
+ * never undone by an instance whose read of the endpoints predates it.
  */
 export async function startDispatch(db: Kysely<Tables>, targets: readonly Pick<WebhookTarget, 'key' | 'shown'>[], now: Date): Promise<void> {
   const [keys, shown] = targetParameters(targets);

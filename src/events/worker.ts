@@ -85,7 +85,10 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   // instance's deliveries move on within seconds.
   const leaseS = deps.timeoutMs / 1000 + 5;
   const leases = leaseKeeper({ db: deps.db, clock: deps.clock, leaseS, onError: (err) => warnStorage(err, 'could not renew an event delivery lease') });
-  // The endpoints whose dispatch position is known to exist (started at the first claim that sees them).
+  // The configured endpoints whose dispatch position is known to exist (started at the first claim
+  // that sees them). An API endpoint's position is written with its row and deleted with it, in
+  // their transactions: never started here, where the endpoints are a read up to REFRESH_MS old and
+  // one deleted since would get its position back (and deliveries nothing would ever end).
   const started = new Set<string>();
   const active = () => deps.endpoints.targets().filter((t) => t.status === 'active');
   const targetOf = (key: string) => deps.endpoints.targets().find((t) => t.key === key);
@@ -207,7 +210,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       try {
         const now = deps.clock();
         dispatchedAt = now;
-        const fresh = targets.filter((t) => !started.has(t.key));
+        const fresh = targets.filter((t) => t.managed === 'config' && !started.has(t.key));
         if (fresh.length > 0) {
           await startDispatch(deps.db, fresh, now);
           for (const t of fresh) started.add(t.key);

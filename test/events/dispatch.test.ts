@@ -1,14 +1,17 @@
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import pino from 'pino';
 import t, { type Test } from 'tap';
 import { readEvent } from '../../src/events/feed-sql.js';
 import { pendingSummary } from '../../src/events/pending-sql.js';
 import { dispatchDeliveries, startDispatch } from '../../src/events/queue-sql.js';
-import { fixedEndpoints } from '../../src/events/endpoints/registry.js';
+import { endpointRegistry, fixedEndpoints } from '../../src/events/endpoints/registry.js';
+import { deleteEndpoint, insertEndpoint, lockEndpoint } from '../../src/events/endpoints/sql.js';
+import { urlKeyer } from '../../src/events/url-key.js';
 import { startDeliveryWorker } from '../../src/events/worker.js';
 import { recordResults, type ValidResult } from '../../src/requests/complete.js';
 import { customer, insertRequest, resultBody, startedPlus } from '../callbacks/fixtures.js';
-import { buildTestApp } from '../helpers/app.js';
+import { buildTestApp, TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { configuredTarget, getJson, pushEnv, webhookSecret } from './fixtures.js';
 import { until } from '../helpers/until.js';
@@ -27,7 +30,7 @@ async function pushingGateway(t: Test, urls: string[], secret: string) {
 }
 
 /** Stores a callback the way the group commit does, on an instance that does not push. */
-async function storeResult(cust: string, overrides: Parameters<typeof resultBody>[1] = {}): Promise<void> {
+async function storeResult(cust: string, overrides: Parameters<typeof resultBody>[1] = {}, db = shared.db): Promise<void> {
   const body = resultBody(cust, overrides);
   const json = JSON.stringify(body);
   const result: ValidResult = {
@@ -40,7 +43,7 @@ async function storeResult(cust: string, overrides: Parameters<typeof resultBody
     body: json,
     decision: 'approved',
   };
-  await recordResults(shared.db, [result], { skewS: 300 });
+  await recordResults(db, [result], { skewS: 300 });
 }
 
 async function eventIdOf(cust: string): Promise<string> {
@@ -123,6 +126,53 @@ t.test("two events of one customer dispatched together go out in order: the late
     ['underwriting.completed', 'underwriting.completed', 'callback.unmatched'],
     'the retry of the earlier event comes before the later one',
   );
+});
+
+// An instance's endpoints are a read up to 500 ms old (the registry), and an instance that starts
+// sees every API endpoint for the first time: an endpoint deleted through the API on another
+// instance within that read is still in the worker's targets. Its dispatch position, deleted with
+// it, must stay deleted: started again, the stale read had the next dispatch write it deliveries
+// that nothing ever ends (the delete had ended its pending ones; its row is gone, so no DELETE,
+// redelivery or resume reaches them), pending for good in /v1/stats and the scrape.
+t.test('a worker still seeing an endpoint deleted since its last read neither starts its dispatch again nor writes it deliveries; the live endpoint beside it gets every event', async (t) => {
+  const { db } = await freshDatabase(t);
+  const receiver = await startReceiver(t);
+  const secret = webhookSecret();
+  const live = configuredTarget(receiver.url);
+  const doomed = { id: `ep_${randomBytes(16).toString('hex')}`, url: 'http://127.0.0.1:9/deleted' };
+  await db.transaction().execute((tx) =>
+    insertEndpoint(tx, { ...doomed, key: doomed.id, managed: 'api', shownUrl: doomed.url, description: '', types: null, rateLimitPerS: null, maxInFlight: null, secret: webhookSecret() }, new Date()),
+  );
+
+  // This instance reads the endpoints (and writes its configured URL's row and position, as at start)...
+  const registry = endpointRegistry({ db, configured: { urls: [receiver.url], secret }, urlKeys: urlKeyer([TEST_CPF_HASH_KEY]), log: pino({ level: 'silent' }), refreshMs: 3_600_000 });
+  t.teardown(() => registry.stop());
+  await registry.refresh();
+  await startDispatch(db, [live], new Date());
+  t.ok(registry.targets().some((e) => e.key === doomed.id && e.status === 'active'), 'the read holds the endpoint');
+  // ...then the endpoint is deleted through the API (DELETE /v1/endpoints/:id's transaction), before its next read.
+  await db.transaction().execute(async (tx) => {
+    const row = await lockEndpoint(tx, doomed.id, 'change');
+    await deleteEndpoint(tx, row!, new Date());
+  });
+  const position = () => db.selectFrom('event_dispatch').select('url_key').where('url_key', '=', doomed.id).executeTakeFirst();
+  const deliveries = () => db.selectFrom('event_deliveries').select(['id', 'status']).where('url_key', '=', doomed.id).execute();
+  t.equal(await position(), undefined, 'the delete removed its position');
+
+  const first = customer('stale-1');
+  await storeResult(first, {}, db);
+  const worker = startDeliveryWorker({ db, endpoints: registry, disableAfterS: 86_400, clock: () => new Date(), timeoutMs: 5_000, horizonS: 3600, log: pino({ level: 'silent' }), pollMs: 600_000 });
+  t.teardown(() => worker.stop());
+  await receiver.waitFor((r) => r.json.data.customerUuid === first);
+  t.equal(await position(), undefined, 'the first dispatch of the worker, the deleted endpoint among its targets, did not start its position again');
+
+  // An event recorded now is past any position started meanwhile: the next dispatch writes its deliveries.
+  const second = customer('stale-2');
+  await storeResult(second, {}, db);
+  worker.wake();
+  await receiver.waitFor((r) => r.json.data.customerUuid === second);
+  t.same(await deliveries(), [], 'no delivery written for the deleted endpoint');
+  t.equal(await position(), undefined);
 });
 
 if (SERVER_URL) {
