@@ -9,4 +9,4 @@ on conflict (idempotency_key) where idempotency_key is not null do nothing
 returning id;
 
 select id, public_id, source, status, accepted, rejected, rejected_lines, uploaded_at, upload_error, updated_at, body_digest
-  from campaigns where idempotency_key = $1;
+  from campaigns where idempotency_key = $1 and created_at > $2;

@@ -67,35 +67,44 @@ export interface KeyedCampaign {
 
 /**
  * The form a campaign's Idempotency-Key is stored in (requests/key-digest.ts): the one a campaign
- * holding it was stored with (its digest under an earlier CPF_HASH_KEY, or the key as sent, by a
- * version before digests), else its digest now.
+ * holding it within CAMPAIGN_KEY_TTL_MS was stored with (its digest under an earlier CPF_HASH_KEY,
+ * or the key as sent, by a version before digests), else its digest now. A key older than that
+ * names nothing: its form would only be used to make a new campaign, which takes the digest now.
  */
-export async function storedCampaignKeyOf(db: Kysely<Tables>, digests: KeyDigester, key: string): Promise<string> {
+export async function storedCampaignKeyOf(db: Kysely<Tables>, digests: KeyDigester, key: string, now: Date): Promise<string> {
   const { rows } = await sql<{ idempotency_key: string }>`
-    select idempotency_key from campaigns where idempotency_key in (${sql.join(digests.candidates(key))}) limit 1`.execute(db);
+    select idempotency_key from campaigns where idempotency_key in (${sql.join(digests.candidates(key))})
+       and created_at > ${new Date(now.getTime() - CAMPAIGN_KEY_TTL_MS)}
+     order by created_at desc limit 1`.execute(db);
   return rows[0]?.idempotency_key ?? digests.digest(key);
 }
 
 /**
  * Takes an Idempotency-Key by inserting its campaign (atomic across instances: the unique index
  * campaigns_idempotency_key, migration 0021); a key older than CAMPAIGN_KEY_TTL_MS is freed first.
- * Returns the new campaign's id, or the campaign that holds the key.
+ * Returns the new campaign's id, or the campaign that holds the key. `insert: false` for a key in
+ * an earlier form (storedCampaignKeyOf): only its holder is read, none when it is gone (freed, or
+ * rewritten as its digest by the pass), and the caller looks again; a campaign is only ever made
+ * under the digest now, never with the key as sent.
  */
 export async function claimCampaignKey(
   db: Kysely<Tables>,
-  c: { key: string; publicId: string; source: CampaignSource; createdBy: string; now: Date },
+  c: { key: string; publicId: string; source: CampaignSource; createdBy: string; now: Date; insert?: boolean },
 ): Promise<{ claimed: number } | { holder: KeyedCampaign | undefined }> {
-  await sql`update campaigns set idempotency_key = null
-     where idempotency_key = ${c.key} and created_at <= ${new Date(c.now.getTime() - CAMPAIGN_KEY_TTL_MS)}`.execute(db);
-  const { rows } = await sql<{ id: number }>`
-    insert into campaigns (public_id, source, created_by, created_at, updated_at, idempotency_key)
-    values (${c.publicId}, ${c.source}, ${c.createdBy}, ${c.now}, ${c.now}, ${c.key})
-    on conflict (idempotency_key) where idempotency_key is not null do nothing
-    returning id`.execute(db);
-  if (rows[0]) return { claimed: Number(rows[0].id) };
+  const cutoff = new Date(c.now.getTime() - CAMPAIGN_KEY_TTL_MS);
+  if (c.insert !== false) {
+    await sql`update campaigns set idempotency_key = null
+       where idempotency_key = ${c.key} and created_at <= ${cutoff}`.execute(db);
+    const { rows } = await sql<{ id: number }>`
+      insert into campaigns (public_id, source, created_by, created_at, updated_at, idempotency_key)
+      values (${c.publicId}, ${c.source}, ${c.createdBy}, ${c.now}, ${c.now}, ${c.key})
+      on conflict (idempotency_key) where idempotency_key is not null do nothing
+      returning id`.execute(db);
+    if (rows[0]) return { claimed: Number(rows[0].id) };
+  }
   const { rows: held } = await sql<KeyedCampaign>`
     select id, public_id, source, status, accepted, rejected, rejected_lines, uploaded_at, upload_error, updated_at, body_digest
-      from campaigns where idempotency_key = ${c.key}`.execute(db);
+      from campaigns where idempotency_key = ${c.key} and created_at > ${cutoff}`.execute(db);
   return { holder: held[0] && { ...held[0], id: Number(held[0].id) } };
 }
 
@@ -354,7 +363,7 @@ const NEW_CAMPAIGN = { publicId: 'cmp_1', source: 'ndjson' as const, createdBy: 
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'insert_campaign', rows: [[{ id: 1 }]], run: (db) => insertCampaign(db, NEW_CAMPAIGN) },
   // The key held by another campaign: the three statements a claim may send.
-  { name: 'stored_campaign_key_of', run: (db) => storedCampaignKeyOf(db, keyDigester(['h']), 'k') },
+  { name: 'stored_campaign_key_of', run: (db) => storedCampaignKeyOf(db, keyDigester(['h']), 'k', new Date(0)) },
   { name: 'claim_campaign_key', run: (db) => claimCampaignKey(db, { ...NEW_CAMPAIGN, key: 'k' }) },
   { name: 'release_campaign_key', run: (db) => releaseCampaignKey(db, 1) },
   { name: 'lock_for_batch', run: (db) => lockForBatch(db, 1) },

@@ -111,11 +111,13 @@ export function campaignUploader(deps: UploadDeps) {
 
   return async function upload(request: UploadRequest): Promise<UploadAnswer> {
     if (request.idempotencyKey === undefined) return uploadOnce(request, undefined);
-    // The key as stored: its digest (or the form a campaign holding it was stored with).
-    const key = await storedCampaignKeyOf(deps.db, deps.keyDigests, request.idempotencyKey);
+    const keyDigest = deps.keyDigests.digest(request.idempotencyKey);
     for (;;) {
+      // The key as stored: the form a campaign holding it was stored with, else its digest (looked
+      // for again each time round: the holder in an earlier form may be freed or rewritten meanwhile).
+      const key = await storedCampaignKeyOf(deps.db, deps.keyDigests, request.idempotencyKey, deps.clock());
       const publicId = campaignIdOf();
-      const claim = await claimCampaignKey(deps.db, { key, publicId, source: request.source, createdBy: request.createdBy, now: deps.clock() });
+      const claim = await claimCampaignKey(deps.db, { key, publicId, source: request.source, createdBy: request.createdBy, now: deps.clock(), insert: key === keyDigest });
       if ('claimed' in claim) return uploadOnce(request, { id: claim.claimed, publicId });
       const holder = claim.holder;
       if (holder === undefined) continue; // freed in between: take it again

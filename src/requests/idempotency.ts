@@ -54,27 +54,34 @@ export async function storedKeyOf(db: Kysely<Tables>, digests: KeyDigester, key:
  * Takes the key for this request, atomically across instances: a new key, an expired one, or a
  * pending one (same body) whose owner has been silent past the lease (it crashed mid-way). Any
  * other existing row is returned for the caller to judge.
+ *
+ * `insert: false` for a key in an earlier form (storedKeyOf: as sent, or an earlier CPF_HASH_KEY's
+ * digest): its row is taken over or judged, never made anew. A row in that form that is gone (freed,
+ * expired, or rewritten as its digest by the pass) is `row: undefined`, and the caller looks again:
+ * making it anew would store the key as sent, and miss a row the pass moved to the digest.
  */
 export async function claimKey(
   db: Kysely<Tables>,
-  claim: { key: string; hash: string; now: Date; leaseMs: number },
+  claim: { key: string; hash: string; now: Date; leaseMs: number; insert?: boolean },
 ): Promise<Claim> {
   const { key, hash, now } = claim;
   const leaseCutoff = new Date(now.getTime() - claim.leaseMs);
   const fresh = { body_hash: hash, created_at: now, expires_at: new Date(now.getTime() + IDEMPOTENCY_TTL_MS) };
-  // A new key, or one whose 24 h are over: a fresh start.
-  const taken = await db
-    .insertInto('idempotency_keys')
-    .values({ key, ...fresh })
-    .onConflict((oc) =>
-      oc
-        .column('key')
-        .doUpdateSet({ ...fresh, request_id: null, response_status: null, response_body: null })
-        .where('idempotency_keys.expires_at', '<=', now),
-    )
-    .returning('key')
-    .executeTakeFirst();
-  if (taken) return { claimed: true, takenOver: false };
+  if (claim.insert !== false) {
+    // A new key, or one whose 24 h are over: a fresh start.
+    const taken = await db
+      .insertInto('idempotency_keys')
+      .values({ key, ...fresh })
+      .onConflict((oc) =>
+        oc
+          .column('key')
+          .doUpdateSet({ ...fresh, request_id: null, response_status: null, response_body: null })
+          .where('idempotency_keys.expires_at', '<=', now),
+      )
+      .returning('key')
+      .executeTakeFirst();
+    if (taken) return { claimed: true, takenOver: false };
+  }
   // A pending key (same body) whose owner has been silent past the lease: it died mid-way.
   const takenOver = await db
     .updateTable('idempotency_keys')
@@ -83,10 +90,11 @@ export async function claimKey(
     .where('response_status', 'is', null)
     .where('body_hash', '=', hash)
     .where('created_at', '<=', leaseCutoff)
+    .where('expires_at', '>', now)
     .returning('key')
     .executeTakeFirst();
   if (takenOver) return { claimed: true, takenOver: true };
-  const row = await db.selectFrom('idempotency_keys').selectAll().where('key', '=', key).executeTakeFirst();
+  const row = await db.selectFrom('idempotency_keys').selectAll().where('key', '=', key).where('expires_at', '>', now).executeTakeFirst();
   return { claimed: false, row };
 }
 
@@ -116,16 +124,21 @@ export function storedAnswer(row: IdempotencyKeyRow): StoredAnswer | undefined {
   return { statusCode: row.response_status, body: row.response_body };
 }
 
-/** The request a key's earlier attempt stored within the key's lifetime, if any. */
+/**
+ * The request a key's earlier attempt stored within the key's lifetime, if any, in any form the
+ * key may be stored in (KeyDigester.candidates): the key's row and its request are rewritten as
+ * digests one after the other (key-digest-pass.ts), and an attempt of a version before digests
+ * stored it as sent.
+ */
 export async function requestOfKey(
   db: Kysely<Tables>,
-  key: string,
+  keys: readonly string[],
   now: Date,
 ): Promise<Pick<UnderwritingRequestRow, 'id' | 'customer_uuid' | 'status' | 'upstream_status' | 'upstream_error' | 'submitted_at' | 'queued_at'> | undefined> {
   return db
     .selectFrom('underwriting_requests')
     .select(['id', 'customer_uuid', 'status', 'upstream_status', 'upstream_error', 'submitted_at', 'queued_at'])
-    .where('idempotency_key', '=', key)
+    .where('idempotency_key', 'in', keys)
     .where('submitted_at', '>', new Date(now.getTime() - IDEMPOTENCY_TTL_MS))
     .orderBy('id', 'desc')
     .limit(1)
@@ -139,5 +152,5 @@ export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'record_answer', run: (db) => recordAnswer(db, 'k', 1, { statusCode: 202, body: {} }) },
   { name: 'release_key', run: (db) => releaseKey(db, 'k') },
   { name: 'purge_expired_keys', run: (db) => purgeExpiredKeys(db, new Date(0)) },
-  { name: 'request_of_key', run: (db) => requestOfKey(db, 'k', new Date(0)) },
+  { name: 'request_of_key', run: (db) => requestOfKey(db, keyDigester(['h']).candidates('k'), new Date(0)) },
 ];

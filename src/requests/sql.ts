@@ -223,20 +223,21 @@ export const NOT_SENT_SLOW_STORE = 'not sent: storing the request took longer th
 const NOT_SENT_RETRIED = 'not sent: the submit failed on storage after storing it, and was retried under the same Idempotency-Key';
 
 /**
- * Ends as `submit_failed` the customer's request still `submitting` under this Idempotency-Key: a
- * retry of the key meets it only when the attempt that stored it answered 503 and freed the key,
- * so it was never sent. Returns what it ended.
+ * Ends as `submit_failed` the customer's request still `submitting` under this Idempotency-Key, in
+ * any form it may be stored in (`keys`: KeyDigester.candidates, as sent by a version before digests
+ * or digested under an earlier CPF_HASH_KEY): a retry of the key meets it only when the attempt
+ * that stored it answered 503 and freed the key, so it was never sent. Returns what it ended.
  */
 export async function releaseUnsentOfKey(
   db: Kysely<Tables>,
-  options: { customerUuid: string; key: string; now: Date },
+  options: { customerUuid: string; keys: readonly string[]; now: Date },
 ): Promise<Released[]> {
   const rows = await db
     .selectFrom('underwriting_requests')
     .select(['id', 'customer_uuid'])
     .where('customer_uuid', '=', options.customerUuid)
     .where('status', '=', 'submitting')
-    .where('idempotency_key', '=', options.key)
+    .where('idempotency_key', 'in', options.keys)
     .execute();
   return endEach(db, rows, NOT_SENT_RETRIED, options);
 }
@@ -261,5 +262,5 @@ async function endEach(
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'release_abandoned', run: (db) => releaseAbandoned(db, { now: new Date(0), afterMs: 1000, limit: 10 }) },
   { name: 'release_abandoned_of_customer', run: (db) => releaseAbandoned(db, { now: new Date(0), afterMs: 1000, customerUuid: 'c' }) },
-  { name: 'release_unsent_of_key', run: (db) => releaseUnsentOfKey(db, { customerUuid: 'c', key: 'k', now: new Date(0) }) },
+  { name: 'release_unsent_of_key', run: (db) => releaseUnsentOfKey(db, { customerUuid: 'c', keys: ['§d', 'k'], now: new Date(0) }) },
 ];

@@ -93,19 +93,29 @@ export function submitter(deps: SubmitDeps) {
   const leaseMs = abandonedAfterMs(deps.upstreamTimeoutMs);
 
   async function withKey(body: UnderwritingRequest, sentKey: string, log: FastifyBaseLogger, origin: SubmitOrigin, mode: SubmitMode): Promise<SubmitAnswer> {
-    // From here on the key is what is stored: its digest (or the form an earlier attempt stored).
-    const key = await storedKeyOf(deps.db, deps.keyDigests, sentKey, deps.clock());
+    // The forms the key may be stored in (requests/key-digest.ts): its digest now first, then its
+    // digests under earlier CPF_HASH_KEYs, then as sent. A request is stored under the first; the
+    // key's row is used in the form an earlier attempt stored it in (storedKeyOf), and only ever
+    // made anew as the digest now.
+    const forms = deps.keyDigests.candidates(sentKey);
+    const digest = forms[0]!;
+    let key = await storedKeyOf(deps.db, deps.keyDigests, sentKey, deps.clock());
     const hash = bodyHash(body);
     const deadline = Date.now() + waitMs;
     let takenOver = false;
     for (let round = 0; ; round++) {
-      const claim = await claimKey(deps.db, { key, hash, now: deps.clock(), leaseMs });
+      const claim = await claimKey(deps.db, { key, hash, now: deps.clock(), leaseMs, insert: key === digest });
       if (claim.claimed) {
         takenOver = claim.takenOver;
         break;
       }
       const { row } = claim;
-      if (row === undefined) continue; // released or purged in between: try to take it again
+      if (row === undefined) {
+        // Released, purged or expired in between, or (an earlier form) rewritten as its digest by
+        // the pass at start: look for it again, then take it.
+        key = await storedKeyOf(deps.db, deps.keyDigests, sentKey, deps.clock());
+        continue;
+      }
       if (row.body_hash !== hash) {
         const reused = new AppError(422, 'idempotency_key_reused', 'this Idempotency-Key was used with a different request body');
         return { statusCode: 422, body: errorBody(reused), metricOutcome: 'idempotency_key_reused', replayed: false };
@@ -125,9 +135,9 @@ export function submitter(deps: SubmitDeps) {
     // An attempt that died after storing its request may have reached the provider: answer from
     // what it stored rather than call the provider a second time for one key. (If that cannot be
     // read now, the key stays pending, for a later retry to take over again.)
-    const earlier = takenOver ? await requestOfKey(deps.db, key, deps.clock()) : undefined;
+    const earlier = takenOver ? await requestOfKey(deps.db, forms, deps.clock()) : undefined;
     try {
-      attempt = earlier ? { answer: answerOf(earlier), requestId: earlier.id } : await once(body, key, log, origin, mode);
+      attempt = earlier ? { answer: answerOf(earlier), requestId: earlier.id } : await once(body, forms, log, origin, mode);
     } catch (err) {
       // No final answer, and nothing sent (storage failed before the call): free the key so that a
       // retry runs the request. So a key that is free again was never sent under, by anyone.
@@ -160,17 +170,18 @@ export function submitter(deps: SubmitDeps) {
     requestId: null,
   });
 
-  function once(body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger, origin: SubmitOrigin, mode: SubmitMode): Promise<Attempt> {
-    return mode === 'async' ? enqueue(body, key, log, origin) : callNow(body, key, log, origin);
+  /** `keys`: the Idempotency-Key's forms (KeyDigester.candidates); the request is stored under the first, its digest now. */
+  function once(body: UnderwritingRequest, keys: readonly string[] | undefined, log: FastifyBaseLogger, origin: SubmitOrigin, mode: SubmitMode): Promise<Attempt> {
+    return mode === 'async' ? enqueue(body, keys, log, origin) : callNow(body, keys, log, origin);
   }
 
   /** Stores the request as `queued` (with its event) and answers at once; the forwarder sends it when the pace allows. */
-  async function enqueue(body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger, origin: SubmitOrigin): Promise<Attempt> {
-    const submit = { body, idempotencyKey: key, xRequestId: origin.requestId, traceparent: storedTraceparent(origin.trace) };
+  async function enqueue(body: UnderwritingRequest, keys: readonly string[] | undefined, log: FastifyBaseLogger, origin: SubmitOrigin): Promise<Attempt> {
+    const submit = { body, idempotencyKey: keys?.[0], xRequestId: origin.requestId, traceparent: storedTraceparent(origin.trace) };
     const store = async () => (await enqueueSubmits(deps.db, [submit], { now: deps.clock(), cpfHashKey: deps.cpfHashKey, sealer: deps.queue.sealer }))[0];
     let stored = await store();
     // The request in flight may be one nobody will finish (see releaseBlocking): then it no longer holds the customer.
-    if (stored === null && (await releaseBlocking(body.customerUuid, key, log))) stored = await store();
+    if (stored === null && (await releaseBlocking(body.customerUuid, keys, log))) stored = await store();
     if (!stored) return inFlightAttempt();
     deps.queue.wake();
     log.info({ customerUuid: body.customerUuid }, 'queued: the request will be forwarded when the provider\'s pace allows');
@@ -179,21 +190,21 @@ export function submitter(deps: SubmitDeps) {
   }
 
   /** Store first, then call the provider, then record what happened without ever moving a row back. */
-  async function callNow(body: UnderwritingRequest, key: string | undefined, log: FastifyBaseLogger, origin: SubmitOrigin): Promise<Attempt> {
+  async function callNow(body: UnderwritingRequest, keys: readonly string[] | undefined, log: FastifyBaseLogger, origin: SubmitOrigin): Promise<Attempt> {
     const began = performance.now();
     const { trace } = origin;
     const submission: NewSubmission = {
       customerUuid: body.customerUuid,
       ...storedForm(body, deps.cpfHashKey),
       costSavingEnabled: body.costSavingEnabled,
-      idempotencyKey: key,
+      idempotencyKey: keys?.[0],
       now: deps.clock(),
       traceparent: storedTraceparent(trace),
       xRequestId: origin.requestId,
     };
     let stored = await deps.writes.store(submission, trace);
     // The request in flight may be one nobody will finish (see releaseBlocking): then it no longer holds the customer.
-    if (stored === null && (await releaseBlocking(body.customerUuid, key, log))) stored = await deps.writes.store({ ...submission, now: deps.clock() }, trace);
+    if (stored === null && (await releaseBlocking(body.customerUuid, keys, log))) stored = await deps.writes.store({ ...submission, now: deps.clock() }, trace);
     if (stored === null) return inFlightAttempt();
     const sendBy = began + SEND_WINDOW_MS;
     if (performance.now() > sendBy) {
@@ -277,10 +288,10 @@ export function submitter(deps: SubmitDeps) {
    * although its row was committed (the key was free again, so nothing was ever sent under it);
    * any other past the abandoned bound (abandonedAfterMs). True when one was ended.
    */
-  async function releaseBlocking(customerUuid: string, key: string | undefined, log: FastifyBaseLogger): Promise<boolean> {
+  async function releaseBlocking(customerUuid: string, keys: readonly string[] | undefined, log: FastifyBaseLogger): Promise<boolean> {
     const now = deps.clock();
     const ended: number[] = [];
-    if (key !== undefined) ended.push(...(await releaseUnsentOfKey(deps.db, { customerUuid, key, now })).map((r) => r.id));
+    if (keys !== undefined) ended.push(...(await releaseUnsentOfKey(deps.db, { customerUuid, keys, now })).map((r) => r.id));
     if (ended.length === 0) ended.push(...(await releaseAbandoned(deps.db, { now, afterMs: leaseMs, customerUuid })).map((r) => r.id));
     if (ended.length > 0) {
       deps.announce?.(customerUuid);
