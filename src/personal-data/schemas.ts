@@ -27,7 +27,7 @@ export type SubjectBody = z.infer<typeof subjectBody>;
 const exportedRequest = requestView.extend({
   updatedAt: z.iso.datetime(),
   upstreamError: z.string().nullable().describe("What the provider said when it refused, or why it could not be reached"),
-  idempotencyKey: z.string().nullable().describe('The Idempotency-Key as stored: its keyed digest (§ and 43 base64url characters), never the key itself; null without one'),
+  idempotencyKey: z.string().nullable().describe('The Idempotency-Key as stored: its keyed digest (§ and 43 base64url characters); the key as sent only for a request a version before digests stored, until rewritten; null without one'),
 });
 
 const exportedUnmatched = z.object({

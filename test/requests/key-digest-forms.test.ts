@@ -1,7 +1,9 @@
 import { sql } from 'kysely';
 import t from 'tap';
 import { keyDigester } from '../../src/requests/key-digest.js';
-import { bodyHash } from '../../src/requests/idempotency.js';
+import { bodyHash, claimKey, requestOfKey } from '../../src/requests/idempotency.js';
+import { digestStoredKeys } from '../../src/requests/key-digest-pass.js';
+import { claimCampaignKey } from '../../src/campaigns/sql.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
 import { until } from '../helpers/until.js';
@@ -102,4 +104,37 @@ t.test("a campaign key stored as sent more than a day ago: a new upload with it 
   const { rows } = await sql<{ public_id: string; idempotency_key: string | null }>`select public_id, idempotency_key from campaigns order by id`.execute(database.db);
   // The old campaign keeps what its version wrote until a pass rewrites it; the new one holds the digest.
   t.same(rows, [{ public_id: 'cmp_old', idempotency_key: key }, { public_id: first.json().id, idempotency_key: earlier.digest(key) }]);
+});
+
+t.test('the pass leaves a key within its 24 h as an instance of the version before stored it, and rewrites it past them', async (t) => {
+  const database = await freshDatabase(t);
+  const key = `rolling-${CPF}`;
+  const body = validRequest({ customerUuid: 'rolling-1' });
+  const now = new Date();
+  // An instance of the version before, still running (a rolling deploy), answered a submit 502 and
+  // took a campaign, each under the key as sent.
+  const { rows } = await sql<{ id: number }>`
+    insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, upstream_status, idempotency_key, submitted_at, updated_at)
+    values (${body.customerUuid}, 'h', '***.982.247-**', true, 'submit_failed', 422, ${key}, ${now}, ${now}) returning id`.execute(database.db);
+  const answer = { error: 'upstream_rejected', message: 'the provider refused the request (HTTP 422)', upstreamStatus: 422 };
+  await sql`insert into idempotency_keys (key, body_hash, request_id, response_status, response_body, created_at, expires_at)
+    values (${key}, ${bodyHash(body)}, ${rows[0]!.id}, 502, ${JSON.stringify(answer)}, ${now}, ${new Date(now.getTime() + 24 * 3600_000)})`.execute(database.db);
+  await sql`insert into campaigns (public_id, source, created_by, created_at, updated_at, idempotency_key)
+    values ('cmp_rolling', 'ndjson', 'key:x', ${now}, ${now}, ${key})`.execute(database.db);
+
+  // A new instance starts: its pass runs while that instance still answers retries.
+  await digestStoredKeys(database.db, earlier, () => new Date(), new AbortController().signal);
+  // What the version before does with a retry (the statements it sends, the key as sent): it must
+  // still find the key's answer, its request and its campaign, or it calls the provider again.
+  const claim = await claimKey(database.db, { key, hash: bodyHash(body), now: new Date(), leaseMs: 12_000 });
+  t.same(claim.claimed ? 'claimed anew' : claim.row?.response_status, 502, 'the old instance replays the 502');
+  t.ok(await requestOfKey(database.db, [key], new Date()), 'and finds the request under the key as sent');
+  const campaign = await claimCampaignKey(database.db, { key, publicId: 'cmp_other', source: 'ndjson', createdBy: 'key:x', now: new Date() });
+  t.same('holder' in campaign ? campaign.holder?.public_id : 'claimed anew', 'cmp_rolling', 'and the campaign it holds');
+
+  // Past the key's 24 h no instance of any version reads it under its key: the pass rewrites it.
+  const later = new Date(now.getTime() + 24 * 3600_000 + 60_000);
+  await digestStoredKeys(database.db, earlier, () => later, new AbortController().signal);
+  t.notOk((await dumpDatabase(database)).includes(key), 'the key as sent is nowhere');
+  t.same((await storedRequests(database)).map((r) => r.idempotency_key), [earlier.digest(key)]);
 });

@@ -65,18 +65,17 @@ t.test("a campaign's key holding a CPF reaches no table; the same file with it i
 const passFinished = (database: Awaited<ReturnType<typeof freshDatabase>>) =>
   until(async () => (await database.db.selectFrom('maintenance_passes').select('finished_at').executeTakeFirst())?.finished_at ?? undefined, 20_000, 'the pass at start');
 
-/** What a version before digests left: a key row, its request and a campaign, each holding the key as sent. */
-async function storedAsSent(database: Awaited<ReturnType<typeof freshDatabase>>, key: string, body: ReturnType<typeof validRequest>, answer: object) {
-  const now = new Date();
+/** What a version before digests left (at `now`): a key row, its request and a campaign, each holding the key as sent. */
+async function storedAsSent(database: Awaited<ReturnType<typeof freshDatabase>>, key: string, body: ReturnType<typeof validRequest>, answer: object, now = new Date()) {
   const { rows } = await sql<{ id: number }>`
     insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, idempotency_key, submitted_at, updated_at)
     values (${body.customerUuid}, 'h', '***.982.247-**', true, 'submitted', ${key}, ${now}, ${now}) returning id`.execute(database.db);
   await sql`insert into idempotency_keys (key, body_hash, request_id, response_status, response_body, created_at, expires_at)
-    values (${key}, ${bodyHash(body)}, ${rows[0]!.id}, 202, ${JSON.stringify(answer)}, ${now}, ${new Date(now.getTime() + 3600_000)})`.execute(database.db);
-  await sql`insert into campaigns (public_id, source, created_by, idempotency_key) values ('cmp_old', 'ndjson', 'key:x', ${key})`.execute(database.db);
+    values (${key}, ${bodyHash(body)}, ${rows[0]!.id}, 202, ${JSON.stringify(answer)}, ${now}, ${new Date(now.getTime() + 24 * 3600_000)})`.execute(database.db);
+  await sql`insert into campaigns (public_id, source, created_by, created_at, updated_at, idempotency_key) values ('cmp_old', 'ndjson', 'key:x', ${now}, ${now}, ${key})`.execute(database.db);
 }
 
-t.test('a key an earlier version stored as sent: its retry is replayed, then the pass at start stores it as a digest', async (t) => {
+t.test('a key an earlier version stored as sent: its retry is replayed, and the pass stores it as a digest once its 24 h are over', async (t) => {
   const database = await freshDatabase(t);
   const { app, submit, provider } = await submitGateway(t, { database });
   // The instance's own pass at start is over (on an empty database) before an instance of the
@@ -93,17 +92,21 @@ t.test('a key an earlier version stored as sent: its retry is replayed, then the
   t.same(retry.json(), answer);
   t.equal(provider.received.length, 0, 'not sent a second time');
 
-  const done = await digestStoredKeys(database.db, digests, () => new Date(), never);
-  t.same(done, { idempotencyKeys: 1, requests: 1, campaigns: 1 });
-  t.notOk((await dumpDatabase(database)).includes(key), 'the key as sent is nowhere');
+  // Within its 24 h an instance of the version before may still look it up as sent: left as it is.
+  t.same(await digestStoredKeys(database.db, digests, () => new Date(), never), { idempotencyKeys: 0, requests: 0, campaigns: 0 });
   const again = await submit(body, { 'idempotency-key': key });
-  t.equal(again.headers['idempotent-replayed'], 'true', 'found under its digest now');
+  t.equal(again.headers['idempotent-replayed'], 'true', 'found under the key as sent still');
   t.equal(provider.received.length, 0);
+
+  const dayAfter = new Date(Date.now() + 24 * 3600_000 + 60_000);
+  const done = await digestStoredKeys(database.db, digests, () => dayAfter, never);
+  t.same(done, { idempotencyKeys: 1, requests: 1, campaigns: 1 }, 'past its 24 h: the row deleted, the request and campaign rewritten');
+  t.notOk((await dumpDatabase(database)).includes(key), 'the key as sent is nowhere');
 
   const pass = await database.db.selectFrom('maintenance_passes').selectAll().where('name', '=', KEY_DIGEST_PASS).executeTakeFirstOrThrow();
   t.ok(pass.finished_at, 'the pass is finished');
   t.ok(Number(pass.through_id) > 0, 'and records how far it read');
-  t.same(await digestStoredKeys(database.db, digests, () => new Date(), never), { idempotencyKeys: 0, requests: 0, campaigns: 0 }, 'a second start finds nothing left');
+  t.same(await digestStoredKeys(database.db, digests, () => dayAfter, never), { idempotencyKeys: 0, requests: 0, campaigns: 0 }, 'a second start finds nothing left');
   const later = new Date(pass.finished_at!.getTime() + PASS_GOES_ON_MS + 1000);
   t.equal(await digestStoredKeys(database.db, digests, () => later, never), undefined, 'over once it has gone on long enough');
 });
@@ -111,7 +114,8 @@ t.test('a key an earlier version stored as sent: its retry is replayed, then the
 t.test("a start rewrites an earlier version's keys by itself", async (t) => {
   const database = await freshDatabase(t);
   const key = `at-start-${CPF}`;
-  await storedAsSent(database, key, validRequest({ customerUuid: 'at-start-1' }), {});
+  // A day and more before: past the key's 24 h.
+  await storedAsSent(database, key, validRequest({ customerUuid: 'at-start-1' }), {}, new Date(Date.now() - 25 * 3600_000));
   const { app, logs } = await submitGateway(t, { database });
   await app.ready();
   const said = await until(() => logs.entries().find((e) => /now stored as digests/.test(String(e.msg))), 20_000, 'the pass at start');
