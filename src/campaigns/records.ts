@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { maskCpfsInText } from '../cpf.js';
 import { issuePath, type ValidationIssue } from '../http/errors.js';
+import { scrubText } from '../observability/scrub.js';
 
 // A campaign's line as a submit's body: parsed (NDJSON) or rebuilt from its CSV fields, then
 // validated by the very schema of POST /v1/underwritings (submissions/schemas.ts).
@@ -29,7 +30,10 @@ export function fieldKinds(schema: ZodLike, prefix = ''): Map<string, string> {
 
 /** What a line's issues may say: never a value of the line, and short (a field name is the client's text). */
 const ISSUE_TEXT_MAX = 200;
-const shown = (text: string) => maskCpfsInText(text.length > ISSUE_TEXT_MAX ? `${text.slice(0, ISSUE_TEXT_MAX)}…` : text);
+// maskCpfsInText masks a CPF written bare or with . - _ / or spaces; scrubText then takes what it
+// does not read: a CPF percent-encoded (%37...), JSON-escaped (\u0037...) or with wider or other
+// separators (712 . 345 . 678 - 17, 712,345,678,17), as a field name may be written.
+const shown = (text: string) => scrubText(maskCpfsInText(text.length > ISSUE_TEXT_MAX ? `${text.slice(0, ISSUE_TEXT_MAX)}…` : text));
 /** At most this many issues are kept for one line. */
 export const ISSUES_PER_LINE = 10;
 
