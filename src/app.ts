@@ -91,6 +91,7 @@ export const SECURITY_HEADER_OPTIONS = {
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config } = deps;
   const trusted = addressMatcher(config.trustProxy);
+  const secrets = configuredSecrets(config);
   const timeouts = { ...SERVER_TIMEOUTS, ...deps.serverTimeouts };
   const app = Fastify({
     ...(deps.logger
@@ -113,8 +114,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clientErrorHandler: answerClientError,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
-      // An id holding a CPF (however separated) would be logged on every line and echoed: replaced, as a malformed one is.
-      return typeof given === 'string' && REQUEST_ID.test(given) && !identifierHoldsCpf(given) ? given : randomUUID();
+      // An id holding a CPF (however separated) or one of our secrets (a key or token a client put there)
+      // would be logged on every line, echoed, stored, forwarded and pushed: replaced, as a malformed one is.
+      return typeof given === 'string' && REQUEST_ID.test(given) && !identifierHoldsCpf(given) && !secrets.some((s) => given.includes(s))
+        ? given
+        : randomUUID();
     },
   }).withTypeProvider<ZodTypeProvider>();
   if (config.trustProxy.length > 0) {
@@ -130,7 +134,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  installErrorHandler(app, configuredSecrets(config));
+  installErrorHandler(app, secrets);
   // Bodies are JSON: JSON sent as text/plain is refused 415, not read as a string that then fails validation.
   app.removeContentTypeParser('text/plain');
   // An empty JSON body is no body: clients that send `Content-Type: application/json` on every call
@@ -162,7 +166,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const registry = createRegistry();
   instrumentRequests(app, registry);
-  if (deps.tracer) traceRequests(app, deps.tracer, configuredSecrets(config));
+  if (deps.tracer) traceRequests(app, deps.tracer, secrets);
 
   // @fastify/helmet's options are the source; the helmet it calls turns them into headers once, at
   // start (security-headers.ts). The plugin itself is not registered: even with `global: false` it
