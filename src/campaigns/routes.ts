@@ -25,6 +25,9 @@ import {
 import type { CampaignService } from './service.js';
 import { MAX_BODY_BYTES } from './upload.js';
 
+/** Content codings an answer may name back (RFC 9110's registry and common aliases). */
+const KNOWN_CODINGS = new Set(['gzip', 'x-gzip', 'deflate', 'br', 'compress', 'x-compress', 'zstd', 'aes128gcm', 'exi', 'pack200-gzip']);
+
 /** A campaign's upload that sends no byte for this long is cut off (it may take longer than the request timeout as a whole). */
 export const UPLOAD_IDLE_MS = 30_000;
 
@@ -95,7 +98,9 @@ export const campaignRoutes =
           // A compressed file would be read as text, each line "not valid JSON": refused whole instead.
           const encoding = (request.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
           if (encoding !== 'identity') {
-            throw new AppError(415, 'unsupported_media_type', `content-encoding ${encoding.slice(0, 40)} is not read: send the file uncompressed`);
+            // Named only when it is a known coding: the header is the client's text (a CPF, a key), never echoed.
+            const named = KNOWN_CODINGS.has(encoding) ? `content-encoding ${encoding}` : 'this content-encoding';
+            throw new AppError(415, 'unsupported_media_type', `${named} is not read: send the file uncompressed`);
           }
           const length = Number(request.headers['content-length']);
           if (Number.isFinite(length) && length > MAX_BODY_BYTES) {
