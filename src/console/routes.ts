@@ -61,7 +61,8 @@ export const consoleRoutes =
 
     app.get('/console/:name', { schema: { hide: true, params: assetParams } }, async (request, reply) => {
       const asset = (await assets()).get(request.params.name);
-      if (!asset || request.params.name === 'index.html') throw notFound(`no console file ${request.params.name}`);
+      // The name is not echoed: it is the client's text (a CPF or a key typed into the URL would come back).
+      if (!asset || request.params.name === 'index.html') throw notFound('no such console file');
       return reply
         .type(asset.type)
         .header('cache-control', asset.immutable ? 'public, max-age=31536000, immutable' : 'no-cache')
