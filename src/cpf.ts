@@ -60,11 +60,25 @@ export function isValidCpf(digits: string): boolean {
 }
 
 /**
- * Digits, each from the next by at most two of `.`, `-`, `_`, `/` or white space (a tab too): how
- * people write a CPF in free text, and how a customerUuid that is one may be written. Fullwidth
- * digits and separators (０-９, ．－／＿, as an East Asian keyboard types them) count as theirs.
+ * One digit as it may be typed or carried: ASCII or fullwidth (０-９, as an East Asian keyboard
+ * types them), or escaped the way text that went through JSON, a URL or HTML carries it (\u0037,
+ * \\u0037 escaped twice, \uff17, \x37, %37, %EF%BC%97, &#55;, &#x37;).
  */
-const DIGIT_RUN = /[0-9\uFF10-\uFF19](?:[.\-_/\s\uFF0D\uFF0E\uFF0F\uFF3F]{0,2}[0-9\uFF10-\uFF19])*/g;
+const DIGIT = String.raw`(?:[0-9\uFF10-\uFF19]|\\+u00(?:3[0-9])|\\+u[fF][fF]1[0-9]|\\+x3[0-9]|%3[0-9]|%[eE][fF]%[bB][cC]%9[0-9]|&#0*(?:4[89]|5[0-7]);|&#[xX]0*3[0-9];)`;
+/**
+ * Between two digits: anything that is neither a letter nor a digit (a dot, dash, slash, comma,
+ * white space, ...), or such a character escaped (%2E, \u002e, \/, &#46;). `%`, `\` and `&` only as
+ * the start of an escape, so an escaped digit is never read as a separator and a digit.
+ */
+const SEPARATOR = String.raw`(?:[^\p{L}\p{N}%\\&]|\\+/|%(?:[01][0-9a-fA-F]|2[0-9a-fA-F]|5[fF])|\\+u00(?:[01][0-9a-fA-F]|2[0-9a-fA-F]|5[fF])|&#0*(?:3[2-9]|4[0-7]|95);|&#[xX]0*(?:2[0-9a-fA-F]|5[fF]);)`;
+/**
+ * Digits, each from the next by at most three separators: how people write a CPF in free text
+ * (bare, 712.345.678-17, 712 . 345 . 678 - 17, 712,345,678,17), and how text that was escaped
+ * carries one.
+ */
+const DIGIT_RUN = new RegExp(`${DIGIT}(?:${SEPARATOR}{0,3}${DIGIT})*`, 'gu');
+/** Within a run: a separator (kept) or a digit (its token masked). */
+const RUN_TOKEN = new RegExp(`(${SEPARATOR})|${DIGIT}`, 'gu');
 
 /** The ASCII digit a character stands for (0-9 or fullwidth ０-９), or undefined. */
 function digitOf(c: number): string | undefined {
@@ -87,24 +101,34 @@ export function customerUuidIsCpf(customerUuid: string): boolean {
 export function maskCpfsInText(text: string): string {
   if (fewerDigitsThanACpf(text)) return text;
   return text.replace(DIGIT_RUN, (run) => {
+    const tokens: string[] = [];
     const at: number[] = [];
     let digits = '';
-    for (let i = 0; i < run.length; i++) {
-      const digit = digitOf(run.charCodeAt(i));
-      if (digit === undefined) continue;
-      at.push(i);
-      digits += digit;
+    for (const [token, separator] of run.matchAll(RUN_TOKEN)) {
+      if (separator === undefined) {
+        at.push(tokens.length);
+        digits += digitOfToken(token);
+      }
+      tokens.push(token);
     }
     if (at.length < 11) return run;
-    const chars = run.split('');
     let masked = false;
     for (let start = 0; start + 11 <= digits.length; start++) {
       if (!isValidCpf(digits.slice(start, start + 11))) continue;
-      for (let k = start; k < start + 11; k++) chars[at[k]!] = '*';
+      for (let k = start; k < start + 11; k++) tokens[at[k]!] = '*';
       masked = true;
     }
-    return masked ? chars.join('') : run;
+    return masked ? tokens.join('') : run;
   });
+}
+
+/** The ASCII digit a digit token (DIGIT) stands for: its last digit, or for an HTML decimal reference its code. */
+function digitOfToken(token: string): string {
+  if (token.length === 1) return digitOf(token.charCodeAt(0))!;
+  const decimal = /^&#0*(\d+);$/.exec(token);
+  if (decimal) return String.fromCharCode(Number(decimal[1]));
+  const hex = token.replace(/;$/, '');
+  return hex.at(-1)!;
 }
 
 /**
