@@ -1,3 +1,4 @@
+import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
@@ -8,10 +9,44 @@ import { isKeyDigest, type KeyDigester, keyDigester } from './key-digest.js';
 export const KEY_DIGEST_PASS = 'idempotency_key_digests';
 const BATCH = 1000;
 /**
- * A finished pass goes on at each start for this long: an instance of the version before still
+ * A finished pass goes on (at each start, and every PASS_EVERY_MS) for this long: an instance of the version before still
  * running during a rolling deploy stores keys as sent after the first new instance's pass ended.
  */
 export const PASS_GOES_ON_MS = 7 * 24 * 3600 * 1000;
+
+/**
+ * How often an instance runs the pass again while it is not over: a key stored as sent is
+ * rewritten within this of its 24 h ending, whether or not an instance starts then.
+ */
+export const PASS_EVERY_MS = 3600_000;
+
+/**
+ * Runs the pass now and again every `everyMs` (unref'd: it never holds the process) until it is
+ * over or `signal` aborts; what it rewrote is logged, a failure warned about (the next run goes on).
+ */
+export function keepDigestingKeys(deps: {
+  db: Kysely<Tables>;
+  digests: KeyDigester;
+  now: () => Date;
+  log: Pick<FastifyBaseLogger, 'info' | 'warn'>;
+  signal: AbortSignal;
+  everyMs?: number;
+}): void {
+  const run = async (): Promise<void> => {
+    try {
+      const done = await digestStoredKeys(deps.db, deps.digests, deps.now, deps.signal);
+      if (done === undefined) return;
+      if (Object.values(done).some((n) => n > 0)) deps.log.info({ rewritten: done }, 'Idempotency-Keys stored as sent by an earlier version are now stored as digests');
+    } catch (err) {
+      deps.log.warn({ err: { message: (err as Error).message } }, 'could not rewrite Idempotency-Keys stored as sent; the next run goes on');
+    }
+    if (deps.signal.aborted) return;
+    const timer = setTimeout(() => void run(), deps.everyMs ?? PASS_EVERY_MS);
+    timer.unref();
+    deps.signal.addEventListener('abort', () => clearTimeout(timer), { once: true });
+  };
+  void run();
+}
 
 export interface KeyDigestPass {
   /** Rows rewritten in each table. */

@@ -5,7 +5,7 @@ import { paceMetrics } from '../provider/metrics.js';
 import { createPacer, type Pacer } from '../provider/pacing.js';
 import { createUnderwritingClient, DEFAULT_PROVIDER_CONNECTIONS } from '../provider/underwriting-client.js';
 import { type KeyDigester, keyDigester } from '../requests/key-digest.js';
-import { digestStoredKeys } from '../requests/key-digest-pass.js';
+import { keepDigestingKeys } from '../requests/key-digest-pass.js';
 import { abandonedAfterMs } from '../requests/sql.js';
 import { type Forwarder, startForwarder } from './forwarder.js';
 import { type SubmitMetrics, submitMetrics } from './metrics.js';
@@ -83,11 +83,8 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
   const worker: FastifyPluginAsync = async (app) => {
     const closing = new AbortController();
     app.addHook('onReady', async () => {
-      // Keys stored as sent by a version before digests become digests, in the background.
-      void digestStoredKeys(db, keyDigests, deps.clock, closing.signal).then(
-        (done) => done && Object.values(done).some((n) => n > 0) && app.log.info({ rewritten: done }, 'Idempotency-Keys stored as sent by an earlier version are now stored as digests'),
-        (err: Error) => app.log.warn({ err: { message: err.message } }, 'could not rewrite Idempotency-Keys stored as sent; the next start goes on'),
-      );
+      // Keys stored as sent by a version before digests become digests, in the background, now and hourly.
+      keepDigestingKeys({ db, digests: keyDigests, now: deps.clock, log: app.log, signal: closing.signal });
       forwarder = startForwarder({
         db,
         client,

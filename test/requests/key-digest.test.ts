@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import t from 'tap';
-import { digestStoredKeys, KEY_DIGEST_PASS, PASS_GOES_ON_MS } from '../../src/requests/key-digest-pass.js';
+import { digestStoredKeys, keepDigestingKeys, KEY_DIGEST_PASS, PASS_GOES_ON_MS } from '../../src/requests/key-digest-pass.js';
 import { isKeyDigest, keyDigester } from '../../src/requests/key-digest.js';
 import { bodyHash } from '../../src/requests/idempotency.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
@@ -138,4 +138,31 @@ t.test('after a CPF_HASH_KEY rotation, a key stored under the earlier key is sti
   t.equal(fresh.statusCode, 202);
   const stored = await storedKeys(database);
   t.equal(stored[1]!.key, keyDigester(['a-newer-cpf-hash-key-0123456789abcdef']).digest('rotation-key-2'), 'a new key under the newest');
+});
+
+t.test('the pass runs again by itself while it is not over: a key stored as sent after its first run is rewritten with no restart', async (t) => {
+  const database = await freshDatabase(t);
+  // What the runs rewrote, added up (a run may meet the rows below while they are being written).
+  const total = { idempotencyKeys: 0, requests: 0, campaigns: 0 };
+  const lines: Array<{ msg: string }> = [];
+  let said: (() => void) | undefined;
+  const log = {
+    info: (o: { rewritten: typeof total }, msg: string) => {
+      lines.push({ msg });
+      for (const k of Object.keys(total) as Array<keyof typeof total>) total[k] += o.rewritten[k];
+      if (total.idempotencyKeys + total.requests + total.campaigns === 3) said?.();
+    },
+    warn: (_: unknown, msg: string) => lines.push({ msg }),
+  };
+  const closing = new AbortController();
+  t.teardown(() => closing.abort());
+  keepDigestingKeys({ db: database.db, digests, now: () => new Date(), log: log as never, signal: closing.signal, everyMs: 50 });
+  await passFinished(database);
+  const key = `between-runs-${CPF}`;
+  const rewritten = new Promise<void>((resolve) => (said = resolve));
+  await storedAsSent(database, key, validRequest({ customerUuid: 'between-runs-1' }), {}, new Date(Date.now() - 25 * 3600_000));
+  await rewritten;
+  t.same(total, { idempotencyKeys: 1, requests: 1, campaigns: 1 });
+  t.match(lines, [{ msg: 'Idempotency-Keys stored as sent by an earlier version are now stored as digests' }]);
+  t.notOk((await dumpDatabase(database)).includes(key));
 });
