@@ -3,6 +3,8 @@
 select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true);
 
 select p.pending, p.oldest_pending,
+       -- What the expiry sweep ends: a queued request is not waiting for a callback, and never expires.
+       (select min(r.submitted_at) from underwriting_requests r where r.status = 'submitted') as oldest_submitted,
        (select count(*) from callbacks c
          where c.outcome = 'unmatched' and c.received_at >= $1)::bigint as unmatched,
        (select count(*) from callbacks c

@@ -42,6 +42,11 @@ export function presentMetrics(registry: Registry, deps: PresentMetricsDeps): vo
     'Age of the oldest request awaiting the provider, since it was submitted or queued (0 when none)',
     (now, r) => ageS(now, r.oldest_pending),
   );
+  gauge(
+    'underwriting_request_oldest_submitted_seconds',
+    'Age of the oldest request submitted and awaiting its callback, since it was submitted: the expiry sweep ends it past CALLBACK_TIMEOUT_S (0 when none)',
+    (now, r) => ageS(now, r.oldest_submitted),
+  );
   gauge('underwriting_event_deliveries_pending', 'Event deliveries not yet delivered or dead', (_, r) => Number(r.deliveries_pending));
   gauge(
     'underwriting_event_delivery_oldest_pending_seconds',

@@ -154,6 +154,7 @@ export async function readBuckets(db: Kysely<Tables>, since: Date, until: Date, 
 export interface PresentRow {
   pending: number;
   oldest_pending: Date | null;
+  oldest_submitted: Date | null;
   unmatched: number;
   invalid: number;
   deliveries_pending: number;
@@ -172,6 +173,8 @@ export interface PresentRow {
 export function presentQuery(dayAgo: Date, keys: readonly string[] = []) {
   return sql<PresentRow>`
     select p.pending, p.oldest_pending,
+           -- What the expiry sweep ends: a queued request is not waiting for a callback, and never expires.
+           (select min(r.submitted_at) from underwriting_requests r where r.status = 'submitted') as oldest_submitted,
            (select count(*) from callbacks c
              where c.outcome = 'unmatched' and c.received_at >= ${dayAgo})::bigint as unmatched,
            (select count(*) from callbacks c

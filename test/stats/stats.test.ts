@@ -191,6 +191,8 @@ t.test('queued requests (Prefer: respond-async, campaigns) await the provider to
   const scrape = parseScrape((await app.inject({ url: '/metrics' })).body);
   t.equal(sampleValue(scrape, 'underwriting_pending_requests'), 3, 'the gauge reads the same statement');
   t.equal(sampleValue(scrape, 'underwriting_request_oldest_pending_seconds'), 300);
+  // The overdue alert's figure: what the expiry sweep ends (a queued request never expires).
+  t.equal(sampleValue(scrape, 'underwriting_request_oldest_submitted_seconds'), 125, 'queued requests are not awaiting a callback');
   await sql`truncate underwriting_requests, callbacks cascade`.execute(db);
 });
 
