@@ -178,7 +178,13 @@ export class TokenClient implements BearerTokenSource {
 
   private refresh(): Promise<HeldToken> {
     this.inflight ??= this.fetchWithRetries()
-      .then((held) => this.install(held))
+      .then(
+        (held) => this.install(held),
+        (err: unknown) => {
+          this.renewalFailed(err);
+          throw err;
+        },
+      )
       .finally(() => {
         this.inflight = undefined;
       });
@@ -187,18 +193,24 @@ export class TokenClient implements BearerTokenSource {
 
   private refreshInBackground(): void {
     if (this.inflight) return;
-    this.refresh().catch((err: unknown) => this.backgroundFailed(err));
+    // renewalFailed has dealt with a failure already.
+    this.refresh().catch(() => undefined);
   }
 
-  private backgroundFailed(err: unknown): void {
-    if (this.closing.signal.aborted) return;
+  /**
+   * Any failed refresh once a token was held, a caller's included: back off and re-arm the timer, so
+   * that the renewal goes on without calls, past the token's exp too (until a token comes back).
+   */
+  private renewalFailed(err: unknown): void {
+    const held = this.held;
+    if (this.closing.signal.aborted || !held) return;
     this.backgroundFailures += 1;
     const wait = backoff(this.backgroundFailures, MIN_REFRESH_INTERVAL_MS, BACKGROUND_BACKOFF_CAP_MS, this.random);
     const asked = err instanceof TokenEndpointError ? (err.retryAfterMs ?? 0) : 0;
     this.nextAttemptAt = this.now() + Math.max(wait, asked);
     this.log?.warn(
       { err: describeError(err), failures: this.backgroundFailures, nextAttemptAt: new Date(this.nextAttemptAt).toISOString() },
-      'token renewal failed; the current token is still served',
+      this.now() < held.serveUntil ? 'token renewal failed; the current token is still served' : 'token renewal failed; no token is served until one is obtained',
     );
     this.schedule();
   }
@@ -220,11 +232,13 @@ export class TokenClient implements BearerTokenSource {
     return held;
   }
 
-  /** One timer, at the next proactive refresh, as long as the held token can still be served. */
+  /**
+   * One timer, at the next proactive refresh; past the held token's serving time too, so that a
+   * token lost to a failing endpoint is obtained again (and the failures counted) with no call.
+   */
   private schedule(): void {
     this.clearTimer();
-    const held = this.held;
-    if (!held || this.closing.signal.aborted || this.nextAttemptAt >= held.serveUntil) return;
+    if (!this.held || this.closing.signal.aborted) return;
     const wait = Math.min(Math.max(0, this.nextAttemptAt - this.now()), MAX_TIMER_MS);
     this.timer = this.timers.set(() => this.onTimer(), wait);
   }

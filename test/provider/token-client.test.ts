@@ -291,6 +291,31 @@ t.test('a failed background renewal keeps serving the valid token and backs off'
   t.equal(await client.getToken(), server.issued[1]);
 });
 
+t.test('a renewal failing past the token’s exp goes on in the background, and a token comes back without a call', async (t) => {
+  const { server, time, client } = await harness(t);
+  const first = await client.getToken();
+  const exp = expOf(first);
+  // The endpoint fails from the renewal moment on: every renewal and each of its attempts a 503.
+  server.replies.push(...Array.from({ length: 500 }, () => ({ status: 503 })));
+  await time.advance(exp - time.now(), () => client.idle());
+  const byExp = server.requests.length;
+  t.ok(byExp > 10, `${byExp - 1} failed requests between the renewal moment and exp`);
+
+  // Past exp, nobody calls: the renewal still goes on (the failures go on being counted, so the
+  // alert on them does not end while the gateway holds no token).
+  await time.advance(20 * 60_000, () => client.idle());
+  const afterExp = server.requests.length - byExp;
+  t.ok(afterExp >= 20 * 3, `${afterExp} more failed requests in the 20 minutes after exp (a renewal of 3 attempts at least every minute)`);
+  t.ok(afterExp <= 41 * 3, 'backed off (30 to 60 s between renewals), not one after another');
+  t.equal(client.status()!.secondsLeft < 0, true, 'the token held is expired');
+
+  // The endpoint answers again: a token is obtained within a minute, before any call asks for it.
+  server.replies.length = 0;
+  await time.advance(60_000, () => client.idle());
+  t.ok(client.status()!.secondsLeft > 3500, 'a fresh token, with no call');
+  t.not(await client.getToken(), first);
+});
+
 t.test('timers are clamped to 2^31-1 ms and an early firing does not renew', async (t) => {
   const { server, time, client } = await harness(t, { lifetimeS: 100 * 24 * 3600 });
   await client.getToken();
