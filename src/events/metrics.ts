@@ -16,11 +16,13 @@ export function eventMetrics(registry: Registry): EventMetrics {
     labelNames: ['result'] as const,
     registers: [registry],
   });
+  // Up to the default EVENT_RETRY_HORIZON_S (3 days): a delivery made after a receiver's long
+  // outage is read as its lag, not as the last bucket's bound (histogram_quantile's ceiling).
   const lag = histogram(
     registry,
     'underwriting_event_delivery_lag_seconds',
     "Seconds from an event's commit to its receiver's 2xx, for deliveries this instance made",
-    [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
+    [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600, 21600, 86400, 259200],
   );
   const waiters = new Gauge({
     name: 'underwriting_event_feed_waiters',

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import t from 'tap';
+import { loadConfig } from '../../src/config/config.js';
 import { MAX_URL_SERIES } from '../../src/stats/metrics.js';
 import { buildTestApp } from '../helpers/app.js';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
@@ -124,6 +125,16 @@ t.test("a receiver URL's userinfo, path and query never reach a label: its origi
   });
   t.ok(sampleValue(samples, 'underwriting_event_url_deliveries', { url: 'http://127.0.0.1:9', status: 'pending' }) >= 1);
   for (const secret of ['hookuser', 'hookpass-9a8b7c', 'pathsecret-3d4c', 'querysecret-5e6f']) t.notOk(text.includes(secret), `no ${secret} in the scrape`);
+});
+
+t.test("a duration histogram's last bucket reaches the longest its default configuration allows (histogram_quantile reads no further)", async (t) => {
+  const defaults = loadConfig({});
+  const { app } = await buildTestApp(t, { clock: () => NOW, database });
+  const { text } = await scrape(app);
+  const lastBucket = (name: string) => Math.max(...[...text.matchAll(new RegExp(`^${name}_bucket\\{le="([\\d.]+)"\\}`, 'gm'))].map((m) => Number(m[1])));
+  // A receiver down for a day is retried until EVENT_RETRY_HORIZON_S: its deliveries' lag was read as 1 h.
+  t.ok(lastBucket('underwriting_event_delivery_lag_seconds') >= defaults.eventRetryHorizonS, 'delivery lag: EVENT_RETRY_HORIZON_S');
+  t.ok(lastBucket('underwriting_callback_turnaround_seconds') >= defaults.callbackTimeoutS, 'turnaround: CALLBACK_TIMEOUT_S');
 });
 
 t.test("prom-client's default gauges named like counters are not exported; the database readiness gauge is", async (t) => {
