@@ -8,6 +8,7 @@ import {
   describeError,
   type IssuedToken,
   processTokenResponse,
+  TOKEN_FAILURE_REASONS,
   type TokenEndpoint,
   TokenEndpointError,
   tokenRequest,
@@ -323,6 +324,9 @@ export class TokenClient implements BearerTokenSource {
       labelNames: ['outcome'] as const,
       registers: [registry],
     });
+    // Every outcome from the start: increase() counts nothing for a series' first sample, so a first
+    // failure (an instance whose first token request fails) would not be an increase.
+    for (const outcome of ['success', ...TOKEN_FAILURE_REASONS]) requests.inc({ outcome }, 0);
     const client = this;
     new Gauge({
       name: 'provider_token_expiry_seconds',

@@ -15,7 +15,8 @@ export const MISSING_TOKEN_HINT = "check the signed JWT's content, its signature
 export const MISSING_TOKEN_MESSAGE = `the token endpoint answered without an access_token: ${MISSING_TOKEN_HINT}`;
 const CREDENTIALS_HINT = 'check CLIENT_ID, the client credentials and TOKEN_SCOPE';
 
-export type TokenFailureReason = 'rejected' | 'unavailable' | 'invalid_response' | 'missing_access_token';
+export const TOKEN_FAILURE_REASONS = ['rejected', 'unavailable', 'invalid_response', 'missing_access_token'] as const;
+export type TokenFailureReason = (typeof TOKEN_FAILURE_REASONS)[number];
 
 /** Why a token could not be obtained; never carries a secret or a token. */
 export class TokenEndpointError extends TokenUnavailableError {

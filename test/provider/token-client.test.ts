@@ -423,6 +423,17 @@ t.test('secrets and tokens never reach the logs', async (t) => {
   }
 });
 
+t.test('every token request outcome is exported at 0 before the first request, so a first failure is an increase', async (t) => {
+  const { server, client, registry } = await harness(t);
+  const before = await registry.metrics();
+  for (const outcome of ['success', 'rejected', 'unavailable', 'invalid_response', 'missing_access_token']) {
+    t.match(before, new RegExp(`^provider_token_requests_total\\{outcome="${outcome}"\\} 0$`, 'm'), outcome);
+  }
+  server.replies.push({ status: 401 });
+  await client.getToken().catch(() => undefined);
+  t.match(await registry.metrics(), /^provider_token_requests_total\{outcome="rejected"\} 1$/m, 'the first failure counts from 0');
+});
+
 t.test('metrics count token requests by outcome and show the seconds until exp', async (t) => {
   const { server, time, client, registry } = await harness(t);
   t.match(await registry.metrics(), /provider_token_expiry_seconds 0/);
