@@ -110,6 +110,8 @@ export class TokenClient implements BearerTokenSource {
   /** Earliest moment for the next proactive (background) refresh. */
   private nextAttemptAt = 0;
   private backgroundFailures = 0;
+  /** Token requests failed since the last one that succeeded (its gauge: the alert's "still failing"). */
+  private failuresSinceSuccess = 0;
   private timer: unknown;
   private warnedShortLifetime = false;
   private warnedExpiresIn = false;
@@ -264,6 +266,7 @@ export class TokenClient implements BearerTokenSource {
         const failure = err instanceof TokenEndpointError ? err : undefined;
         const outcome = failure?.reason ?? 'unavailable';
         this.metrics.requests.inc({ outcome });
+        this.failuresSinceSuccess += 1;
         if (this.closing.signal.aborted) throw new TokenUnavailableError('the token client is closed', { cause: err });
         if (!failure?.retryable || attempt >= MAX_ATTEMPTS) throw failure ?? err;
         if ((failure.retryAfterMs ?? 0) > MAX_RETRY_AFTER_MS) throw failure;
@@ -285,6 +288,7 @@ export class TokenClient implements BearerTokenSource {
     const now = this.now();
     const issued = processTokenResponse(answer, now);
     this.metrics.requests.inc({ outcome: 'success' });
+    this.failuresSinceSuccess = 0;
     this.noteExpiresIn(issued.expiresIn, issued.expiresAt - now);
     return this.timing(issued, now);
   }
@@ -335,6 +339,14 @@ export class TokenClient implements BearerTokenSource {
       collect() {
         const held = client.held;
         this.set(held ? Math.max(0, (held.expiresAt - client.now()) / 1000) : 0);
+      },
+    });
+    new Gauge({
+      name: 'provider_token_failures_since_success',
+      help: 'Token requests failed since the last one that succeeded (0 once one does, and before the first request)',
+      registers: [registry],
+      collect() {
+        this.set(client.failuresSinceSuccess);
       },
     });
     return { requests };

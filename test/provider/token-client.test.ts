@@ -434,6 +434,19 @@ t.test('every token request outcome is exported at 0 before the first request, s
   t.match(await registry.metrics(), /^provider_token_requests_total\{outcome="rejected"\} 1$/m, 'the first failure counts from 0');
 });
 
+t.test('a gauge counts the token requests failed since the last success, and stands between requests', async (t) => {
+  const { server, time, client, registry } = await harness(t, { proactive: false });
+  const failing = async () => Number(/^provider_token_failures_since_success (\S+)$/m.exec(await registry.metrics())![1]);
+  t.equal(await failing(), 0, 'before the first request');
+  server.replies.push({ status: 401 });
+  await client.getToken().catch(() => undefined);
+  time.jump(3600_000);
+  t.equal(await failing(), 1, 'one refused request, and nothing since: still failing an hour later');
+  server.replies.push({ status: 503 }, { status: 503 });
+  await client.getToken();
+  t.equal(await failing(), 0, 'a success ends it, though two attempts before it failed');
+});
+
 t.test('metrics count token requests by outcome and show the seconds until exp', async (t) => {
   const { server, time, client, registry } = await harness(t);
   t.match(await registry.metrics(), /provider_token_expiry_seconds 0/);
