@@ -56,6 +56,22 @@ if (SERVER_URL) {
           await sql`create table t (x int)`.execute(trx);
         }),
       ),
+      // A database closed for maintenance (ALTER DATABASE ... ALLOW_CONNECTIONS false): 55000 at connect.
+      'a database not accepting connections': await (async () => {
+        const name = decodeURIComponent(new URL(url).pathname.slice(1));
+        // Not from a connection to that database (PostgreSQL refuses it there).
+        const server = new URL(url);
+        server.pathname = '/postgres';
+        const other = new pg.Client({ connectionString: server.toString() });
+        await other.connect();
+        await other.query(`alter database "${name}" allow_connections false`);
+        try {
+          return await errorOf(at(url), (db) => sql`select 1`.execute(db));
+        } finally {
+          await other.query(`alter database "${name}" allow_connections true`);
+          await other.end();
+        }
+      })(),
       'connection lost mid-query': await errorOf(at(throughRelay(url, relay)), async (db) => {
         await sql`select 1`.execute(db);
         const query = sql`select pg_sleep(1)`.execute(db);
