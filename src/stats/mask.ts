@@ -6,8 +6,10 @@
  * percent escape (%35, %2E; a fullwidth digit's UTF-8, %EF%BC%95), JSON's escaped slash (\/), each escape also escaped again (\\u0035, a JSON text inside a JSON string) or an HTML character reference (&#53;, &#x35;), as the scrubber of logs reads
  * them (observability/scrub.ts). A false positive only hides digits of a view.
  */
-const DIGIT = String.raw`(?:[0-9\uFF10-\uFF19]|\\+u00?3[0-9]|\\+u[fF][fF]1[0-9]|\\+x3[0-9]|%3[0-9]|%[eE][fF]%[bB][cC]%9[0-9]|&#0*(?:4[89]|5[0-7]);|&#[xX]0*3[0-9];)`;
-const SEPARATOR = String.raw`(?:[\s./_\-,;:|()\uFF0D\uFF0E\uFF0F\uFF3F]|\\+/|\\+u00(?:2[0dDeEfF]|5[fF])|\\u[fF][fF](?:0[dDeEfF]|3[fF])|%2[0dDeEfF]|%5[fF])`;
+// An escape's backslashes (`\\+`) are read only from the first of a run ((?<!\\)): read from each, a long run
+// of backslashes (a stored raw body) costs time quadratic in its length.
+const DIGIT = String.raw`(?:[0-9\uFF10-\uFF19]|(?<!\\)\\+u00?3[0-9]|(?<!\\)\\+u[fF][fF]1[0-9]|(?<!\\)\\+x3[0-9]|%3[0-9]|%[eE][fF]%[bB][cC]%9[0-9]|&#0*(?:4[89]|5[0-7]);|&#[xX]0*3[0-9];)`;
+const SEPARATOR = String.raw`(?:[\s./_\-,;:|()\uFF0D\uFF0E\uFF0F\uFF3F]|(?<!\\)\\+/|(?<!\\)\\+u00(?:2[0dDeEfF]|5[fF])|\\u[fF][fF](?:0[dDeEfF]|3[fF])|%2[0dDeEfF]|%5[fF])`;
 const CPF_LIKE = new RegExp(`${DIGIT}(?:${SEPARATOR}{0,3}${DIGIT}){10,}`, 'g');
 /** Within a run: a separator (kept, escape and all) or a digit (masked). */
 const ONE_TOKEN = new RegExp(`(${SEPARATOR})|${DIGIT}`, 'g');
