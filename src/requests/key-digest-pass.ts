@@ -32,6 +32,9 @@ export function keepDigestingKeys(deps: {
   signal: AbortSignal;
   everyMs?: number;
 }): void {
+  // One listener for every run (one per run would pile up: one an hour, for the pass's days).
+  let timer: NodeJS.Timeout | undefined;
+  deps.signal.addEventListener('abort', () => clearTimeout(timer), { once: true });
   const run = async (): Promise<void> => {
     try {
       const done = await digestStoredKeys(deps.db, deps.digests, deps.now, deps.signal);
@@ -41,9 +44,8 @@ export function keepDigestingKeys(deps: {
       deps.log.warn({ err: { message: (err as Error).message } }, 'could not rewrite Idempotency-Keys stored as sent; the next run goes on');
     }
     if (deps.signal.aborted) return;
-    const timer = setTimeout(() => void run(), deps.everyMs ?? PASS_EVERY_MS);
+    timer = setTimeout(() => void run(), deps.everyMs ?? PASS_EVERY_MS);
     timer.unref();
-    deps.signal.addEventListener('abort', () => clearTimeout(timer), { once: true });
   };
   void run();
 }

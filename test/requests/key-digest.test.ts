@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { sql } from 'kysely';
 import t from 'tap';
 import { digestStoredKeys, keepDigestingKeys, KEY_DIGEST_PASS, PASS_GOES_ON_MS } from '../../src/requests/key-digest-pass.js';
@@ -165,4 +166,20 @@ t.test('the pass runs again by itself while it is not over: a key stored as sent
   t.same(total, { idempotencyKeys: 1, requests: 1, campaigns: 1 });
   t.match(lines, [{ msg: 'Idempotency-Keys stored as sent by an earlier version are now stored as digests' }]);
   t.notOk((await dumpDatabase(database)).includes(key));
+});
+
+t.test('the pass run again and again holds one abort listener, however many times it has run', async (t) => {
+  const database = await freshDatabase(t);
+  const closing = new AbortController();
+  t.teardown(() => closing.abort());
+  let reads = 0;
+  const now = () => {
+    reads += 1;
+    return new Date();
+  };
+  const log = { info: () => {}, warn: () => {} };
+  keepDigestingKeys({ db: database.db, digests, now, log: log as never, signal: closing.signal, everyMs: 1 });
+  // Each run reads the clock more than once: 40 reads are more than 11 runs (Node warns of a leak past 10 listeners).
+  await until(() => reads >= 40 || undefined, 20_000, 'the runs');
+  t.ok(getEventListeners(closing.signal, 'abort').length <= 1, `${getEventListeners(closing.signal, 'abort').length} abort listeners`);
 });
