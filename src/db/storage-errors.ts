@@ -18,12 +18,16 @@ const DESTROYED_DRIVER = /driver has already been destroyed/;
  * insufficient resources (53: too many connections, disk full, out of memory), operator
  * intervention (57: admin shutdown, crash shutdown, cannot connect now, statement timeout),
  * system errors (58: I/O), internal errors (XX), a read-only database (25006: a standby after a
- * failover), idle-session timeouts, transient conflicts (serialization, deadlock, lock timeout), and
- * an object not in the state asked for (55000: a database closed for maintenance with ALTER
- * DATABASE ... ALLOW_CONNECTIONS false refuses new connections so).
+ * failover), idle-session timeouts, and transient conflicts (serialization, deadlock, lock timeout).
  */
 const UNAVAILABLE_CLASSES = ['08', '53', '57', '58', 'XX'];
-const UNAVAILABLE_CODES = new Set(['25006', '25P03', '40001', '40P01', '55000', '55P03']);
+const UNAVAILABLE_CODES = new Set(['25006', '25P03', '40001', '40P01', '55P03']);
+/**
+ * 55000 (object not in prerequisite state) only as a FATAL error, which ends the session: a database
+ * closed for maintenance (ALTER DATABASE ... ALLOW_CONNECTIONS false) refuses a connection so. As a
+ * statement's ERROR (currval before nextval) it is a bug.
+ */
+const UNAVAILABLE_WHEN_FATAL = new Set(['55000']);
 /** A named prepared statement missing (26000) or already there (42P05): a transaction pooler behind DATABASE_POOL_MODE=session. */
 const POOLER_CODES = new Set(['26000', '42P05']);
 const SQLSTATE = /^[0-9A-Z]{5}$/;
@@ -59,6 +63,7 @@ function saysUnavailable(err: Error): boolean {
   if (typeof code === 'string') {
     if (NETWORK_CODES.has(code)) return true;
     if (SQLSTATE.test(code) && (UNAVAILABLE_CLASSES.includes(code.slice(0, 2)) || UNAVAILABLE_CODES.has(code))) return true;
+    if (UNAVAILABLE_WHEN_FATAL.has(code) && (err as { severity?: unknown }).severity === 'FATAL') return true;
     if (POOLER_CODES.has(code)) return true;
   }
   return CONNECTION_MESSAGES.test(err.message);

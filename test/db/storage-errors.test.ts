@@ -105,6 +105,15 @@ t.test(`on ${ENGINE}: a statement the database refuses is not an outage; a datab
   );
   t.ok(refused instanceof Error, 'the statement fails');
   t.notOk(isStorageUnavailable(refused), 'a refused statement is a bug (500), not 503');
+  // 55000 at connect (a database closed for maintenance) is an outage; the same code of a statement is a bug.
+  await sql`create sequence if not exists s_unused`.execute(database.db);
+  const currval = await sql`select currval('s_unused')`.execute(database.db).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  t.ok(currval instanceof Error, 'the statement fails');
+  t.equal((currval as { code?: string }).code, '55000', "currval before nextval: object not in prerequisite state");
+  t.notOk(isStorageUnavailable(currval), 'a statement refused with 55000 is a bug (500), not 503');
   await database.close();
   const closed = await sql`select 1`.execute(database.db).then(
     () => undefined,
