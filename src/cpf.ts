@@ -68,17 +68,30 @@ export function isValidCpf(digits: string): boolean {
 // of backslashes (a stored raw body) costs time quadratic in its length.
 const DIGIT = String.raw`(?:[0-9\uFF10-\uFF19]|(?<!\\)\\+u00(?:3[0-9])|(?<!\\)\\+u[fF][fF]1[0-9]|(?<!\\)\\+x3[0-9]|%3[0-9]|%[eE][fF]%[bB][cC]%9[0-9]|&#0*(?:4[89]|5[0-7]);|&#[xX]0*3[0-9];)`;
 /**
- * Between two digits: anything that is neither a letter nor a digit (a dot, dash, slash, comma,
- * white space, ...), or such a character escaped (%2E, \u002e, \/, &#46;). `%`, `\` and `&` only as
- * the start of an escape, so an escaped digit is never read as a separator and a digit.
+ * Between two groups of a CPF written 3-3-3-2: anything that is neither a letter nor a digit (a
+ * dot, dash, slash, comma, white space, ...), or such a character escaped (%2E, \u002e, \/, &#46;).
+ * `%`, `\` and `&` only as the start of an escape, so an escaped digit is never read as a separator
+ * and a digit.
  */
 const SEPARATOR = String.raw`(?:[^\p{L}\p{N}%\\&]|(?<!\\)\\+/|%(?:[01][0-9a-fA-F]|2[0-9a-fA-F]|5[fF])|(?<!\\)\\+u00(?:[01][0-9a-fA-F]|2[0-9a-fA-F]|5[fF])|&#0*(?:3[2-9]|4[0-7]|95);|&#[xX]0*(?:2[0-9a-fA-F]|5[fF]);)`;
 /**
- * Digits, each from the next by at most three separators: how people write a CPF in free text
- * (bare, 712.345.678-17, 712 . 345 . 678 - 17, 712,345,678,17), and how text that was escaped
- * carries one.
+ * Between any two digits: a dot, dash, underscore, slash or white space (fullwidth too), or one of
+ * them escaped. Narrower than SEPARATOR: read between any digits, a comma or a parenthesis would join
+ * numbers that merely stand near each other (`Tel (11) 92351-9085`, `Av. Paulista, 2546, 14384-077`)
+ * into runs of which one in a hundred passes the check digits by chance, and stored text would be
+ * masked for no CPF.
  */
-const DIGIT_RUN = new RegExp(`${DIGIT}(?:${SEPARATOR}{0,3}${DIGIT})*`, 'gu');
+const NARROW_SEPARATOR = String.raw`(?:[.\-_/\s\uFF0D\uFF0E\uFF0F\uFF3F]|(?<!\\)\\+/|%(?:09|2[0dDeEfF]|5[fF])|(?<!\\)\\+u00(?:09|2[0dDeEfF]|5[fF])|&#0*(?:9|32|4[5-7]|95);|&#[xX]0*(?:9|2[0dDeEfF]|5[fF]);)`;
+/**
+ * Digits, each from the next by at most two narrow separators (bare, 712.345.678-17, escaped), or
+ * a CPF's four groups 3-3-3-2, each from the next by at most three of any separator (712 . 345 . 678
+ * - 17, 712,345,678,17), not part of a longer number: how people write a CPF in free text, and how
+ * text that was escaped carries one.
+ */
+const DIGIT_RUN = new RegExp(
+  `(?<![0-9\uFF10-\uFF19])${DIGIT}{3}(?:${SEPARATOR}{1,3}${DIGIT}{3}){2}${SEPARATOR}{1,3}${DIGIT}{2}(?![0-9\uFF10-\uFF19])|${DIGIT}(?:${NARROW_SEPARATOR}{0,2}${DIGIT})*`,
+  'gu',
+);
 /** Within a run: a separator (kept) or a digit (its token masked). */
 const RUN_TOKEN = new RegExp(`(${SEPARATOR})|${DIGIT}`, 'gu');
 
@@ -96,8 +109,9 @@ export function customerUuidIsCpf(customerUuid: string): boolean {
 
 /**
  * Free text with every CPF in it masked: any 11 consecutive digits of a run (written with or
- * without dots, dashes, underscores, slashes and white space, ASCII or fullwidth) whose check digits
- * hold become `*`, the separators stay. Every
+ * without dots, dashes, underscores, slashes and white space, ASCII, fullwidth or escaped; or as
+ * groups 3-3-3-2 with any separators: DIGIT_RUN) whose check digits hold become `*`, the
+ * separators stay. Every
  * window of a longer run is tried, so no CPF hides behind a digit typed before it.
  */
 export function maskCpfsInText(text: string): string {

@@ -71,4 +71,9 @@ t.test('eleven digits that are no CPF are left as typed', async (t) => {
   const { maskCpfsInText } = await import('../../src/cpf.js');
   t.equal(maskCpfsInText('tel 11987654321, pedido 2024-11-27 10:00:00'), 'tel 11987654321, pedido 2024-11-27 10:00:00');
   t.equal(maskCpfsInText('12345678901'), '12345678901');
+  // Numbers that merely stand near each other are no run: these join into 11923519085 and
+  // 25461438407, whose check digits hold by chance, and stored srd text was masked for no CPF.
+  t.equal(maskCpfsInText('Tel (11) 92351-9085'), 'Tel (11) 92351-9085');
+  t.equal(maskCpfsInText('Av. Paulista, 2546, 14384-077'), 'Av. Paulista, 2546, 14384-077');
+  t.equal(maskCpfsInText('lote 1529,982,247,25'), 'lote 1529,982,247,25', 'four groups are a CPF only as 3-3-3-2');
 });
