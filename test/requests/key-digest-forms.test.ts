@@ -78,7 +78,8 @@ t.test('a retry waiting on a key stored as sent, which is freed meanwhile, store
   await sql`insert into idempotency_keys (key, body_hash, created_at, expires_at)
     values (${key}, ${bodyHash(body)}, ${new Date()}, ${new Date(Date.now() + 3600_000)})`.execute(database.db);
   const retry = gw.submit(body, { 'idempotency-key': key });
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  // The retry met the key held and waits for its answer (submit.ts logs it once): only then is it freed.
+  await until(() => gw.logs.text().includes('waiting for the first request with this Idempotency-Key'), 10_000, 'the retry waiting');
   // That attempt answers 503 and frees the key: the waiting retry takes it.
   await sql`delete from idempotency_keys where key = ${key}`.execute(database.db);
   const answer = await retry;

@@ -2,6 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import type { Test } from 'tap';
 import type { Decision, RequestStatus, Tables } from '../../src/db/types.js';
 import { freshDatabase, type TestDatabaseHandle } from '../helpers/database.js';
+import { keyAsStored } from '../submissions/fixtures.js';
 
 // Rows written directly, backdated as a test needs: what the submit and callback routes would have stored.
 
@@ -37,7 +38,8 @@ export async function insertRow(db: Kysely<Tables>, row: Row): Promise<number> {
       updated_at: updated,
       completed_at: completed,
       decision: row.status === 'completed' ? (row.decision ?? 'approved') : null,
-      idempotency_key: row.idempotencyKey ?? null,
+      // As the gateway stores a key (its digest): one stored as sent is an earlier version's, which the key-digest pass of an app started on this database rewrites.
+      idempotency_key: row.idempotencyKey === undefined ? null : keyAsStored(row.idempotencyKey),
     })
     .returning('id')
     .executeTakeFirstOrThrow();
@@ -78,7 +80,7 @@ export async function insertRow(db: Kysely<Tables>, row: Row): Promise<number> {
     await db
       .insertInto('idempotency_keys')
       .values({
-        key: row.idempotencyKey,
+        key: keyAsStored(row.idempotencyKey),
         body_hash: 'h',
         request_id: request.id,
         response_status: 202,
