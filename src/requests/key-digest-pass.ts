@@ -23,6 +23,9 @@ export const PASS_EVERY_MS = 3600_000;
 /**
  * Runs the pass now and again every `everyMs` (unref'd: it never holds the process) until it is
  * over or `signal` aborts; what it rewrote is logged, a failure warned about (the next run goes on).
+ * Returns what settles once the run in flight (if any) has ended: closing awaits it after aborting,
+ * before the database closes under it. A run that fails because the instance is closing is not
+ * warned about (its statement met a pool being closed; the next start goes on).
  */
 export function keepDigestingKeys(deps: {
   db: Kysely<Tables>;
@@ -31,9 +34,10 @@ export function keepDigestingKeys(deps: {
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>;
   signal: AbortSignal;
   everyMs?: number;
-}): void {
+}): { settled: () => Promise<void> } {
   // One listener for every run (one per run would pile up: one an hour, for the pass's days).
   let timer: NodeJS.Timeout | undefined;
+  let inFlight: Promise<void> = Promise.resolve();
   deps.signal.addEventListener('abort', () => clearTimeout(timer), { once: true });
   const run = async (): Promise<void> => {
     try {
@@ -41,13 +45,15 @@ export function keepDigestingKeys(deps: {
       if (done === undefined) return;
       if (Object.values(done).some((n) => n > 0)) deps.log.info({ rewritten: done }, 'Idempotency-Keys stored as sent by an earlier version are now stored as digests');
     } catch (err) {
+      if (deps.signal.aborted) return;
       deps.log.warn({ err: { message: (err as Error).message } }, 'could not rewrite Idempotency-Keys stored as sent; the next run goes on');
     }
     if (deps.signal.aborted) return;
-    timer = setTimeout(() => void run(), deps.everyMs ?? PASS_EVERY_MS);
+    timer = setTimeout(() => void (inFlight = run()), deps.everyMs ?? PASS_EVERY_MS);
     timer.unref();
   };
-  void run();
+  inFlight = run();
+  return { settled: () => inFlight };
 }
 
 export interface KeyDigestPass {

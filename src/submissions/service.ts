@@ -82,9 +82,10 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
   });
   const worker: FastifyPluginAsync = async (app) => {
     const closing = new AbortController();
+    let keyPass: { settled: () => Promise<void> } | undefined;
     app.addHook('onReady', async () => {
       // Keys stored as sent by a version before digests become digests, in the background, now and hourly.
-      keepDigestingKeys({ db, digests: keyDigests, now: deps.clock, log: app.log, signal: closing.signal });
+      keyPass = keepDigestingKeys({ db, digests: keyDigests, now: deps.clock, log: app.log, signal: closing.signal });
       forwarder = startForwarder({
         db,
         client,
@@ -108,6 +109,8 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
     });
     app.addHook('onClose', async () => {
       await (stopped ?? forwarder?.stop());
+      // The key pass stops between batches once closing aborts; its statement in flight ends first.
+      await keyPass?.settled();
       await writes.close();
       pacer.close();
       await client.close();

@@ -183,3 +183,18 @@ t.test('the pass run again and again holds one abort listener, however many time
   await until(() => reads >= 40 || undefined, 20_000, 'the runs');
   t.ok(getEventListeners(closing.signal, 'abort').length <= 1, `${getEventListeners(closing.signal, 'abort').length} abort listeners`);
 });
+
+t.test('a run that fails because the instance is closing is not warned about; one that fails otherwise is, and the next run goes on', async (t) => {
+  // Every statement of the pass fails here (no tables), as one does on a pool ended under it at shutdown.
+  const failing = await freshDatabase(t, { migrate: false });
+  for (const closingFirst of [true, false]) {
+    const warned: string[] = [];
+    const log = { info: () => {}, warn: (_: unknown, msg: string) => warned.push(msg) };
+    const closing = new AbortController();
+    if (closingFirst) closing.abort();
+    const pass = keepDigestingKeys({ db: failing.db, digests, now: () => new Date(), log: log as never, signal: closing.signal, everyMs: 3600_000 });
+    await pass.settled();
+    closing.abort();
+    t.same(warned, closingFirst ? [] : ['could not rewrite Idempotency-Keys stored as sent; the next run goes on'], closingFirst ? 'closing: nothing warned' : 'open: warned');
+  }
+});
