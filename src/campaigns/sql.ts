@@ -72,11 +72,16 @@ export interface KeyedCampaign {
  * names nothing: its form would only be used to make a new campaign, which takes the digest now.
  */
 export async function storedCampaignKeyOf(db: Kysely<Tables>, digests: KeyDigester, key: string, now: Date): Promise<string> {
-  const { rows } = await sql<{ idempotency_key: string }>`
-    select idempotency_key from campaigns where idempotency_key in (${sql.join(digests.candidates(key))})
-       and created_at > ${new Date(now.getTime() - CAMPAIGN_KEY_TTL_MS)}
-     order by created_at desc limit 1`.execute(db);
+  const { rows } = await storedCampaignKeyQuery(digests.candidates(key), now).execute(db);
   return rows[0]?.idempotency_key ?? digests.digest(key);
+}
+
+/** storedCampaignKeyOf's statement: the newest campaign within the TTL among a key's stored forms (by its unique index, test/db/plan-states-keys.test.ts). */
+export function storedCampaignKeyQuery(forms: readonly string[], now: Date) {
+  return sql<{ idempotency_key: string }>`
+    select idempotency_key from campaigns where idempotency_key in (${sql.join(forms)})
+       and created_at > ${new Date(now.getTime() - CAMPAIGN_KEY_TTL_MS)}
+     order by created_at desc limit 1`;
 }
 
 /**

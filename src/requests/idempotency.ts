@@ -38,16 +38,13 @@ function canonicalJson(value: unknown): string {
  * as sent, by a version before digests), else its digest now. Every later step uses that form.
  */
 export async function storedKeyOf(db: Kysely<Tables>, digests: KeyDigester, key: string, now: Date): Promise<string> {
-  const candidates = digests.candidates(key);
-  const earlier = await db
-    .selectFrom('idempotency_keys')
-    .select('key')
-    .where('key', 'in', candidates)
-    .where('expires_at', '>', now)
-    .orderBy('created_at', 'desc')
-    .limit(1)
-    .executeTakeFirst();
+  const earlier = await storedKeyQuery(db, digests.candidates(key), now).executeTakeFirst();
   return earlier?.key ?? digests.digest(key);
+}
+
+/** storedKeyOf's statement: the newest unexpired row among a key's stored forms (by the primary key, test/db/plan-states-keys.test.ts). */
+export function storedKeyQuery(db: Kysely<Tables>, forms: readonly string[], now: Date) {
+  return db.selectFrom('idempotency_keys').select('key').where('key', 'in', forms).where('expires_at', '>', now).orderBy('created_at', 'desc').limit(1);
 }
 
 /**
