@@ -110,6 +110,7 @@ const envSchema = z.object({
   PROVIDER_BASE_URL: baseUrl.optional(),
   PARTNER_TOKEN: partnerTokenSchema.optional(),
   UPSTREAM_TIMEOUT_MS: integer(100, 120_000).default(10_000),
+  PROVIDER_KEEP_ALIVE_MS: integer(100, 600_000).default(4_000),
   PROVIDER_MAX_RPS: integer(1, 100_000).default(50),
   PROVIDER_MAX_IN_FLIGHT: integer(1, 10_000).default(32),
   PROVIDER_CIRCUIT_FAILURES: integer(1, 1000).default(5),
@@ -200,6 +201,12 @@ export interface Config {
   providerBaseUrl: string | undefined;
   partnerToken: string | undefined;
   upstreamTimeoutMs: number;
+  /**
+   * An idle connection to the provider is closed by the gateway after this long (unless the provider's
+   * Keep-Alive header asks for less): below the provider's own idle timeout, a call never goes out on a
+   * connection the provider is closing, which fails as "possibly received" and is never sent again.
+   */
+  providerKeepAliveMs: number;
   /** The provider's pace across every instance (provider/pacing.ts, docs/provider-pacing.md). */
   providerPacing: ProviderPacingConfig;
   submitAllowedIps: string[];
@@ -348,6 +355,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     providerBaseUrl: e.PROVIDER_BASE_URL,
     partnerToken: e.PARTNER_TOKEN,
     upstreamTimeoutMs: e.UPSTREAM_TIMEOUT_MS,
+    providerKeepAliveMs: e.PROVIDER_KEEP_ALIVE_MS,
     providerPacing: {
       maxRps: e.PROVIDER_MAX_RPS,
       maxInFlight: e.PROVIDER_MAX_IN_FLIGHT,

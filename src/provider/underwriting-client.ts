@@ -14,6 +14,14 @@ import { childSpan, endFailed, propagator, type SpanParent } from '../tracing/sp
 
 /** Keep-alive connections to the provider per instance, unless more are asked for. */
 export const DEFAULT_PROVIDER_CONNECTIONS = 64;
+
+/**
+ * How long an idle connection to the provider is kept (PROVIDER_KEEP_ALIVE_MS's default): below the
+ * shortest idle timeout common servers use (5 s: Node, Apache), so the gateway closes an idle
+ * connection before the provider does. The other way round, a call written just as the provider
+ * closes the connection fails with no answer, and the gateway cannot tell that it was never read.
+ */
+export const DEFAULT_PROVIDER_KEEP_ALIVE_MS = 4_000;
 /** What the provider's reply is cut to before it is stored (never logged). */
 export const EXCERPT_MAX_CHARS = 500;
 /** Bytes read from a refusal's body at most; the rest is dropped with the connection. */
@@ -30,6 +38,8 @@ export interface UnderwritingClientOptions {
   tokenSource?: BearerTokenSource | undefined;
   /** Keep-alive connections to the provider, at most. */
   connections?: number;
+  /** An idle connection is closed after this long (PROVIDER_KEEP_ALIVE_MS); the provider's Keep-Alive hint, when shorter, wins. */
+  keepAliveMs?: number;
   /** Called once per HTTP exchange (not for token failures), e.g. to feed a histogram. */
   observe?: (seconds: number, outcome: UpstreamMetricOutcome) => void;
 }
@@ -64,7 +74,7 @@ export function createUnderwritingClient(options: UnderwritingClientOptions): Un
           connect: { timeout: options.timeoutMs },
           headersTimeout: options.timeoutMs,
           bodyTimeout: options.timeoutMs,
-          keepAliveTimeout: 10_000,
+          keepAliveTimeout: options.keepAliveMs ?? DEFAULT_PROVIDER_KEEP_ALIVE_MS,
         });
   const path = `${target?.pathname.replace(/\/+$/, '') ?? ''}${UNDERWRITINGS_PATH}`;
   const observe = options.observe ?? (() => {});

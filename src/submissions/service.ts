@@ -41,6 +41,7 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
     baseUrl: config.providerBaseUrl,
     partnerToken: config.partnerToken,
     timeoutMs: config.upstreamTimeoutMs,
+    keepAliveMs: config.providerKeepAliveMs,
     // Never fewer than the calls the pace lets this instance have in flight: a call left waiting for a
     // connection would time out unsent, stored as "did not answer" (possibly received), never sent again.
     connections: Math.max(DEFAULT_PROVIDER_CONNECTIONS, config.providerPacing.maxInFlight),
