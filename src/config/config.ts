@@ -19,6 +19,14 @@ const booleanFlag = z
 /** A base URL: its trailing slashes go, so paths append cleanly. */
 const baseUrl = httpUrl.transform((v) => v.replace(/\/+$/, ''));
 
+/**
+ * An API key is presented as `Authorization: Bearer <key>`, one token without whitespace: a key
+ * holding a space, a tab or a line break (a QUERY_API_KEYS_FILE with one key per line) could never
+ * be presented, and every caller would be refused 401 by a gateway that started as if all was well.
+ */
+const sendableKeys = (keys: string[]): boolean => keys.every((k) => !/[\s\u0000-\u001f\u007f]/.test(k));
+const SENDABLE_KEYS_MESSAGE = 'a key must hold no spaces, tabs or line breaks (separate keys with commas, not one per line)';
+
 const secretString = (min: number) => z.string().min(min, `must be at least ${min} characters`);
 
 const pkcs8Pem = z
@@ -120,6 +128,7 @@ const envSchema = z.object({
   QUERY_ALLOWED_IPS: addressList.default(LOCALHOST),
   QUERY_API_KEYS: commaList
     .refine((keys) => keys.every((k) => k.length >= 16), 'every key must be at least 16 characters')
+    .refine(sendableKeys, SENDABLE_KEYS_MESSAGE)
     .optional(),
   CALLBACK_SECRET: secretString(16).optional(),
   TRUST_PROXY: addressList.optional(),
@@ -139,6 +148,7 @@ const envSchema = z.object({
   ADMIN_API_KEYS: commaList
     .refine((keys) => keys.length > 0, 'must hold at least one key')
     .refine((keys) => keys.every((k) => k.length >= 16), 'every key must be at least 16 characters')
+    .refine(sendableKeys, SENDABLE_KEYS_MESSAGE)
     .optional(),
   CORRELATION_SKEW_S: integer(0, 24 * 3600).default(300),
   EVENT_WEBHOOK_URLS: webhookUrls.optional(),
