@@ -8,7 +8,7 @@ import { configuredSecrets, loadConfig } from './config/config.js';
 import { openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrator.js';
 import { loadEnvFile } from './config/env-file.js';
-import { createLogger, defaultLogFormat } from './observability/logger.js';
+import { createLogger, defaultLogFormat, logProcessWarnings } from './observability/logger.js';
 import { type SandboxMode, startSandboxMode } from './sandbox/mode.js';
 import { startTracing } from './tracing/sdk.js';
 
@@ -28,7 +28,9 @@ async function main(): Promise<void> {
   const envFile = await configOrExit(() => loadEnvFile());
   let config = await configOrExit(() => loadConfig(), unknownVariableWarnings(process.env));
   // Configured secrets are scrubbed from every logged path and error message (a token pasted into a URL).
-  const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(config.nodeEnv, process.stdout.isTTY === true), 1, configuredSecrets(config));
+  const logFormat = config.logFormat ?? defaultLogFormat(config.nodeEnv, process.stdout.isTTY === true);
+  const log = createLogger(config.logLevel, logFormat, 1, configuredSecrets(config));
+  logProcessWarnings(log, logFormat, configuredSecrets(config));
   if (envFile.file !== undefined) log.info({ file: envFile.file, applied: envFile.applied, keptFromEnvironment: envFile.overridden }, 'read settings from an env file');
   for (const warning of unknownVariableWarnings(process.env)) log.warn(warning);
   if (config.cpfHashKeyIsDevelopmentDefault) {

@@ -3,7 +3,7 @@ import { configOrExit, writeFatal } from '../config/config-error.js';
 import { unknownVariableWarnings } from '../config/config-names.js';
 import { loadDatabaseConfig } from '../config/config.js';
 import { loadEnvFile } from '../config/env-file.js';
-import { createLogger } from '../observability/logger.js';
+import { createLogger, logProcessWarnings } from '../observability/logger.js';
 import { openDatabase } from './database.js';
 import { migrateToLatest } from './migrator.js';
 
@@ -19,6 +19,7 @@ async function main(): Promise<void> {
   await configOrExit(() => loadEnvFile());
   const config = await configOrExit(() => loadDatabaseConfig(), unknownVariableWarnings(process.env));
   const log = createLogger(config.logLevel, config.logFormat ?? 'json');
+  logProcessWarnings(log, config.logFormat ?? 'json', config.databaseUrl === undefined ? [] : [config.databaseUrl]);
   for (const warning of unknownVariableWarnings(process.env)) log.warn(warning);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, poolMode: config.databasePoolMode, dataDir: config.dataDir });
   try {

@@ -233,3 +233,20 @@ export function createLogger(level: string, format: LogFormat, fd: 1 | 2 = 1, se
   if (format === 'pretty') return pino(options, pinoPretty({ ...PRETTY_OPTIONS, destination: fd, sync: true }));
   return fd === 2 ? pino(options, pino.destination(2)) : pino(options);
 }
+
+/**
+ * Node's process warnings (a dependency's deprecation or security notice: node-postgres warns of
+ * every DATABASE_URL with sslmode=require) go to the log, in JSON format, as one warn line each,
+ * instead of Node's own printout: several lines of free text on stderr, which a collector reading
+ * the output as JSON lines cannot parse. Node prints them through a 'warning' listener of its own,
+ * which this replaces; in the pretty format Node's printout stays (a person reads it). The
+ * message is scrubbed of the configured secrets, as every logged error is.
+ */
+export function logProcessWarnings(log: Logger, format: LogFormat, secrets: readonly string[] = []): void {
+  if (format !== 'json') return;
+  process.removeAllListeners('warning');
+  process.on('warning', (warning: Error & { code?: unknown }) => {
+    const code = typeof warning.code === 'string' ? warning.code : undefined;
+    log.warn({ warning: warning.name, ...(code ? { code } : {}) }, scrubText(warning.message, secrets));
+  });
+}

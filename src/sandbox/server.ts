@@ -2,7 +2,7 @@ import { commandLine } from '../config/cli.js';
 import { configOrExit, writeFatal } from '../config/config-error.js';
 import { unknownVariableWarnings } from '../config/config-names.js';
 import { loadEnvFile } from '../config/env-file.js';
-import { createLogger, defaultLogFormat, redactUrl } from '../observability/logger.js';
+import { createLogger, defaultLogFormat, logProcessWarnings, redactUrl } from '../observability/logger.js';
 import { buildSandboxApp, listenSandbox } from './app.js';
 import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
 import type { CallbackDelivery } from './delivery.js';
@@ -17,7 +17,9 @@ async function main(): Promise<void> {
   if (args === undefined) return;
   await configOrExit(() => loadEnvFile());
   const config = await configOrExit(() => loadSandboxConfig(), unknownVariableWarnings(process.env));
-  const log = createLogger(config.logLevel, config.logFormat ?? defaultLogFormat(process.env.NODE_ENV, process.stdout.isTTY === true));
+  const logFormat = config.logFormat ?? defaultLogFormat(process.env.NODE_ENV, process.stdout.isTTY === true);
+  const log = createLogger(config.logLevel, logFormat);
+  logProcessWarnings(log, logFormat);
   for (const warning of unknownVariableWarnings(process.env)) log.warn(warning);
   let delivery: CallbackDelivery | undefined;
   const app = await buildSandboxApp(config, {
