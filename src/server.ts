@@ -14,6 +14,15 @@ import { startTracing } from './tracing/sdk.js';
 
 /** In-flight requests get this long to finish after the drain; then the process exits anyway. */
 const SHUTDOWN_GRACE_MS = 10_000;
+/**
+ * The last part of the grace: from then on, a query the database has left unanswered for
+ * STUCK_QUERY_MS is given up (its request answered 503), checked every STUCK_CHECK_MS. Queries
+ * time out only after 15 s, longer than the grace: without this, a request waiting on a database
+ * that stopped answering got no answer at all, its connection cut by the exit.
+ */
+const LAST_CALL_MS = 2_500;
+const STUCK_QUERY_MS = 1_000;
+const STUCK_CHECK_MS = 250;
 /** Of the grace, what the last spans get to reach the collector at shutdown. */
 const TRACE_FLUSH_MS = 3_000;
 /** How long the database has to answer its first query at start. */
@@ -112,6 +121,12 @@ async function main(): Promise<void> {
       log.error('shutdown took too long; exiting');
       process.exit(1);
     }, SHUTDOWN_GRACE_MS).unref();
+    setTimeout(() => {
+      setInterval(() => {
+        const aborted = database.abortStuckQueries?.(STUCK_QUERY_MS) ?? 0;
+        if (aborted > 0) log.warn({ aborted }, 'shutting down: queries the database left unanswered are given up, so their requests get an answer (503) before the exit');
+      }, STUCK_CHECK_MS).unref();
+    }, SHUTDOWN_GRACE_MS - LAST_CALL_MS).unref();
     try {
       await app.close();
       await sandbox?.close();

@@ -42,6 +42,26 @@ export interface PoolSettings {
   /** Set once a query showed the pooler does not keep sessions: readiness fails until a probe finds sessions kept again. */
   poolModeMismatch?: Error;
   emit: (event: HealthEvent) => void;
+  /** Each checked-out connection with a query running, and when (performance.now()) it was sent. */
+  running: Map<pg.PoolClient, number>;
+}
+
+/**
+ * Ends every query that has been running for runningForMs or longer by destroying its connection:
+ * the query fails at once as a lost connection (503 for its request) instead of waiting out its
+ * timeout. For the end of a shutdown, when the database stopped answering: a request must get its
+ * answer before the process exits. Returns how many it ended.
+ */
+export function abortStuckQueries(settings: PoolSettings, runningForMs: number): number {
+  const now = performance.now();
+  let aborted = 0;
+  for (const [client, since] of settings.running) {
+    if (now - since < runningForMs) continue;
+    settings.running.delete(client);
+    (client as unknown as { connection?: { stream?: net.Socket } }).connection?.stream?.destroy();
+    aborted += 1;
+  }
+  return aborted;
 }
 
 export function openPool(connectionString: string, max: number, settings: PoolSettings): pg.Pool {
@@ -188,12 +208,19 @@ class GuardedClient {
   query(...args: unknown[]): any {
     const result = (this.client.query as (...a: unknown[]) => unknown)(...args);
     if (result instanceof Promise) {
+      const since = performance.now();
+      this.settings.running.set(this.client, since);
+      const done = () => {
+        if (this.settings.running.get(this.client) === since) this.settings.running.delete(this.client);
+      };
       return result.then(
         (value: unknown) => {
+          done();
           this.owner.settled(undefined);
           return value;
         },
         (err: unknown) => {
+          done();
           markDatabaseError(err);
           this.owner.settled(err);
           this.#noteFailure(err);

@@ -63,6 +63,12 @@ export interface DatabaseHandle {
   poolStats(): PoolStats | undefined;
   /** In session mode on PostgreSQL, rejects (naming DATABASE_POOL_MODE) when the pooler does not keep sessions. */
   verifyPoolMode(): Promise<void>;
+  /**
+   * PostgreSQL: ends every query running for runningForMs or longer (its connection destroyed, so
+   * it fails as a lost connection, 503) and says how many. For the end of a shutdown, when the
+   * database stopped answering. Absent on PGlite, whose queries cannot hang on a network.
+   */
+  abortStuckQueries?(runningForMs: number): number;
   close(): Promise<void>;
 }
 

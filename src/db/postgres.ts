@@ -1,7 +1,7 @@
 // Opening PostgreSQL: the routes' pool and the NOTIFY connection, guarded, behind one handle.
 import type net from 'node:net';
 import { Kysely } from 'kysely';
-import { attachPool, GuardedPool, openPool, type PoolSettings } from './guarded-pool.js';
+import { abortStuckQueries, attachPool, GuardedPool, openPool, type PoolSettings } from './guarded-pool.js';
 import { DEFAULT_QUERY_TIMEOUT_MS, type DatabaseHandle, type HealthEvent, type OpenDatabaseOptions } from './handle.js';
 import { verifySessionPooling } from './pool-mode.js';
 import { GatewayPostgresDialect } from './postgres-dialect.js';
@@ -24,6 +24,7 @@ export function openPostgres(connectionString: string, options: OpenDatabaseOpti
     emit: (event) => {
       for (const fn of healthListeners) fn(event);
     },
+    running: new Map(),
   };
   const main = new GuardedPool(openPool(connectionString, options.poolSize ?? 10, settings), settings);
   const db = new Kysely<Tables>({ dialect: new GatewayPostgresDialect({ pool: main }) });
@@ -61,6 +62,7 @@ export function openPostgres(connectionString: string, options: OpenDatabaseOpti
     },
     verifyPoolMode: () => (poolMode === 'session' ? verifySessionPooling(main.pool) : Promise.resolve()),
     poolStats: () => ({ total: main.pool.totalCount, idle: main.pool.idleCount, waiting: main.pool.waitingCount, max: main.pool.options.max }),
+    abortStuckQueries: (runningForMs) => abortStuckQueries(settings, runningForMs),
     close: async () => {
       // Ending a connection waits for the server to close it; a half-open one never does. Those
       // opened before a query timed out are suspect: closed at once. The others get a grace.
