@@ -27,6 +27,8 @@ export interface TcpRelay {
   admitNew(): void;
   /** Connections accepted so far. */
   readonly accepted: number;
+  /** Bytes a client sent on a silenced connection (after pause()), swallowed: a statement went out and will get no answer. */
+  readonly swallowed: number;
   close(): Promise<void>;
 }
 
@@ -41,6 +43,7 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
   let blackholeAfter: string | undefined;
   let paused = false;
   let accepted = 0;
+  let swallowed = 0;
   const relay = (client: net.Socket) => {
     // Half-open both ways: a FIN is passed on only while the connection is not silenced, as a
     // network path that went dark would not deliver it either.
@@ -61,6 +64,7 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
     client.on('data', (chunk: Buffer) => {
       if (blackholeAfter !== undefined && chunk.includes(blackholeAfter)) blackholed = true;
       if (!state.silenced) upstream.write(chunk);
+      else swallowed += chunk.length;
     });
     upstream.on('data', (chunk: Buffer) => {
       if (!state.silenced && !blackholed) client.write(chunk);
@@ -118,6 +122,9 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
     },
     get accepted() {
       return accepted;
+    },
+    get swallowed() {
+      return swallowed;
     },
     close: () =>
       new Promise<void>((resolve) => {
