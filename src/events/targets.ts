@@ -1,4 +1,4 @@
-import { isTokenSegment, redactUrl } from '../observability/logger.js';
+import { isTokenSegment, redactUrl, shownHostname } from '../observability/logger.js';
 import { urlKeyer } from './url-key.js';
 
 /** One configured receiver of outcome events. */
@@ -38,8 +38,10 @@ function decodedOrRaw(text: string): string {
 /** A receiver of `raw`, named by `keyOf(raw)` (a UrlKeyer's key for a configured URL). */
 export function webhookTarget(raw: string, keyOf: (url: string) => string): WebhookTarget {
   const u = new URL(raw);
+  // A host name holding a CPF is shown masked (redactUrl), and scrubbed from error texts (getaddrinfo ENOTFOUND <host>).
+  const cpfHost = shownHostname(u) !== u.hostname ? [u.hostname] : [];
   const secrets = [decodedOrRaw(u.username), decodedOrRaw(u.password), u.username, u.password, u.search.slice(1)]
-    .concat([...u.searchParams.values()], pathAndBareSecrets(u))
+    .concat([...u.searchParams.values()], pathAndBareSecrets(u), cpfHost)
     .filter((s) => s.length >= 3);
   // A malformed escape (a%zz) is sent as written: thrown, it stopped every read of the endpoints.
   const authorization =

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import querystring from 'node:querystring';
 import type { FastifyBaseLogger } from 'fastify';
 import { type Logger, type LoggerOptions, pino } from 'pino';
@@ -51,7 +52,7 @@ export function isTokenSegment(segment: string): boolean {
  * A URL safe to log and to show: userinfo dropped, every query value (and the fragment) hidden, a
  * bare query word (`?s3cr3t`, a value without a name), every path parameter's value
  * (`;jsessionid=…`) and every path segment that reads as a token (isTokenSegment) too, and a CPF
- * in the path masked.
+ * in the path or in the host name masked.
  */
 export function redactUrl(raw: string): string {
   const u = new URL(raw);
@@ -67,8 +68,17 @@ export function redactUrl(raw: string): string {
     .split('&')
     .filter((part) => part !== '')
     .map((part) => (part.includes('=') ? `${encodeURIComponent(maskCpfsInText(new URLSearchParams(part).keys().next().value ?? ''))}=redacted` : 'redacted'));
-  const shown = `${u.origin}${path}`;
+  const shown = `${shownOrigin(u)}${path}`;
   return names.length === 0 ? shown : `${shown}?${[...new Set(names)].join('&')}`;
+}
+
+/** A URL's host name as shown: a CPF in it masked; an IP address is an address, never read as a CPF. */
+export function shownHostname(u: URL): string {
+  return u.hostname.startsWith('[') || isIP(u.hostname) !== 0 ? u.hostname : maskCpfsInText(u.hostname);
+}
+
+function shownOrigin(u: URL): string {
+  return u.origin === 'null' ? u.origin : `${u.protocol}//${shownHostname(u)}${u.port === '' ? '' : `:${u.port}`}`;
 }
 
 /**
