@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { EndpointStatus, EventType, Tables } from '../../db/types.js';
@@ -46,6 +46,25 @@ export interface RegistryDeps {
   log: Pick<FastifyBaseLogger, 'warn' | 'info'>;
   refreshMs?: number;
   clock?: () => Date;
+}
+
+/** A digest of what the worker sends with (a digest: the secrets are not copied into one more string). */
+function rowsFingerprint(rows: readonly EndpointRow[]): string {
+  const used = rows.map((r) => [
+    r.id,
+    r.key,
+    r.managed,
+    r.url,
+    r.types,
+    r.rate_limit_per_s,
+    r.max_in_flight,
+    r.status,
+    r.failing_since,
+    r.secret,
+    r.previous_secret,
+    r.previous_expires_at,
+  ]);
+  return createHash('sha256').update(JSON.stringify(used)).digest('hex');
 }
 
 /**
@@ -113,8 +132,9 @@ export function endpointRegistry(deps: RegistryDeps): EndpointRegistry {
       if (rows.some((r) => r.previous_expires_at !== null && new Date(r.previous_expires_at).getTime() <= now.getTime())) {
         await clearExpiredSecrets(deps.db, now);
       }
-      // Compared by what the worker uses, so that an unchanged table costs no rebuild.
-      const fingerprint = JSON.stringify(rows.map((r) => [r.id, r.updated_at, r.status, r.failing_since]));
+      // Compared by what the worker uses, so that an unchanged table costs no rebuild: every column
+      // toTarget reads, not updated_at alone (two changes in one millisecond write the same one).
+      const fingerprint = rowsFingerprint(rows);
       warned = false;
       if (fingerprint === seen) return;
       seen = fingerprint;
