@@ -4,4 +4,6 @@ update "event_endpoints" set "updated_at" = $1, "url" = $2, "shown_url" = $3, "d
 
 update "event_dispatch" set "url" = $1 where "url_key" = $2;
 
+update "event_deliveries" set "url" = $1 where "url_key" = $2 and "status" = $3 and "url" <> $4;
+
 update "event_deliveries" set "queued_at" = $1, "next_attempt_at" = $2 where "url_key" = $3 and "status" = $4;

@@ -233,6 +233,14 @@ export async function updateEndpoint(tx: Transaction<Tables>, before: EndpointRo
     .executeTakeFirstOrThrow();
   if (change.url !== undefined) {
     await tx.updateTable('event_dispatch').set({ url: change.url.shownUrl }).where('url_key', '=', before.key).execute();
+    // Its pending deliveries are sent to the new URL now: shown with it (delivered and dead ones went to the old one).
+    await tx
+      .updateTable('event_deliveries')
+      .set({ url: change.url.shownUrl })
+      .where('url_key', '=', before.key)
+      .where('status', '=', 'pending')
+      .where('url', '<>', change.url.shownUrl)
+      .execute();
   }
   if (resumed) {
     await tx
