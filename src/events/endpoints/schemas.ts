@@ -3,6 +3,7 @@ import { isWebhookSecret } from '../../config/config.js';
 import { ENDPOINT_STATUSES, EVENT_TYPES } from '../../db/types.js';
 import { instant } from '../../http/query.js';
 import { maskCpfsInText } from '../../cpf.js';
+import { isNeverAReceiver, NEVER_A_RECEIVER_MESSAGE } from '../receiver-address.js';
 import { STORABLE_TEXT_MESSAGE, storableText } from '../../provider/schemas.js';
 
 export const MAX_URL_LENGTH = 2048;
@@ -23,7 +24,14 @@ const endpointUrl = z
       return false;
     }
   }, 'must be an http(s) URL')
-  .describe('Where events are POSTed; userinfo (sent as Basic credentials) and query values are never shown again');
+  .refine((v) => {
+    try {
+      return !isNeverAReceiver(new URL(v).hostname);
+    } catch {
+      return true; // refused above
+    }
+  }, NEVER_A_RECEIVER_MESSAGE)
+  .describe('Where events are POSTed (http or https, not a link-local or unspecified address); userinfo (sent as Basic credentials) and query values are never shown again');
 
 /** Text PostgreSQL can hold (no NUL, no lone surrogate: 400 here, not a 500 from the database), CPFs masked as stored. */
 const description = z
