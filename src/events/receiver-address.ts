@@ -5,8 +5,8 @@ import { BlockList, isIP, type LookupFunction } from 'node:net';
  * Addresses no receiver of pushed events is at: link-local (169.254.0.0/16, where cloud metadata
  * services answer with the instance's credentials, and fe80::/10) and "this network" (0.0.0.0/8, ::,
  * which Linux connects to the host itself). An endpoint is data an admin key can write at run time:
- * pointed there, the gateway would POST signed events to the metadata service and keep its answers
- * in the delivery's error. Private and loopback addresses stay allowed: receivers inside the bank's
+ * pointed there, every instance would POST signed events to the metadata service, from inside the
+ * network it guards. Private and loopback addresses stay allowed: receivers inside the bank's
  * network (and sidecars) are where events go.
  */
 const NEVER = new BlockList();
