@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { maskCpfsInText } from '../cpf.js';
 import { issuePath, type ValidationIssue } from '../http/errors.js';
 import { scrubText } from '../observability/scrub.js';
+import { UNSTORABLE_TEXT } from '../provider/schemas.js';
 
 // A campaign's line as a submit's body: parsed (NDJSON) or rebuilt from its CSV fields, then
 // validated by the very schema of POST /v1/underwritings (submissions/schemas.ts).
@@ -33,7 +34,11 @@ const ISSUE_TEXT_MAX = 200;
 // maskCpfsInText masks a CPF written bare or with . - _ / or spaces; scrubText then takes what it
 // does not read: a CPF percent-encoded (%37...), JSON-escaped (\u0037...) or with wider or other
 // separators (712 . 345 . 678 - 17, 712,345,678,17), as a field name may be written.
-const shown = (text: string) => scrubText(maskCpfsInText(text.length > ISSUE_TEXT_MAX ? `${text.slice(0, ISSUE_TEXT_MAX)}…` : text));
+// Then what PostgreSQL's jsonb refuses (NUL, a surrogate pairing with nothing, as a field name may
+// hold or the cut above may leave) becomes U+FFFD: the issues are stored with the campaign.
+const UNSTORABLE = new RegExp(UNSTORABLE_TEXT.source, 'g');
+const shown = (text: string) =>
+  scrubText(maskCpfsInText(text.length > ISSUE_TEXT_MAX ? `${text.slice(0, ISSUE_TEXT_MAX)}…` : text)).replace(UNSTORABLE, '\ufffd');
 /** At most this many issues are kept for one line. */
 export const ISSUES_PER_LINE = 10;
 
