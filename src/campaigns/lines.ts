@@ -90,8 +90,9 @@ export async function* ndjsonLines(body: Source, limits: ReadLimits): AsyncGener
   let skipping = false;
   const take = (text: string, out: FileLine[]) => {
     line++;
-    if (text.length > limits.maxLineChars) return void out.push(tooLong(line, limits));
+    // The limit is the line's own characters: a CRLF file's line is no longer than the same line's in an LF file.
     const trimmed = text.endsWith('\r') ? text.slice(0, -1) : text;
+    if (trimmed.length > limits.maxLineChars) return void out.push(tooLong(line, limits));
     if (trimmed.includes(REPLACED)) out.push({ line, problem: NOT_UTF8 });
     else if (trimmed.trim() !== '') out.push({ line, text: trimmed });
   };
@@ -110,7 +111,8 @@ export async function* ndjsonLines(body: Source, limits: ReadLimits): AsyncGener
     }
     if (!skipping) {
       pending += text.slice(start);
-      if (pending.length > limits.maxLineChars) {
+      // One more for the CR of a CRLF whose LF is still to come (take() judges the whole line).
+      if (pending.length > limits.maxLineChars + 1) {
         line++;
         out.push(tooLong(line, limits));
         pending = '';
@@ -188,7 +190,8 @@ export async function* csvRecords(body: Source, limits: ReadLimits): AsyncGenera
         }
         continue;
       }
-      if (++chars > limits.maxLineChars) {
+      // The record's own characters count, its line ending (outside quotes) does not.
+      if (!((c === LF || c === CR) && state !== 2) && ++chars > limits.maxLineChars) {
         if (state === 2) throw new UnreadableFileError(recordLine, `line ${recordLine}: a quoted field runs past ${limits.maxLineChars} characters (is a closing quote missing?)`);
         refuse(`the line is longer than ${limits.maxLineChars} characters`);
         if (c === LF) {
