@@ -155,6 +155,22 @@ t.test('only NDJSON and CSV in UTF-8 are read (415)', async (t) => {
   }
 });
 
+t.test('an NDJSON file labelled application/json is refused 415 like any other type, whatever its size', async (t) => {
+  // The app's JSON parser read it first: 400 'not valid JSON' (two lines are no one JSON text), or 413
+  // 'too large' past its 64 KiB, where a campaign may hold 1 GiB (found by the hostile field test).
+  const two = ndjson([line('json-1', 76), line('json-2', 77)]);
+  const big = ndjson(Array.from({ length: 1000 }, (_, i) => line(`json-big-${i}`, 78)));
+  t.ok(big.length > 64 * 1024);
+  for (const payload of [two, big]) {
+    const res = await upload(app, payload, 'application/json');
+    t.equal(res.statusCode, 415, res.body);
+    t.equal(res.json().error, 'unsupported_media_type');
+    t.match(res.json().message, /application\/x-ndjson or text\/csv/);
+  }
+  const stored = await database.db.selectFrom('underwriting_requests').select('id').where('customer_uuid', 'like', 'json-%').execute();
+  t.same(stored, [], 'nothing queued');
+});
+
 t.test('a compressed file (Content-Encoding) is refused 415 whole, not read as text line by line', async (t) => {
   const res = await upload(app, ndjson([line('gz-1', 75)]), NDJSON, { 'content-encoding': 'gzip' });
   t.equal(res.statusCode, 415, res.body);

@@ -86,7 +86,9 @@ for (const o of operations) {
     if (['POST', 'PUT', 'PATCH', 'DELETE'].includes(o.method)) {
       const authorization = `Bearer ${ADMIN_KEY}`;
       const tooLarge = await app.inject({ method: o.method as 'POST', url: o.url, headers: { authorization, 'content-type': 'application/json' }, payload: `{"x":"${'a'.repeat(70_000)}"}` });
-      t.equal(tooLarge.statusCode, 413, 'a body over 64 KiB: 413');
+      // The campaigns' upload takes only its files' types: a JSON body is refused by its type (415), not its size.
+      if (o.op.operationId === 'createCampaign') t.equal(tooLarge.statusCode, 415, 'a JSON body over 64 KiB: 415, by its type');
+      else t.equal(tooLarge.statusCode, 413, 'a body over 64 KiB: 413');
       const plain = await app.inject({ method: o.method as 'POST', url: o.url, headers: { authorization, 'content-type': 'text/plain' }, payload: '{}' });
       // The callback route keeps any body as bytes: there, and only there, no 415.
       if (o.op.responses['415']) t.equal(plain.statusCode, 415, 'a body that is not JSON: 415');
