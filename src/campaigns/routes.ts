@@ -186,7 +186,9 @@ export const campaignRoutes =
           .type(ndjson ? 'application/x-ndjson; charset=utf-8' : 'text/csv; charset=utf-8')
           .header('content-disposition', `attachment; filename="${name}"`)
           .header('cache-control', 'no-store')
-          .send(Readable.from(file, { objectMode: false }) as never);
+          // A HEAD gets the headers alone: Fastify drains a stream it does not send, which read every
+          // page of the results from the database, as fast as it could, for nobody.
+          .send((request.method === 'HEAD' ? Readable.from([]) : Readable.from(file, { objectMode: false })) as never);
       },
     );
 
