@@ -149,6 +149,14 @@ export async function countBatch(db: Kysely<Tables>, id: number, batch: { accept
     where id = ${id}`.execute(db);
 }
 
+/**
+ * The upload's heartbeat while its file arrives between batches: a slow upload (fewer lines than a
+ * batch in UPLOAD_SILENT_MS) is alive, not over (views.ts).
+ */
+export async function touchUpload(db: Kysely<Tables>, id: number, now: Date): Promise<void> {
+  await sql`update campaigns set updated_at = ${now} where id = ${id} and status = 'running' and uploaded_at is null`.execute(db);
+}
+
 /** The upload has been read whole: the final counts, the first rejected lines, and the file's digest (SHA-256, hex). */
 export async function finishUpload(
   db: Kysely<Tables>,
@@ -373,6 +381,7 @@ export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'release_campaign_key', run: (db) => releaseCampaignKey(db, 1) },
   { name: 'lock_for_batch', run: (db) => lockForBatch(db, 1) },
   { name: 'count_batch', run: (db) => countBatch(db, 1, { accepted: 1, rejected: 0, now: AT }) },
+  { name: 'touch_upload', run: (db) => touchUpload(db, 1, AT) },
   { name: 'finish_upload', run: (db) => finishUpload(db, 1, { accepted: 1, rejected: 0, rejectedLines: [], now: AT, bodyDigest: null }) },
   { name: 'cancel_campaign', rows: [[{ id: 1 }]], run: (db) => cancelCampaign(db, 'cmp_1', AT) },
   { name: 'abandon_upload', run: (db) => abandonUpload(db, 1, 'upload_failed', AT) },

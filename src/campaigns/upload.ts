@@ -23,6 +23,7 @@ import {
   type RejectedLine,
   releaseCampaignKey,
   storedCampaignKeyOf,
+  touchUpload,
 } from './sql.js';
 import type { CampaignMetrics } from './metrics.js';
 import { UPLOAD_SILENT_MS } from './views.js';
@@ -49,6 +50,12 @@ export const BATCH_LINES = ENQUEUE_BATCH;
  * share: each inserts its rows in one order (enqueueSubmits).
  */
 export const BATCHES_IN_FLIGHT = 1;
+/**
+ * While its file arrives, an upload touches its campaign this often at most (besides each batch):
+ * an upload with no sign of life for UPLOAD_SILENT_MS counts as dead (views.ts), and one sending a
+ * line a second, well within the silence bound, takes over an hour to fill a batch.
+ */
+export const UPLOAD_HEARTBEAT_MS = 60_000;
 /** Rejected lines kept and answered with their issues (all are counted). */
 export const MAX_REJECTED_SHOWN = 1000;
 
@@ -234,9 +241,18 @@ export function campaignUploader(deps: UploadDeps) {
       batch.push({ line, submit: { body, xRequestId: `${publicId}:${line}`, traceparent: request.traceparent } });
     };
 
+    let lastBeat = deps.clock().getTime();
+    /** The heartbeat, as chunks are read: the campaign's row (once made) touched, unless a batch being written will. */
+    const beat = async () => {
+      const now = deps.clock();
+      if (campaignId === undefined || writing.size > 0 || now.getTime() - lastBeat < UPLOAD_HEARTBEAT_MS) return;
+      lastBeat = now.getTime();
+      await touchUpload(deps.db, campaignId, now);
+    };
+
     try {
       const limits = { maxBytes, maxLineChars };
-      const body = digest ? digesting(request.body, digest) : request.body;
+      const body = beating(digest ? digesting(request.body, digest) : request.body, beat);
       const reader = request.source === 'csv' ? csvRecords(body, limits) : ndjsonLines(body, limits);
       let columns: string[] | undefined;
       /** Lines before the first that counts: a CSV's header row. */
@@ -311,6 +327,14 @@ export function campaignUploader(deps: UploadDeps) {
 async function* digesting(body: Source, digest: Hash): AsyncGenerator<Buffer | string> {
   for await (const chunk of body) {
     digest.update(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk);
+    yield chunk;
+  }
+}
+
+/** The body passed on chunk by chunk, the upload's heartbeat given a chance before each. */
+async function* beating(body: Source, beat: () => Promise<void>): AsyncGenerator<Buffer | string> {
+  for await (const chunk of body) {
+    await beat();
     yield chunk;
   }
 }

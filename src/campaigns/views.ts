@@ -7,7 +7,7 @@ import { type CampaignRow, type CountRow, countCampaign, type ListRow, markDone,
 
 /** The rate is measured over this window (or since the campaign began, when that is shorter). */
 export const RATE_WINDOW_S = 60;
-/** An upload whose batches stopped touching its campaign this long ago died with its instance. */
+/** An upload whose batches and heartbeat (upload.ts) stopped touching its campaign this long ago died with its instance. */
 export const UPLOAD_SILENT_MS = 5 * 60_000;
 /** Rows read per page while the results are streamed. */
 export const RESULTS_PAGE_ROWS = 1000;
