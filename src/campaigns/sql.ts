@@ -116,10 +116,11 @@ export async function claimCampaignKey(
 /**
  * Removes a keyed campaign whose upload failed before queueing anything (its key's claim made the
  * row first): as an upload without a key, which makes its row with its first batch, it leaves
- * nothing. False (nothing removed) once it holds a request.
+ * nothing. False (nothing removed) once it holds a request, or once it was cancelled (a cancel
+ * answered 202 is not undone into a 404).
  */
 export async function dropUnqueuedCampaign(db: Kysely<Tables>, id: number): Promise<boolean> {
-  const { numAffectedRows } = await sql`delete from campaigns c where c.id = ${id}
+  const { numAffectedRows } = await sql`delete from campaigns c where c.id = ${id} and c.status = 'running'
     and not exists (select 1 from underwriting_requests r where r.campaign_id = c.id)`.execute(db);
   return Number(numAffectedRows ?? 0) > 0;
 }

@@ -1,6 +1,10 @@
 import { sql } from 'kysely';
 import t from 'tap';
-import { buildTestApp } from '../helpers/app.js';
+import { campaignUploader } from '../../src/campaigns/upload.js';
+import { keyDigester } from '../../src/requests/key-digest.js';
+import { sealerOf } from '../../src/submissions/seal.js';
+import { submitBodySchema } from '../../src/submissions/schemas.js';
+import { buildTestApp, TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
 import { keyAsStored } from '../submissions/fixtures.js';
 import { CSV, get, holdTheProvider, line, ndjson, requestsOf, upload } from './fixtures.js';
@@ -81,6 +85,42 @@ t.test('an upload that failed frees its key: a retry with it uploads the file an
   });
   t.equal(good.statusCode, 202, good.body);
   t.equal(good.json().accepted, 1);
+});
+
+t.test('a keyed upload cancelled before its first batch: the cancel stands (the campaign kept, cancelled), the upload answers 409', async (t) => {
+  // Its key's claim makes the row before any line is read, so it can be listed and cancelled then;
+  // the upload, failing with nothing queued, removed the row as a refused file's: the cancel answered
+  // 202, then the campaign was 404 (found by the campaigns' hostile field test).
+  const uploader = campaignUploader({
+    db,
+    clock: () => new Date(),
+    schema: submitBodySchema(false),
+    cpfHashKey: TEST_CPF_HASH_KEY,
+    keyDigests: keyDigester([TEST_CPF_HASH_KEY]),
+    sealer: sealerOf([TEST_CPF_HASH_KEY]),
+  });
+  let cancelled: { statusCode: number; id: string } | undefined;
+  async function* file() {
+    yield ndjson([line('cancel-early-1', 41)]);
+    const [claimed] = await campaignsOfKey('key-cancel-early');
+    const res = await app.inject({ method: 'POST', url: `/v1/campaigns/${claimed!.public_id}/cancel` });
+    cancelled = { statusCode: res.statusCode, id: claimed!.public_id };
+    yield ndjson([line('cancel-early-2', 42)]);
+  }
+  const failed = await uploader({ source: 'ndjson', body: file(), createdBy: 'peer:127.0.0.1', traceparent: null, log: app.log, idempotencyKey: 'key-cancel-early' }).then(
+    () => undefined,
+    (err: { statusCode?: number; code?: string }) => err,
+  );
+  t.equal(cancelled?.statusCode, 202);
+  t.match(failed, { statusCode: 409, code: 'campaign_cancelled' });
+  const view = await get(app, `/v1/campaigns/${cancelled!.id}`);
+  t.equal(view.statusCode, 200, 'the cancelled campaign is still there');
+  t.equal(view.json().status, 'cancelled');
+  t.ok(view.json().cancelledAt);
+  t.same(await requestsOf(db, cancelled!.id), [], 'nothing queued');
+  const again = await upload(app, ndjson([line('cancel-early-1', 41)]), undefined, { 'idempotency-key': 'key-cancel-early' });
+  t.equal(again.statusCode, 202, 'its key is free again');
+  t.not(again.json().id, cancelled!.id);
 });
 
 t.test('a key older than 24 h is free again', async (t) => {
