@@ -104,6 +104,15 @@ export const campaignRoutes =
             const named = KNOWN_CODINGS.has(encoding) ? `content-encoding ${encoding}` : 'this content-encoding';
             throw new AppError(415, 'unsupported_media_type', `${named} is not read: send the file uncompressed`);
           }
+          // So would one in a transfer coding besides chunked (Transfer-Encoding: gzip, chunked), which Node passes on as it came.
+          const transfer = (request.headers['transfer-encoding'] ?? '')
+            .split(',')
+            .map((c) => c.trim().toLowerCase())
+            .filter((c) => c !== '' && c !== 'chunked' && c !== 'identity');
+          if (transfer.length > 0) {
+            const named = transfer.every((c) => KNOWN_CODINGS.has(c)) ? `transfer-encoding ${transfer.join(', ')}` : 'this transfer-encoding';
+            throw new AppError(415, 'unsupported_media_type', `${named} is not read: send the file uncompressed`);
+          }
           const length = Number(request.headers['content-length']);
           if (Number.isFinite(length) && length > MAX_BODY_BYTES) {
             throw new AppError(413, 'payload_too_large', `the body is larger than ${MAX_BODY_BYTES} bytes: split the file into several campaigns`);

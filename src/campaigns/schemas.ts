@@ -126,7 +126,7 @@ export const uploadResponses = {
   400: validationErrorSchema.describe('validation_failed: the CSV header does not name the submit\'s fields, or the file cannot be read on'),
   409: errorSchema.describe('campaign_cancelled: the campaign was cancelled while its file was read; in_flight: an upload with this Idempotency-Key is still being read'),
   413: errorSchema.describe('payload_too_large: over 1 GiB or 1,000,000 lines; what was queued of it is cancelled'),
-  415: errorSchema.describe('unsupported_media_type: send application/x-ndjson or text/csv (UTF-8), uncompressed (no Content-Encoding)'),
+  415: errorSchema.describe('unsupported_media_type: send application/x-ndjson or text/csv (UTF-8), uncompressed (no Content-Encoding, no Transfer-Encoding but chunked)'),
   422: errorSchema.describe('idempotency_key_reused: this Idempotency-Key was used with a different file (or media type) within 24 h'),
   ...guarded,
 };
