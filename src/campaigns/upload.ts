@@ -5,6 +5,7 @@ import type { z } from 'zod';
 import type { CampaignSource, Tables } from '../db/types.js';
 import { cpfHasher } from '../cpf.js';
 import { FOREIGN_KEY_CHECKS_PLANNED_ONCE } from '../db/plan-guards.js';
+import { isStorageUnavailable } from '../db/storage-errors.js';
 import { AppError, type ValidationIssue, validationFailed } from '../http/errors.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import type { KeyDigester } from '../requests/key-digest.js';
@@ -303,7 +304,7 @@ export function campaignUploader(deps: UploadDeps) {
     async function failed(err: unknown): Promise<unknown> {
       const answer = asAnswer(err);
       if (campaignId !== undefined) {
-        const reason = answer instanceof AppError ? answer.message : 'the upload stopped';
+        const reason = answer instanceof AppError ? answer.message : stoppedBecause(err);
         try {
           // A refused file (its header, its size) stores nothing, with a key as without one.
           if (keyed && (await dropUnqueuedCampaign(deps.db, campaignId))) {
@@ -357,6 +358,14 @@ function header(first: FileLine, kinds: FieldKinds): string[] {
   const issues = checkHeader(columns, kinds, REQUIRED_COLUMNS);
   if (issues.length > 0) throw validationFailed(issues, 'the CSV header row does not name the submit\'s fields');
   return columns;
+}
+
+/** Why an upload stopped on an error that is no answer of its own, as its campaign's uploadError says it. */
+function stoppedBecause(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE') return 'the client closed the connection before the end of the file';
+  if (isStorageUnavailable(err)) return 'the database could not be reached';
+  return 'the upload stopped on an error of ours';
 }
 
 /** Reading errors as the contract's answers; others (storage, a client gone) pass as they are. */
