@@ -1,5 +1,6 @@
 import dns from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { buildConnector } from 'undici';
 
 /**
  * Addresses no receiver of pushed events is at: link-local (169.254.0.0/16, where cloud metadata
@@ -27,11 +28,11 @@ export function isNeverAReceiver(host: string): boolean {
   return NEVER.check(address, family === 4 ? 'ipv4' : 'ipv6');
 }
 
-/** The error of a receiver's name that resolved to such an address; it names neither (a host may hold a CPF). */
+/** The error of a receiver at such an address, or whose name resolved to one; it names neither (a host may hold a CPF). */
 export class NeverAReceiverError extends Error {
   readonly code = 'ERR_RECEIVER_ADDRESS';
   constructor() {
-    super(`the receiver's host resolves to an address no receiver is at: ${NEVER_A_RECEIVER_MESSAGE.replace('must not point at ', '')}`);
+    super(`the receiver's host is, or resolves to, an address no receiver is at: ${NEVER_A_RECEIVER_MESSAGE.replace('must not point at ', '')}`);
   }
 }
 
@@ -47,3 +48,12 @@ export const receiverLookup: LookupFunction = (hostname, options, callback) => {
     callback(null, address, family);
   });
 };
+
+/**
+ * The push worker's connector: receiverLookup for a name, and a literal address checked here, which
+ * no lookup sees (an endpoint written before the refusal, or EVENT_WEBHOOK_URLS, may hold one).
+ */
+export function receiverConnector(options: { timeout: number }): buildConnector.connector {
+  const connect = buildConnector({ timeout: options.timeout, lookup: receiverLookup });
+  return (opts, callback) => (isNeverAReceiver(opts.hostname) ? callback(new NeverAReceiverError(), null) : connect(opts, callback));
+}

@@ -3,7 +3,7 @@ import type { Tracer } from '@opentelemetry/api';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import { Agent } from 'undici';
-import { receiverLookup } from './receiver-address.js';
+import { receiverConnector } from './receiver-address.js';
 import { isStorageUnavailable } from '../db/storage-errors.js';
 import type { Tables } from '../db/types.js';
 import type { IngestLoad } from '../timing/ingest-load.js';
@@ -94,8 +94,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const active = () => deps.endpoints.targets().filter((t) => t.status === 'active');
   const targetOf = (key: string) => deps.endpoints.targets().find((t) => t.key === key);
   // No redirects: undici's dispatcher follows none unless told to.
-  // No link-local receivers (cloud metadata): a name resolving there fails before a byte is sent (receiver-address.ts).
-  const agent = new Agent({ connections: concurrency, keepAliveTimeout: 10_000, connect: { timeout: deps.timeoutMs, lookup: receiverLookup } });
+  // No link-local receivers (cloud metadata): an address, or a name resolving to one, fails before a byte is sent (receiver-address.ts).
+  const agent = new Agent({ connections: concurrency, keepAliveTimeout: 10_000, connect: receiverConnector({ timeout: deps.timeoutMs }) });
 
   let stopped = false;
   // Attempts in flight are cut short at shutdown: their deliveries are released for the next claim.

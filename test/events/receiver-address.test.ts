@@ -1,7 +1,11 @@
 import t from 'tap';
 import { isNeverAReceiver, NEVER_A_RECEIVER_MESSAGE, receiverLookup } from '../../src/events/receiver-address.js';
 import { freshDatabase } from '../helpers/database.js';
-import { adminGateway, call } from './admin.js';
+import { sql } from 'kysely';
+import { customer } from '../callbacks/fixtures.js';
+import { adminGateway, call, stray } from './admin.js';
+import { until } from './fixtures.js';
+import { startReceiver } from './receiver.js';
 
 // An endpoint is data an admin key writes at run time: it must not turn the gateway into a client of
 // the cloud's metadata service (169.254.169.254, link-local), nor of the host itself through the
@@ -46,4 +50,27 @@ t.test("a receiver's name that resolves to such an address fails its attempt bef
   t.ok(isNeverAReceiver('[fe80::abcd]'));
   t.notOk(isNeverAReceiver('receiver.bank.internal'), 'a name is judged once resolved');
   t.notOk(isNeverAReceiver('192.168.0.10'));
+});
+
+t.test('an endpoint stored at such an address before it was refused (no name to look up) is not sent to', async (t) => {
+  // 0.0.0.0 reaches the host itself on Linux: the receiver below (on 127.0.0.1) would get the event.
+  const receiver = await startReceiver(t);
+  const earlier = await adminGateway(t, shared);
+  const created = await call(earlier.app, 'POST', '/v1/endpoints', { url: `${receiver.url}/hook`, types: ['callback.unmatched'] });
+  t.equal(created.status, 201);
+  await earlier.app.close();
+  // As an endpoint written before the refusal holds it; the next instance reads it at its start.
+  const unspecified = `${receiver.url.replace('127.0.0.1', '0.0.0.0')}/hook`;
+  await sql`update event_endpoints set url = ${unspecified}, updated_at = now() where id = ${created.body.id as string}`.execute(shared.db);
+  const { app } = await adminGateway(t, shared);
+  const cust = customer('never-a-receiver');
+  await stray(app, cust);
+  const failedAttempt = await until(async () => {
+    const items = (await app.inject({ method: 'GET', url: `/v1/events?customerUuid=${cust}` })).json().items;
+    const d = items[0]?.deliveries?.find((x: { url: string }) => x.url.endsWith(`:${new URL(receiver.url).port}/hook`));
+    return d?.attempts >= 1 ? d : undefined;
+  });
+  t.match(failedAttempt.lastError, /no receiver is at/, 'the attempt failed on the address');
+  t.equal(receiver.received.length, 0, 'nothing reached the host');
+  await call(app, 'DELETE', `/v1/endpoints/${created.body.id as string}`);
 });
