@@ -184,6 +184,8 @@ t.test('outcome event and correlation settings: defaults, and the webhook secret
   const urls = problems({ EVENT_WEBHOOK_URLS: 'ftp://user:hunter2hunter2@x/, http://ok/', EVENT_WEBHOOK_SECRET: secret });
   t.same(urls.map((l) => l.split(':')[0]), ['EVENT_WEBHOOK_URLS']);
   t.notMatch(urls.join('\n'), 'hunter2', 'a refused URL is not echoed: it may carry a secret');
+  const metadata = problems({ EVENT_WEBHOOK_URLS: 'http://169.254.169.254/latest/, http://ok/', EVENT_WEBHOOK_SECRET: secret });
+  t.same(metadata, ['EVENT_WEBHOOK_URLS: 1 entry(ies) must not point at a link-local or unspecified address (169.254.0.0/16, fe80::/10, 0.0.0.0/8, ::)'], 'a link-local receiver is refused at start, as through the API');
 });
 
 t.test('a connection string pg cannot parse is a configuration error naming the variable, never the password', async (t) => {

@@ -2,6 +2,7 @@ import { createPrivateKey } from 'node:crypto';
 import { z } from 'zod';
 import { ConfigError } from './config-error.js';
 import { addressList, commaList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnvWithSecretFiles, partnerTokenSchema } from './env.js';
+import { isNeverAReceiver, NEVER_A_RECEIVER_MESSAGE } from '../events/receiver-address.js';
 
 
 /** Used only outside production, and loudly: stored CPF hashes are only as secret as this key. */
@@ -59,6 +60,9 @@ const webhookUrls = commaList.superRefine((entries, ctx) => {
   });
   // Never the entry itself: it may carry a secret.
   if (bad.length > 0) ctx.addIssue({ code: 'custom', message: `${bad.length} entry(ies) not an http(s) URL` });
+  // As an endpoint written through the API: the worker's connections refuse these addresses anyway.
+  const never = entries.filter((e) => !bad.includes(e) && isNeverAReceiver(new URL(e).hostname));
+  if (never.length > 0) ctx.addIssue({ code: 'custom', message: `${never.length} entry(ies) ${NEVER_A_RECEIVER_MESSAGE}` });
 });
 
 /** Standard Webhooks: "whsec_" and the base64 of 24-64 random bytes. */
