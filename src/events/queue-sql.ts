@@ -213,6 +213,8 @@ export interface FinishedAttempt {
   error: string | null;
   /** When to try again (pending only). */
   nextAt: Date | null;
+  /** The URL the attempt went to, as shown: a delivered row keeps it (a PATCH of the url mid-attempt rewrote the pending row's). */
+  url?: string;
 }
 
 const RECORD_FINISHED_ATTEMPTS = defineStatement('record_event_delivery_outcomes', `
@@ -223,8 +225,9 @@ const RECORD_FINISHED_ATTEMPTS = defineStatement('record_event_delivery_outcomes
         attempts = d.attempts + 1, last_attempt_at = o.at, last_status = o.http_status,
         last_error = case when d.status = 'dead' and o.status <> 'delivered' then d.last_error else o.error end,
         next_attempt_at = coalesce(o.next_at, d.next_attempt_at),
-        delivered_at = case when o.status = 'delivered' then o.at end, lease_until = null, lease_token = null
-    from json_to_recordset($1::json) as o(id bigint, token text, status text, at timestamptz, http_status int, error text, next_at timestamptz)
+        delivered_at = case when o.status = 'delivered' then o.at end, lease_until = null, lease_token = null,
+        url = case when o.status = 'delivered' then coalesce(o.url, d.url) else d.url end
+    from json_to_recordset($1::json) as o(id bigint, token text, status text, at timestamptz, http_status int, error text, next_at timestamptz, url text)
     where d.id = o.id and d.lease_token = o.token`);
 
 /** Writes finished attempts in one statement; one whose lease was taken over (or requeued) is ignored. */
@@ -238,6 +241,7 @@ export async function recordFinishedAttempts(db: Kysely<Tables>, attempts: reado
       http_status: a.httpStatus,
       error: a.error,
       next_at: a.nextAt?.toISOString() ?? null,
+      url: a.url ?? null,
     })),
   );
   await runStatement(db, RECORD_FINISHED_ATTEMPTS, [json]);

@@ -275,7 +275,8 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     const { httpStatus, error } = answer;
     traced.finish(httpStatus, error, signal.timedOut);
     const done = deps.clock();
-    const { result, finished: finishedAttempt } = attemptOutcome(delivery, answer, done, { horizonS: deps.horizonS, stopping: stopped });
+    const { result, finished: outcome } = attemptOutcome(delivery, answer, done, { horizonS: deps.horizonS, stopping: stopped });
+    const finishedAttempt = { ...outcome, url: target.shown };
     const attempts = delivery.attempts + 1;
     if (result === 'delivered') {
       deps.onResult?.('delivered', (done.getTime() - delivery.createdAt.getTime()) / 1000);

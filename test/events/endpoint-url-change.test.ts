@@ -1,3 +1,5 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { customer } from '../callbacks/fixtures.js';
 import { freshDatabase } from '../helpers/database.js';
@@ -37,5 +39,38 @@ t.test("after a PATCH of its url, an endpoint's pending deliveries are shown wit
     return d.status === 'delivered' ? d : undefined;
   });
   t.equal(done.url, `${up.url}/new`, 'delivered, and shown, at the new URL');
+  await call(app, 'DELETE', `/v1/endpoints/${id}`);
+});
+
+t.test('a delivery whose attempt is in flight when a PATCH changes the url, delivered there, is shown with the URL it went to', async (t) => {
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let arrived: () => void = () => {};
+  const attempted = new Promise<void>((resolve) => (arrived = resolve));
+  const old = http.createServer((req, res) => {
+    req.resume();
+    arrived();
+    void released.then(() => res.writeHead(200).end());
+  });
+  await new Promise<void>((resolve) => old.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => old.close(() => resolve())));
+  const oldUrl = `http://127.0.0.1:${(old.address() as AddressInfo).port}/old`;
+  const up = await startReceiver(t);
+  const { app } = await adminGateway(t, shared);
+  const created = await call(app, 'POST', '/v1/endpoints', { url: oldUrl, types: ['callback.unmatched'] });
+  t.equal(created.status, 201);
+  const id = created.body.id as string;
+  const cust = customer('url-change-mid');
+  await stray(app, cust);
+  await attempted;
+  t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { url: `${up.url}/new` })).status, 200);
+  release();
+  const done = await until(async () => {
+    const items = (await app.inject({ method: 'GET', url: `/v1/events?customerUuid=${cust}` })).json().items;
+    const d = items[0]?.deliveries?.find((x: any) => x.url.endsWith('/old') || x.url.endsWith('/new'));
+    return d?.status === 'delivered' ? d : undefined;
+  });
+  t.equal(done.url, oldUrl, 'shown with the URL it was delivered to');
+  t.equal(up.received.filter((r) => r.json.data.customerUuid === cust).length, 0, 'not sent again to the new URL');
   await call(app, 'DELETE', `/v1/endpoints/${id}`);
 });
