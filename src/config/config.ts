@@ -2,7 +2,7 @@ import { createPrivateKey } from 'node:crypto';
 import { z } from 'zod';
 import { ConfigError } from './config-error.js';
 import { addressList, commaList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnvWithSecretFiles, partnerTokenSchema } from './env.js';
-import { isNeverAReceiver, NEVER_A_RECEIVER_MESSAGE } from '../events/receiver-address.js';
+import { isNeverAReceiver, NEVER_A_RECEIVER_MESSAGE } from '../http/receiver-address.js';
 
 
 /** Used only outside production, and loudly: stored CPF hashes are only as secret as this key. */

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { isNeverAReceiver, NEVER_A_RECEIVER_MESSAGE, receiverLookup } from '../../src/events/receiver-address.js';
+import { receiverLookup } from '../../src/events/receiver-address.js';
+import { isNeverAReceiver, NEVER_A_RECEIVER_MESSAGE } from '../../src/http/receiver-address.js';
 import { freshDatabase } from '../helpers/database.js';
 import { sql } from 'kysely';
 import { customer } from '../callbacks/fixtures.js';

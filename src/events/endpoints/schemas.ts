@@ -3,7 +3,7 @@ import { isWebhookSecret } from '../../config/config.js';
 import { ENDPOINT_STATUSES, EVENT_TYPES } from '../../db/types.js';
 import { instant } from '../../http/query.js';
 import { maskCpfsInText } from '../../cpf.js';
-import { isNeverAReceiver, NEVER_A_RECEIVER_MESSAGE } from '../receiver-address.js';
+import { isNeverAReceiver, NEVER_A_RECEIVER_MESSAGE } from '../../http/receiver-address.js';
 import { STORABLE_TEXT_MESSAGE, storableText } from '../../provider/schemas.js';
 
 export const MAX_URL_LENGTH = 2048;
