@@ -8,6 +8,6 @@ set status = case when d.status = 'dead' and o.status <> 'delivered' then d.stat
     last_error = case when d.status = 'dead' and o.status <> 'delivered' then d.last_error else o.error end,
     next_attempt_at = coalesce(o.next_at, d.next_attempt_at),
     delivered_at = case when o.status = 'delivered' then o.at end, lease_until = null, lease_token = null,
-    url = case when o.status = 'delivered' then coalesce(o.url, d.url) else d.url end
+    url = case when o.status <> 'pending' or d.status = 'dead' then coalesce(o.url, d.url) else d.url end
 from json_to_recordset($1::json) as o(id bigint, token text, status text, at timestamptz, http_status int, error text, next_at timestamptz, url text)
 where d.id = o.id and d.lease_token = o.token;

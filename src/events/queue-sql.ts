@@ -213,7 +213,10 @@ export interface FinishedAttempt {
   error: string | null;
   /** When to try again (pending only). */
   nextAt: Date | null;
-  /** The URL the attempt went to, as shown: a delivered row keeps it (a PATCH of the url mid-attempt rewrote the pending row's). */
+  /**
+   * The URL the attempt went to, as shown: a row this attempt ends (delivered or dead) keeps it, for
+   * a PATCH of the url mid-attempt rewrote the pending row's; a row still pending keeps the one it goes to next.
+   */
   url?: string;
 }
 
@@ -226,7 +229,7 @@ const RECORD_FINISHED_ATTEMPTS = defineStatement('record_event_delivery_outcomes
         last_error = case when d.status = 'dead' and o.status <> 'delivered' then d.last_error else o.error end,
         next_attempt_at = coalesce(o.next_at, d.next_attempt_at),
         delivered_at = case when o.status = 'delivered' then o.at end, lease_until = null, lease_token = null,
-        url = case when o.status = 'delivered' then coalesce(o.url, d.url) else d.url end
+        url = case when o.status <> 'pending' or d.status = 'dead' then coalesce(o.url, d.url) else d.url end
     from json_to_recordset($1::json) as o(id bigint, token text, status text, at timestamptz, http_status int, error text, next_at timestamptz, url text)
     where d.id = o.id and d.lease_token = o.token`);
 

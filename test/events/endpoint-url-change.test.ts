@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { customer } from '../callbacks/fixtures.js';
 import { freshDatabase } from '../helpers/database.js';
-import { adminGateway, call, stray } from './admin.js';
+import { buildTestApp } from '../helpers/app.js';
+import { ADMIN_KEY, adminGateway, call, stray } from './admin.js';
 import { until } from './fixtures.js';
 import { startReceiver } from './receiver.js';
 
@@ -72,5 +73,48 @@ t.test('a delivery whose attempt is in flight when a PATCH changes the url, deli
   });
   t.equal(done.url, oldUrl, 'shown with the URL it was delivered to');
   t.equal(up.received.filter((r) => r.json.data.customerUuid === cust).length, 0, 'not sent again to the new URL');
+  await call(app, 'DELETE', `/v1/endpoints/${id}`);
+});
+
+t.test('a delivery whose last attempt is in flight when a PATCH changes the url, and fails, ends dead and is shown with the URL it went to', async (t) => {
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let arrived: () => void = () => {};
+  const attempted = new Promise<void>((resolve) => (arrived = resolve));
+  const old = http.createServer((req, res) => {
+    req.resume();
+    arrived();
+    void released.then(() => res.writeHead(500).end());
+  });
+  await new Promise<void>((resolve) => old.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => old.close(() => resolve())));
+  const oldUrl = `http://127.0.0.1:${(old.address() as AddressInfo).port}/old`;
+  const up = await startReceiver(t);
+  // A horizon of 1 s, and a clock moved 2 s on while the attempt is open: it ends past the horizon
+  // (dead), and well within its 10 s lease (EVENT_WEBHOOK_TIMEOUT_MS 5 s + 5 s), so it is recorded.
+  let skewMs = 0;
+  const { app } = await buildTestApp(t, {
+    database: shared,
+    clock: () => new Date(Date.now() + skewMs),
+    env: { ADMIN_API_KEYS: ADMIN_KEY, EVENT_WEBHOOK_TIMEOUT_MS: '5000', EVENT_RETRY_HORIZON_S: '1' },
+  });
+  await app.ready();
+  const created = await call(app, 'POST', '/v1/endpoints', { url: oldUrl, types: ['callback.unmatched'] });
+  t.equal(created.status, 201);
+  const id = created.body.id as string;
+  const cust = customer('url-change-dead');
+  await stray(app, cust);
+  await attempted;
+  t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { url: `${up.url}/new` })).status, 200);
+  skewMs = 2000;
+  release();
+  const done = await until(async () => {
+    const items = (await app.inject({ method: 'GET', url: `/v1/events?customerUuid=${cust}` })).json().items;
+    const d = items[0]?.deliveries?.find((x: any) => x.url.endsWith('/old') || x.url.endsWith('/new'));
+    return d?.status === 'dead' ? d : undefined;
+  });
+  t.equal(done.url, oldUrl, 'shown with the URL its last attempt went to');
+  t.equal(done.lastStatus, 500);
+  t.equal(up.received.filter((r) => r.json.data.customerUuid === cust).length, 0, 'never sent to the new URL');
   await call(app, 'DELETE', `/v1/endpoints/${id}`);
 });
