@@ -134,6 +134,14 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
   };
 }
 
+/**
+ * Resolves once the event loop's current poll phase is over. The FINs of a cut() reach every
+ * connection it ended together: when one of them has failed a request (its answer came in this
+ * phase), the others' may still wait, and a read through the same pool right away could take an
+ * idle connection already ended ("Connection terminated unexpectedly"). After this, the pool has dropped them.
+ */
+export const cutSeen = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /** The same URL, reaching its server through the relay instead. */
 export function throughRelay(databaseUrl: string, relay: TcpRelay): string {
   const url = new URL(databaseUrl);

@@ -6,7 +6,7 @@ import { listen, TEST_CPF_HASH_KEY, TEST_PARTNER_TOKEN } from '../helpers/app.js
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { dereference } from '../helpers/openapi.js';
-import { databaseBehindRelay, type TcpRelay } from '../helpers/relay.js';
+import { cutSeen, databaseBehindRelay, type TcpRelay } from '../helpers/relay.js';
 import { until } from '../helpers/until.js';
 import { CPF, PROVIDER_PATH, type SubmitGateway, storedKeys, storedRequests, submitGateway, validRequest } from './fixtures.js';
 import { accept } from './provider.js';
@@ -231,6 +231,7 @@ if (SERVER_URL) {
     t.equal(res.statusCode, 202, 'not 503: the provider has the request');
     t.match(res.json(), { status: 'submitted', upstreamStatus: 202 });
     relay.restore();
+    await cutSeen();
     const [row] = await storedRequests(database);
     t.match(row, { status: 'submitting' }, 'the row awaits its callback, which matches submitting rows too');
   });
@@ -251,7 +252,9 @@ if (SERVER_URL) {
     // The connection dies after the commit; new ones get through (a backend ended, a flaky link).
     relay.cut();
     relay.restore();
-    return answer;
+    const res = await answer;
+    await cutSeen();
+    return res;
   }
 
   t.test('a 503 submit whose row was committed holds its customer only until the abandoned bound, and never reaches the provider twice', async (t) => {
@@ -310,6 +313,7 @@ if (SERVER_URL) {
     relay.cut(); // and it stays down while the submit answers: the key cannot be freed
     t.equal((await answer).statusCode, 503);
     relay.restore();
+    await cutSeen();
 
     skewMs = 12_001;
     const retry = await gw.submit(validRequest(), { 'idempotency-key': 'stuck' });
