@@ -16,21 +16,17 @@ const endpointUrl = z
   .string()
   .max(MAX_URL_LENGTH)
   .refine(storableText, STORABLE_TEXT_MESSAGE)
-  .refine((v) => {
+  .superRefine((v, ctx) => {
+    let u: URL;
     try {
-      const u = new URL(v);
-      return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '';
+      u = new URL(v);
     } catch {
-      return false;
+      ctx.addIssue({ code: 'custom', message: 'must be an http(s) URL' });
+      return;
     }
-  }, 'must be an http(s) URL')
-  .refine((v) => {
-    try {
-      return !isNeverAReceiver(new URL(v).hostname);
-    } catch {
-      return true; // refused above
-    }
-  }, NEVER_A_RECEIVER_MESSAGE)
+    if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.hostname === '') ctx.addIssue({ code: 'custom', message: 'must be an http(s) URL' });
+    else if (isNeverAReceiver(u.hostname)) ctx.addIssue({ code: 'custom', message: NEVER_A_RECEIVER_MESSAGE });
+  })
   .describe('Where events are POSTed (http or https, not a link-local or unspecified address); userinfo (sent as Basic credentials) and query values are never shown again');
 
 /** Text PostgreSQL can hold (no NUL, no lone surrogate: 400 here, not a 500 from the database), CPFs masked as stored. */
