@@ -1,4 +1,4 @@
-import type { Tracer } from '@opentelemetry/api';
+import { diag, type Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
 import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentelemetry/otlp-exporter-base/node-http';
@@ -16,7 +16,11 @@ export interface Tracing {
   tracer: Tracer;
   /** Exports every span ended so far. */
   flush(): Promise<void>;
-  /** Exports what is still queued and stops; bounded by timeoutMs. */
+  /**
+   * Exports what is still queued and stops; bounded by timeoutMs. Never fails: spans the collector
+   * refuses (a 4xx, a 500) are said through diag (a warn of the opentelemetry component), and the
+   * process's own shutdown, which has finished by then, is not made a failure by them.
+   */
   shutdown(timeoutMs: number): Promise<void>;
 }
 
@@ -46,7 +50,10 @@ export function startTracing(config: TracingConfig): Tracing {
         timer = setTimeout(resolve, timeoutMs);
       });
       try {
-        await Promise.race([provider.shutdown(), late]);
+        const exported = provider.shutdown().catch((err: unknown) => {
+          diag.warn(`the last spans were not exported: ${err instanceof Error ? err.message : String(err)}`);
+        });
+        await Promise.race([exported, late]);
       } finally {
         clearTimeout(timer);
       }

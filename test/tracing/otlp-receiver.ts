@@ -254,3 +254,32 @@ function decodeProtobuf(body: Uint8Array): ReceivedSpan[] {
   });
   return spans;
 }
+
+/**
+ * A collector that refuses every export with `status` and the body `body(req)` gives (an error page
+ * that echoes the request, say). `requests` resolves once the first export has arrived.
+ */
+export async function startRefusingCollector(
+  t: Test,
+  status: number,
+  body: (req: http.IncomingMessage) => string = () => '',
+): Promise<{ url: string; firstExport: Promise<void> }> {
+  let arrived!: () => void;
+  const firstExport = new Promise<void>((resolve) => {
+    arrived = resolve;
+  });
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(status, { 'content-type': 'text/plain' }).end(body(req));
+      arrived();
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.teardown(() => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, firstExport };
+}
