@@ -9,8 +9,9 @@ import { openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrator.js';
 import { loadEnvFile } from './config/env-file.js';
 import { createLogger, defaultLogFormat, logProcessWarnings } from './observability/logger.js';
+import { scrubText } from './observability/scrub.js';
 import { type SandboxMode, startSandboxMode } from './sandbox/mode.js';
-import { startTracing } from './tracing/sdk.js';
+import { otlpHeaderValues, startTracing } from './tracing/sdk.js';
 
 /** In-flight requests get this long to finish after the drain; then the process exits anyway. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -25,6 +26,8 @@ const STUCK_QUERY_MS = 1_000;
 const STUCK_CHECK_MS = 250;
 /** Of the grace, what the last spans get to reach the collector at shutdown. */
 const TRACE_FLUSH_MS = 3_000;
+/** The most of an OpenTelemetry message logged: an export error carries the collector's whole answer. */
+const DIAG_MESSAGE_CHARS = 2_000;
 /** How long the database has to answer its first query at start. */
 const STARTUP_PING_MS = 10_000;
 
@@ -80,7 +83,9 @@ async function main(): Promise<void> {
   if (config.tracing) {
     log.info({ protocol: config.tracing.protocol }, 'tracing: exporting spans over OTLP/HTTP');
     // The SDK says what goes wrong (a collector unreachable, spans dropped) through the API's diag.
-    const say = (message: string) => log.warn({ component: 'opentelemetry' }, message);
+    // An export error carries the collector's answer, which may echo the request's headers (its API key).
+    const hidden = [...otlpHeaderValues(process.env), ...configuredSecrets(config)];
+    const say = (message: string) => log.warn({ component: 'opentelemetry' }, scrubText(message, hidden, DIAG_MESSAGE_CHARS));
     diag.setLogger({ error: say, warn: say, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN);
   }
   let draining = false;

@@ -1,4 +1,5 @@
 import { diag, type Tracer } from '@opentelemetry/api';
+import { parseKeyPairsIntoRecord } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
 import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentelemetry/otlp-exporter-base/node-http';
@@ -59,6 +60,28 @@ export function startTracing(config: TracingConfig): Tracing {
       }
     },
   };
+}
+
+const MIN_HIDDEN_HEADER_CHARS = 8;
+
+/**
+ * The values of the headers the exporter sends the collector (OTEL_EXPORTER_OTLP_HEADERS and the
+ * traces' own, as the SDK reads them: URL-decoded), and the credential after a scheme ("Bearer
+ * <token>"): what the SDK's messages must never carry into a log line, though a collector's error
+ * page that echoes the request (the SDK puts its body in the error it reports) holds them.
+ */
+export function otlpHeaderValues(env: NodeJS.ProcessEnv): string[] {
+  const values: string[] = [];
+  for (const name of ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS']) {
+    for (const value of Object.values(parseKeyPairsIntoRecord(env[name]))) {
+      values.push(value);
+      const credential = value.slice(value.lastIndexOf(' ') + 1);
+      if (credential !== value && credential !== '') values.push(credential);
+    }
+  }
+  // A value of a few characters (a tenant `eu`, a flag `1`) is no credential, and replaced wherever
+  // it occurs it would garble every message. The longest first: a value goes whole before a credential in it.
+  return values.filter((v) => v.length >= MIN_HIDDEN_HEADER_CHARS).sort((a, b) => b.length - a.length);
 }
 
 /**
