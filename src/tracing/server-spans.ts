@@ -69,7 +69,7 @@ export function traceRequests(app: FastifyInstance, tracer: Tracer, secrets: rea
 
 /**
  * The incoming context without the tracestate entries that hold a CPF-like digit run or one of our
- * secrets: the span context's tracestate is exported with every span of the trace (and sent on to
+ * secrets (and without any tracestate when the entries kept still make one together): the span context's tracestate is exported with every span of the trace (and sent on to
  * the provider), and a caller may write anything there.
  */
 function withSafeTraceState(context: Context, secrets: readonly string[]): Context {
@@ -79,6 +79,13 @@ function withSafeTraceState(context: Context, secrets: readonly string[]): Conte
   let kept = state;
   for (const entry of state.serialize().split(',')) {
     if (scrubText(entry, secrets) !== entry) kept = kept.unset(entry.slice(0, entry.indexOf('=')));
+  }
+  // Entries are joined by commas when exported: one that ends in digits and a vendor key that
+  // begins with them (`a=529.982.247,25x@v=1`) make a CPF no entry holds alone. Then none is kept.
+  const joined = kept.serialize();
+  if (scrubText(joined, secrets) !== joined) {
+    const { traceState: _dropped, ...withoutState } = spanContext;
+    return trace.setSpanContext(context, withoutState);
   }
   return kept === state ? context : trace.setSpanContext(context, { ...spanContext, traceState: kept });
 }

@@ -30,6 +30,25 @@ t.test('an incoming tracestate carrying a CPF (or a secret) is not exported with
   t.ok(payload.includes('vendor=ok'), 'a harmless tracestate entry is still continued');
 });
 
+t.test('a CPF split across tracestate entries (a value, then the next vendor key) is not exported either', async (t) => {
+  const otlp = await startOtlpReceiver(t);
+  const gw = await buildTestApp(t, { database, env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' } });
+  // A vendor key may begin with digits: each entry alone holds fewer than 11, the header as continued holds 529.982.247,25.
+  const res = await gw.app.inject({
+    method: 'GET',
+    url: '/healthz',
+    headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', tracestate: 'a=529.982.247,25x@v=1' },
+  });
+  t.equal(res.statusCode, 200);
+  await until(async () => {
+    await gw.tracing!.flush();
+    return otlp.spans.some((s) => s.name === 'GET /healthz') ? true : undefined;
+  });
+  const payload = Buffer.concat(otlp.payloads).toString('latin1');
+  t.notOk(payload.includes('529.982.247,25'), 'the CPF is in no exported payload, whole or across entries');
+  t.equal(otlp.spans.find((s) => s.name === 'GET /healthz')!.traceId, '0af7651916cd43dd8448eb211c80319c', 'the trace is still continued');
+});
+
 t.test('the span carries the request id exactly as answered, even a UUID with a long run of digits', async (t) => {
   const otlp = await startOtlpReceiver(t);
   const gw = await buildTestApp(t, { database, env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' } });
