@@ -1,5 +1,7 @@
+import querystring from 'node:querystring';
 import { type Attributes, type Context, defaultTextMapGetter, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { maskCpfsInText } from '../cpf.js';
 import { loggedRequestUrl } from '../observability/logger.js';
 import { scrubText } from '../observability/scrub.js';
 import { propagator, type SpanParent, startSpan } from './spans.js';
@@ -78,14 +80,25 @@ function withSafeTraceState(context: Context, secrets: readonly string[]): Conte
   if (!spanContext || !state) return context;
   let kept = state;
   for (const entry of state.serialize().split(',')) {
-    if (scrubText(entry, secrets) !== entry) kept = kept.unset(entry.slice(0, entry.indexOf('=')));
+    if (holdsCpfOrSecret(entry, secrets)) kept = kept.unset(entry.slice(0, entry.indexOf('=')));
   }
   // Entries are joined by commas when exported: one that ends in digits and a vendor key that
   // begins with them (`a=529.982.247,25x@v=1`) make a CPF no entry holds alone. Then none is kept.
-  const joined = kept.serialize();
-  if (scrubText(joined, secrets) !== joined) {
+  if (holdsCpfOrSecret(kept.serialize(), secrets)) {
     const { traceState: _dropped, ...withoutState } = spanContext;
     return trace.setSpanContext(context, withoutState);
   }
   return kept === state ? context : trace.setSpanContext(context, { ...spanContext, traceState: kept });
+}
+
+/**
+ * A CPF-like run or a secret, as written or percent-decoded (`529%2E982%2E247%2D25`, fullwidth
+ * digits as `%EF%BC%95`), or a CPF whose escapes only maskCpfsInText reads (`\uff15`): a tracestate
+ * value is printable ASCII, so a vendor that puts one there encodes it.
+ */
+function holdsCpfOrSecret(text: string, secrets: readonly string[]): boolean {
+  if (scrubText(text, secrets) !== text || maskCpfsInText(text) !== text) return true;
+  if (!text.includes('%')) return false;
+  const decoded = querystring.unescape(text);
+  return scrubText(decoded, secrets) !== decoded;
 }
