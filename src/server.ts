@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { inspect } from 'node:util';
 import { DiagLogLevel, diag } from '@opentelemetry/api';
 import { buildApp } from './app.js';
 import { commandLine } from './config/cli.js';
@@ -85,7 +86,12 @@ async function main(): Promise<void> {
     // The SDK says what goes wrong (a collector unreachable, spans dropped) through the API's diag.
     // An export error carries the collector's answer, which may echo the request's headers (its API key).
     const hidden = [...otlpHeaderValues(process.env), ...configuredSecrets(config)];
-    const say = (message: string) => log.warn({ component: 'opentelemetry' }, scrubText(message, hidden, DIAG_MESSAGE_CHARS));
+    // Every part: the SDK says what went wrong after its first ("Received Partial Success response:",
+    // the collector's reason), and a component's logger puts only its own name first.
+    const say = (...parts: unknown[]) => {
+      const message = parts.map((p) => (typeof p === 'string' ? p : inspect(p, { depth: 3, breakLength: Infinity }))).join(' ');
+      log.warn({ component: 'opentelemetry' }, scrubText(message, hidden, DIAG_MESSAGE_CHARS));
+    };
     diag.setLogger({ error: say, warn: say, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN);
   }
   let draining = false;

@@ -256,13 +256,13 @@ function decodeProtobuf(body: Uint8Array): ReceivedSpan[] {
 }
 
 /**
- * A collector that refuses every export with `status` and the body `body(req)` gives (an error page
- * that echoes the request, say). `requests` resolves once the first export has arrived.
+ * A collector that answers every export with `status` and the body `body(req)` gives (an error page
+ * that echoes the request, say). `firstExport` resolves once the first export has been answered.
  */
-export async function startRefusingCollector(
+export async function startCollectorAnswering(
   t: Test,
   status: number,
-  body: (req: http.IncomingMessage) => string = () => '',
+  body: (req: http.IncomingMessage) => string | Buffer = () => '',
 ): Promise<{ url: string; firstExport: Promise<void> }> {
   let arrived!: () => void;
   const firstExport = new Promise<void>((resolve) => {
@@ -271,7 +271,7 @@ export async function startRefusingCollector(
   const server = http.createServer((req, res) => {
     req.resume();
     req.on('end', () => {
-      res.writeHead(status, { 'content-type': 'text/plain' }).end(body(req));
+      res.writeHead(status, { 'content-type': status === 200 ? 'application/x-protobuf' : 'text/plain' }).end(body(req));
       arrived();
     });
   });

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startGatewayProcess } from '../helpers/gateway-process.js';
 import { httpRequest } from '../helpers/http.js';
-import { startOtlpReceiver, startRefusingCollector } from './otlp-receiver.js';
+import { startOtlpReceiver, startCollectorAnswering } from './otlp-receiver.js';
 
 t.test('at SIGTERM the gateway exports the spans it still holds before it exits', async (t) => {
   const otlp = await startOtlpReceiver(t);
@@ -16,7 +16,7 @@ t.test('at SIGTERM the gateway exports the spans it still holds before it exits'
 });
 
 t.test('a collector that refuses the last spans (401: its key expired) is logged, and the shutdown still succeeds', async (t) => {
-  const collector = await startRefusingCollector(t, 401);
+  const collector = await startCollectorAnswering(t, 401);
   const { server, base } = await startGatewayProcess(t, { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url, OTEL_BSP_SCHEDULE_DELAY: '600000' });
   t.equal((await httpRequest(`${base}/healthz`)).status, 200);
   server.child.kill('SIGTERM');
