@@ -290,3 +290,35 @@ t.test('a body that is not JSON is not quoted back: the parser\'s message is scr
   t.notMatch(unknown.body, /529\D{0,3}982/);
   t.notMatch(logs.text(), /529\D{0,3}982\D{0,3}247/);
 });
+
+// GET /v1/callbacks (and an export) serve a kept body's bytes decoded as UTF-8 with CPF-like runs
+// masked; the mask read only visible separators, so a CPF whose digits a NUL (a body sent as UTF-16),
+// a zero-width or another invisible character, or a byte that is not UTF-8 (U+FFFD) kept apart was
+// served whole, though the log scrubber already read all of these as gaps.
+t.test('a CPF whose digits invisible characters keep apart (UTF-16, zero-width space, a byte that is not UTF-8) is masked in the listed raw body and the export', async (t) => {
+  const { app } = await buildTestApp(t, { database: shared, env: { ADMIN_API_KEYS: 'admin-key-0123456789abcdef' } });
+  const cpf = '39053344705';
+  const cust = customer('invisible');
+  const bodies: Array<[string, Buffer]> = [
+    ['UTF-16LE', Buffer.from(`{"customerUuid":"${cust}","cpf":"${cpf}"}`, 'utf16le')],
+    ['zero-width space', Buffer.from(`{"customerUuid":"${cust}","cpf":"${cpf.split('').join('\u200b')}"}`, 'utf8')],
+    ['soft hyphen and word joiner', Buffer.from(`{"customerUuid":"${cust}","cpf":"390\u00ad533\u2060447\u00ad05"}`, 'utf8')],
+    ['Latin-1 no-break spaces', Buffer.from(`{"customerUuid":"${cust}","cpf":"390\u00a0533\u00a0447\u00a005"}`, 'latin1')],
+  ];
+  for (const [what, body] of bodies) t.equal((await postCallback(app, body)).statusCode, 400, what);
+  const listed = await app.inject({ method: 'GET', url: '/v1/callbacks?kind=invalid&limit=200' });
+  t.equal(listed.statusCode, 200);
+  const exported = await app.inject({
+    method: 'POST',
+    url: '/v1/personal-data/export',
+    headers: { authorization: 'Bearer admin-key-0123456789abcdef' },
+    payload: { customerUuid: cust },
+  });
+  t.equal(exported.statusCode, 200);
+  // The digits in order with any three characters but digits between two: what a reader reads as the CPF.
+  const whole = new RegExp(cpf.split('').join(String.raw`[^0-9]{0,3}`));
+  const shown = (listed.json() as { items: Array<{ rawBody: string }> }).items.map((i) => i.rawBody).filter((raw) => raw.replace(/\u0000/g, '').includes(cust));
+  t.equal(shown.length, bodies.length, 'every body is listed');
+  for (const raw of shown) t.notMatch(raw, whole, JSON.stringify(raw));
+  t.notMatch(exported.body, whole, 'the export holds no CPF either');
+});
