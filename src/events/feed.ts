@@ -8,6 +8,36 @@ import { type EventRow, type FeedFilter, feedHeldBack, readFeed } from './feed-s
 /** Committed events not yet readable (an older transaction still runs) are looked for this often. */
 const HELD_BACK_RECHECK_MS = 25;
 /**
+ * Feed reads (a page or a held-back check) running at once on this instance; the others queue here,
+ * not in the database pool. Every commit wakes every feed waiter, and a waiter whose filter matches
+ * nothing new reads again each time: two thousand of them took every pooled connection (and the
+ * single one of PGlite), so that submits, callbacks and every other read queued behind them.
+ */
+export const FEED_READS_IN_FLIGHT = 2;
+
+/** Runs at most `max` of the functions given at once, the others in the order they came. */
+export type ReadLimiter = <T>(read: () => Promise<T>) => Promise<T>;
+
+export function readLimiter(max: number): ReadLimiter {
+  let running = 0;
+  const queued: Array<() => void> = [];
+  return async (read) => {
+    // A slot freed by a finished read passes to the next queued one (running stays), after the
+    // event loop's turn: PGlite runs a query on this thread, and reads handed on at once, promise to
+    // promise, kept every request's I/O waiting until the whole queue was read.
+    if (running < max) running += 1;
+    else await new Promise<void>((resolve) => queued.push(resolve));
+    try {
+      return await read();
+    } finally {
+      const next = queued.shift();
+      if (next) setImmediate(next);
+      else running -= 1;
+    }
+  };
+}
+
+/**
  * A waiting feed re-reads at most this often: every committed change on any instance wakes every
  * feed waiter (a notification says which customer, not which event), and a busy gateway commits
  * hundreds a second.
@@ -38,6 +68,8 @@ export interface FeedDeps {
   onWaiting?: (delta: 1 | -1) => void;
   /** The configured webhook targets' keys: an event whose delivery to one is not written yet shows it pending. */
   keys?: readonly string[];
+  /** The instance's bound on feed reads at once (FEED_READS_IN_FLIGHT); unset: unbounded. */
+  limit?: ReadLimiter;
 }
 
 export interface FeedRequest extends FeedFilter {
@@ -52,12 +84,13 @@ export interface FeedRequest extends FeedFilter {
 export async function readFeedPage(deps: FeedDeps, q: FeedRequest): Promise<{ items: EventView[]; nextCursor: string | null }> {
   const after = q.after === undefined ? undefined : feedCursor.decode(q.after);
   const filter = { type: q.type, customerUuid: q.customerUuid };
+  const limit: ReadLimiter = deps.limit ?? ((read) => read());
   const rows = await deps.waitAny(q.waitS, {
-    read: () => readFeed(deps.db, filter, after, q.limit, deps.keys),
+    read: () => limit(() => readFeed(deps.db, filter, after, q.limit, deps.keys)),
     ready: (page) => page.length > 0,
     onWaiting: (delta) => deps.onWaiting?.(delta),
     // Committed events an older writer still holds back send no notification once readable.
-    recheckMs: async () => ((await feedHeldBack(deps.db, filter, after)) ? HELD_BACK_RECHECK_MS : undefined),
+    recheckMs: async () => ((await limit(() => feedHeldBack(deps.db, filter, after))) ? HELD_BACK_RECHECK_MS : undefined),
     minReadIntervalMs: MIN_REREAD_MS,
     abandoned: q.abandoned,
   });

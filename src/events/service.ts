@@ -3,7 +3,7 @@ import type { NotificationChannel } from '../channels/channel.js';
 import type { Tables } from '../db/types.js';
 import { notFound } from '../http/errors.js';
 import type { EndpointRegistry } from './endpoints/registry.js';
-import { eventView, readFeedPage, type FeedRequest } from './feed.js';
+import { eventView, FEED_READS_IN_FLIGHT, readFeedPage, readLimiter, type FeedRequest } from './feed.js';
 import { readEvent } from './feed-sql.js';
 import type { EventMetrics } from './metrics.js';
 import { type BulkRedelivery, redeliverDeliveries, redeliverEvent } from './redelivery-sql.js';
@@ -24,9 +24,10 @@ export interface EventServiceDeps {
 export function eventService(deps: EventServiceDeps) {
   const { db } = deps;
   const keys = () => deps.endpoints.targets().map((t) => t.key);
+  const limit = readLimiter(FEED_READS_IN_FLIGHT);
   return {
     feed: (request: FeedRequest) =>
-      readFeedPage({ db, waitAny: deps.waitAny, onWaiting: (delta) => deps.metrics.waiting(delta), keys: keys() }, request),
+      readFeedPage({ db, waitAny: deps.waitAny, onWaiting: (delta) => deps.metrics.waiting(delta), keys: keys(), limit }, request),
 
     /** One event with its deliveries; 404 when there is none. */
     async event(id: string) {

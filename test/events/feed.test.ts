@@ -237,3 +237,48 @@ t.test('an event id begins with the milliseconds it was made in, so that new ids
   }
   t.same([...ids].sort(), ids, 'ids made later sort after earlier ones');
 });
+
+// Every commit wakes every waiting feed long-poll, and one whose filter matches nothing new reads
+// again each time: a few hundred of them (2,000 are allowed) under a steady flow of callbacks kept
+// every pooled connection busy, so that the callbacks themselves and every other read queued
+// behind the feed (field probe: 1,000 waiters and 20 callbacks/s took a list from 15 ms to 0.8 s and
+// callbacks to 0.3 s; on PGlite 300 waiters held a callback for 30 s). Feed reads are now bounded
+// per instance (FEED_READS_IN_FLIGHT); the others queue in the process. Shown with the events table
+// locked, so that every feed read that reaches the database stays there: the pool keeps connections
+// for the rest.
+/** src/events/feed.ts's FEED_READS_IN_FLIGHT, written out: the test must run (and fail) without it. */
+const FEED_READS_IN_FLIGHT = 2;
+
+if (SERVER_URL) t.test('waiting feed long-polls never take more than their share of the pool: other reads still answer', async (t) => {
+  const database = await freshDatabase(t);
+  const { app } = await buildTestApp(t, { database });
+  await app.ready();
+  t.ok((database.poolStats()?.max ?? 0) > FEED_READS_IN_FLIGHT + 1, 'the pool is larger than the bound');
+
+  const locker = new pg.Client({ connectionString: database.url });
+  await locker.connect();
+  t.teardown(() => locker.end());
+  await locker.query('begin');
+  await locker.query('lock table events in access exclusive mode');
+  const blockedOnEvents = async () => {
+    const { rows } = await locker.query<{ n: number }>(
+      "select count(*)::int as n from pg_locks where relation = 'events'::regclass and not granted",
+    );
+    return rows[0]!.n;
+  };
+
+  const polls = Array.from({ length: 30 }, () => app.inject({ method: 'GET', url: '/v1/events?customerUuid=nobody&wait=1' }));
+  await until(async () => (await blockedOnEvents()) >= FEED_READS_IN_FLIGHT, 10_000, 'feed reads blocked on the events table');
+
+  // A read of another table needs a connection of its own, while the feed's are all held.
+  const list = app.inject({ method: 'GET', url: '/v1/underwritings?limit=1' }).then((res) => res.statusCode);
+  let bound: NodeJS.Timeout | undefined;
+  const answered = await Promise.race([list, new Promise<'still waiting'>((resolve) => (bound = setTimeout(() => resolve('still waiting'), 10_000)))]);
+  clearTimeout(bound);
+  t.equal(answered, 200, 'the list answers while the feed long-polls wait on the database');
+  t.equal(await blockedOnEvents(), FEED_READS_IN_FLIGHT, 'only the bound of feed reads is in the database');
+
+  await locker.query('commit');
+  for (const res of await Promise.all(polls)) t.equal(res.statusCode, 200);
+  await list;
+});
