@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { customer } from '../callbacks/fixtures.js';
 import { freshDatabase } from '../helpers/database.js';
 import { buildTestApp } from '../helpers/app.js';
@@ -12,6 +12,22 @@ import { startReceiver } from './receiver.js';
 // and the delivery log must name the URL they went to, not the one they waited for.
 
 const shared = await freshDatabase(t);
+
+/** A receiver that holds each request open until release(), then answers `status`: an attempt in flight for as long as a test needs. */
+async function heldReceiver(t: Test, status: number, path: string) {
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let arrived: () => void = () => {};
+  const attempted = new Promise<void>((resolve) => (arrived = resolve));
+  const server = http.createServer((req, res) => {
+    req.resume();
+    arrived();
+    void released.then(() => res.writeHead(status).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`, attempted, release };
+}
 
 t.test("after a PATCH of its url, an endpoint's pending deliveries are shown with the new URL, and delivered there", async (t) => {
   const down = await startReceiver(t, () => 500);
@@ -44,18 +60,7 @@ t.test("after a PATCH of its url, an endpoint's pending deliveries are shown wit
 });
 
 t.test('a delivery whose attempt is in flight when a PATCH changes the url, delivered there, is shown with the URL it went to', async (t) => {
-  let release: () => void = () => {};
-  const released = new Promise<void>((resolve) => (release = resolve));
-  let arrived: () => void = () => {};
-  const attempted = new Promise<void>((resolve) => (arrived = resolve));
-  const old = http.createServer((req, res) => {
-    req.resume();
-    arrived();
-    void released.then(() => res.writeHead(200).end());
-  });
-  await new Promise<void>((resolve) => old.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => old.close(() => resolve())));
-  const oldUrl = `http://127.0.0.1:${(old.address() as AddressInfo).port}/old`;
+  const { url: oldUrl, attempted, release } = await heldReceiver(t, 200, '/old');
   const up = await startReceiver(t);
   const { app } = await adminGateway(t, shared);
   const created = await call(app, 'POST', '/v1/endpoints', { url: oldUrl, types: ['callback.unmatched'] });
@@ -77,18 +82,7 @@ t.test('a delivery whose attempt is in flight when a PATCH changes the url, deli
 });
 
 t.test('a delivery whose last attempt is in flight when a PATCH changes the url, and fails, ends dead and is shown with the URL it went to', async (t) => {
-  let release: () => void = () => {};
-  const released = new Promise<void>((resolve) => (release = resolve));
-  let arrived: () => void = () => {};
-  const attempted = new Promise<void>((resolve) => (arrived = resolve));
-  const old = http.createServer((req, res) => {
-    req.resume();
-    arrived();
-    void released.then(() => res.writeHead(500).end());
-  });
-  await new Promise<void>((resolve) => old.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => old.close(() => resolve())));
-  const oldUrl = `http://127.0.0.1:${(old.address() as AddressInfo).port}/old`;
+  const { url: oldUrl, attempted, release } = await heldReceiver(t, 500, '/old');
   const up = await startReceiver(t);
   // A horizon of 1 s, and a clock moved 2 s on while the attempt is open: it ends past the horizon
   // (dead), and well within its 10 s lease (EVENT_WEBHOOK_TIMEOUT_MS 5 s + 5 s), so it is recorded.
