@@ -1,11 +1,10 @@
 import { isIP } from 'node:net';
-import querystring from 'node:querystring';
 import type { FastifyBaseLogger } from 'fastify';
 import { type Logger, type LoggerOptions, pino } from 'pino';
 import pinoPretty from 'pino-pretty';
 import type { LogFormat } from '../config/env.js';
 import { maskCpfsInText } from '../cpf.js';
-import { REDACTED, scrubText } from './scrub.js';
+import { percentDecoded, REDACTED, scrubText } from './scrub.js';
 
 export { REDACTED } from './scrub.js';
 
@@ -101,13 +100,7 @@ export function loggedRequestUrl(url: string, secrets: ReadonlyArray<string | un
  */
 function shownPath(path: string, secrets: ReadonlyArray<string | undefined>): string {
   const raw = path.replace(/([;&])[^/]*/g, '$1redacted');
-  let plain = raw;
-  for (let i = 0; i < 3 && plain.includes('%'); i++) {
-    // Escape by escape: one malformed escape (a lone %) must not keep the others encoded.
-    const next = querystring.unescape(plain);
-    if (next === plain) break;
-    plain = next;
-  }
+  const plain = percentDecoded(raw);
   const scrubbedPlain = scrubText(plain, secrets);
   // Shown decoded, a decoded ? or # would read as the start of a query or a fragment: kept encoded.
   return scrubbedPlain !== plain ? scrubbedPlain.replace(/[?#]/g, encodeURIComponent) : scrubText(raw, secrets);

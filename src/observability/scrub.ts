@@ -1,5 +1,6 @@
 // The one scrubber for text from outside (a provider's error body, an error message, a URL) before
 // it is stored in a row or written to a log: no CPF in any form, none of our secrets.
+import querystring from 'node:querystring';
 
 export const REDACTED = '[redacted]';
 
@@ -23,4 +24,20 @@ export function scrubText(text: string, secrets: ReadonlyArray<string | undefine
   for (const secret of secrets) if (secret && clean.includes(secret)) clean = clean.replaceAll(secret, REDACTED);
   clean = clean.replace(DIGIT_RUN, REDACTED);
   return clean.length > maxChars ? clean.slice(0, maxChars) : clean;
+}
+
+/**
+ * Text percent-decoded as far as a reader would take it: up to three rounds (an escape escaped again,
+ * `%252E`), escape by escape, so that one malformed escape (a lone %) keeps none of the others
+ * encoded. scrubText reads `%2E` as a digit and a letter: what it must see through an encoding, it
+ * is given decoded too (a logged path, a tracestate entry).
+ */
+export function percentDecoded(text: string): string {
+  let plain = text;
+  for (let i = 0; i < 3 && plain.includes('%'); i++) {
+    const next = querystring.unescape(plain);
+    if (next === plain) break;
+    plain = next;
+  }
+  return plain;
 }

@@ -1,9 +1,8 @@
-import querystring from 'node:querystring';
 import { type Attributes, type Context, defaultTextMapGetter, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { maskCpfsInText } from '../cpf.js';
 import { loggedRequestUrl } from '../observability/logger.js';
-import { scrubText } from '../observability/scrub.js';
+import { percentDecoded, scrubText } from '../observability/scrub.js';
 import { propagator, type SpanParent, startSpan } from './spans.js';
 
 const SPAN = Symbol('serverSpan');
@@ -92,13 +91,12 @@ function withSafeTraceState(context: Context, secrets: readonly string[]): Conte
 }
 
 /**
- * A CPF-like run or a secret, as written or percent-decoded (`529%2E982%2E247%2D25`, fullwidth
+ * A CPF-like run or a secret, as written or percent-decoded (`529%2E982%2E247%2D25`, `%252E`, fullwidth
  * digits as `%EF%BC%95`), or a CPF whose escapes only maskCpfsInText reads (`\uff15`): a tracestate
  * value is printable ASCII, so a vendor that puts one there encodes it.
  */
 function holdsCpfOrSecret(text: string, secrets: readonly string[]): boolean {
   if (scrubText(text, secrets) !== text || maskCpfsInText(text) !== text) return true;
-  if (!text.includes('%')) return false;
-  const decoded = querystring.unescape(text);
-  return scrubText(decoded, secrets) !== decoded;
+  const decoded = percentDecoded(text);
+  return decoded !== text && scrubText(decoded, secrets) !== decoded;
 }

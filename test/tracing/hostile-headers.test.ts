@@ -30,17 +30,17 @@ t.test('an incoming tracestate carrying a CPF (or a secret) is not exported with
   t.ok(payload.includes('vendor=ok'), 'a harmless tracestate entry is still continued');
 });
 
-t.test('a CPF in tracestate with percent-encoded separators, or as escaped fullwidth digits, is not exported', async (t) => {
+t.test('a CPF in tracestate with percent-encoded separators (encoded once or twice), or as escaped fullwidth digits, is not exported', async (t) => {
   const otlp = await startOtlpReceiver(t);
   const gw = await buildTestApp(t, { database, env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' } });
   const fullwidth = (digits: string) => [...digits].map((c) => (/[0-9]/.test(c) ? encodeURIComponent(String.fromCharCode(0xff10 + Number(c))) : c)).join('');
-  const planted = ['529%2E982%2E247%2D25', fullwidth('529.982.247-25'), '\\uff15\\uff12\\uff19.\\uff19\\uff18\\uff12.\\uff12\\uff14\\uff17-\\uff12\\uff15'];
+  const planted = ['529%2E982%2E247%2D25', fullwidth('529.982.247-25'), '529%252E982%252E247%252D25', '\\uff15\\uff12\\uff19.\\uff19\\uff18\\uff12.\\uff12\\uff14\\uff17-\\uff12\\uff15'];
   const res = await gw.app.inject({
     method: 'GET',
     url: '/healthz',
     headers: {
       traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
-      tracestate: `vendor=ok,enc=${planted[0]},fw=${planted[1]},esc=${planted[2]}`,
+      tracestate: `vendor=ok,enc=${planted[0]},fw=${planted[1]},dbl=${planted[2]},esc=${planted[3]}`,
     },
   });
   t.equal(res.statusCode, 200);
