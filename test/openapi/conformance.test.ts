@@ -14,7 +14,7 @@ import { CPF, validRequest } from '../submissions/fixtures.js';
 // the others go through Fastify, where buildTestApp's check sees them as well.
 
 const ADMIN_KEY = 'admin-key-conformance-0123456789';
-const { app } = await buildTestApp(t, {
+const { app, database } = await buildTestApp(t, {
   env: { ADMIN_API_KEYS: ADMIN_KEY },
   serverTimeouts: { headersTimeoutMs: 300, requestTimeoutMs: 600, checkIntervalMs: 50 },
 });
@@ -22,7 +22,7 @@ const base = await listen(app);
 // The same with the default timeouts, for the refusals that are not timeouts: with a 300 ms headers
 // timeout, a host that held the event loop that long ran the timeout check before reading the bytes,
 // and a malformed header line was answered 408 (CI's PGlite run, GET /v1/underwritings).
-const { app: patient } = await buildTestApp(t, { env: { ADMIN_API_KEYS: ADMIN_KEY } });
+const { app: patient } = await buildTestApp(t, { database, env: { ADMIN_API_KEYS: ADMIN_KEY } });
 const patientBase = await listen(patient);
 const doc = (await app.inject({ method: 'GET', url: '/docs/json' })).json();
 const checker = responseChecker(doc);
