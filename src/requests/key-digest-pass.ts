@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
+import { keepRunningPass, PASS_EVERY_MS, PASS_GOES_ON_MS } from '../db/maintenance-pass.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { IDEMPOTENCY_TTL_MS } from './idempotency.js';
@@ -8,25 +9,9 @@ import { isKeyDigest, type KeyDigester, keyDigester } from './key-digest.js';
 /** Its row in maintenance_passes (migration 0024). */
 export const KEY_DIGEST_PASS = 'idempotency_key_digests';
 const BATCH = 1000;
-/**
- * A finished pass goes on (at each start, and every PASS_EVERY_MS) for this long: an instance of the version before still
- * running during a rolling deploy stores keys as sent after the first new instance's pass ended.
- */
-export const PASS_GOES_ON_MS = 7 * 24 * 3600 * 1000;
+export { PASS_EVERY_MS, PASS_GOES_ON_MS };
 
-/**
- * How often an instance runs the pass again while it is not over: a key stored as sent is
- * rewritten within this of its 24 h ending, whether or not an instance starts then.
- */
-export const PASS_EVERY_MS = 3600_000;
-
-/**
- * Runs the pass now and again every `everyMs` (unref'd: it never holds the process) until it is
- * over or `signal` aborts; what it rewrote is logged, a failure warned about (the next run goes on).
- * Returns what settles once the run in flight (if any) has ended: closing awaits it after aborting,
- * before the database closes under it. A run that fails because the instance is closing is not
- * warned about (its statement met a pool being closed; the next start goes on).
- */
+/** Runs the pass now and hourly until it is over (db/maintenance-pass.ts), rewriting what it finds. */
 export function keepDigestingKeys(deps: {
   db: Kysely<Tables>;
   digests: KeyDigester;
@@ -35,25 +20,14 @@ export function keepDigestingKeys(deps: {
   signal: AbortSignal;
   everyMs?: number;
 }): { settled: () => Promise<void> } {
-  // One listener for every run (one per run would pile up: one an hour, for the pass's days).
-  let timer: NodeJS.Timeout | undefined;
-  let inFlight: Promise<void> = Promise.resolve();
-  deps.signal.addEventListener('abort', () => clearTimeout(timer), { once: true });
-  const run = async (): Promise<void> => {
-    try {
-      const done = await digestStoredKeys(deps.db, deps.digests, deps.now, deps.signal);
-      if (done === undefined) return;
-      if (Object.values(done).some((n) => n > 0)) deps.log.info({ rewritten: done }, 'Idempotency-Keys stored as sent by an earlier version are now stored as digests');
-    } catch (err) {
-      if (deps.signal.aborted) return;
-      deps.log.warn({ err: { message: (err as Error).message } }, 'could not rewrite Idempotency-Keys stored as sent; the next run goes on');
-    }
-    if (deps.signal.aborted) return;
-    timer = setTimeout(() => void (inFlight = run()), deps.everyMs ?? PASS_EVERY_MS);
-    timer.unref();
-  };
-  inFlight = run();
-  return { settled: () => inFlight };
+  return keepRunningPass({
+    run: (signal) => digestStoredKeys(deps.db, deps.digests, deps.now, signal),
+    did: 'Idempotency-Keys stored as sent by an earlier version are now stored as digests',
+    failed: 'could not rewrite Idempotency-Keys stored as sent; the next run goes on',
+    log: deps.log,
+    signal: deps.signal,
+    ...(deps.everyMs === undefined ? {} : { everyMs: deps.everyMs }),
+  });
 }
 
 export interface KeyDigestPass {
