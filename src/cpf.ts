@@ -115,8 +115,17 @@ export function customerUuidIsCpf(customerUuid: string): boolean {
  * window of a longer run is tried, so no CPF hides behind a digit typed before it.
  */
 export function maskCpfsInText(text: string): string {
-  if (fewerDigitsThanACpf(text)) return text;
-  return text.replace(DIGIT_RUN, (run) => {
+  return findAndMaskCpfs(text).text;
+}
+
+/**
+ * maskCpfsInText's masking, and the CPFs it masked (11 ASCII digits each, distinct, in order of
+ * appearance): a callback's bytes are stored masked, and what they held is kept as keyed hashes.
+ */
+export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } {
+  if (plainTextWithoutCpfRun(text) || fewerDigitsThanACpf(text)) return { text, cpfs: [] };
+  const found = new Set<string>();
+  const masked = text.replace(DIGIT_RUN, (run) => {
     const tokens: string[] = [];
     const at: number[] = [];
     let digits = '';
@@ -130,13 +139,87 @@ export function maskCpfsInText(text: string): string {
     if (at.length < 11) return run;
     let masked = false;
     for (let start = 0; start + 11 <= digits.length; start++) {
-      if (!isValidCpf(digits.slice(start, start + 11))) continue;
+      const cpf = digits.slice(start, start + 11);
+      if (!isValidCpf(cpf)) continue;
+      found.add(cpf);
       for (let k = start; k < start + 11; k++) tokens[at[k]!] = '*';
       masked = true;
     }
     return masked ? tokens.join('') : run;
   });
+  return found.size === 0 ? { text, cpfs: [] } : { text: masked, cpfs: [...found] };
 }
+
+/** The most digits in one run DIGIT_RUN reads in the text (what plainTextWithoutCpfRun must agree with). */
+export function longestDigitRun(text: string): number {
+  let longest = 0;
+  for (const [run] of text.matchAll(DIGIT_RUN)) {
+    let digits = 0;
+    for (const [, separator] of run.matchAll(RUN_TOKEN)) if (separator === undefined) digits += 1;
+    longest = Math.max(longest, digits);
+  }
+  return longest;
+}
+
+/**
+ * True when the text is plain ASCII that cannot escape a digit (no `%`, `\` or `&`) and holds
+ * neither run DIGIT_RUN reads with 11 digits or more: digits chained by at most two narrow
+ * separators (PLAIN_KIND), or four maximal groups of 3, 3, 3 and 2 digits each one to three other characters
+ * apart. Decided in one pass, without the regex: a provider's JSON (timestamps with `:` in them)
+ * and most free text are plain. Anything else (an escape, a character past ASCII) is false: the
+ * regex decides.
+ */
+export function plainTextWithoutCpfRun(text: string): boolean {
+  let chain = 0;
+  let narrowGap = 0;
+  // The group form: the last four groups chained (g1 oldest), the current group, the gap since the last.
+  let g1 = 0;
+  let g2 = 0;
+  let g3 = 0;
+  let g4 = 0;
+  let group = 0;
+  let gap = 0;
+  let gapOk = true;
+  for (let i = 0; i <= text.length; i++) {
+    const c = i < text.length ? text.charCodeAt(i) : 32;
+    const kind = c < 0x80 ? PLAIN_KIND[c]! : ESCAPE_OR_BEYOND;
+    if (kind === DIGIT_KIND) {
+      chain = chain > 0 && narrowGap <= 2 ? chain + 1 : 1;
+      narrowGap = 0;
+      if (chain >= CPF_DIGITS) return false;
+      // A group starts: it continues the chain of groups only one to three separators after the last.
+      if (group === 0 && !(gapOk && gap >= 1 && gap <= 3)) g1 = g2 = g3 = g4 = 0;
+      group += 1;
+      continue;
+    }
+    if (kind === ESCAPE_OR_BEYOND) return false;
+    narrowGap = kind === NARROW_KIND ? narrowGap + 1 : 3;
+    if (group > 0) {
+      g1 = g2;
+      g2 = g3;
+      g3 = g4;
+      g4 = group;
+      if (g1 === 3 && g2 === 3 && g3 === 3 && g4 === 2) return false;
+      group = 0;
+      gap = 0;
+      gapOk = true;
+    }
+    if (kind === LETTER_KIND) gapOk = false;
+    gap += 1;
+  }
+  return true;
+}
+
+/** What each ASCII character is to plainTextWithoutCpfRun. */
+const [OTHER_KIND, DIGIT_KIND, NARROW_KIND, LETTER_KIND, ESCAPE_OR_BEYOND] = [0, 1, 2, 3, 4] as const;
+const PLAIN_KIND = Uint8Array.from({ length: 0x80 }, (_, c) => {
+  if (c >= 48 && c <= 57) return DIGIT_KIND;
+  if ((c >= 65 && c <= 90) || (c >= 97 && c <= 122)) return LETTER_KIND;
+  if (c === 37 || c === 92 || c === 38) return ESCAPE_OR_BEYOND;
+  // NARROW_SEPARATOR's plain characters: . - _ / and white space.
+  if (c === 46 || c === 45 || c === 95 || c === 47 || c === 32 || (c >= 9 && c <= 13)) return NARROW_KIND;
+  return OTHER_KIND;
+});
 
 /** The ASCII digit a digit token (DIGIT) stands for: its last digit, or for an HTML decimal reference its code. */
 function digitOfToken(token: string): string {
