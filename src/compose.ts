@@ -79,6 +79,7 @@ export function composeServices(deps: CapabilityDeps, log: FastifyBaseLogger) {
       handoff: deps.handoff,
       ingest: deps.ingest,
       customerUuidAllowCpf: config.customerUuidAllowCpf,
+      cpfHashKey: config.cpfHashKey,
     }),
     queries: queryService({
       db,

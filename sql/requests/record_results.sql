@@ -2,7 +2,7 @@
 
 with input as (
   select * from json_to_recordset($1::json) as i(
-    n int, customer_uuid text, received_at timestamptz, peer text, raw_body text,
+    n int, customer_uuid text, received_at timestamptz, peer text, raw_body text, cpf_hashes text[],
     started timestamptz, finished timestamptz, body jsonb, decision text, x_request_id text, traceparent text)
 ),
 target as materialized (
@@ -24,8 +24,10 @@ target as materialized (
 ),
 inserted as (
   insert into callbacks
-    (received_at, peer, raw_body, outcome, customer_uuid, started, finished, body, decision, request_id)
+    (received_at, peer, raw_body, cpf_hashes, outcome, customer_uuid, started, finished, body, decision, request_id)
   select i.received_at, i.peer, decode(i.raw_body, 'base64'),
+         -- A request's result is found through its request; the hashes find the others (migration 0026).
+         case when t.id is null then i.cpf_hashes end,
          case when t.id is null then 'unmatched' else 'matched' end,
          i.customer_uuid, i.started, i.finished, i.body, i.decision, t.id
   from input i left join target t on t.n = i.n

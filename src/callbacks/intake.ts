@@ -32,8 +32,12 @@ const CPF_AS_CUSTOMER: ValidationIssue = {
   message: 'is a CPF, which no request of this gateway has as customerUuid (CUSTOMER_UUID_ALLOW_CPF is off): kept as invalid, never shown, logged or pushed',
 };
 
-/** Reads a callback body, exactly the bytes received, into a validated result or a list of issues. */
-export function readCallback(raw: Buffer, options: IntakeOptions): Intake {
+/**
+ * Reads a callback body, exactly the bytes received, into a validated result or a list of issues.
+ * An invalid body's jsonb copy is read from `masked` (callbacks/kept-body.ts) when that masked a CPF:
+ * none when the masking left no JSON (a CPF written as a number).
+ */
+export function readCallback(raw: Buffer, options: IntakeOptions, masked: string | null = null): Intake {
   if (raw.length === 0) return invalid([{ path: '', message: 'the body is empty' }], null, null);
   let text = raw.toString('utf8');
   // The provider's encoding is not documented: a UTF-8 byte order mark is tolerated, not refused.
@@ -49,9 +53,9 @@ export function readCallback(raw: Buffer, options: IntakeOptions): Intake {
     const issues = checked.error.issues.map((i) => ({ path: issuePath(i.path), message: i.message }));
     // A customerUuid that is a CPF (and may not be one) keeps even the jsonb copy out: raw bytes only.
     const keepsJson = options.customerUuidAllowCpf || !namesCpfAsCustomer(parsed);
-    return invalid(issues, keepsJson ? storableJson(parsed, text) : null, recognisableCustomer(parsed, options));
+    return invalid(issues, keepsJson ? maskedJson(parsed, text, masked) : null, recognisableCustomer(parsed, options));
   }
-  // Its raw bytes are the evidence (found by an erasure of that CPF); no jsonb copy, no customer key.
+  // Its raw bytes are the evidence (the CPF masked there, its hash kept: an erasure of that CPF finds it); no jsonb copy, no customer key.
   if (!options.customerUuidAllowCpf && customerUuidIsCpf(checked.data.customerUuid)) return invalid([CPF_AS_CUSTOMER], null, null);
   // Only the provider's documented fields go into `result`: anything else it sends (a CPF, say)
   // stays in raw_body, the evidence, and is never served back.
@@ -74,6 +78,17 @@ function invalid(issues: ValidationIssue[], json: string | null, customerUuid: s
   const shown = issues.map((i) => ({ path: scrubText(i.path), message: scrubText(i.message) }));
   const error = shown.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ').replace(UNSTORABLE, '\uFFFD');
   return { valid: false, issues: shown, error, json, customerUuid };
+}
+
+/** The jsonb copy of what was parsed, read again from the masked text when a CPF was masked. */
+function maskedJson(parsed: unknown, text: string, masked: string | null): string | null {
+  if (masked === null) return storableJson(parsed, text);
+  const maskedText = masked.startsWith(BOM) ? masked.slice(1) : masked;
+  try {
+    return storableJson(JSON.parse(maskedText), maskedText);
+  } catch {
+    return null;
+  }
 }
 
 function namesCpfAsCustomer(parsed: unknown): boolean {

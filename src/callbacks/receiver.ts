@@ -5,6 +5,7 @@ import type { Tables } from '../db/types.js';
 import { validationFailed } from '../http/errors.js';
 import { decide, toUtcInstant } from '../provider/schemas.js';
 import { type Intake, readCallback } from './intake.js';
+import { keptBody } from './kept-body.js';
 import type { CallbackMetrics } from './metrics.js';
 import type { Arrival, RecordOptions, Recorded } from '../requests/complete.js';
 import { recordInvalid } from './sql.js';
@@ -23,6 +24,8 @@ export interface ReceiverDeps {
   recording: RecordOptions;
   /** CUSTOMER_UUID_ALLOW_CPF (callbacks/intake.ts). */
   customerUuidAllowCpf: boolean;
+  /** The keyed hash (first CPF_HASH_KEY) a CPF masked in a callback's bytes is kept as. */
+  cpfHash(cpf: string): string;
 }
 
 export interface CallbackReceiver {
@@ -89,8 +92,11 @@ export function callbackReceiver(deps: ReceiverDeps): CallbackReceiver {
   }
 
   return {
-    async receive(arrival, log) {
-      const intake = readCallback(arrival.rawBody, { customerUuidAllowCpf: deps.customerUuidAllowCpf });
+    async receive(received, log) {
+      // Read as received; stored with every CPF in the bytes masked, and their hashes.
+      const kept = keptBody(received.rawBody);
+      const intake = readCallback(received.rawBody, { customerUuidAllowCpf: deps.customerUuidAllowCpf }, kept.text);
+      const arrival: Arrival = { ...received, rawBody: kept.bytes, cpfHashes: kept.cpfs.map((cpf) => deps.cpfHash(cpf)) };
       const storedOrInvalid = intake.valid ? await storeValid(arrival, intake) : intake;
       if ('valid' in storedOrInvalid) {
         await keepInvalid(arrival, storedOrInvalid, log);

@@ -22,10 +22,23 @@ export const callbackRoutes =
   (config: Pick<Config, 'callbackAllowedIps' | 'callbackSecret'>, callbacks: CallbackService): FastifyPluginAsyncZod =>
   async (app) => {
     const { receiver, metrics } = callbacks;
-    app.addHook('onClose', async () => receiver.close());
+    const closing = new AbortController();
+    let bodyPass: { settled: () => Promise<void> } | undefined;
+    app.addHook('onReady', async () => {
+      bodyPass = callbacks.maskEarlierBodies(app.log, closing.signal);
+    });
+    app.addHook('preClose', (done) => {
+      closing.abort();
+      done();
+    });
+    app.addHook('onClose', async () => {
+      // The pass stops between batches once closing aborts; its statement in flight ends first.
+      await bodyPass?.settled();
+      await receiver.close();
+    });
 
     // Every body is read as bytes, whatever its content type (the provider's is not documented):
-    // the exact bytes are stored, and parsing is ours to do after that.
+    // the bytes are stored (every CPF in them masked: kept-body.ts), and parsing is ours to do after that.
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 

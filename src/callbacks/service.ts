@@ -1,8 +1,11 @@
+import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
+import { cpfHasher } from '../cpf.js';
 import type { Tables } from '../db/types.js';
 import type { AppDeliveryHandoff } from '../events/handoff.js';
 import type { IngestLoad } from '../timing/ingest-load.js';
 import type { CallbackMetrics } from './metrics.js';
+import { keepMaskingBodies } from './body-mask-pass.js';
 import { callbackReceiver } from './receiver.js';
 
 export interface CallbackServiceDeps {
@@ -18,10 +21,13 @@ export interface CallbackServiceDeps {
   ingest: IngestLoad;
   /** CUSTOMER_UUID_ALLOW_CPF: off, a callback naming a CPF as customerUuid is kept as invalid. */
   customerUuidAllowCpf: boolean;
+  /** The first CPF_HASH_KEY: a CPF masked in a callback's bytes is kept as its hash under it. */
+  cpfHashKey: string;
 }
 
 /** The callback route's work: the receiver (stored before it is answered), the clock, its metrics and the ingest load it counts in. */
 export function callbackService(deps: CallbackServiceDeps) {
+  const cpfHash = cpfHasher(deps.cpfHashKey);
   return {
     receiver: callbackReceiver({
       db: deps.db,
@@ -29,7 +35,10 @@ export function callbackService(deps: CallbackServiceDeps) {
       announce: deps.announce,
       recording: { skewS: deps.skewS, handoff: deps.handoff },
       customerUuidAllowCpf: deps.customerUuidAllowCpf,
+      cpfHash,
     }),
+    /** Masks the CPFs in callbacks an earlier version stored, in the background, now and hourly (callbacks/body-mask-pass.ts). */
+    maskEarlierBodies: (log: FastifyBaseLogger, signal: AbortSignal) => keepMaskingBodies({ db: deps.db, cpfHash, now: deps.clock, log, signal }),
     metrics: deps.metrics,
     clock: deps.clock,
     ingest: deps.ingest,

@@ -17,6 +17,7 @@ export async function recordInvalid(db: Kysely<Tables>, cb: InvalidCallback): Pr
       received_at: cb.receivedAt,
       peer: cb.peer,
       raw_body: cb.rawBody,
+      cpf_hashes: cb.cpfHashes?.length ? [...cb.cpfHashes] : null,
       outcome: 'invalid',
       error: cb.error,
       customer_uuid: cb.customerUuid,

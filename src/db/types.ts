@@ -84,8 +84,10 @@ export interface CallbacksTable {
   id: Generated<number>;
   received_at: DefaultedTimestamp;
   peer: string | null;
-  /** Exactly the bytes the provider sent, valid or not. */
+  /** The bytes the provider sent, valid or not, every CPF in them masked (callbacks/kept-body.ts). */
   raw_body: Buffer | Uint8Array;
+  /** The keyed hashes (first CPF_HASH_KEY) of the CPFs masked in raw_body, on a callback that completes no request; null when none. */
+  cpf_hashes: ColumnType<string[] | null, string[] | null | undefined, string[] | null>;
   /** The callback's kind: the column keeps its name, outcome (renaming it takes a migration). */
   outcome: CallbackKind;
   /** Why an invalid callback was refused. */

@@ -41,7 +41,7 @@ const exportedInvalid = z.object({
   receivedAt: z.iso.datetime(),
   error: z.string().nullable().describe('Why it was refused'),
   body: z.unknown().describe('The body as parsed JSON, when it was JSON'),
-  rawBody: z.string().describe('The bytes as received, read as UTF-8'),
+  rawBody: z.string().describe('The bytes as stored, read as UTF-8: as received, with every CPF in them masked'),
 });
 
 export const exportView = z

@@ -1,10 +1,11 @@
 import { type Kysely, sql } from 'kysely';
+import { INDEX_LOOKUPS_ONLY } from '../db/plan-guards.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Decision, RequestStatus, StrayCallbackKind, Tables } from '../db/types.js';
 import { AppError } from '../http/errors.js';
 import type { EventRow } from '../events/feed-sql.js';
 import { selectRequestsWithResult } from '../requests/read.js';
-import { anonymousInvalidNaming, callbackOfSubject, inList, type Subject } from './subject.js';
+import { anonymousInvalidNaming, callbackOfSubject, inList, namingCpfOf, type Subject } from './subject.js';
 
 /**
  * Tables that hold a subject's rows besides requests, callbacks and idempotency keys, each found by
@@ -56,8 +57,12 @@ const DELIVERIES = sql<EventRow['deliveries']>`(
          order by d.id)
   from event_deliveries d where d.event_id = e.id)`;
 
-/** Everything stored about the subject, newest first. Run it in one snapshot (repeatable read). */
+/**
+ * Everything stored about the subject, newest first. Run it in one snapshot (repeatable read), a
+ * transaction of its own: every read goes by index (INDEX_LOOKUPS_ONLY).
+ */
 export async function readStored(db: Kysely<Tables>, subject: Subject): Promise<Stored> {
+  await INDEX_LOOKUPS_ONLY.execute(db);
   const requests = await selectRequestsWithResult(db)
     .select(['r.updated_at', 'r.upstream_error', 'r.idempotency_key'])
     .where(inList('r.customer_uuid', subject.customerUuids))
@@ -65,10 +70,11 @@ export async function readStored(db: Kysely<Tables>, subject: Subject): Promise<
     .execute();
   const callbacks = await db
     .selectFrom('callbacks as c')
-    .select(['c.id', 'c.customer_uuid', 'c.outcome', 'c.received_at', 'c.body', 'c.error', 'c.raw_body'])
+    .select(['c.id', 'c.customer_uuid', 'c.outcome', 'c.received_at', 'c.body', 'c.error', 'c.raw_body', 'c.cpf_hashes'])
     .where((eb) =>
       eb.or([
         eb.and([eb('c.outcome', 'in', ['unmatched', 'invalid']), inList('c.customer_uuid', subject.customerUuids)]),
+        namingCpfOf('c', subject.cpfHashes),
         anonymousInvalidNaming('c', subject.needles),
       ]),
     )
@@ -99,6 +105,10 @@ export const inFlight = () =>
  * caller's transaction then rolls back, nothing erased) while one of its requests awaits a callback.
  */
 export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise<ErasedCounts> {
+  // Every statement below goes by index. Without the guard, the callbacks' four arms (a bitmap of
+  // four indexes, one a GIN) looked dearer than reading a small table whole: a plan that then grows
+  // with the table (test/db/plan-states-writes.test.ts).
+  await INDEX_LOOKUPS_ONLY.execute(tx);
   // Locked so that no callback completes (and no expiry moves) one of them while we decide.
   const requests = await tx
     .selectFrom('underwriting_requests')
@@ -109,18 +119,19 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
     .execute();
   if (requests.some((r) => r.status === 'submitting' || r.status === 'submitted')) throw inFlight();
   const ids = requests.map((r) => r.id);
-  // The subject's callbacks: its requests', those naming its customerUuids, and invalid ones naming
-  // no customer whose bytes name it (found by position(), each match then checked whole by
-  // callbackOfSubject). Found in one statement, each arm by its index (a bitmap of three), and
+  // The subject's callbacks: its requests', those naming its customerUuids, those that kept a hash of
+  // its CPF, and invalid ones naming no customer whose bytes name it (found by position(), each match
+  // then checked whole by callbackOfSubject). Found in one statement, each arm by its index (a bitmap of four), and
   // deleted below by id: a delete by the first two arms alone was a sequential scan of callbacks
   // for a planner that thought the table small (test/db/plan-states-writes.test.ts).
-  const { rows: found } = await sql<{ id: number; customer_uuid: string | null; outcome: string; raw_body: Uint8Array | null }>`
-    select c.id, c.customer_uuid, c.outcome,
+  const { rows: found } = await sql<{ id: number; customer_uuid: string | null; outcome: string; raw_body: Uint8Array | null; cpf_hashes: string[] | null }>`
+    select c.id, c.customer_uuid, c.outcome, c.cpf_hashes,
            -- The bytes only where they decide (callbackOfSubject): an invalid callback naming no customer.
            case when c.outcome = 'invalid' and c.customer_uuid is null then c.raw_body end as raw_body
       from callbacks c
      where ${inList('c.request_id', ids)}
         or (c.request_id is null and ${inList('c.customer_uuid', subject.customerUuids)})
+        or ${namingCpfOf('c', subject.cpfHashes)}
         or ${anonymousInvalidNaming('c', subject.needles)}`.execute(tx);
   const callbackIds = found.filter((c) => callbackOfSubject(c, subject)).map((c) => Number(c.id));
   const keys = requests.flatMap((r) => (r.idempotency_key === null ? [] : [r.idempotency_key]));
@@ -164,14 +175,14 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
 }
 
 /** A subject with rows of each kind: every condition in its full form (no `false` for an empty list). */
-const SUBJECT: Subject = { customerUuids: ['customer-0001', 'customer-0002'], needles: ['customer-0001', 'customer-0002'] };
+const SUBJECT: Subject = { customerUuids: ['customer-0001', 'customer-0002'], needles: ['customer-0001', 'customer-0002'], cpfHashes: ['h1', 'h2'] };
 
 /** The subject's export and erasure as `npm run sql:snapshot` writes them (docs/layout.md). */
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'read_stored', run: (db) => readStored(db, SUBJECT) },
   {
     name: 'erase_stored',
-    rows: [[{ id: 1, status: 'completed', idempotency_key: 'k' }], [{ id: 2, customer_uuid: null, outcome: 'invalid', raw_body: Buffer.from('x customer-0001 y') }], [], [], [{ requests: 1, callbacks: 1 }]],
+    rows: [[], [{ id: 1, status: 'completed', idempotency_key: 'k' }], [{ id: 2, customer_uuid: null, outcome: 'invalid', raw_body: Buffer.from('x customer-0001 y'), cpf_hashes: null }], [], [], [{ requests: 1, callbacks: 1 }]],
     run: (db) => db.transaction().execute((tx) => eraseStored(tx, SUBJECT)),
   },
 ];

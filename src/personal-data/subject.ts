@@ -16,6 +16,12 @@ export interface Subject {
    * subject: the CPF (digits and formatted) and the customerUuids long enough not to match by chance.
    */
   needles: string[];
+  /**
+   * The keyed hashes of the subject's CPF (under every configured key): a callback that completes no
+   * request whose bytes held the CPF keeps them (callbacks.cpf_hashes, migration 0026). By customerUuid:
+   * the hashes its requests were stored with.
+   */
+  cpfHashes: string[];
 }
 
 /** Shorter customerUuids ("42") would match unrelated bytes; they tie only callbacks that name them. */
@@ -23,17 +29,25 @@ export const MIN_NEEDLE_LENGTH = 8;
 
 export async function resolveSubject(db: Kysely<Tables>, ref: SubjectRef, cpfHashKeys: readonly string[]): Promise<Subject> {
   if ('customerUuid' in ref) {
-    return { customerUuids: [ref.customerUuid], needles: longEnough([ref.customerUuid]) };
+    const hashes = await db
+      .selectFrom('underwriting_requests')
+      .select('cpf_hash')
+      .distinct()
+      .where('customer_uuid', '=', ref.customerUuid)
+      .orderBy('cpf_hash')
+      .execute();
+    return { customerUuids: [ref.customerUuid], needles: longEnough([ref.customerUuid]), cpfHashes: hashes.map((h) => h.cpf_hash) };
   }
+  const cpfHashes = hashCpfUnderEvery(ref.cpf, cpfHashKeys);
   const rows = await db
     .selectFrom('underwriting_requests')
     .select('customer_uuid')
     .distinct()
-    .where('cpf_hash', 'in', hashCpfUnderEvery(ref.cpf, cpfHashKeys))
+    .where('cpf_hash', 'in', cpfHashes)
     .orderBy('customer_uuid')
     .execute();
   const customerUuids = rows.map((r) => r.customer_uuid);
-  return { customerUuids, needles: [ref.cpf, formatCpf(ref.cpf), ...longEnough(customerUuids)] };
+  return { customerUuids, needles: [ref.cpf, formatCpf(ref.cpf), ...longEnough(customerUuids)], cpfHashes };
 }
 
 function longEnough(values: string[]): string[] {
@@ -52,6 +66,16 @@ export function anonymousInvalidNaming(alias: string, needles: readonly string[]
   return sql<boolean>`(${sql.ref(`${alias}.outcome`)} = 'invalid' and ${sql.ref(`${alias}.customer_uuid`)} is null
     and exists (select 1 from json_array_elements_text(${JSON.stringify(needles)}::json) as n(v)
                 where position(convert_to(n.v, 'UTF8') in ${sql.ref(`${alias}.raw_body`)}) > 0))`;
+}
+
+/**
+ * A callback that completes no request whose bytes held one of the subject's CPFs (masked there, kept
+ * as hashes): through callbacks_cpf_hashes, which holds only such callbacks.
+ */
+export function namingCpfOf(alias: string, cpfHashes: readonly string[]) {
+  if (cpfHashes.length === 0) return sql<boolean>`false`;
+  const column = sql.ref(`${alias}.cpf_hashes`);
+  return sql<boolean>`(${column} is not null and ${column} && ${sql.val([...cpfHashes])}::text[])`;
 }
 
 /** The bytes a customerUuid is made of (letters, digits, '-', '_'). */
@@ -76,11 +100,15 @@ export function rawNamesSubject(raw: Uint8Array, subject: Subject): boolean {
 }
 
 /**
- * Whether a callback found by the subject's arms (its requests', its customerUuids', an invalid one
- * naming no customer whose bytes hold a needle) is the subject's: all are but the last, which must
- * name it in its raw bytes as rawNamesSubject reads them. The export and the erasure both ask this.
+ * Whether a callback found by the subject's arms (its requests', its customerUuids', one that kept a
+ * hash of its CPF, an invalid one naming no customer whose bytes hold a needle) is the subject's: all
+ * are but the last, which must name it in its raw bytes as rawNamesSubject reads them. The export and the erasure both ask this.
  */
-export function callbackOfSubject(c: { customer_uuid: string | null; outcome: string; raw_body: Uint8Array | null }, subject: Subject): boolean {
+export function callbackOfSubject(
+  c: { customer_uuid: string | null; outcome: string; raw_body: Uint8Array | null; cpf_hashes: string[] | null },
+  subject: Subject,
+): boolean {
+  if (c.cpf_hashes?.some((h) => subject.cpfHashes.includes(h))) return true;
   return c.customer_uuid !== null || c.outcome !== 'invalid' || (c.raw_body !== null && rawNamesSubject(c.raw_body, subject));
 }
 
@@ -88,4 +116,5 @@ export function callbackOfSubject(c: { customer_uuid: string | null; outcome: st
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   // A made-up CPF (valid check digits): a parameter, never in the text.
   { name: 'resolve_subject_by_cpf', run: (db) => resolveSubject(db, { cpf: '52998224725' }, ['k1', 'k2']) },
+  { name: 'resolve_subject_by_customer', run: (db) => resolveSubject(db, { customerUuid: 'customer-0001' }, ['k1']) },
 ];

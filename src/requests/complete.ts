@@ -11,8 +11,10 @@ import { batchSpanParent, type SpanParent, storedTraceparent } from '../tracing/
 export interface Arrival {
   receivedAt: Date;
   peer: string | null;
-  /** Exactly the bytes received. */
+  /** The bytes received, as stored: every CPF in them masked (callbacks/kept-body.ts). */
   rawBody: Buffer;
+  /** The keyed hashes of the CPFs masked in rawBody (none: undefined or empty); kept on a callback that completes no request. */
+  cpfHashes?: readonly string[] | undefined;
   /** The callback's X-Request-Id: an unmatched callback's event carries it. */
   requestId?: string | undefined;
   /** The callback's server span (tracing on). */
@@ -73,7 +75,7 @@ export interface RecordOptions {
 export const RECORD_RESULTS = defineStatement('record_results', `
     with input as (
       select * from json_to_recordset($1::json) as i(
-        n int, customer_uuid text, received_at timestamptz, peer text, raw_body text,
+        n int, customer_uuid text, received_at timestamptz, peer text, raw_body text, cpf_hashes text[],
         started timestamptz, finished timestamptz, body jsonb, decision text, x_request_id text, traceparent text)
     ),
     target as materialized (
@@ -95,8 +97,10 @@ export const RECORD_RESULTS = defineStatement('record_results', `
     ),
     inserted as (
       insert into callbacks
-        (received_at, peer, raw_body, outcome, customer_uuid, started, finished, body, decision, request_id)
+        (received_at, peer, raw_body, cpf_hashes, outcome, customer_uuid, started, finished, body, decision, request_id)
       select i.received_at, i.peer, decode(i.raw_body, 'base64'),
+             -- A request's result is found through its request; the hashes find the others (migration 0026).
+             case when t.id is null then i.cpf_hashes end,
              case when t.id is null then 'unmatched' else 'matched' end,
              i.customer_uuid, i.started, i.finished, i.body, i.decision, t.id
       from input i left join target t on t.n = i.n
@@ -189,6 +193,7 @@ export function batchJson(batch: readonly ValidResult[]): string {
     (cb, n) =>
       `{"n":${n},"customer_uuid":${JSON.stringify(cb.customerUuid)},"received_at":"${cb.receivedAt.toISOString()}",` +
       `"peer":${JSON.stringify(cb.peer)},"raw_body":"${cb.rawBody.toString('base64')}",` +
+      `"cpf_hashes":${cb.cpfHashes?.length ? JSON.stringify(cb.cpfHashes) : 'null'},` +
       `"started":${JSON.stringify(cb.started)},"finished":${JSON.stringify(cb.finished)},` +
       `"body":${cb.body},"decision":${JSON.stringify(cb.decision)},` +
       `"x_request_id":${JSON.stringify(cb.requestId ?? null)},"traceparent":${JSON.stringify(storedTraceparent(cb.trace))}}`,

@@ -1,0 +1,106 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { type Kysely, sql } from 'kysely';
+import { findAndMaskCpfs } from '../cpf.js';
+import { keepRunningPass, PASS_GOES_ON_MS } from '../db/maintenance-pass.js';
+import type { SqlSnapshot } from '../db/statements.js';
+import type { Tables } from '../db/types.js';
+import { keptBody } from './kept-body.js';
+
+/** Its row in maintenance_passes (migration 0024). */
+export const BODY_MASK_PASS = 'callback_body_cpfs';
+const BATCH = 500;
+
+/** Runs the pass now and hourly until it is over (db/maintenance-pass.ts). */
+export function keepMaskingBodies(deps: {
+  db: Kysely<Tables>;
+  cpfHash: (cpf: string) => string;
+  now: () => Date;
+  log: Pick<FastifyBaseLogger, 'info' | 'warn'>;
+  signal: AbortSignal;
+}): { settled: () => Promise<void> } {
+  return keepRunningPass({
+    run: (signal) => maskStoredBodies(deps.db, deps.cpfHash, deps.now, signal),
+    did: 'CPFs in callbacks an earlier version stored are now masked',
+    failed: 'could not mask the CPFs in callbacks stored by an earlier version; the next run goes on',
+    log: deps.log,
+    signal: deps.signal,
+  });
+}
+
+interface StoredBody {
+  id: number;
+  raw_body: Uint8Array;
+  body: unknown;
+  request_id: number | null;
+  cpf_hashes: string[] | null;
+}
+
+/**
+ * Masks the CPFs in callbacks that a version before 0026 stored in clear (their bytes, an invalid
+ * one's jsonb copy), as the callback route now does before storing (callbacks/kept-body.ts), and
+ * keeps their hashes under the first CPF_HASH_KEY on those that complete no request. Every row ever,
+ * read once by id: the pass records how far it got, and a later start goes on from there (rows an
+ * instance of the version before writes during a rolling deploy). Undefined when the pass is over
+ * (finished more than PASS_GOES_ON_MS ago). Stops between batches once `signal` aborts.
+ */
+export async function maskStoredBodies(
+  db: Kysely<Tables>,
+  cpfHash: (cpf: string) => string,
+  now: () => Date,
+  signal: AbortSignal,
+): Promise<{ callbacks: number } | undefined> {
+  await db.insertInto('maintenance_passes').values({ name: BODY_MASK_PASS }).onConflict((oc) => oc.column('name').doNothing()).execute();
+  const pass = await db.selectFrom('maintenance_passes').select(['through_id', 'finished_at']).where('name', '=', BODY_MASK_PASS).executeTakeFirst();
+  if (pass?.finished_at && now().getTime() - pass.finished_at.getTime() > PASS_GOES_ON_MS) return undefined;
+  const done = { callbacks: 0 };
+  let through = Number(pass?.through_id ?? 0);
+  for (;;) {
+    if (signal.aborted) return done;
+    const rows = (await db
+      .selectFrom('callbacks')
+      .select(['id', 'raw_body', 'body', 'request_id', 'cpf_hashes'])
+      .where('id', '>', through)
+      .orderBy('id')
+      .limit(BATCH)
+      .execute()) as StoredBody[];
+    if (rows.length === 0) break;
+    for (const row of rows) if (await maskOne(db, row, cpfHash)) done.callbacks += 1;
+    through = Number(rows[rows.length - 1]!.id);
+    await db.updateTable('maintenance_passes').set({ through_id: through }).where('name', '=', BODY_MASK_PASS).execute();
+    if (rows.length < BATCH) break;
+  }
+  await sql`update maintenance_passes set finished_at = coalesce(finished_at, ${now()}) where name = ${BODY_MASK_PASS}`.execute(db);
+  return done;
+}
+
+/** One callback masked in place, when its bytes or its jsonb copy held a CPF; true when it was rewritten. */
+async function maskOne(db: Kysely<Tables>, row: StoredBody, cpfHash: (cpf: string) => string): Promise<boolean> {
+  const kept = keptBody(Buffer.from(row.raw_body));
+  const json = row.body === null ? null : JSON.stringify(row.body);
+  const maskedJson = json === null ? { text: null, cpfs: [] } : findAndMaskCpfs(json);
+  const cpfs = [...new Set([...kept.cpfs, ...maskedJson.cpfs])];
+  if (cpfs.length === 0) return false;
+  // A CPF written as a number in the copy leaves no JSON once masked: the copy goes (the bytes stay, masked).
+  let body: string | null = maskedJson.cpfs.length === 0 ? json : null;
+  if (maskedJson.cpfs.length > 0) {
+    try {
+      body = JSON.stringify(JSON.parse(maskedJson.text!));
+    } catch {
+      body = null;
+    }
+  }
+  const hashes = row.request_id === null ? [...new Set([...(row.cpf_hashes ?? []), ...cpfs.map(cpfHash)])] : row.cpf_hashes;
+  // The row as read (its bytes unchanged since): a row erased or rewritten meanwhile is left alone.
+  const result = await sql`update callbacks set raw_body = ${kept.bytes}, body = ${body}::jsonb, cpf_hashes = ${hashes}::text[]
+    where id = ${row.id} and raw_body = ${Buffer.from(row.raw_body)}`.execute(db);
+  return Number(result.numAffectedRows ?? 0) > 0;
+}
+
+/** The pass's statements as `npm run sql:snapshot` writes them (docs/layout.md). */
+export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
+  { name: 'mask_stored_bodies', run: (db) => maskStoredBodies(db, (cpf) => cpf, () => new Date(0), new AbortController().signal) },
+  {
+    name: 'mask_stored_body',
+    run: (db) => maskOne(db, { id: 1, raw_body: Buffer.from('52998224725'), body: null, request_id: null, cpf_hashes: null }, (cpf) => `h(${cpf.length})`),
+  },
+];

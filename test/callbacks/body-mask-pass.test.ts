@@ -1,0 +1,79 @@
+import t from 'tap';
+import { BODY_MASK_PASS, maskStoredBodies } from '../../src/callbacks/body-mask-pass.js';
+import { cpfHasher, formatCpf, hashCpf } from '../../src/cpf.js';
+import { PASS_GOES_ON_MS } from '../../src/db/maintenance-pass.js';
+import { buildTestApp, TEST_CPF_HASH_KEY } from '../helpers/app.js';
+import { cpfFrom } from '../helpers/cpf.js';
+import { ENGINE, freshDatabase } from '../helpers/database.js';
+import { until } from '../helpers/until.js';
+import { insertRequest, resultBody } from './fixtures.js';
+import { storeResult } from '../queries/fixtures.js';
+import { adminApp, dumpDatabase, dumpForms, insertInvalid, post } from '../personal-data/fixtures.js';
+
+// Migration 0026: callbacks that a version before stored with a CPF in clear (their bytes, an
+// invalid one's jsonb copy) are masked by a pass at start, as the callback route now masks before
+// storing, and those that complete no request keep the CPF's hash, so that erasure finds them.
+
+const never = new AbortController().signal;
+const hash = cpfHasher(TEST_CPF_HASH_KEY);
+
+/** Rows as the version before stored them: the bytes as received, CPF and all. */
+async function storedAsBefore(database: Awaited<ReturnType<typeof freshDatabase>>, cpf: string, prefix: string) {
+  const request = await insertRequest(database.db, { customerUuid: `${prefix}-1`, cpf, status: 'submitted' });
+  await storeResult(database.db, request, { ...resultBody(`${prefix}-1`), cpf } as ReturnType<typeof resultBody>);
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"note":"titular ${formatCpf(cpf)}","customerUuid":12}` });
+  await insertInvalid(database.db, { customerUuid: `${prefix}-other`, raw: `{"customerUuid":"${prefix}-other","cpf":${cpf}}` });
+  await insertInvalid(database.db, { customerUuid: null, raw: '{"customerUuid":"no-cpf-here","score":12345678901234}' });
+}
+
+t.test('the pass masks what a version before stored, keeps the hashes of what completed no request, and is over once it has gone on long enough', async (t) => {
+  const database = await freshDatabase(t);
+  const cpf = cpfFrom('602118734');
+  await storedAsBefore(database, cpf, 'pass');
+  const untouched = await database.db.selectFrom('callbacks').select(['id', 'raw_body']).orderBy('id', 'desc').executeTakeFirstOrThrow();
+
+  const done = await maskStoredBodies(database.db, hash, () => new Date(), never);
+  t.same(done, { callbacks: 3 }, 'the three callbacks that held the CPF');
+  const rows = await database.db.selectFrom('callbacks').select(['id', 'outcome', 'raw_body', 'body', 'cpf_hashes']).orderBy('id').execute();
+  t.same(
+    rows.map((r) => [r.outcome, r.cpf_hashes]),
+    [
+      ['matched', null],
+      ['invalid', [hashCpf(cpf, TEST_CPF_HASH_KEY)]],
+      ['invalid', [hashCpf(cpf, TEST_CPF_HASH_KEY)]],
+      ['invalid', null],
+    ],
+  );
+  t.equal((rows[0]!.body as Record<string, unknown>).cpf, '***********', "a result's jsonb copy masked");
+  t.equal((rows[1]!.body as Record<string, unknown>).note, 'titular ***.***.***-**');
+  t.equal(rows[2]!.body, null, 'a CPF as a number leaves no JSON once masked: the copy goes');
+  t.same(Buffer.from(rows[3]!.raw_body), Buffer.from(untouched.raw_body), 'bytes that held no CPF are kept exactly');
+  const dump = await dumpDatabase(database);
+  for (const form of [cpf, formatCpf(cpf)].flatMap((f) => dumpForms(f))) t.notOk(dump.includes(form), `the dump (${ENGINE}) holds no ${form}`);
+
+  const pass = await database.db.selectFrom('maintenance_passes').selectAll().where('name', '=', BODY_MASK_PASS).executeTakeFirstOrThrow();
+  t.ok(pass.finished_at, 'finished');
+  t.equal(Number(pass.through_id), Number(untouched.id), 'read through the last callback');
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"late":"${cpf}"}` });
+  t.same(await maskStoredBodies(database.db, hash, () => new Date(), never), { callbacks: 1 }, 'a later start goes on from there: only what an instance of the version before wrote since');
+  const later = new Date(pass.finished_at!.getTime() + PASS_GOES_ON_MS + 1000);
+  t.equal(await maskStoredBodies(database.db, hash, () => later, never), undefined, 'over once it has gone on long enough');
+});
+
+t.test('a start masks them by itself, and erasure by CPF then finds every one', async (t) => {
+  const database = await freshDatabase(t);
+  const cpf = cpfFrom('733901552');
+  await storedAsBefore(database, cpf, 'start');
+  const { app, logs } = await buildTestApp(t, { database });
+  await app.ready();
+  const said = await until(() => logs.entries().find((e) => /now masked/.test(String(e.msg))), 20_000, 'the pass at start');
+  t.same(said.rewritten, { callbacks: 3 });
+  t.notOk(logs.text().includes(cpf), 'no log line holds the CPF');
+
+  const { app: admin } = await adminApp(t, { database });
+  const erased = await post(admin, '/v1/personal-data/erase', { cpf });
+  t.same(erased.json().erased, { requests: 1, callbacks: 3, events: 0 }, 'its request and result, and both invalid callbacks (one naming another customer)');
+  const dump = await dumpDatabase(database);
+  for (const form of dumpForms(hashCpf(cpf, TEST_CPF_HASH_KEY))) t.notOk(dump.includes(form), 'no hash of the CPF is left');
+  t.ok(dump.includes(Buffer.from('no-cpf-here').toString('hex')), 'the callback that named nobody stays');
+});
