@@ -4,38 +4,19 @@ import type { NotificationChannel } from '../channels/channel.js';
 import { feedCursor } from '../http/cursor.js';
 import type { EventView } from './schemas.js';
 import { type EventRow, type FeedFilter, feedHeldBack, readFeed } from './feed-sql.js';
+import type { ReadLimiter } from './read-limiter.js';
 
 /** Committed events not yet readable (an older transaction still runs) are looked for this often. */
 const HELD_BACK_RECHECK_MS = 25;
 /**
- * Feed reads (a page or a held-back check) running at once on this instance; the others queue here,
- * not in the database pool. Every commit wakes every feed waiter, and a waiter whose filter matches
- * nothing new reads again each time: two thousand of them took every pooled connection (and the
- * single one of PGlite), so that submits, callbacks and every other read queued behind them.
+ * Feed reads (a page or a held-back check) running at once on this instance; the others queue here
+ * (read-limiter.ts), not in the database pool. Every commit wakes every feed waiter, and a waiter
+ * whose filter matches nothing new reads again each time: two thousand of them took every pooled
+ * connection (and the single one of PGlite), so that submits, callbacks and every other read queued
+ * behind them. A request's first read goes ahead of those reads again, so that a page a client
+ * asked for is not served after every waiter's.
  */
 export const FEED_READS_IN_FLIGHT = 2;
-
-/** Runs at most `max` of the functions given at once, the others in the order they came. */
-export type ReadLimiter = <T>(read: () => Promise<T>) => Promise<T>;
-
-export function readLimiter(max: number): ReadLimiter {
-  let running = 0;
-  const queued: Array<() => void> = [];
-  return async (read) => {
-    // A slot freed by a finished read passes to the next queued one (running stays), after the
-    // event loop's turn: PGlite runs a query on this thread, and reads handed on at once, promise to
-    // promise, kept every request's I/O waiting until the whole queue was read.
-    if (running < max) running += 1;
-    else await new Promise<void>((resolve) => queued.push(resolve));
-    try {
-      return await read();
-    } finally {
-      const next = queued.shift();
-      if (next) setImmediate(next);
-      else running -= 1;
-    }
-  };
-}
 
 /**
  * A waiting feed re-reads at most this often: every committed change on any instance wakes every
@@ -84,13 +65,16 @@ export interface FeedRequest extends FeedFilter {
 export async function readFeedPage(deps: FeedDeps, q: FeedRequest): Promise<{ items: EventView[]; nextCursor: string | null }> {
   const after = q.after === undefined ? undefined : feedCursor.decode(q.after);
   const filter = { type: q.type, customerUuid: q.customerUuid };
-  const limit: ReadLimiter = deps.limit ?? ((read) => read());
+  const bound = deps.limit;
+  const limit: ReadLimiter['run'] = bound ? (read, options) => bound.run(read, options) : (read) => read();
+  let reads = 0;
   const rows = await deps.waitAny(q.waitS, {
-    read: () => limit(() => readFeed(deps.db, filter, after, q.limit, deps.keys)),
+    // Only the first read is one its client waits on now; the others are a waiting long-poll's.
+    read: () => limit(() => readFeed(deps.db, filter, after, q.limit, deps.keys), { kind: reads++ === 0 ? 'first' : 'again' }),
     ready: (page) => page.length > 0,
     onWaiting: (delta) => deps.onWaiting?.(delta),
     // Committed events an older writer still holds back send no notification once readable.
-    recheckMs: async () => ((await limit(() => feedHeldBack(deps.db, filter, after))) ? HELD_BACK_RECHECK_MS : undefined),
+    recheckMs: async () => ((await limit(() => feedHeldBack(deps.db, filter, after), { kind: 'again' })) ? HELD_BACK_RECHECK_MS : undefined),
     minReadIntervalMs: MIN_REREAD_MS,
     abandoned: q.abandoned,
   });

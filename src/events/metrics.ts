@@ -1,10 +1,13 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { histogram } from '../observability/metrics.js';
+import type { ReadKind } from './read-limiter.js';
 
 export interface EventMetrics {
   result(result: 'delivered' | 'failed' | 'dead', lagS?: number): void;
   /** One more (+1) or one fewer (-1) feed long-poll waiting. */
   waiting(delta: 1 | -1): void;
+  /** One more (+1) or one fewer (-1) feed read queued for a slot (FEED_READS_IN_FLIGHT), of its kind. */
+  feedReadQueued(kind: ReadKind, delta: 1 | -1): void;
 }
 
 // The database-wide delivery gauges (pending, dead, oldest pending, per URL) are read once per
@@ -29,7 +32,14 @@ export function eventMetrics(registry: Registry): EventMetrics {
     help: 'Feed long-polls (GET /v1/events?wait=N) this instance is holding open right now',
     registers: [registry],
   });
+  const queued = new Gauge({
+    name: 'underwriting_event_feed_reads_queued',
+    help: "Feed reads (GET /v1/events) queued on this instance for one of its bounded read slots, by read: a request's first, or a waiting long-poll's again",
+    labelNames: ['read'] as const,
+    registers: [registry],
+  });
   for (const result of ['delivered', 'failed', 'dead'] as const) deliveries.inc({ result }, 0);
+  for (const read of ['first', 'again'] as const) queued.set({ read }, 0);
   return {
     result(result, lagS) {
       deliveries.inc({ result });
@@ -37,6 +47,9 @@ export function eventMetrics(registry: Registry): EventMetrics {
     },
     waiting(delta) {
       waiters.inc(delta);
+    },
+    feedReadQueued(read, delta) {
+      queued.inc({ read }, delta);
     },
   };
 }

@@ -3,7 +3,8 @@ import type { NotificationChannel } from '../channels/channel.js';
 import type { Tables } from '../db/types.js';
 import { notFound } from '../http/errors.js';
 import type { EndpointRegistry } from './endpoints/registry.js';
-import { eventView, FEED_READS_IN_FLIGHT, readFeedPage, readLimiter, type FeedRequest } from './feed.js';
+import { eventView, FEED_READS_IN_FLIGHT, readFeedPage, type FeedRequest } from './feed.js';
+import { readLimiter } from './read-limiter.js';
 import { readEvent } from './feed-sql.js';
 import type { EventMetrics } from './metrics.js';
 import { type BulkRedelivery, redeliverDeliveries, redeliverEvent } from './redelivery-sql.js';
@@ -13,7 +14,7 @@ export interface EventServiceDeps {
   clock: () => Date;
   /** The results channel's wait for anything new (a committed change on any instance). */
   waitAny: NotificationChannel['waitAny'];
-  metrics: Pick<EventMetrics, 'waiting'>;
+  metrics: Pick<EventMetrics, 'waiting' | 'feedReadQueued'>;
   /** Every endpoint this instance sends to: the feed shows their deliveries, redelivery queues for them. */
   endpoints: Pick<EndpointRegistry, 'targets'>;
   /** Something is due now: this instance's delivery worker looks at once. */
@@ -24,7 +25,7 @@ export interface EventServiceDeps {
 export function eventService(deps: EventServiceDeps) {
   const { db } = deps;
   const keys = () => deps.endpoints.targets().map((t) => t.key);
-  const limit = readLimiter(FEED_READS_IN_FLIGHT);
+  const limit = readLimiter(FEED_READS_IN_FLIGHT, (kind, delta) => deps.metrics.feedReadQueued(kind, delta));
   return {
     feed: (request: FeedRequest) =>
       readFeedPage({ db, waitAny: deps.waitAny, onWaiting: (delta) => deps.metrics.waiting(delta), keys: keys(), limit }, request),

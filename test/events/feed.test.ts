@@ -9,6 +9,7 @@ import { httpRequest } from '../helpers/http.js';
 import { customer, insertRequest, postCallback, resultBody, startedPlus } from '../callbacks/fixtures.js';
 import { getJson, pushEnv, webhookSecret } from './fixtures.js';
 import { until } from '../helpers/until.js';
+import { RESULTS_CHANNEL } from '../../src/channels/names.js';
 import { startReceiver } from './receiver.js';
 
 const shared = await freshDatabase(t);
@@ -249,26 +250,64 @@ t.test('an event id begins with the milliseconds it was made in, so that new ids
 /** src/events/feed.ts's FEED_READS_IN_FLIGHT, written out: the test must run (and fail) without it. */
 const FEED_READS_IN_FLIGHT = 2;
 
+/**
+ * Locks the events table in a transaction of its own, so that every feed read that reaches the
+ * database stays there until release(); blocked() counts them.
+ */
+async function lockEvents(t: Test, database: { url?: string }) {
+  const locker = new pg.Client({ connectionString: database.url });
+  await locker.connect();
+  t.teardown(() => locker.end()); // a lock still held then goes with its connection
+  await locker.query('begin');
+  await locker.query('lock table events in access exclusive mode');
+  return {
+    /** Feed reads (a page or a held-back check: `select "e"."id"…`) waiting for the lock; a /metrics scrape's read of events waits too, and is not counted. */
+    async blocked() {
+      // Inside a transaction pg_stat_activity is read once and kept: read it afresh.
+      await locker.query('select pg_stat_clear_snapshot()');
+      const { rows } = await locker.query<{ n: number }>(
+        `select count(*)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid
+          where l.relation = 'events'::regclass and not l.granted and a.query like 'select "e"."id"%'`,
+      );
+      return rows[0]!.n;
+    },
+    /** Commits, first storing an event for customerUuid (and waking every waiter, as a commit does) when one is given. */
+    async release(customerUuid?: string) {
+      if (customerUuid !== undefined) {
+        await locker.query(
+          `insert into events (public_id, type, customer_uuid, created_at, data)
+           values ('evt_' || replace(gen_random_uuid()::text, '-', ''), 'callback.unmatched', $1, now(),
+                   jsonb_build_object('customerUuid', $1::text, 'receivedAt', '2026-11-22T03:00:00.000Z', 'result', null))`,
+          [customerUuid],
+        );
+        await locker.query('select pg_notify($1, $2)', [RESULTS_CHANNEL, customerUuid]);
+      }
+      await locker.query('commit');
+    },
+  };
+}
+
+/**
+ * A gauge of the app's /metrics, with its labels as written there (`name{read="again"}`). While
+ * lockEvents holds its lock, a scrape takes its cluster gauges' 1 s bound (their read waits for the
+ * lock too): the tests below scrape only where the figure must be seen.
+ */
+async function gauge(app: Awaited<ReturnType<typeof gateway>>['app'], series: string): Promise<number> {
+  const body = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  const line = body.split('\n').find((l) => l.startsWith(`${series} `));
+  if (line === undefined) throw new Error(`no ${series} in /metrics`);
+  return Number(line.slice(series.length + 1));
+}
+
 if (SERVER_URL) t.test('waiting feed long-polls never take more than their share of the pool: other reads still answer', async (t) => {
   const database = await freshDatabase(t);
   const { app } = await buildTestApp(t, { database });
   await app.ready();
   t.ok((database.poolStats()?.max ?? 0) > FEED_READS_IN_FLIGHT + 1, 'the pool is larger than the bound');
-
-  const locker = new pg.Client({ connectionString: database.url });
-  await locker.connect();
-  t.teardown(() => locker.end());
-  await locker.query('begin');
-  await locker.query('lock table events in access exclusive mode');
-  const blockedOnEvents = async () => {
-    const { rows } = await locker.query<{ n: number }>(
-      "select count(*)::int as n from pg_locks where relation = 'events'::regclass and not granted",
-    );
-    return rows[0]!.n;
-  };
+  const events = await lockEvents(t, database);
 
   const polls = Array.from({ length: 30 }, () => app.inject({ method: 'GET', url: '/v1/events?customerUuid=nobody&wait=1' }));
-  await until(async () => (await blockedOnEvents()) >= FEED_READS_IN_FLIGHT, 10_000, 'feed reads blocked on the events table');
+  await until(async () => (await events.blocked()) >= FEED_READS_IN_FLIGHT, 10_000, 'feed reads blocked on the events table');
 
   // A read of another table needs a connection of its own, while the feed's are all held.
   const list = app.inject({ method: 'GET', url: '/v1/underwritings?limit=1' }).then((res) => res.statusCode);
@@ -276,9 +315,45 @@ if (SERVER_URL) t.test('waiting feed long-polls never take more than their share
   const answered = await Promise.race([list, new Promise<'still waiting'>((resolve) => (bound = setTimeout(() => resolve('still waiting'), 10_000)))]);
   clearTimeout(bound);
   t.equal(answered, 200, 'the list answers while the feed long-polls wait on the database');
-  t.equal(await blockedOnEvents(), FEED_READS_IN_FLIGHT, 'only the bound of feed reads is in the database');
+  t.equal(await events.blocked(), FEED_READS_IN_FLIGHT, 'only the bound of feed reads is in the database');
 
-  await locker.query('commit');
+  await events.release();
   for (const res of await Promise.all(polls)) t.equal(res.statusCode, 200);
   await list;
+});
+
+// A page a client asks for queued in one line with the re-reads of every waiting long-poll that a
+// commit woke: with many waiters, it was read after all of them. A request's first read now goes
+// ahead of reads again (src/events/read-limiter.ts; test/events/read-limiter.test.ts has the rule).
+if (SERVER_URL) t.test('a page a client asks for is read before the re-reads of waiting long-polls that a commit woke', async (t) => {
+  const database = await freshDatabase(t);
+  const { app } = await buildTestApp(t, { database });
+  await app.ready();
+  const quiet = customer('quiet');
+  const n = 24;
+  const answered: string[] = [];
+  const polls = Array.from({ length: n }, () =>
+    app.inject({ method: 'GET', url: `/v1/events?customerUuid=${quiet}&wait=30` }).then((res) => (answered.push('long-poll'), res)),
+  );
+  await until(async () => (await gauge(app, 'underwriting_event_feed_waiters')) === n, 10_000, `${n} long-polls waiting`);
+
+  const events = await lockEvents(t, database);
+  // A commit of another customer's change wakes every waiter: two re-reads reach the database, the rest queue.
+  await sql`select pg_notify(${RESULTS_CHANNEL}, 'someone-else')`.execute(database.db);
+  await until(async () => (await events.blocked()) === FEED_READS_IN_FLIGHT, 10_000, 'two re-reads held in the database');
+  // (A waiter that read less than 50 ms before the wake reads again only then: MIN_REREAD_MS.)
+  await until(async () => (await gauge(app, 'underwriting_event_feed_reads_queued{read="again"}')) === n - FEED_READS_IN_FLIGHT, 10_000, 'the others queued');
+  const page = app.inject({ method: 'GET', url: `/v1/events?customerUuid=${quiet}` }).then((res) => (answered.push('page'), res));
+  await until(async () => (await gauge(app, 'underwriting_event_feed_reads_queued{read="first"}')) === 1, 10_000, 'the page queued behind them');
+
+  // The event they all wait for comes with the lock's release: every read from now on answers its request.
+  await events.release(quiet);
+  const [pageRes, ...pollRes] = await Promise.all([page, ...polls]);
+  t.equal(pageRes.statusCode, 200);
+  t.same(pageRes.json().items.map((e: any) => e.data.customerUuid), [quiet], 'the page read after the lock went');
+  t.same(pollRes.map((res) => [res.statusCode, res.json().items.length]), polls.map(() => [200, 1]), 'every re-read still ran and answered its long-poll');
+  const before = answered.indexOf('page');
+  // The two reads held in the database end first and the page takes the first slot they free (a
+  // few re-reads may end on the other slot meanwhile); read in arrival order, it came after all n.
+  t.ok(before < n / 3, `the page answered after ${before} of the ${n} long-polls`);
 });
