@@ -67,17 +67,25 @@ export async function readFeedPage(deps: FeedDeps, q: FeedRequest): Promise<{ it
   const filter = { type: q.type, customerUuid: q.customerUuid };
   const bound = deps.limit;
   const limit: ReadLimiter['run'] = bound ? (read, options) => bound.run(read, options) : (read) => read();
+  const signal = q.abandoned;
   let reads = 0;
-  const rows = await deps.waitAny(q.waitS, {
-    // Only the first read is one its client waits on now; the others are a waiting long-poll's.
-    read: () => limit(() => readFeed(deps.db, filter, after, q.limit, deps.keys), { kind: reads++ === 0 ? 'first' : 'again' }),
-    ready: (page) => page.length > 0,
-    onWaiting: (delta) => deps.onWaiting?.(delta),
-    // Committed events an older writer still holds back send no notification once readable.
-    recheckMs: async () => ((await limit(() => feedHeldBack(deps.db, filter, after), { kind: 'again' })) ? HELD_BACK_RECHECK_MS : undefined),
-    minReadIntervalMs: MIN_REREAD_MS,
-    abandoned: q.abandoned,
-  });
+  let rows: EventRow[];
+  try {
+    rows = await deps.waitAny(q.waitS, {
+      // Only the first read is one its client waits on now; the others are a waiting long-poll's.
+      read: () => limit(() => readFeed(deps.db, filter, after, q.limit, deps.keys), { kind: reads++ === 0 ? 'first' : 'again', signal }),
+      ready: (page) => page.length > 0,
+      onWaiting: (delta) => deps.onWaiting?.(delta),
+      // Committed events an older writer still holds back send no notification once readable.
+      recheckMs: async () => ((await limit(() => feedHeldBack(deps.db, filter, after), { kind: 'again', signal })) ? HELD_BACK_RECHECK_MS : undefined),
+      minReadIntervalMs: MIN_REREAD_MS,
+      abandoned: signal,
+    });
+  } catch (err) {
+    // Its client closed the connection while its read was queued: the read was dropped, nobody reads the page.
+    if (signal?.aborted && err === signal.reason) return { items: [], nextCursor: q.after ?? null };
+    throw err;
+  }
   const last = rows.at(-1);
   return { items: rows.map(eventView), nextCursor: last ? feedCursor.encode({ tx: last.tx_id, id: last.id }) : (q.after ?? null) };
 }

@@ -4,6 +4,8 @@ export type ReadKind = 'first' | 'again';
 export interface ReadOptions {
   /** Default 'first'. Reads again wait behind first reads, up to FIRST_READS_AHEAD of them in a row. */
   kind?: ReadKind;
+  /** Aborted while the read is queued: it leaves the queue, never runs, and rejects with the signal's reason. */
+  signal?: AbortSignal | undefined;
 }
 
 export interface ReadLimiter {
@@ -21,7 +23,7 @@ export const FIRST_READS_AHEAD = 4;
 
 interface Queued {
   kind: ReadKind;
-  /** Hands the entry its slot: it starts after the event loop's turn. */
+  /** Hands the entry its slot: it stops listening for an abort and starts after the event loop's turn. */
   start(): void;
 }
 
@@ -31,6 +33,7 @@ interface Queued {
  */
 export function readLimiter(max: number, onQueue?: (kind: ReadKind, delta: 1 | -1) => void): ReadLimiter {
   let running = 0;
+  // Sets keep insertion order and drop an abandoned entry at once, wherever it stands.
   const queues: Record<ReadKind, Set<Queued>> = { first: new Set(), again: new Set() };
   let firstsInARow = 0;
 
@@ -49,15 +52,21 @@ export function readLimiter(max: number, onQueue?: (kind: ReadKind, delta: 1 | -
     return entry;
   };
 
-  const acquire = (kind: ReadKind): Promise<void> => {
+  const acquire = (kind: ReadKind, signal: AbortSignal | undefined): Promise<void> => {
+    if (signal?.aborted) return Promise.reject(signal.reason);
     if (running < max) {
       running += 1;
       return Promise.resolve();
     }
-    return new Promise<void>((resolve) => {
+    return new Promise<void>((resolve, reject) => {
+      const abort = () => {
+        dequeue(entry);
+        reject(signal!.reason);
+      };
       const entry: Queued = {
         kind,
         start() {
+          signal?.removeEventListener('abort', abort);
           // After the event loop's turn: PGlite runs a query on this thread, and reads handed on at
           // once, promise to promise, kept every request's I/O waiting until the whole queue was read.
           setImmediate(resolve);
@@ -65,6 +74,7 @@ export function readLimiter(max: number, onQueue?: (kind: ReadKind, delta: 1 | -
       };
       queues[kind].add(entry);
       onQueue?.(kind, 1);
+      signal?.addEventListener('abort', abort, { once: true });
     });
   };
 
@@ -77,8 +87,10 @@ export function readLimiter(max: number, onQueue?: (kind: ReadKind, delta: 1 | -
 
   return {
     async run(read, options = {}) {
-      await acquire(options.kind ?? 'first');
+      await acquire(options.kind ?? 'first', options.signal);
       try {
+        // Abandoned between being handed its slot and starting: the slot passes on unused.
+        options.signal?.throwIfAborted();
         return await read();
       } finally {
         release();

@@ -357,3 +357,39 @@ if (SERVER_URL) t.test('a page a client asks for is read before the re-reads of 
   // few re-reads may end on the other slot meanwhile); read in arrival order, it came after all n.
   t.ok(before < n / 3, `the page answered after ${before} of the ${n} long-polls`);
 });
+
+// A long-poll whose client had gone still ran its queued re-read, for nobody, ahead of the reads of
+// those still waiting. Its read now leaves the queue when the client goes.
+if (SERVER_URL) t.test('a long-poll whose client goes away while its read is queued leaves the queue: its read never runs', async (t) => {
+  const database = await freshDatabase(t);
+  const { app, logs } = await buildTestApp(t, { database });
+  const base = await listen(app);
+  const quiet = customer('left');
+  const url = `${base}/v1/events?customerUuid=${quiet}&wait=30`;
+  const n = 6;
+  const polls = Array.from({ length: n - 1 }, () => httpRequest(url, { method: 'GET' }));
+  await until(async () => (await gauge(app, 'underwriting_event_feed_waiters')) === n - 1, 10_000, `${n - 1} long-polls waiting`);
+  // Registered last, so woken last: its re-read queues behind the two that take the slots.
+  const client = new AbortController();
+  const leaving = httpRequest(url, { method: 'GET', signal: client.signal }).catch(() => 'aborted');
+  await until(async () => (await gauge(app, 'underwriting_event_feed_waiters')) === n, 10_000, 'the last long-poll waiting');
+
+  const events = await lockEvents(t, database);
+  await sql`select pg_notify(${RESULTS_CHANNEL}, 'someone-else')`.execute(database.db);
+  const again = 'underwriting_event_feed_reads_queued{read="again"}';
+  await until(async () => (await events.blocked()) === FEED_READS_IN_FLIGHT, 10_000, 'two re-reads held in the database');
+  // (A waiter that read less than 50 ms before the wake reads again only then: MIN_REREAD_MS.)
+  await until(async () => (await gauge(app, again)) === n - FEED_READS_IN_FLIGHT, 10_000, 'the others queued');
+  client.abort();
+  t.equal(await leaving, 'aborted');
+  await until(async () => (await gauge(app, again)) === n - FEED_READS_IN_FLIGHT - 1, 10_000, 'the abandoned read out of the queue');
+  t.equal(await events.blocked(), FEED_READS_IN_FLIGHT, 'while the reads in the database are still held');
+
+  await events.release(quiet);
+  for (const res of await Promise.all(polls)) t.same([res.status, res.json.items.length], [200, 1], 'every other long-poll answered');
+  t.equal(await gauge(app, again), 0);
+  t.equal(await gauge(app, 'underwriting_event_feed_reads_queued{read="first"}'), 0);
+  const later = await app.inject({ method: 'GET', url: `/v1/events?customerUuid=${quiet}` });
+  t.same([later.statusCode, later.json().items.length], [200, 1], 'a later page is read: no slot was left taken');
+  t.same(logs.entries().filter((e) => e.level === 'error'), [], 'nothing logged as an error: the dropped read answers nobody an empty page');
+});
