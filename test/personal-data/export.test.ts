@@ -57,8 +57,10 @@ t.test('export by CPF returns every request with srd and result, unmatched and i
   t.match(body.invalid[0], {
     customerUuid: 'export-cpf-1',
     error: 'started: must be an ISO 8601 date-time',
-    rawBody: '{"customerUuid":"export-cpf-1","cpf":"[redacted]","started":"yesterday"}',
-    body: { customerUuid: 'export-cpf-1', cpf: '[redacted]', started: 'yesterday' },
+    // Stored as a version before stored it (the CPF in clear): the export redacts it, or the pass at
+    // start (callbacks/body-mask-pass.ts) has masked it already, whichever came first.
+    rawBody: /^\{"customerUuid":"export-cpf-1","cpf":"(\[redacted\]|\*{11})","started":"yesterday"\}$/,
+    body: { customerUuid: 'export-cpf-1', cpf: /^(\[redacted\]|\*{11})$/, started: 'yesterday' },
   });
 });
 
