@@ -1,7 +1,9 @@
+import querystring from 'node:querystring';
 import t from 'tap';
 import { redactUrl } from '../src/observability/logger.js';
 import { scrubText } from '../src/observability/scrub.js';
 import { buildTestApp, TEST_PARTNER_TOKEN } from './helpers/app.js';
+import { asciiDigits, DIGIT_ZEROS, inScript } from './helpers/cpf.js';
 import { captureLogs } from './helpers/logs.js';
 
 const CPF = '52998224725';
@@ -123,6 +125,26 @@ t.test('the scrubber leaves no 11-digit run in any separator form or escape, and
   t.equal(scrubText('x'.repeat(600), [], 500).length, 500);
 });
 
+t.test('the scrubber reads digits apart by any number of separators, and the digits of any script', async (t) => {
+  // Up to three separators were read between two digits: four let the CPF through.
+  for (const form of [
+    '714....287....938....60',
+    '714 - - 287 - - 938 - - 60',
+    `714${' '.repeat(40)}287/////938______60`,
+    '7-.-1-.-4-.-2-.-8-.-7-.-9-.-3-.-8-.-6-.-0',
+    String.raw`\u0037\u0031\u0034 ; ; \u0032\u0038\u0037 ; ; \u0039\u0033\u0038 ; ; \u0036\u0030`,
+    String.raw`\uff17\uff11\uff14.\uff12\uff18\uff17.\uff19\uff13\uff18-\uff16\uff10`,
+    ...Object.values(DIGIT_ZEROS).flatMap((zero) => [inScript('71428793860', zero), inScript('714.287.938-60', zero), inScript('714 . . . 287 . . . 938 - - - 60', zero)]),
+    `714.${inScript('287', DIGIT_ZEROS.arabicIndic)}.${inScript('938', DIGIT_ZEROS.devanagari)}-60`,
+  ]) {
+    const scrubbed = scrubText(`{"doc":"${form}","ok":"HTTP 422 at step 3"}`);
+    t.equal(scrubbed, '{"doc":"[redacted]","ok":"HTTP 422 at step 3"}', form);
+    t.notMatch(digitsOf(asciiDigits(scrubbed)), /\d{11}/, form);
+  }
+  t.equal(scrubText('step 3 of 5, 2 left'), 'step 3 of 5, 2 left', 'a few numbers apart stay');
+  t.equal(scrubText(inScript('tel 1234-5678', DIGIT_ZEROS.arabicIndic)), inScript('tel 1234-5678', DIGIT_ZEROS.arabicIndic), 'and short ones of any script');
+});
+
 t.test('a configured secret or a CPF typed into a path is neither logged by npm start nor echoed by its 404', async (t) => {
   const { startGatewayProcess } = await import('./helpers/gateway-process.js');
   const callbackSecret = 'cbsecret-path-0123456789';
@@ -143,4 +165,29 @@ t.test('a configured secret or a CPF typed into a path is neither logged by npm 
   t.ok(server.stdout.some((line) => line.includes('"url":"/v1/nothing/[redacted]"')), 'the requests were logged, their paths scrubbed');
   const text = server.stdout.join('\n');
   for (const secret of [callbackSecret, queryKey, '52998224725', '529.982.247-25']) t.notOk(text.includes(secret), `${secret} is in no log line`);
+});
+
+t.test('a CPF typed into a path with four or more separators, or in the digits of another script, reaches no log line and no 404', async (t) => {
+  const { app, logs } = await buildTestApp(t);
+  const paths = [
+    '/v1/nothing/529....982....247....25',
+    '/v1/nothing/529%20-%20-%20982%20-%20-%20247%20-%20-%2025',
+    '/v1/nothing/529%2E%2E%2E%2E982%2E%2E%2E%2E247%2D%2D%2D%2D25',
+    `/v1/nothing/${encodeURIComponent(inScript('529.982.247-25', DIGIT_ZEROS.arabicIndic))}`,
+    `/v1/nothing/${encodeURIComponent(inScript('52998224725', DIGIT_ZEROS.devanagari))}`,
+    `/v1/nothing/${encodeURIComponent(inScript('529 982 247 25', DIGIT_ZEROS.mathematicalBold))}`,
+    '/v1/underwritings/cust-529-_-_982-_-_247-_-_25',
+  ];
+  for (const url of paths) {
+    const res = await app.inject({ method: 'GET', url });
+    t.equal(res.statusCode, 404, url);
+    t.notMatch(digitsOf(asciiDigits(querystring.unescape(res.body))), '52998224725', `the 404 for ${url} does not echo the CPF`);
+  }
+  const urls = logs.entries().flatMap((e) => ((e.req as { url?: string } | undefined)?.url ? [(e.req as { url: string }).url] : []));
+  t.same(urls.filter((u) => u.startsWith('/v1/nothing/')), paths.slice(0, -1).map(() => '/v1/nothing/[redacted]'), 'each path logged, its CPF redacted');
+  t.ok(urls.includes('/v1/underwritings/cust-[redacted]'));
+  const text = logs.text();
+  for (const read of [text, querystring.unescape(text), querystring.unescape(querystring.unescape(text))]) {
+    t.notMatch(digitsOf(asciiDigits(read)), '52998224725', 'no log line holds the CPF, in any encoding or script');
+  }
 });

@@ -5,18 +5,30 @@ import querystring from 'node:querystring';
 export const REDACTED = '[redacted]';
 
 /**
- * One digit as it may be written: plain, fullwidth, a JSON/JS escape (\u0037, \x37), percent-encoded
- * (%37) or an HTML entity (&#55; &#x37;).
+ * One digit as it may be written: any number character (ASCII, fullwidth, Arabic-Indic, Devanagari
+ * or any other script's decimal digit, a superscript), or a JSON/JS or HTML hex escape of an ASCII
+ * or fullwidth digit (\u0037, \uff17, \x37, &#x37;). A percent escape (%37) and an HTML decimal
+ * reference (&#55;) need no form of their own: the gap takes their `%`, `&#` and `;`, and their
+ * digits count as digits (two where one was meant: over-eager, never under).
  */
-const DIGIT = String.raw`(?:[0-9\uFF10-\uFF19]|\\u00?3[0-9]|\\x3[0-9]|%3[0-9]|&#0*(?:4[89]|5[0-7]);|&#[xX]0*3[0-9];)`;
-/** Between two digits of one number: at most three characters that are neither letters nor digits. */
-const GAP = String.raw`[^\p{L}\p{N}]{0,3}`;
+const DIGIT = String.raw`(?:\p{N}|\\u00?3[0-9]|\\u[fF][fF]1[0-9]|\\x3[0-9]|&#[xX]0*3[0-9];)`;
 /**
- * Eleven or more digits in a row, whatever separates them ("714 287 938 60", "714/287/938/60",
- * "714.287.938-60") and however they are escaped: a CPF is 11 digits, and a longer run may hold one.
- * Over-eager on purpose (a long timestamp or an address list may go too): a CPF must never pass.
+ * Between two digits of one number: any number of characters that are neither letters nor
+ * digits, a `\` or `&` only where it does not begin a digit's escape. A gap never takes what a
+ * digit could begin with, so a run is read one way only and a run that ends short of 11 digits is
+ * given back once: time linear in the text, however long its gaps.
  */
-const DIGIT_RUN = new RegExp(`${DIGIT}(?:${GAP}${DIGIT}){10,}`, 'gu');
+const GAP = String.raw`(?:[^\p{L}\p{N}\\&]|\\(?!u00?3[0-9]|u[fF][fF]1[0-9]|x3[0-9])|&(?!#[xX]0*3[0-9];))*`;
+/** The `%` or `&#` before a run's first digit and the `;` after its last, so they go with the run. */
+const OPENING = String.raw`(?:%(?=3[0-9])|&#(?=0*(?:4[89]|5[0-7]);))?`;
+const CLOSING = String.raw`(?:(?<=&#0*(?:4[89]|5[0-7]));)?`;
+/**
+ * Eleven or more digits with nothing but gaps between them, whatever separates them and however
+ * many ("714 287 938 60", "714/287/938/60", "714....287....938....60", "714.287.938-60"), in any
+ * script and however they are escaped: a CPF is 11 digits, and a longer run may hold one.
+ * Over-eager on purpose (a long timestamp or a list of numbers may go too): a CPF must never pass.
+ */
+const DIGIT_RUN = new RegExp(`${OPENING}${DIGIT}(?:${GAP}${DIGIT}){10,}${CLOSING}`, 'gu');
 
 /** Text from outside, fit to store or log: CPF-like digit runs and the given secrets replaced, cut to maxChars. */
 export function scrubText(text: string, secrets: ReadonlyArray<string | undefined> = [], maxChars = Infinity): string {

@@ -68,12 +68,13 @@ t.test('an unknown customer is 404 not_found', async (t) => {
 
 t.test('a 404 for a customerUuid that holds a CPF does not echo the CPF', async (t) => {
   const { app } = await buildTestApp(t, { database });
-  for (const customerUuid of [CPF, `cust_${CPF}`, `cust-${CPF.slice(0, 3)}-${CPF.slice(3, 6)}-${CPF.slice(6, 9)}-${CPF.slice(9)}`]) {
+  const groups = [CPF.slice(0, 3), CPF.slice(3, 6), CPF.slice(6, 9), CPF.slice(9)];
+  for (const customerUuid of [CPF, `cust_${CPF}`, `cust-${groups.join('-')}`, `cust-${groups.join('-_-_')}`, `cust_${groups.join('________')}`]) {
     const res = await app.inject({ method: 'GET', url: `/v1/underwritings/${customerUuid}` });
     t.equal(res.statusCode, 404, customerUuid);
     t.equal(res.json().error, 'not_found', customerUuid);
     t.match(res.json().message, /^no underwriting request for customer \S*\[redacted\]$/, customerUuid);
-    t.notMatch(res.body, /529\D{0,3}982\D{0,3}247\D{0,3}25/, `${customerUuid}: not echoed`);
+    t.notMatch(res.body, /529\D*982\D*247\D*25/, `${customerUuid}: not echoed`);
   }
   const plain = await app.inject({ method: 'GET', url: '/v1/underwritings/ghost-2' });
   t.same(plain.json(), { error: 'not_found', message: 'no underwriting request for customer ghost-2' }, 'any other is named');

@@ -1,5 +1,7 @@
 import t from 'tap';
+import { customerAttribute } from '../../src/tracing/spans.js';
 import { buildTestApp } from '../helpers/app.js';
+import { asciiDigits, DIGIT_ZEROS, inScript } from '../helpers/cpf.js';
 import { freshDatabase } from '../helpers/database.js';
 import { until } from '../events/fixtures.js';
 import { startOtlpReceiver } from './otlp-receiver.js';
@@ -138,4 +140,33 @@ t.test('request log lines: the same path rules', async (t) => {
     '/v1/underwritings/[redacted]%3Ftoken=abc',
     'a decoded ? stays encoded: no value reads as a query',
   );
+});
+
+t.test('url.path, tracestate and gateway.customer_uuid keep no CPF written with four or more separators or in the digits of another script', async (t) => {
+  const otlp = await startOtlpReceiver(t);
+  const gw = await buildTestApp(t, { database, env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' } });
+  const paths = [
+    '/v1/underwritings/cust-529-_-_982-_-_247-_-_25',
+    '/v1/nothing/529....982....247....25',
+    '/v1/nothing/529%2E%2E%2E%2E982%2E%2E%2E%2E247%2D%2D%2D%2D25',
+    `/v1/nothing/${encodeURIComponent(inScript('529.982.247-25', DIGIT_ZEROS.arabicIndic))}`,
+    `/v1/nothing/${encodeURIComponent(inScript('52998224725', DIGIT_ZEROS.devanagari))}`,
+  ];
+  const tracestate = `vendor=ok,sep=529....982....247....25,ar=${encodeURIComponent(inScript('52998224725', DIGIT_ZEROS.arabicIndic))}`;
+  for (const url of paths) {
+    await gw.app.inject({ method: 'GET', url, headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', tracestate } });
+  }
+  await until(async () => {
+    await gw.tracing!.flush();
+    return otlp.spans.filter((s) => s.kind === 2).length >= paths.length ? true : undefined;
+  });
+  const shown = otlp.spans.filter((s) => s.kind === 2).map((s) => s.attributes['url.path']);
+  t.same(shown, ['/v1/underwritings/cust-[redacted]', ...paths.slice(1).map(() => '/v1/nothing/[redacted]')]);
+  const payload = Buffer.concat(otlp.payloads).toString('utf8');
+  t.notMatch(asciiDigits(decodeURIComponent(payload)).replace(/\D/g, ''), '52998224725', 'in no exported payload (nor its tracestate), in any encoding or script');
+  t.ok(payload.includes('vendor=ok'), 'a harmless tracestate entry is still continued');
+
+  for (const customerUuid of ['529-_-_982-_-_247-_-_25', 'cust_529____982____247____25', inScript('52998224725', DIGIT_ZEROS.arabicIndic)]) {
+    t.same(customerAttribute(customerUuid), { 'gateway.customer_uuid': customerUuid.startsWith('cust') ? 'cust_[redacted]' : '[redacted]' }, customerUuid);
+  }
 });
