@@ -60,13 +60,14 @@ export function isValidCpf(digits: string): boolean {
 }
 
 /**
- * One digit as it may be typed or carried: ASCII or fullwidth (０-９, as an East Asian keyboard
- * types them), or escaped the way text that went through JSON, a URL or HTML carries it (\u0037,
+ * One digit as it may be typed or carried: a decimal digit of any script (ASCII, fullwidth ０-９ as
+ * an East Asian keyboard types them, Arabic-Indic ٠-٩, Devanagari ०-९, ...), or an ASCII or
+ * fullwidth digit escaped the way text that went through JSON, a URL or HTML carries it (\u0037,
  * \\u0037 escaped twice, \uff17, \x37, %37, %EF%BC%97, &#55;, &#x37;).
  */
 // An escape's backslashes (`\\+`) are read only from the first of a run ((?<!\\)): read from each, a long run
 // of backslashes (a stored raw body) costs time quadratic in its length.
-const DIGIT = String.raw`(?:[0-9\uFF10-\uFF19]|(?<!\\)\\+u00(?:3[0-9])|(?<!\\)\\+u[fF][fF]1[0-9]|(?<!\\)\\+x3[0-9]|%3[0-9]|%[eE][fF]%[bB][cC]%9[0-9]|&#0*(?:4[89]|5[0-7]);|&#[xX]0*3[0-9];)`;
+const DIGIT = String.raw`(?:\p{Nd}|(?<!\\)\\+u00(?:3[0-9])|(?<!\\)\\+u[fF][fF]1[0-9]|(?<!\\)\\+x3[0-9]|%3[0-9]|%[eE][fF]%[bB][cC]%9[0-9]|&#0*(?:4[89]|5[0-7]);|&#[xX]0*3[0-9];)`;
 /**
  * Between two groups of a CPF written 3-3-3-2: anything that is neither a letter nor a digit (a
  * dot, dash, slash, comma, white space, ...), or such a character escaped (%2E, \u002e, \/, &#46;).
@@ -84,22 +85,37 @@ const SEPARATOR = String.raw`(?:[^\p{L}\p{N}%\\&]|(?<!\\)\\+/|%(?:[01][0-9a-fA-F
 const NARROW_SEPARATOR = String.raw`(?:[.\-_/\s\uFF0D\uFF0E\uFF0F\uFF3F]|(?<!\\)\\+/|%(?:09|2[0dDeEfF]|5[fF])|(?<!\\)\\+u00(?:09|2[0dDeEfF]|5[fF])|&#0*(?:9|32|4[5-7]|95);|&#[xX]0*(?:9|2[0dDeEfF]|5[fF]);)`;
 /**
  * Digits, each from the next by at most two narrow separators (bare, 712.345.678-17, escaped), or
- * a CPF's four groups 3-3-3-2, each from the next by at most three of any separator (712 . 345 . 678
- * - 17, 712,345,678,17), not part of a longer number: how people write a CPF in free text, and how
- * text that was escaped carries one.
+ * a CPF's four groups 3-3-3-2, each from the next by any number of any separator (712 . 345 . 678
+ * - 17, 712,345,678,17, 712....345....678....17), not part of a longer number: how people write a
+ * CPF in free text, and how text that was escaped carries one. No text reads as both a SEPARATOR
+ * and a DIGIT, so a run is read one way only and one that falls short is given back once: time
+ * linear in the text, however long its separators.
  */
 const DIGIT_RUN = new RegExp(
-  `(?<![0-9\uFF10-\uFF19])${DIGIT}{3}(?:${SEPARATOR}{1,3}${DIGIT}{3}){2}${SEPARATOR}{1,3}${DIGIT}{2}(?![0-9\uFF10-\uFF19])|${DIGIT}(?:${NARROW_SEPARATOR}{0,2}${DIGIT})*`,
+  `(?<!\\p{Nd})${DIGIT}{3}(?:${SEPARATOR}+${DIGIT}{3}){2}${SEPARATOR}+${DIGIT}{2}(?!\\p{Nd})|${DIGIT}(?:${NARROW_SEPARATOR}{0,2}${DIGIT})*`,
   'gu',
 );
 /** Within a run: a separator (kept) or a digit (its token masked). */
 const RUN_TOKEN = new RegExp(`(${SEPARATOR})|${DIGIT}`, 'gu');
 
-/** The ASCII digit a character stands for (0-9 or fullwidth ０-９), or undefined. */
-function digitOf(c: number): string | undefined {
-  if (c >= 48 && c <= 57) return String.fromCharCode(c);
-  if (c >= 0xff10 && c <= 0xff19) return String.fromCharCode(c - 0xff10 + 48);
-  return undefined;
+const DECIMAL_DIGIT = /^\p{Nd}$/u;
+
+/** True when a code point is a decimal digit of some script (Unicode's Nd). */
+function isDecimalDigit(codePoint: number): boolean {
+  return DECIMAL_DIGIT.test(String.fromCodePoint(codePoint));
+}
+
+/**
+ * The ASCII digit a code point stands for (a decimal digit of any script), or undefined. Unicode
+ * encodes every script's digits as runs of ten, 0 to 9 in order, so its value is its distance from
+ * the first digit of its run of digits, modulo ten (runs of ten may follow each other: the mathematical digits, U+1D7CE-1D7FF).
+ */
+function digitOf(codePoint: number): string | undefined {
+  if (codePoint >= 48 && codePoint <= 57) return String.fromCharCode(codePoint);
+  if (!isDecimalDigit(codePoint)) return undefined;
+  let zero = codePoint;
+  while (isDecimalDigit(zero - 1)) zero--;
+  return String.fromCharCode(48 + ((codePoint - zero) % 10));
 }
 
 /** A customerUuid that is a CPF (11 digits once its dashes and underscores go, check digits holding). */
@@ -223,7 +239,8 @@ const PLAIN_KIND = Uint8Array.from({ length: 0x80 }, (_, c) => {
 
 /** The ASCII digit a digit token (DIGIT) stands for: its last digit, or for an HTML decimal reference its code. */
 function digitOfToken(token: string): string {
-  if (token.length === 1) return digitOf(token.charCodeAt(0))!;
+  const plain = digitOf(token.codePointAt(0)!);
+  if (plain !== undefined) return plain;
   const decimal = /^&#0*(\d+);$/.exec(token);
   if (decimal) return String.fromCharCode(Number(decimal[1]));
   const hex = token.replace(/;$/, '');
@@ -241,11 +258,16 @@ export function identifierHoldsCpf(id: string): boolean {
   return maskCpfsInText(asText) !== asText;
 }
 
-/** True when the text holds fewer than 11 digits in all: it cannot hold a CPF (most free text; no regex run). */
+/**
+ * True when the text holds fewer than 11 digits in all: it cannot hold a CPF (most free text; no regex
+ * run). No script's digits come before U+0660 but ASCII's: accented letters cost no look-up.
+ */
 function fewerDigitsThanACpf(text: string): boolean {
   let digits = 0;
   for (let i = 0; i < text.length; i++) {
-    if (digitOf(text.charCodeAt(i)) !== undefined && ++digits >= CPF_DIGITS) return false;
+    const c = text.charCodeAt(i);
+    const digit = (c >= 48 && c <= 57) || (c >= 0x660 && isDecimalDigit(text.codePointAt(i)!));
+    if (digit && ++digits >= CPF_DIGITS) return false;
   }
   return true;
 }

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { buildTestApp } from '../helpers/app.js';
-import { cpfOf } from '../helpers/cpf.js';
+import { asciiDigits, cpfFrom, cpfOf, DIGIT_ZEROS, inScript } from '../helpers/cpf.js';
 import { freshDatabase } from '../helpers/database.js';
 import { dumpDatabase, dumpForms } from './fixtures.js';
 
@@ -76,4 +76,56 @@ t.test('eleven digits that are no CPF are left as typed', async (t) => {
   t.equal(maskCpfsInText('Tel (11) 92351-9085'), 'Tel (11) 92351-9085');
   t.equal(maskCpfsInText('Av. Paulista, 2546, 14384-077'), 'Av. Paulista, 2546, 14384-077');
   t.equal(maskCpfsInText('lote 1529,982,247,25'), 'lote 1529,982,247,25', 'four groups are a CPF only as 3-3-3-2');
+});
+
+t.test('a CPF with four or more separators between its groups, or in the digits of another script, is masked; its check digits still decide', async (t) => {
+  const { identifierHoldsCpf, maskCpfsInText } = await import('../../src/cpf.js');
+  const cpf = cpfOf(57);
+  const [a, b, c, d] = [cpf.slice(0, 3), cpf.slice(3, 6), cpf.slice(6, 9), cpf.slice(9)];
+  const wrong = `${cpf.slice(0, 10)}${(Number(cpf[10]) + 1) % 10}`;
+  t.equal(maskCpfsInText(`Rua ${a}....${b}....${c}....${d}`), 'Rua ***....***....***....**');
+  t.equal(maskCpfsInText(`${a} - - ${b} - - ${c} - - ${d}`), '*** - - *** - - *** - - **');
+  t.equal(maskCpfsInText(`${a}%2E%2E%2E%2E${b}%2E%2E%2E%2E${c}%2D%2D%2D%2D${d}`), '***%2E%2E%2E%2E***%2E%2E%2E%2E***%2D%2D%2D%2D**');
+  for (const [script, zero] of Object.entries(DIGIT_ZEROS)) {
+    t.equal(maskCpfsInText(`cpf ${inScript(cpf, zero)} ok`), 'cpf *********** ok', script);
+    t.equal(maskCpfsInText(inScript(`${a}.${b}.${c}-${d}`, zero)), '***.***.***-**', `${script}, formatted`);
+    t.equal(maskCpfsInText(inScript(wrong, zero)), inScript(wrong, zero), `${script}: eleven digits that are no CPF stay`);
+  }
+  t.equal(maskCpfsInText(`${a}.${inScript(b, DIGIT_ZEROS.arabicIndic)}.${inScript(c, DIGIT_ZEROS.devanagari)}-${d}`), '***.***.***-**', 'digits of several scripts in one run');
+  t.equal(maskCpfsInText(`lote 1${a}....${b}....${c}....${d}`), `lote 1${a}....${b}....${c}....${d}`, 'four groups are a CPF only as 3-3-3-2');
+  t.equal(maskCpfsInText(`${a}....${b}....${c}....${wrong.slice(9)}`), `${a}....${b}....${c}....${wrong.slice(9)}`, 'nor when the check digits fail');
+  t.ok(identifierHoldsCpf(`req:${a}.-.-.${b}__${c}::${d}`), 'a request id with runs of separators');
+  t.ok(identifierHoldsCpf(inScript(cpf, DIGIT_ZEROS.arabicIndic)), 'an identifier in Arabic-Indic digits');
+});
+
+t.test('srd text with such a CPF is masked before it is stored, answered or dumped', async (t) => {
+  const cpfs = [cpfFrom('847261935'), cpfFrom('592837461'), cpfFrom('318274659'), cpfFrom('764239185')];
+  const groups = (c: string) => [c.slice(0, 3), c.slice(3, 6), c.slice(6, 9), c.slice(9)];
+  const written = [
+    `Rua ${groups(cpfs[0]!).join(' .  .  . ')}`,
+    inScript(cpfs[1]!, DIGIT_ZEROS.arabicIndic),
+    inScript(groups(cpfs[2]!).join('-'), DIGIT_ZEROS.devanagari),
+    `${groups(cpfs[3]!).join('////')}`,
+  ];
+  const res = await app.inject({
+    method: 'POST',
+    url: '/v1/underwritings',
+    payload: {
+      customerUuid: 'wide-srd',
+      cpf: cpfOf(62),
+      costSavingEnabled: false,
+      srd: { grossIncome: 1, address: { street: written[0], number: written[1], complement: written[2], city: written[3] } },
+    },
+  });
+  t.ok([202, 502, 504].includes(res.statusCode), res.body);
+  const one = await app.inject({ method: 'GET', url: '/v1/underwritings/wide-srd' });
+  t.equal(one.statusCode, 200, one.body);
+  const dump = await dumpDatabase(database);
+  // Digits of any script as ASCII, those apart by nothing but separators joined: a CPF in it is a CPF shown.
+  const joined = (text: string) => asciiDigits(text).replace(/([0-9])[^\p{L}\p{N}]+(?=[0-9])/gu, '$1');
+  for (const [i, cpf] of cpfs.entries()) {
+    t.notOk(one.body.includes(written[i]!) || joined(one.body).includes(cpf), `GET holds no form of ${cpf}`);
+    t.notOk(dump.includes(written[i]!) || joined(dump).includes(cpf), `the database holds no form of ${cpf}`);
+  }
+  t.same(one.json().srd.address, { street: 'Rua *** .  .  . *** .  .  . *** .  .  . **', number: '***********', complement: '***-***-***-**', city: '***////***////***////**' });
 });
