@@ -1,6 +1,7 @@
 import t from 'tap';
-import { maskCpfLike } from '../../src/stats/mask.js';
+import { maskCpfLike, redactCpfLike } from '../../src/stats/mask.js';
 import { buildTestApp } from '../helpers/app.js';
+import { DIGIT_ZEROS, inScript } from '../helpers/cpf.js';
 import { insertRow, insertStray, sharedDatabase } from './fixtures.js';
 
 const KEY = 'console-key-0123456789abcdef';
@@ -30,6 +31,24 @@ t.test('CPF-like digit runs are masked in any separator form; other numbers are 
     ['５２９９８２２４７２５', '***********'],
   ];
   for (const [raw, masked] of cases) t.equal(maskCpfLike(raw), masked, raw);
+});
+
+t.test('a run is read whatever the number of separators between its digits, and in the digits of any script', async (t) => {
+  const cases: Array<[string, string]> = [
+    ['529....982....247....25', '***....***....***....**'],
+    ['cpf 529 - - 982 - - 247 - - 25 ok', 'cpf *** - - *** - - *** - - ** ok'],
+    ['529%2E%2E%2E%2E982%2E%2E%2E%2E247%2D%2D%2D%2D25', '***%2E%2E%2E%2E***%2E%2E%2E%2E***%2D%2D%2D%2D**'],
+    [String.raw`\u0035\u0032\u0039 \/ \/ \u0039\u0038\u0032 \/ \/ \u0032\u0034\u0037 \/ \/ \u0032\u0035`, String.raw`*** \/ \/ *** \/ \/ *** \/ \/ **`],
+    ...Object.values(DIGIT_ZEROS).flatMap((zero): Array<[string, string]> => [
+      [`{"cpf":"${inScript('52998224725', zero)}"}`, '{"cpf":"***********"}'],
+      [inScript('cpf 529.982.247-25 ok', zero), 'cpf ***.***.***-** ok'],
+      [inScript('"limit":5000,"score":710', zero), inScript('"limit":5000,"score":710', zero)],
+    ]),
+  ];
+  for (const [raw, masked] of cases) {
+    t.equal(maskCpfLike(raw), masked, raw);
+    t.notMatch(redactCpfLike(raw, '[redacted]'), masked === raw ? /\[redacted\]/ : /\p{Nd}{3}/u, `${raw}: redacted whole`);
+  }
 });
 
 t.test('unmatched and invalid callbacks, newest first, by kind, paged by cursor, raw bodies masked', async (t) => {
@@ -94,4 +113,12 @@ t.test('the query allowlist and keys guard the callbacks list', async (t) => {
   t.equal((await app.inject({ url: '/v1/callbacks', headers: { authorization: `Bearer ${KEY}` } })).statusCode, 200);
   const outside = await app.inject({ url: '/v1/callbacks', remoteAddress: '198.51.100.7', headers: { authorization: `Bearer ${KEY}` } });
   t.equal(outside.statusCode, 403);
+});
+
+t.test("a raw body's CPF with four or more separators, or in Arabic-Indic digits, is masked in the list", async (t) => {
+  const { app } = await buildTestApp(t, { database });
+  const rawBody = `{"customerUuid":"c-8","cpf":"529....982....247....25","doc":"${inScript('52998224725', DIGIT_ZEROS.arabicIndic)}"}`;
+  await insertStray(database.db, 'invalid', '2026-12-01T10:00:00Z', { rawBody, customerUuid: 'c-8', error: 'cpf: expected 11 digits' });
+  const page = (await app.inject({ url: '/v1/callbacks?kind=invalid&since=2026-12-01T00:00:00Z' })).json() as Page;
+  t.same(page.items.map((i) => i.rawBody), ['{"customerUuid":"c-8","cpf":"***....***....***....**","doc":"***********"}']);
 });
