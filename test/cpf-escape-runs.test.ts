@@ -1,6 +1,7 @@
 import t from 'tap';
 import { maskCpfsInText } from '../src/cpf.js';
-import { maskCpfLike } from '../src/stats/mask.js';
+import { scrubText } from '../src/observability/scrub.js';
+import { maskCpfLike, redactCpfLike } from '../src/stats/mask.js';
 
 // A stored raw body (up to 64 KB) or any free text may hold a long run of backslashes: an escape
 // may be escaped any number of times (\\u0037), so the maskers read `\+` before an escape. Read
@@ -25,6 +26,73 @@ for (const [name, mask] of [['maskCpfsInText', maskCpfsInText], ['maskCpfLike', 
     for (const slashes of ['\\', '\\\\', '\\\\\\\\']) {
       const masked = mask(`x ${escaped(slashes)} y`);
       t.notMatch(masked, /u003/, `escaped with ${slashes.length} backslash(es)`);
+    }
+  });
+}
+
+// The maskers read any number of separators between two digits: a run that falls short of 11
+// digits is given back before the next is tried. Read more than once (a gap that could also begin a
+// digit: %35, \u0035, &#53;), that costs more than linear time in what a caller sends: a request's
+// path, a stored raw body.
+
+/** Hostile texts of about n characters, each a way of making many runs fall short after long reads. */
+const HOSTILE: Record<string, (n: number) => string> = {
+  'digits and separators alternating': (n) => '5.'.repeat(n / 2),
+  'ten digits apart by long runs of separators, then a letter': (n) => `${`5${'.'.repeat(n / 100)}`.repeat(10)}x`.repeat(10),
+  'groups of three apart by long runs of separators': (n) => `${`529${' - '.repeat(n / 300)}`.repeat(3)}x`.repeat(10),
+  'Arabic-Indic digits apart by long runs of separators': (n) => `${`\u0665${'.'.repeat(n / 100)}`.repeat(10)}x`.repeat(10),
+  'a run of percent signs': (n) => '%'.repeat(n),
+  'a run of %3': (n) => `${'%3'.repeat(n / 2)}x`,
+  'percent-escaped digits apart by escaped separators': (n) => `${`%35${'%2E'.repeat(n / 150)}`.repeat(5)}x`.repeat(10),
+  'digits apart by long runs of backslashes': (n) => `${`5${'\\'.repeat(n / 10)}`.repeat(10)}x`,
+  'JSON-escaped digits apart by backslashes': (n) => `${`\\u0035${'\\'.repeat(n / 100)}`.repeat(10)}x`.repeat(10),
+  'digits apart by escaped slashes': (n) => `${`529${'\\/'.repeat(n / 20)}`.repeat(10)}x`,
+  'HTML references apart by spaces': (n) => `${`&#53;${' '.repeat(n / 60)}`.repeat(5)}x`.repeat(10),
+  'HTML references of separators': (n) => `${`&#53;${'&#46;'.repeat(n / 50)}`.repeat(10)}x`,
+  '&# then zeros': (n) => `&#${'0'.repeat(n)}`,
+  'a run of &#x': (n) => '&#x'.repeat(n / 3),
+  'ten digits, a letter, again and again': (n) => '1 2 3 4 5 6 7 8 9 0x'.repeat(n / 20),
+};
+
+/**
+ * How many times longer f takes on large than on small: the least time of many short rounds of
+ * each, interleaved, so that a round the machine's other work slowed (it is shared) is not the one
+ * counted. A round is enough calls to last a fraction of a millisecond on the small text.
+ */
+function timeRatio(f: (text: string) => string, small: string, large: string): number {
+  const once = performance.now();
+  f(small);
+  const calls = Math.max(1, Math.ceil(0.3 / Math.max(performance.now() - once, 0.001)));
+  const round = (text: string) => {
+    const began = performance.now();
+    for (let i = 0; i < calls; i++) f(text);
+    return performance.now() - began;
+  };
+  let [bestSmall, bestLarge] = [Infinity, Infinity];
+  for (let i = 0; i < 15; i++) {
+    bestSmall = Math.min(bestSmall, round(small));
+    bestLarge = Math.min(bestLarge, round(large));
+  }
+  return bestLarge / bestSmall;
+}
+
+const SMALL = 12_500;
+const LARGE = 8 * SMALL; // 100 kB
+for (const [name, mask] of [
+  ['scrubText', (text: string) => scrubText(text)],
+  ['maskCpfsInText', maskCpfsInText],
+  ['maskCpfLike', maskCpfLike],
+  ['redactCpfLike', (text: string) => redactCpfLike(text, '[redacted]')],
+] as const) {
+  t.test(`${name} reads hostile text in time linear in its length`, async (t) => {
+    for (const [shape, make] of Object.entries(HOSTILE)) {
+      const [small, large] = [make(SMALL), make(LARGE)];
+      mask(small); // compiled and warm before it is timed
+      // Linear: 8 times the text, about 8 times the time; quadratic: 64. A busy machine may
+      // still spoil one measure: it is taken again before the test fails, a quadratic cost never passes.
+      let ratio = timeRatio(mask, small, large);
+      for (let again = 0; again < 2 && ratio >= 32; again++) ratio = Math.min(ratio, timeRatio(mask, small, large));
+      t.ok(ratio < 32, `${shape}: 8 times the text took ${ratio.toFixed(1)} times as long`);
     }
   });
 }
