@@ -91,10 +91,14 @@ const NARROW_SEPARATOR = String.raw`(?:[.\-_/\s\uFF0D\uFF0E\uFF0F\uFF3F]|(?<!\\)
  * and a DIGIT, so a run is read one way only and one that falls short is given back once: time
  * linear in the text, however long its separators.
  */
-const DIGIT_RUN = new RegExp(
-  `(?<!\\p{Nd})${DIGIT}{3}(?:${SEPARATOR}+${DIGIT}{3}){2}${SEPARATOR}+${DIGIT}{2}(?!\\p{Nd})|${DIGIT}(?:${NARROW_SEPARATOR}{0,2}${DIGIT})*`,
-  'gu',
-);
+const GROUPS = String.raw`(?<!\p{Nd})${DIGIT}{3}(?:${SEPARATOR}+${DIGIT}{3}){2}${SEPARATOR}+${DIGIT}{2}(?!\p{Nd})`;
+const DIGIT_RUN = new RegExp(`${GROUPS}|${DIGIT}(?:${NARROW_SEPARATOR}{0,2}${DIGIT})*`, 'gu');
+/**
+ * The grouped form alone, read again after DIGIT_RUN: a chain of digits DIGIT_RUN took first can hold
+ * the first group of a CPF written in groups, and the CPF was then never read (`017.278--319;940 - 33`:
+ * the chain 017.278--319 ends at `;`, and 278 is where the CPF's groups begin).
+ */
+const GROUP_RUN = new RegExp(GROUPS, 'gu');
 /** Within a run: a separator (kept) or a digit (its token masked). */
 const RUN_TOKEN = new RegExp(`(${SEPARATOR})|${DIGIT}`, 'gu');
 
@@ -141,7 +145,7 @@ export function maskCpfsInText(text: string): string {
 export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } {
   if (plainTextWithoutCpfRun(text) || fewerDigitsThanACpf(text)) return { text, cpfs: [] };
   const found = new Set<string>();
-  const masked = text.replace(DIGIT_RUN, (run) => {
+  const maskRun = (run: string) => {
     const tokens: string[] = [];
     const at: number[] = [];
     let digits = '';
@@ -162,14 +166,16 @@ export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } 
       masked = true;
     }
     return masked ? tokens.join('') : run;
-  });
+  };
+  // Masked digits are '*', no digit: the second reading finds only groups the first left whole.
+  const masked = text.replace(DIGIT_RUN, maskRun).replace(GROUP_RUN, maskRun);
   return found.size === 0 ? { text, cpfs: [] } : { text: masked, cpfs: [...found] };
 }
 
-/** The most digits in one run DIGIT_RUN reads in the text (what plainTextWithoutCpfRun must agree with). */
+/** The most digits in one run DIGIT_RUN or GROUP_RUN reads in the text (what plainTextWithoutCpfRun must agree with). */
 export function longestDigitRun(text: string): number {
   let longest = 0;
-  for (const [run] of text.matchAll(DIGIT_RUN)) {
+  for (const [run] of [...text.matchAll(DIGIT_RUN), ...text.matchAll(GROUP_RUN)]) {
     let digits = 0;
     for (const [, separator] of run.matchAll(RUN_TOKEN)) if (separator === undefined) digits += 1;
     longest = Math.max(longest, digits);
@@ -180,8 +186,8 @@ export function longestDigitRun(text: string): number {
 /**
  * True when the text is plain ASCII that cannot escape a digit (no `%`, `\` or `&`) and holds
  * neither run DIGIT_RUN reads with 11 digits or more: digits chained by at most two narrow
- * separators (PLAIN_KIND), or four maximal groups of 3, 3, 3 and 2 digits each one to three other characters
- * apart. Decided in one pass, without the regex: a provider's JSON (timestamps with `:` in them)
+ * separators (PLAIN_KIND), or four maximal groups of 3, 3, 3 and 2 digits each apart from the next by
+ * one or more characters that are neither letters nor digits. Decided in one pass, without the regex: a provider's JSON (timestamps with `:` in them)
  * and most free text are plain. Anything else (an escape, a character past ASCII) is false: the
  * regex decides.
  */
@@ -203,8 +209,8 @@ export function plainTextWithoutCpfRun(text: string): boolean {
       chain = chain > 0 && narrowGap <= 2 ? chain + 1 : 1;
       narrowGap = 0;
       if (chain >= CPF_DIGITS) return false;
-      // A group starts: it continues the chain of groups only one to three separators after the last.
-      if (group === 0 && !(gapOk && gap >= 1 && gap <= 3)) g1 = g2 = g3 = g4 = 0;
+      // A group starts: it continues the chain of groups only when separators alone stand since the last.
+      if (group === 0 && !(gapOk && gap >= 1)) g1 = g2 = g3 = g4 = 0;
       group += 1;
       continue;
     }

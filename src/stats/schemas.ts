@@ -84,7 +84,7 @@ export const strayCallbackView = z.object({
   receivedAt: isoInstant,
   kind: z.enum(['unmatched', 'invalid']),
   problem: z.string().nullable().describe('Why an invalid callback was refused; null for unmatched'),
-  rawBody: z.string().describe('The bytes received, as UTF-8 text, with CPF-like digit runs masked'),
+  rawBody: z.string().describe('The bytes as stored (as received, every CPF masked before storing), as UTF-8 text, with any CPF-like digit run masked'),
 }).meta({ id: 'StrayCallback' });
 export type StrayCallbackView = z.infer<typeof strayCallbackView>;
 

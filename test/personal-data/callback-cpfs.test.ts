@@ -44,6 +44,10 @@ t.test('findAndMaskCpfs masks every CPF of a raw body, however written, and retu
   t.same(findAndMaskCpfs(`{"phone":"${wrongCheck}","ts":1732780800000}`), { text: `{"phone":"${wrongCheck}","ts":1732780800000}`, cpfs: [] }, 'digits that are no CPF stay');
   const second = cpfFrom('714287938');
   t.same(findAndMaskCpfs(`${cpf} and ${formatCpf(second)} and ${cpf}`).cpfs, [cpf, second], 'each CPF once');
+  // A chain of digits read first (017.278--319, ending at ';') held the first group of a CPF written in groups.
+  const grouped = cpfFrom('278319940');
+  const behindAChain = `017.${grouped.slice(0, 3)}--${grouped.slice(3, 6)};${grouped.slice(6, 9)} - ${grouped.slice(9)}`;
+  t.same(findAndMaskCpfs(behindAChain), { text: '017.***--***;*** - **', cpfs: [grouped] }, 'groups whose first a chain before them took');
   const timestamps = '{"started":"2026-11-28T04:00:00.123456-03:00","finished":"2026-11-28T04:00:02.654321-03:00"}';
   t.same(findAndMaskCpfs(timestamps), { text: timestamps, cpfs: [] }, "a provider's timestamps are no CPF");
 });
@@ -65,14 +69,16 @@ t.test('the plain-text shortcut agrees with the regex it stands in for', async (
   // run of 11 digits can be read, the regex reads none; and it does say so for some texts, not all.
   let seed = 7;
   const random = (n: number) => {
-    seed = (seed * 1103515245 + 12345) % 2147483648;
-    return seed % n;
+    seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
+    return (seed >>> 8) % n;
   };
   const alphabet = '0123456789012345678901234567890123456789 .-_/:,;()T\n\t';
+  const separators = ['....', ' - - ', ',,,,,', '::::'];
   let decided = 0;
   let regexRuns = 0;
   for (let i = 0; i < 20000; i++) {
-    const text = Array.from({ length: 8 + random(40) }, () => alphabet[random(alphabet.length)]).join('');
+    // Now and then a long run of separators, where a CPF's groups may stand apart.
+    const text = Array.from({ length: 8 + random(40) }, () => (random(8) === 0 ? separators[random(separators.length)] : alphabet[random(alphabet.length)])).join('');
     const long = longestDigitRun(text) >= 11;
     if (long) regexRuns += 1;
     if (plainTextWithoutCpfRun(text)) {
@@ -85,6 +91,7 @@ t.test('the plain-text shortcut agrees with the regex it stands in for', async (
   t.ok(decided > 1000 && regexRuns > 1000, `both kinds drawn: ${decided} decided plain, ${regexRuns} with a run`);
   t.notOk(plainTextWithoutCpfRun(`712 . 345 . 678 - 17`), 'the 3-3-3-2 form');
   t.notOk(plainTextWithoutCpfRun(`712,345,678,17`), 'the 3-3-3-2 form with commas');
+  t.notOk(plainTextWithoutCpfRun(`712....345....678....17`), 'groups apart by any number of separators');
   t.ok(plainTextWithoutCpfRun(`712,345,678,172`), 'not 3-3-3-2: plain');
   t.notOk(plainTextWithoutCpfRun(`a%35b`), 'an escape: the regex decides');
 });
