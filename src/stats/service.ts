@@ -40,12 +40,15 @@ export interface StatsDeps {
 const FIRST_MS = Date.parse('0001-01-01T00:00:00Z');
 const LAST_MS = Date.parse('9999-12-31T23:59:59.999Z');
 
+/** An instant's milliseconds rounded up: Date drops the digits past them, which put it past a bucket's start. */
+const upToMs = (v: string) => Date.parse(v) + (/\.\d{3}\d*[1-9]/.test(v) ? 1 : 0);
+
 /** [since, until) widened to whole buckets (UTC) within years 0001-9999, checked. */
 export function statsRange(query: StatsQuery, now: Date): { since: Date; until: Date } {
   const width = BUCKET_MS[query.bucket];
   const within = (ms: number) => Math.min(Math.max(ms, FIRST_MS), LAST_MS);
   // The last bucket that still ends within year 9999; UTC midnights are whole multiples of a day.
-  const untilMs = Math.min(Math.ceil(within(query.until ? Date.parse(query.until) : now.getTime()) / width) * width, Math.floor(LAST_MS / width) * width);
+  const untilMs = Math.min(Math.ceil(within(query.until ? upToMs(query.until) : now.getTime()) / width) * width, Math.floor(LAST_MS / width) * width);
   const sinceMs = Math.floor(within(query.since ? Date.parse(query.since) : untilMs - DEFAULT_SPAN_MS[query.bucket]) / width) * width;
   if (sinceMs >= untilMs) throw validationFailed([{ path: 'since', message: 'must be before until' }]);
   if ((untilMs - sinceMs) / width > MAX_BUCKETS) {

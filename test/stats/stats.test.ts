@@ -89,6 +89,16 @@ t.test('day buckets are UTC days; since rounds down and until up to whole bucket
   t.equal((await stats(app, '')).buckets.length, 24, 'and the last 24 hours by hour');
 });
 
+t.test('an until microseconds past a bucket start rounds up to that bucket\'s end, though Date drops microseconds', async (t) => {
+  const { app } = await buildTestApp(t, { clock: () => NOW, database });
+  const body = await stats(app, 'since=2026-11-22T10:00:00Z&until=2026-11-22T10:00:00.000001Z');
+  t.equal(body.until, '2026-11-22T11:00:00.000Z');
+  t.same(body.buckets.map((b) => b.start), ['2026-11-22T10:00:00.000Z']);
+  t.equal((await stats(app, 'since=2026-11-22T10:00:00Z&until=2026-11-22T10:00:00.000100Z&bucket=day')).until, '2026-11-23T00:00:00.000Z');
+  const onTheHour = await app.inject({ url: '/v1/stats?since=2026-11-22T09:00:00Z&until=2026-11-22T10:00:00.000000Z' });
+  t.equal(onTheHour.json().until, '2026-11-22T10:00:00.000Z', 'zeros past the millisecond stay on the hour');
+});
+
 t.test('turnaround p50 and p95 of a bucket, within a histogram bin of the exact values', async (t) => {
   const { app } = await buildTestApp(t, { clock: () => NOW, database });
   // 100 completed requests with turnarounds of 1..100 s: nearest-rank p50 = 50 s, p95 = 95 s.
