@@ -3,6 +3,7 @@ import { guardRoutes, type RouteAccess } from '../access/guards.js';
 import { abandonedBy } from '../http/abandoned.js';
 import { errorSchema, guardedRouteErrors } from '../http/errors.js';
 import { operation } from '../http/openapi.js';
+import { WINDOW_ORDER_RULE } from '../http/query.js';
 import {
   bulkRedeliverBody,
   DEFAULT_FEED_PAGE,
@@ -81,8 +82,7 @@ export const eventRoutes =
           ...operation('redeliverDeadEvents', 'query'),
           tags: ['events'],
           summary: 'Queue again every dead (or delivered) delivery of events created in [since, until), to every endpoint or one, of every type or one',
-          description:
-            'Each endpoint only for the types it receives; due at once, with a fresh retry horizon. 404 not_found: no endpoint endpointId that this instance sends to.',
+          description: `Each endpoint only for the types it receives; due at once, with a fresh retry horizon. ${WINDOW_ORDER_RULE} 404 not_found: no endpoint endpointId that this instance sends to.`,
           body: bulkRedeliverBody,
           response: { 202: queuedView, ...errors },
         },

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DELIVERY_STATUSES, EVENT_TYPES } from '../db/types.js';
-import { wholeNumber } from '../http/query.js';
+import { orderedWindow, wholeNumber } from '../http/query.js';
 import { customerUuidSchema } from '../provider/schemas.js';
 import { requestView, resultView } from '../requests/schemas.js';
 
@@ -28,7 +28,7 @@ export const eventParams = z.strictObject({
   id: z.string().regex(/^evt_[0-9a-f]{32}$/, 'must be an event id (evt_ and 32 hex digits)'),
 });
 
-export const bulkRedeliverBody = z.strictObject({
+export const bulkRedeliverBody = orderedWindow(z.strictObject({
   status: z.enum(['dead', 'delivered']).describe('The deliveries queued again: dead ones, or delivered ones (sent again)'),
   since: instant.optional().describe('events created at or after this instant'),
   until: instant.optional().describe('events created before this instant'),
@@ -42,7 +42,7 @@ export const bulkRedeliverBody = z.strictObject({
   // Unbounded, it would send every delivered delivery of the whole history again in one statement.
   message: 'status "delivered" needs since or endpointId: it would send the whole history again',
   path: ['status'],
-});
+}));
 
 export const deliveryView = z.object({
   url: z.string().describe('The receiver URL without userinfo or query values'),

@@ -4,6 +4,7 @@ import { guardRoutes, presentedBearer, type RouteAccess } from '../access/guards
 import { type Actor, keyFingerprint, type SubjectRef } from '../audit/trail.js';
 import { errorSchema, guardedRouteErrors } from '../http/errors.js';
 import { operation } from '../http/openapi.js';
+import { windowRule } from '../http/query.js';
 import {
   auditPageView,
   auditQuery,
@@ -72,7 +73,7 @@ export const personalDataRoutes =
           ...operation('listAuditEntries', 'admin'),
           tags: ['personal data'],
           summary: 'The audit trail of lookups by CPF, exports and erasures, newest first',
-          description: 'since is inclusive and until exclusive, both on at.',
+          description: windowRule('at'),
           querystring: auditQuery,
           response: { 200: auditPageView, ...guardedRouteErrors },
         },

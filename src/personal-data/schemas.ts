@@ -3,7 +3,7 @@ import { AUDIT_ACTIONS } from '../db/types.js';
 import { eventView } from '../events/schemas.js';
 import { cpfSchema, customerUuidSchema } from '../provider/schemas.js';
 import { pageOf } from '../http/page.js';
-import { cursorParam, instant, wholeNumber } from '../http/query.js';
+import { cursorParam, instant, orderedWindow, wholeNumber } from '../http/query.js';
 import { requestView, resultView } from '../requests/schemas.js';
 
 export const MAX_AUDIT_PAGE = 500;
@@ -64,7 +64,7 @@ export const erasedView = z.object({
   }),
 }).meta({ id: 'ErasureResult' });
 
-export const auditQuery = z.strictObject({
+export const auditQuery = orderedWindow(z.strictObject({
   since: instant.optional().describe('entries at or after this instant'),
   until: instant.optional().describe('entries before this instant'),
   action: z.enum(AUDIT_ACTIONS).optional(),
@@ -72,7 +72,7 @@ export const auditQuery = z.strictObject({
     .optional()
     .describe(`Page size, 1-${MAX_AUDIT_PAGE} (default ${DEFAULT_AUDIT_PAGE})`),
   cursor: cursorParam.optional(),
-});
+}));
 
 export const auditEntryView = z.object({
   at: z.iso.datetime(),

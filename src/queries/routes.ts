@@ -4,6 +4,7 @@ import { guardRoutes, presentedBearer, type RouteAccess } from '../access/guards
 import { abandonedBy } from '../http/abandoned.js';
 import { errorSchema, guardedRouteErrors } from '../http/errors.js';
 import { operation } from '../http/openapi.js';
+import { windowRule } from '../http/query.js';
 import {
   customerParams,
   customerQuerystring,
@@ -60,7 +61,7 @@ export const queryRoutes =
           ...operation('listUnderwritings', 'query'),
           tags: ['underwritings'],
           summary: 'Requests, newest first, filtered and paged by cursor',
-          description: 'since is inclusive and until exclusive, both on submittedAt.',
+          description: windowRule('submittedAt'),
           querystring: listQuery,
           response: { 200: pageView, ...guardedRouteErrors },
         },

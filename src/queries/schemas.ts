@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DECISIONS, REQUEST_STATUSES } from '../db/types.js';
 import { pageOf } from '../http/page.js';
-import { cursorParam, instant, wholeNumber } from '../http/query.js';
+import { cursorParam, instant, orderedWindow, wholeNumber } from '../http/query.js';
 import { cpfSchema, customerUuidSchema } from '../provider/schemas.js';
 import { requestView, resultView } from '../requests/schemas.js';
 
@@ -18,7 +18,7 @@ export const customerQuerystring = z.strictObject({
     .describe('Seconds (0-30) to hold the reply while the newest request has no result'),
 });
 
-export const listQuery = z.strictObject({
+const listFilters = z.strictObject({
   status: z.enum(REQUEST_STATUSES).optional(),
   decision: z.enum(DECISIONS).optional(),
   since: instant.optional().describe('submittedAt at or after this instant'),
@@ -26,9 +26,10 @@ export const listQuery = z.strictObject({
   limit: wholeNumber(1, MAX_PAGE).optional().describe(`Page size, 1-${MAX_PAGE} (default ${DEFAULT_PAGE})`),
   cursor: cursorParam.optional(),
 });
+export const listQuery = orderedWindow(listFilters);
 
 /** limit and cursor of a lookup may come in the body (preferred) or the query string. */
-export const lookupQuery = listQuery.pick({ limit: true, cursor: true });
+export const lookupQuery = listFilters.pick({ limit: true, cursor: true });
 
 export const lookupBody = z.strictObject({
   cpf: cpfSchema,

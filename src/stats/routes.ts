@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { guardRoutes, type RouteAccess } from '../access/guards.js';
 import { guardedRouteErrors } from '../http/errors.js';
 import { operation } from '../http/openapi.js';
+import { WINDOW_ORDER_RULE } from '../http/query.js';
 import { statsQuery, statsView, strayListQuery, strayPageView } from './schemas.js';
 import type { StatsService } from './service.js';
 
@@ -18,8 +19,7 @@ export const statsRoutes =
           ...operation('getStats', 'query'),
           tags: ['operations'],
           summary: 'Counts, decisions and turnaround per hour or day, and what stands now',
-          description:
-            "A bucket's request figures are about the requests submitted in it, as they stand now (a late callback moves one from expired to completed); its unmatched and invalid counts are callbacks that arrived in it. Buckets are whole UTC hours or days: since is rounded down and until up. Days purged by RETENTION_DAYS are read from the aggregates kept for them.",
+          description: `A bucket's request figures are about the requests submitted in it, as they stand now (a late callback moves one from expired to completed); its unmatched and invalid counts are callbacks that arrived in it. Buckets are whole UTC hours or days: since is rounded down and until up. Days purged by RETENTION_DAYS are read from the aggregates kept for them. ${WINDOW_ORDER_RULE} The same 400 when since, rounded down, is not before until (default: now), rounded up.`,
           querystring: statsQuery,
           response: { 200: statsView, ...guardedRouteErrors },
         },

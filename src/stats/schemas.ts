@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { pageOf } from '../http/page.js';
-import { cursorParam, instant, wholeNumber } from '../http/query.js';
+import { cursorParam, instant, orderedWindow, wholeNumber } from '../http/query.js';
 
 /** At most this many buckets per answer (41 days of hours, 2.7 years of days). */
 export const MAX_BUCKETS = 1000;
@@ -10,11 +10,11 @@ export const DEFAULT_CALLBACK_PAGE = 50;
 const count = z.number().int().nonnegative();
 const isoInstant = z.iso.datetime();
 
-export const statsQuery = z.strictObject({
+export const statsQuery = orderedWindow(z.strictObject({
   since: instant.optional().describe('Start, rounded down to its bucket; default: until minus 24 h (hour) or 30 days (day)'),
   until: instant.optional().describe('End (exclusive), rounded up to its bucket; default: now'),
   bucket: z.enum(['hour', 'day']).default('hour').describe('Bucket width: a UTC hour or a UTC day (default hour)'),
-});
+}));
 export type StatsQuery = z.infer<typeof statsQuery>;
 
 const bucketView = z.object({

@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { binMs } from '../aggregates/turnaround.js';
 import type { Tables } from '../db/types.js';
 import { validationFailed } from '../http/errors.js';
+import { WINDOW_ORDER_MESSAGE } from '../http/query.js';
 import type { TokenState } from '../provider/token-source.js';
 import { cursorCodec } from '../http/cursor.js';
 import { readStrayPage } from './callbacks.js';
@@ -50,7 +51,9 @@ export function statsRange(query: StatsQuery, now: Date): { since: Date; until: 
   // The last bucket that still ends within year 9999; UTC midnights are whole multiples of a day.
   const untilMs = Math.min(Math.ceil(within(query.until ? upToMs(query.until) : now.getTime()) / width) * width, Math.floor(LAST_MS / width) * width);
   const sinceMs = Math.floor(within(query.since ? Date.parse(query.since) : untilMs - DEFAULT_SPAN_MS[query.bucket]) / width) * width;
-  if (sinceMs >= untilMs) throw validationFailed([{ path: 'since', message: 'must be before until' }]);
+  // The schema refuses a given since not before a given until; this catches a default until (now)
+  // not after a given since, and a window emptied by year 9999's clamp.
+  if (sinceMs >= untilMs) throw validationFailed([{ path: 'since', message: WINDOW_ORDER_MESSAGE }]);
   if ((untilMs - sinceMs) / width > MAX_BUCKETS) {
     throw validationFailed([{ path: 'since', message: `at most ${MAX_BUCKETS} buckets per answer: narrow the range or use bucket=day` }]);
   }
