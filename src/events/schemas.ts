@@ -1,19 +1,12 @@
 import { z } from 'zod';
 import { DELIVERY_STATUSES, EVENT_TYPES } from '../db/types.js';
-import { orderedWindow, wholeNumber } from '../http/query.js';
+import { instant, orderedWindow, wholeNumber } from '../http/query.js';
 import { customerUuidSchema } from '../provider/schemas.js';
 import { requestView, resultView } from '../requests/schemas.js';
 
 export const MAX_FEED_PAGE = 500;
 export const DEFAULT_FEED_PAGE = 100;
 export const MAX_FEED_WAIT_S = 30;
-
-
-const instant = z.iso
-  .datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone' })
-  // ISO 8601 allows offsets PostgreSQL refuses (beyond +-15:59) and year 0000: a 400, never a 500.
-  .refine((v) => !v.startsWith('0000') && !/[+-](1[6-9]|[2-9]\d):?\d\d$/.test(v), 'not a date-time this service can store')
-  .describe('ISO 8601 date-time with a zone');
 
 export const feedQuery = z.strictObject({
   after: z.string().min(1).max(64).optional().describe('nextCursor of the previous page, as given (exclusive)'),

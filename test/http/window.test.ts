@@ -52,6 +52,8 @@ const ACCEPTED: Array<[string, Window]> = [
   ['one microsecond', { since: '2020-01-01T00:00:00.000001Z', until: '2020-01-01T00:00:00.000002Z' }],
   ['since alone', { since: '2020-03-01T00:00:00Z' }],
   ['until alone', { until: '2020-03-01T00:00:00Z' }],
+  // One definition of an instant everywhere: redeliver took date-times only, where the others take a date too.
+  ['dates', { since: '2020-01-01', until: '2020-01-02' }],
 ];
 
 const database = await freshDatabase(t);
@@ -68,6 +70,10 @@ t.test('a window whose since is not before its until is 400 validation_failed at
     for (const [name, window] of ACCEPTED) {
       const res = await send(app, window);
       t.equal(res.status, ok, `${route}, ${name}: ${res.status === ok ? '' : JSON.stringify(res.body)}`);
+    }
+    for (const since of ['0000-01-01T00:00:00Z', '2020-01-01T00:00:00+16:00']) {
+      const refused = await send(app, { since });
+      t.equal(refused.status, 400, `${route}: ${since} is no instant PostgreSQL can hold`);
     }
     // An invalid since says what is wrong with it, not that it is out of order as well.
     const invalid = await send(app, { since: 'yesterday', until: '2020-01-01T00:00:00Z' });
