@@ -79,7 +79,7 @@ export function composeServices(deps: CapabilityDeps, log: FastifyBaseLogger) {
       handoff: deps.handoff,
       ingest: deps.ingest,
       customerUuidAllowCpf: config.customerUuidAllowCpf,
-      cpfHashKey: config.cpfHashKey,
+      cpfHashKeys: config.cpfHashKeys,
     }),
     queries: queryService({
       db,

@@ -13,7 +13,7 @@ const BATCH = 500;
 /** Runs the pass now and hourly until it is over (db/maintenance-pass.ts). */
 export function keepMaskingBodies(deps: {
   db: Kysely<Tables>;
-  cpfHash: (cpf: string) => string;
+  cpfHash: (cpf: string) => string | readonly string[];
   now: () => Date;
   log: Pick<FastifyBaseLogger, 'info' | 'warn'>;
   signal: AbortSignal;
@@ -38,14 +38,14 @@ interface StoredBody {
 /**
  * Masks the CPFs in callbacks that a version before 0026 stored in clear (their bytes, an invalid
  * one's jsonb copy), as the callback route now does before storing (callbacks/kept-body.ts), and
- * keeps their hashes under the first CPF_HASH_KEY on those that complete no request. Every row ever,
+ * keeps their hashes under every CPF_HASH_KEY on those that complete no request. Every row ever,
  * read once by id: the pass records how far it got, and a later start goes on from there (rows an
  * instance of the version before writes during a rolling deploy). Undefined when the pass is over
  * (finished more than PASS_GOES_ON_MS ago). Stops between batches once `signal` aborts.
  */
 export async function maskStoredBodies(
   db: Kysely<Tables>,
-  cpfHash: (cpf: string) => string,
+  cpfHash: (cpf: string) => string | readonly string[],
   now: () => Date,
   signal: AbortSignal,
 ): Promise<{ callbacks: number } | undefined> {
@@ -74,7 +74,7 @@ export async function maskStoredBodies(
 }
 
 /** One callback masked in place, when its bytes or its jsonb copy held a CPF; true when it was rewritten. */
-async function maskOne(db: Kysely<Tables>, row: StoredBody, cpfHash: (cpf: string) => string): Promise<boolean> {
+async function maskOne(db: Kysely<Tables>, row: StoredBody, cpfHash: (cpf: string) => string | readonly string[]): Promise<boolean> {
   const kept = keptBody(Buffer.from(row.raw_body));
   const json = row.body === null ? null : JSON.stringify(row.body);
   const maskedJson = json === null ? { text: null, cpfs: [] } : findAndMaskCpfs(json);
@@ -89,7 +89,7 @@ async function maskOne(db: Kysely<Tables>, row: StoredBody, cpfHash: (cpf: strin
       body = null;
     }
   }
-  const hashes = row.request_id === null ? [...new Set([...(row.cpf_hashes ?? []), ...cpfs.map(cpfHash)])] : row.cpf_hashes;
+  const hashes = row.request_id === null ? [...new Set([...(row.cpf_hashes ?? []), ...cpfs.flatMap((cpf) => cpfHash(cpf))])] : row.cpf_hashes;
   // The row as read (its bytes unchanged since): a row erased or rewritten meanwhile is left alone.
   const result = await sql`update callbacks set raw_body = ${kept.bytes}, body = ${body}::jsonb, cpf_hashes = ${hashes}::text[]
     where id = ${row.id} and raw_body = ${Buffer.from(row.raw_body)}`.execute(db);

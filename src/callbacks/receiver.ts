@@ -24,8 +24,8 @@ export interface ReceiverDeps {
   recording: RecordOptions;
   /** CUSTOMER_UUID_ALLOW_CPF (callbacks/intake.ts). */
   customerUuidAllowCpf: boolean;
-  /** The keyed hash (first CPF_HASH_KEY) a CPF masked in a callback's bytes is kept as. */
-  cpfHash(cpf: string): string;
+  /** The keyed hashes (under every CPF_HASH_KEY) a CPF masked in a callback's bytes is kept as. */
+  cpfHash(cpf: string): string | readonly string[];
 }
 
 export interface CallbackReceiver {
@@ -96,7 +96,7 @@ export function callbackReceiver(deps: ReceiverDeps): CallbackReceiver {
       // Read as received; stored with every CPF in the bytes masked, and their hashes.
       const kept = keptBody(received.rawBody);
       const intake = readCallback(received.rawBody, { customerUuidAllowCpf: deps.customerUuidAllowCpf }, kept.text);
-      const arrival: Arrival = { ...received, rawBody: kept.bytes, cpfHashes: kept.cpfs.map((cpf) => deps.cpfHash(cpf)) };
+      const arrival: Arrival = { ...received, rawBody: kept.bytes, cpfHashes: kept.cpfs.flatMap((cpf) => deps.cpfHash(cpf)) };
       const storedOrInvalid = intake.valid ? await storeValid(arrival, intake) : intake;
       if ('valid' in storedOrInvalid) {
         await keepInvalid(arrival, storedOrInvalid, log);

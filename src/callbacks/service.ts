@@ -21,13 +21,17 @@ export interface CallbackServiceDeps {
   ingest: IngestLoad;
   /** CUSTOMER_UUID_ALLOW_CPF: off, a callback naming a CPF as customerUuid is kept as invalid. */
   customerUuidAllowCpf: boolean;
-  /** The first CPF_HASH_KEY: a CPF masked in a callback's bytes is kept as its hash under it. */
-  cpfHashKey: string;
+  /**
+   * Every CPF_HASH_KEY: a CPF masked in a callback's bytes is kept as its hash under each, so that
+   * erasure by customerUuid finds it through requests hashed under a key a rotation put second.
+   */
+  cpfHashKeys: readonly string[];
 }
 
 /** The callback route's work: the receiver (stored before it is answered), the clock, its metrics and the ingest load it counts in. */
 export function callbackService(deps: CallbackServiceDeps) {
-  const cpfHash = cpfHasher(deps.cpfHashKey);
+  const hashers = deps.cpfHashKeys.map((key) => cpfHasher(key));
+  const cpfHash = (cpf: string) => hashers.map((hash) => hash(cpf));
   return {
     receiver: callbackReceiver({
       db: deps.db,

@@ -116,3 +116,21 @@ t.test('a body in UTF-16 is masked as UTF-16 though most of its text is past ASC
     t.notOk(dump.includes(form), `the dump (${ENGINE}) holds no ${form}`);
   }
 });
+
+t.test('during a rotation of CPF_HASH_KEY, erasure by customerUuid takes a callback that holds the CPF of requests hashed under the older key', async (t) => {
+  const newer = 'newer-cpf-hash-key-0123456789abcdefghij';
+  const { app } = await adminApp(t, { database, env: { CPF_HASH_KEY: `${newer},${TEST_CPF_HASH_KEY}` } });
+  const cpf = cpfFrom('857302164');
+  const mine = 'cbhidden-rotated';
+  // Stored before the rotation: hashed under the key that is now second.
+  await insertRequest(database.db, { customerUuid: mine, cpf, status: 'expired', submittedAt: '2026-01-02T10:00:00Z' });
+  const refused = await postCallback(app, { customerUuid: 'cbhidden-rotated-other', note: `titular ${cpf}` });
+  t.equal(refused.statusCode, 400);
+
+  const erased = await post(app, '/v1/personal-data/erase', { customerUuid: mine });
+  t.same(erased.json().erased, { requests: 1, callbacks: 1, events: 0 }, 'its request, and the callback that held its CPF');
+  const dump = await dumpDatabase(database);
+  for (const key of [newer, TEST_CPF_HASH_KEY]) {
+    for (const form of dumpForms(hashCpf(cpf, key))) t.notOk(dump.includes(form), `the dump (${ENGINE}) holds no hash of the CPF`);
+  }
+});
