@@ -9,6 +9,8 @@ import { keptBody } from './kept-body.js';
 /** Its row in maintenance_passes (migration 0024). */
 export const BODY_MASK_PASS = 'callback_body_cpfs';
 const BATCH = 500;
+/** A callback received longer ago than this is committed or never will be (statements time out in seconds). */
+export const SETTLED_MS = 60_000;
 
 /** Runs the pass now and hourly until it is over (db/maintenance-pass.ts). */
 export function keepMaskingBodies(deps: {
@@ -58,16 +60,24 @@ export async function maskStoredBodies(
     if (signal.aborted) return done;
     const rows = (await db
       .selectFrom('callbacks')
-      .select(['id', 'raw_body', 'body', 'request_id', 'cpf_hashes'])
+      .select(['id', 'raw_body', 'body', 'request_id', 'cpf_hashes', 'received_at'])
       .where('id', '>', through)
       .orderBy('id')
       .limit(BATCH)
-      .execute()) as StoredBody[];
+      .execute()) as Array<StoredBody & { received_at: Date }>;
     if (rows.length === 0) break;
     for (const row of rows) if (await maskOne(db, row, cpfHash)) done.callbacks += 1;
-    through = Number(rows[rows.length - 1]!.id);
-    await db.updateTable('maintenance_passes').set({ through_id: through }).where('name', '=', BODY_MASK_PASS).execute();
-    if (rows.length < BATCH) break;
+    // Ids are taken before commit: a callback an instance of the version before received a moment
+    // ago may commit, with a lower id, after a later one was read. Only rows older than SETTLED_MS
+    // count as read; the next run reads the younger ones again (already masked: no rewrite).
+    const settled = now().getTime() - SETTLED_MS;
+    const young = rows.findIndex((r) => new Date(r.received_at).getTime() > settled);
+    const passed = young === -1 ? rows : rows.slice(0, young);
+    if (passed.length > 0) {
+      through = Number(passed[passed.length - 1]!.id);
+      await db.updateTable('maintenance_passes').set({ through_id: through }).where('name', '=', BODY_MASK_PASS).execute();
+    }
+    if (young !== -1 || rows.length < BATCH) break;
   }
   await sql`update maintenance_passes set finished_at = coalesce(finished_at, ${now()}) where name = ${BODY_MASK_PASS}`.execute(db);
   return done;

@@ -1,5 +1,6 @@
+import { sql } from 'kysely';
 import t from 'tap';
-import { BODY_MASK_PASS, maskStoredBodies } from '../../src/callbacks/body-mask-pass.js';
+import { BODY_MASK_PASS, maskStoredBodies, SETTLED_MS } from '../../src/callbacks/body-mask-pass.js';
 import { cpfHasher, formatCpf, hashCpf } from '../../src/cpf.js';
 import { PASS_GOES_ON_MS } from '../../src/db/maintenance-pass.js';
 import { buildTestApp, TEST_CPF_HASH_KEY } from '../helpers/app.js';
@@ -32,7 +33,9 @@ t.test('the pass masks what a version before stored, keeps the hashes of what co
   await storedAsBefore(database, cpf, 'pass');
   const untouched = await database.db.selectFrom('callbacks').select(['id', 'raw_body']).orderBy('id', 'desc').executeTakeFirstOrThrow();
 
-  const done = await maskStoredBodies(database.db, hash, () => new Date(), never);
+  // Past SETTLED_MS: every row read counts as passed.
+  const settled = () => new Date(Date.now() + 2 * SETTLED_MS);
+  const done = await maskStoredBodies(database.db, hash, settled, never);
   t.same(done, { callbacks: 3 }, 'the three callbacks that held the CPF');
   const rows = await database.db.selectFrom('callbacks').select(['id', 'outcome', 'raw_body', 'body', 'cpf_hashes']).orderBy('id').execute();
   t.same(
@@ -55,9 +58,30 @@ t.test('the pass masks what a version before stored, keeps the hashes of what co
   t.ok(pass.finished_at, 'finished');
   t.equal(Number(pass.through_id), Number(untouched.id), 'read through the last callback');
   await insertInvalid(database.db, { customerUuid: null, raw: `{"late":"${cpf}"}` });
-  t.same(await maskStoredBodies(database.db, hash, () => new Date(), never), { callbacks: 1 }, 'a later start goes on from there: only what an instance of the version before wrote since');
+  t.same(await maskStoredBodies(database.db, hash, settled, never), { callbacks: 1 }, 'a later start goes on from there: only what an instance of the version before wrote since');
   const later = new Date(pass.finished_at!.getTime() + PASS_GOES_ON_MS + 1000);
   t.equal(await maskStoredBodies(database.db, hash, () => later, never), undefined, 'over once it has gone on long enough');
+});
+
+t.test('rows received within SETTLED_MS are masked but not counted as read: a row an older instance commits late, under a lower id, is still reached', async (t) => {
+  const database = await freshDatabase(t);
+  const cpf = cpfFrom('418273645');
+  // An id taken by a transaction of the version before that has not committed yet.
+  await insertInvalid(database.db, { customerUuid: null, raw: '{"placeholder":true}' });
+  const [taken] = await database.db.selectFrom('callbacks').select('id').execute();
+  await database.db.deleteFrom('callbacks').execute();
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"a":"${cpf}"}` });
+  t.same(await maskStoredBodies(database.db, hash, () => new Date(), never), { callbacks: 1 }, 'masked at once');
+  const passed = async () =>
+    Number((await database.db.selectFrom('maintenance_passes').select('through_id').where('name', '=', BODY_MASK_PASS).executeTakeFirstOrThrow()).through_id);
+  t.equal(await passed(), 0, 'but not counted as read: it was received a moment ago');
+  // That transaction commits now, under its lower id, with the CPF in clear.
+  await sql`insert into callbacks (id, raw_body, outcome, error, peer) overriding system value
+            values (${Number(taken!.id)}, ${Buffer.from(`{"b":"${cpf}"}`)}, 'invalid', 'e', '127.0.0.1')`.execute(database.db);
+  t.same(await maskStoredBodies(database.db, hash, () => new Date(Date.now() + 2 * SETTLED_MS), never), { callbacks: 1 }, 'the next run reaches it');
+  t.ok((await passed()) > Number(taken!.id), 'and counts both as read once settled');
+  const dump = await dumpDatabase(database);
+  t.notOk(dump.includes(cpf), 'nothing left in clear');
 });
 
 t.test('a start masks them by itself, and erasure by CPF then finds every one', async (t) => {
