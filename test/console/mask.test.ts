@@ -27,3 +27,12 @@ t.test('fullwidth digits and separators are masked like ASCII ones', async (t) =
 t.test('every CPF in a text is masked', async (t) => {
   t.equal(maskCpfLike('a 52998224725 b 111.444.777-35 c'), 'a ••••••••••• b •••.•••.•••-•• c');
 });
+
+t.test('any number of separators, and any script\'s digits, as the gateway\'s views read them', async (t) => {
+  t.equal(maskCpfLike('cpf 529....982....247....25 ok'), 'cpf •••....•••....•••....•• ok');
+  t.equal(maskCpfLike('cpf 529 - - 982 - - 247 - - 25'), 'cpf ••• - - ••• - - ••• - - ••');
+  t.equal(maskCpfLike('cpf ٥٢٩٩٨٢٢٤٧٢٥ ok'), 'cpf ••••••••••• ok', 'Arabic-Indic');
+  t.equal(maskCpfLike('cpf ५२९.९८२.२४७-२५'), 'cpf •••.•••.•••-••', 'Devanagari');
+  const long = `${'1 '.repeat(20000)}x`;
+  t.equal(maskCpfLike(long), `${'• '.repeat(20000)}x`, 'a long run in linear time');
+});
