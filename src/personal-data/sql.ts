@@ -74,7 +74,7 @@ export async function readStored(db: Kysely<Tables>, subject: Subject): Promise<
     .where((eb) =>
       eb.or([
         eb.and([eb('c.outcome', 'in', ['unmatched', 'invalid']), inList('c.customer_uuid', subject.customerUuids)]),
-        namingCpfOf('c', subject.cpfHashes),
+        namingCpfOf('c', subject),
         anonymousInvalidNaming('c', subject.needles),
       ]),
     )
@@ -131,7 +131,7 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
       from callbacks c
      where ${inList('c.request_id', ids)}
         or (c.request_id is null and ${inList('c.customer_uuid', subject.customerUuids)})
-        or ${namingCpfOf('c', subject.cpfHashes)}
+        or ${namingCpfOf('c', subject)}
         or ${anonymousInvalidNaming('c', subject.needles)}`.execute(tx);
   const callbackIds = found.filter((c) => callbackOfSubject(c, subject)).map((c) => Number(c.id));
   const keys = requests.flatMap((r) => (r.idempotency_key === null ? [] : [r.idempotency_key]));
@@ -175,7 +175,7 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
 }
 
 /** A subject with rows of each kind: every condition in its full form (no `false` for an empty list). */
-const SUBJECT: Subject = { customerUuids: ['customer-0001', 'customer-0002'], needles: ['customer-0001', 'customer-0002'], cpfHashes: ['h1', 'h2'] };
+const SUBJECT: Subject = { customerUuids: ['customer-0001', 'customer-0002'], needles: ['customer-0001', 'customer-0002'], cpfHashes: ['h1', 'h2'], hashedCallbacks: 'any' };
 
 /** The subject's export and erasure as `npm run sql:snapshot` writes them (docs/layout.md). */
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [

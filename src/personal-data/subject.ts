@@ -22,6 +22,12 @@ export interface Subject {
    * the hashes its requests were stored with.
    */
   cpfHashes: string[];
+  /**
+   * Which callbacks holding those hashes are the subject's: by CPF, any (the person, whatever
+   * customer a callback names); by customerUuid, only those naming no customer (one naming another
+   * customerUuid of the same person is that customer's, and stays).
+   */
+  hashedCallbacks: 'any' | 'naming-no-customer';
 }
 
 /** Shorter customerUuids ("42") would match unrelated bytes; they tie only callbacks that name them. */
@@ -36,7 +42,12 @@ export async function resolveSubject(db: Kysely<Tables>, ref: SubjectRef, cpfHas
       .where('customer_uuid', '=', ref.customerUuid)
       .orderBy('cpf_hash')
       .execute();
-    return { customerUuids: [ref.customerUuid], needles: longEnough([ref.customerUuid]), cpfHashes: hashes.map((h) => h.cpf_hash) };
+    return {
+      customerUuids: [ref.customerUuid],
+      needles: longEnough([ref.customerUuid]),
+      cpfHashes: hashes.map((h) => h.cpf_hash),
+      hashedCallbacks: 'naming-no-customer',
+    };
   }
   const cpfHashes = hashCpfUnderEvery(ref.cpf, cpfHashKeys);
   const rows = await db
@@ -47,7 +58,7 @@ export async function resolveSubject(db: Kysely<Tables>, ref: SubjectRef, cpfHas
     .orderBy('customer_uuid')
     .execute();
   const customerUuids = rows.map((r) => r.customer_uuid);
-  return { customerUuids, needles: [ref.cpf, formatCpf(ref.cpf), ...longEnough(customerUuids)], cpfHashes };
+  return { customerUuids, needles: [ref.cpf, formatCpf(ref.cpf), ...longEnough(customerUuids)], cpfHashes, hashedCallbacks: 'any' };
 }
 
 function longEnough(values: string[]): string[] {
@@ -72,10 +83,11 @@ export function anonymousInvalidNaming(alias: string, needles: readonly string[]
  * A callback that completes no request whose bytes held one of the subject's CPFs (masked there, kept
  * as hashes): through callbacks_cpf_hashes, which holds only such callbacks.
  */
-export function namingCpfOf(alias: string, cpfHashes: readonly string[]) {
-  if (cpfHashes.length === 0) return sql<boolean>`false`;
+export function namingCpfOf(alias: string, subject: Pick<Subject, 'cpfHashes' | 'hashedCallbacks'>) {
+  if (subject.cpfHashes.length === 0) return sql<boolean>`false`;
   const column = sql.ref(`${alias}.cpf_hashes`);
-  return sql<boolean>`(${column} is not null and ${column} && ${sql.val([...cpfHashes])}::text[])`;
+  const holds = sql<boolean>`${column} is not null and ${column} && ${sql.val([...subject.cpfHashes])}::text[]`;
+  return subject.hashedCallbacks === 'any' ? sql<boolean>`(${holds})` : sql<boolean>`(${holds} and ${sql.ref(`${alias}.customer_uuid`)} is null)`;
 }
 
 /** The bytes a customerUuid is made of (letters, digits, '-', '_'). */
@@ -108,7 +120,8 @@ export function callbackOfSubject(
   c: { customer_uuid: string | null; outcome: string; raw_body: Uint8Array | null; cpf_hashes: string[] | null },
   subject: Subject,
 ): boolean {
-  if (c.cpf_hashes?.some((h) => subject.cpfHashes.includes(h))) return true;
+  const holdsCpf = c.cpf_hashes?.some((h) => subject.cpfHashes.includes(h)) === true;
+  if (holdsCpf && (subject.hashedCallbacks === 'any' || c.customer_uuid === null)) return true;
   return c.customer_uuid !== null || c.outcome !== 'invalid' || (c.raw_body !== null && rawNamesSubject(c.raw_body, subject));
 }
 

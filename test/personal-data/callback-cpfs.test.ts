@@ -159,18 +159,25 @@ t.test('a CPF in a callback is stored masked in every kind of callback; export a
   for (const form of dumpForms(hash)) t.notOk(dump.includes(form), `after erasure the dump (${ENGINE}) holds no hash of the CPF`);
 });
 
-t.test("erasure by customerUuid takes a callback holding its CPF, found by its requests' hash", async (t) => {
+t.test("erasure by customerUuid takes a callback naming no customer that holds its CPF, found by its requests' hash; one naming another customerUuid stays", async (t) => {
   const { app } = await adminApp(t, { database });
   const cpf = cpfFrom('204918375');
   const mine = 'cbcpf-by-customer';
   await insertRequest(database.db, { customerUuid: mine, cpf, status: 'expired', submittedAt: '2026-01-02T10:00:00Z' });
-  const refused = await postCallback(app, { customerUuid: 'cbcpf-by-customer-other', cpf });
-  t.equal(refused.statusCode, 400);
-  const keep = await postCallback(app, { customerUuid: 'cbcpf-by-customer-other', cpf: cpfFrom('555444333') });
-  t.equal(keep.statusCode, 400);
+  const anonymous = await postCallback(app, { note: `titular ${cpf}` });
+  t.equal(anonymous.statusCode, 400);
+  // The same person under another customerUuid: that customer's, as erasure by customerUuid takes only its own.
+  const sameCpfOtherCustomer = await postCallback(app, { customerUuid: 'cbcpf-by-customer-other', cpf });
+  t.equal(sameCpfOtherCustomer.statusCode, 400);
+  const someoneElse = await postCallback(app, { note: `titular ${cpfFrom('555444333')}` });
+  t.equal(someoneElse.statusCode, 400);
 
   const erased = await post(app, '/v1/personal-data/erase', { customerUuid: mine });
-  t.same(erased.json().erased, { requests: 1, callbacks: 1, events: 0 });
-  const left = await database.db.selectFrom('callbacks').select('cpf_hashes').where('customer_uuid', '=', 'cbcpf-by-customer-other').execute();
-  t.same(left, [{ cpf_hashes: [hashCpf(cpfFrom('555444333'), TEST_CPF_HASH_KEY)] }], "another person's callback stays");
+  t.same(erased.json().erased, { requests: 1, callbacks: 1, events: 0 }, 'its request and the callback naming nobody that held its CPF');
+  const left = await database.db.selectFrom('callbacks').select(['customer_uuid', 'cpf_hashes']).where('cpf_hashes', 'is not', null).execute();
+  const kept = left.map((c) => [c.customer_uuid, c.cpf_hashes]);
+  t.ok(kept.some(([customer]) => customer === 'cbcpf-by-customer-other'), "the other customerUuid's callback stays");
+  t.ok(kept.some(([, hashes]) => JSON.stringify(hashes) === JSON.stringify([hashCpf(cpfFrom('555444333'), TEST_CPF_HASH_KEY)])), "another person's stays");
+  const afterCpf = await post(app, '/v1/personal-data/erase', { cpf });
+  t.same(afterCpf.json().erased, { requests: 0, callbacks: 1, events: 0 }, 'erasure by CPF then takes the one naming the other customerUuid');
 });
