@@ -393,15 +393,22 @@ if (SERVER_URL) t.test('two uploads naming the same customers in opposite orders
   const customers = Array.from({ length: 400 }, (_, i) => `race-${i}`);
   const body = (order: string[]) => [ndjson(order.map((c) => line(c, 1000 + Number(c.slice(5)))))];
   // A third transaction holds one customer of the middle uncommitted, so that both batches are under
-  // way (each blocked on it) before either can finish; then it rolls back.
+  // way (each blocked on it) before either can finish; then it rolls back. The uploads start once
+  // its row is in: started together, a holder whose statement came late (a CI run, the machine busy)
+  // found both uploads committed, and no batch ever waited.
   let release!: () => void;
   const released = new Promise<void>((resolve) => (release = resolve));
+  let held!: () => void;
+  const holding = new Promise<void>((resolve) => (held = resolve));
   const holder = database.db.transaction().execute(async (trx) => {
     const sealer = sealerOf([TEST_CPF_HASH_KEY]);
-    await enqueueSubmits(trx, [{ body: line('race-200', 1200) as never, xRequestId: 'holder', traceparent: null }], { now: new Date(), cpfHashKey: TEST_CPF_HASH_KEY, sealer });
+    const [row] = await enqueueSubmits(trx, [{ body: line('race-200', 1200) as never, xRequestId: 'holder', traceparent: null }], { now: new Date(), cpfHashKey: TEST_CPF_HASH_KEY, sealer });
+    if (!row) throw new Error('the holder found race-200 in flight');
+    held();
     await released;
     throw new Error('rolled back');
   });
+  await Promise.race([holding, holder]);
   const log = gw.app.log;
   const outcomes = Promise.allSettled([
     uploader({ source: 'ndjson', body: body(customers), createdBy: 'peer:a', traceparent: null, log }),
