@@ -52,7 +52,7 @@ async function eventIdOf(cust: string): Promise<string> {
 }
 
 t.test('an event recorded while no instance pushes shows its delivery pending, and goes out once one starts', async (t) => {
-  const receiver = await startReceiver(t);
+  const receiver = await startReceiver(t, undefined, { ownPath: true });
   const target = configuredTarget(receiver.url);
   const secret = webhookSecret();
   // An instance pushing to the URL ran once (its position is kept), then stopped.
@@ -82,7 +82,7 @@ t.test('an event recorded while no instance pushes shows its delivery pending, a
 });
 
 t.test('a URL configured for the first time receives the events recorded from then on, not those before', async (t) => {
-  const receiver = await startReceiver(t);
+  const receiver = await startReceiver(t, undefined, { ownPath: true });
   const before = customer('before-url');
   await insertRequest(shared.db, { customerUuid: before, status: 'submitted' });
   await storeResult(before);
@@ -107,7 +107,7 @@ t.test("two events of one customer dispatched together go out in order: the late
       return 503;
     }
     return 200;
-  });
+  }, { ownPath: true });
   const secret = webhookSecret();
   const first = await pushingGateway(t, [receiver.url], secret);
   await first.app.close();
@@ -136,7 +136,7 @@ t.test("two events of one customer dispatched together go out in order: the late
 // redelivery or resume reaches them), pending for good in /v1/stats and the scrape.
 t.test('a worker still seeing an endpoint deleted since its last read neither starts its dispatch again nor writes it deliveries; the live endpoint beside it gets every event', async (t) => {
   const { db } = await freshDatabase(t);
-  const receiver = await startReceiver(t);
+  const receiver = await startReceiver(t, undefined, { ownPath: true });
   const secret = webhookSecret();
   const live = configuredTarget(receiver.url);
   const doomed = { id: `ep_${randomBytes(16).toString('hex')}`, url: 'http://127.0.0.1:9/deleted' };
@@ -215,7 +215,7 @@ if (SERVER_URL) {
 
 if (SERVER_URL) {
   t.test('an attempt a dispatch begins while the instance is stopping is cut short at once', async (t) => {
-    const receiver = await startReceiver(t, () => 'hang');
+    const receiver = await startReceiver(t, () => 'hang', { ownPath: true });
     const target = configuredTarget(receiver.url);
     await startDispatch(shared.db, [target], new Date());
     const cust = customer('stopping');

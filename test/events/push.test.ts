@@ -19,7 +19,7 @@ async function pushingGateway(t: Test, urls: string[], secret: string, extra: Re
 }
 
 t.test('a completed request is pushed once, signed so that the standardwebhooks package verifies it', async (t) => {
-  const receiver = await startReceiver(t);
+  const receiver = await startReceiver(t, undefined, { ownPath: true });
   const secret = webhookSecret();
   const { app } = await pushingGateway(t, [`${receiver.url}/hooks`], secret);
   const cust = customer('push');
@@ -56,7 +56,7 @@ t.test('a completed request is pushed once, signed so that the standardwebhooks 
 });
 
 t.test('an unmatched callback is pushed as callback.unmatched with customerUuid, receivedAt and result', async (t) => {
-  const receiver = await startReceiver(t);
+  const receiver = await startReceiver(t, undefined, { ownPath: true });
   const secret = webhookSecret();
   const { app } = await pushingGateway(t, [receiver.url], secret);
   const cust = customer('stray');
@@ -73,7 +73,7 @@ t.test('a failed attempt is retried within seconds with the same webhook-id, and
   const secret = webhookSecret();
   // The first attempt of the first event fails, asking for 3 s (the backoff alone retries after
   // 0.5-1 s, which a slow host can spend posting the other customer's callback); everything else succeeds.
-  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? { status: 503, headers: { 'retry-after': '3' } } : 200));
+  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? { status: 503, headers: { 'retry-after': '3' } } : 200), { ownPath: true });
   const { app } = await pushingGateway(t, [receiver.url], secret);
   const [held, free] = [customer('held'), customer('free')];
   await insertRequest(shared.db, { customerUuid: held, status: 'submitted' });
@@ -103,7 +103,7 @@ t.test('a failed attempt is retried within seconds with the same webhook-id, and
 });
 
 t.test('a delivery with no 2xx within EVENT_RETRY_HORIZON_S is dead, with its attempts, status and error kept; then the next event goes', async (t) => {
-  const receiver = await startReceiver(t, (r) => (r.json.type === 'underwriting.completed' ? 500 : 200));
+  const receiver = await startReceiver(t, (r) => (r.json.type === 'underwriting.completed' ? 500 : 200), { ownPath: true });
   // 3 s: the horizon counts from the event's creation, and at 1 s a slow host's first attempt
   // could end past it (dead after one attempt, where two are asserted).
   const { app } = await pushingGateway(t, [receiver.url], webhookSecret(), { EVENT_RETRY_HORIZON_S: '3' });
@@ -128,7 +128,7 @@ t.test('a delivery with no 2xx within EVENT_RETRY_HORIZON_S is dead, with its at
 });
 
 t.test('a receiver that hangs is timed out and the event retried', async (t) => {
-  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 'hang' : 204));
+  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 'hang' : 204), { ownPath: true });
   // Long enough that the second, prompt answer is never itself timed out on a machine busy with
   // other test files (at 300 ms it once was: a third attempt; 1500 ms is no margin at load 8-16).
   const { app } = await pushingGateway(t, [receiver.url], webhookSecret(), { EVENT_WEBHOOK_TIMEOUT_MS: '3000' });
@@ -144,8 +144,8 @@ t.test('a receiver that hangs is timed out and the event retried', async (t) => 
 });
 
 t.test('a redirect is not followed: it is a failed attempt', async (t) => {
-  const target = await startReceiver(t);
-  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 307 : 200));
+  const target = await startReceiver(t, undefined, { ownPath: true });
+  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 307 : 200), { ownPath: true });
   const { app } = await pushingGateway(t, [receiver.url], webhookSecret());
   const cust = customer('redirect');
   await postCallback(app, resultBody(cust));
@@ -155,7 +155,7 @@ t.test('a redirect is not followed: it is a failed attempt', async (t) => {
 });
 
 t.test("a URL's userinfo and query secrets appear in no log and no answer; userinfo becomes Basic credentials", async (t) => {
-  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 500 : 200));
+  const receiver = await startReceiver(t, (_r, n) => (n === 1 ? 500 : 200), { ownPath: true });
   const url = new URL(receiver.url);
   const configured = `http://hookuser:hookPassw0rdSecret@127.0.0.1:${url.port}/in?token=queryTokenSecret42&x=1`;
   const secret = webhookSecret();
@@ -177,7 +177,7 @@ t.test("a URL's userinfo and query secrets appear in no log and no answer; useri
 });
 
 t.test('two instances sharing the database deliver each event once', async (t) => {
-  const receiver = await startReceiver(t);
+  const receiver = await startReceiver(t, undefined, { ownPath: true });
   const secret = webhookSecret();
   // A generous timeout: on PGlite the engine shares the test's only thread, and an answer read
   // late would be a (legitimate) retry.
@@ -205,7 +205,7 @@ t.test('two instances sharing the database deliver each event once', async (t) =
 });
 
 t.test('stopping an instance cuts its attempts short and leaves the deliveries pending for the next claim', async (t) => {
-  const receiver = await startReceiver(t, () => 'hang');
+  const receiver = await startReceiver(t, () => 'hang', { ownPath: true });
   const { app } = await pushingGateway(t, [receiver.url], webhookSecret(), { EVENT_WEBHOOK_TIMEOUT_MS: '30000' });
   const cust = customer('stop');
   await postCallback(app, resultBody(cust));

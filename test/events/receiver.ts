@@ -35,8 +35,15 @@ export interface Receiver {
  */
 export const RECEIVER_WAIT_MS = 30_000;
 
-/** A real HTTP receiver of webhooks on 127.0.0.1, recording everything it gets. */
-export async function startReceiver(t: Test, answer: (r: Received, n: number) => Answer = () => 200): Promise<Receiver> {
+let receivers = 0;
+
+/**
+ * A real HTTP receiver of webhooks on 127.0.0.1, recording everything it gets. With `ownPath`, its
+ * url ends in a path no other receiver of the process has: for tests sharing one database, where a
+ * port an earlier test closed can come back, and with it the same URL (the same url_key), so that
+ * deliveries that test left pending went to this one's receiver.
+ */
+export async function startReceiver(t: Test, answer: (r: Received, n: number) => Answer = () => 200, options: { ownPath?: boolean } = {}): Promise<Receiver> {
   const received: Received[] = [];
   const waiters: Array<{ done: () => boolean; resolve: (r: Received[]) => void }> = [];
   const hanging = new Set<http.ServerResponse>();
@@ -107,7 +114,7 @@ export async function startReceiver(t: Test, answer: (r: Received, n: number) =>
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}${options.ownPath ? `/r${++receivers}` : ''}`;
   t.teardown(() => receiver.close());
   return receiver;
 }
