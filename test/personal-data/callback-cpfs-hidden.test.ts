@@ -54,6 +54,10 @@ t.test('a CPF that JSON escapes write in another script, or with separators past
     grouped(cpf, '\\u00a0'), // groups apart by an escaped no-break space
     grouped(cpf, '\\u3000'), // ... an escaped ideographic space
     `${cpf.slice(0, 9)}\\uff0d${cpf.slice(9)}`, // an escaped fullwidth hyphen before the check digits
+    [...cpf].join('\u200b'), // each digit apart from the next by a zero-width space, in UTF-8
+    [...cpf].join('\u2060'), // ... a word joiner
+    `${cpf.slice(0, 6)}\u00ad${cpf.slice(6)}`, // a soft hyphen in the middle
+    [...cpf].join('\\u200b'), // zero-width spaces as JSON escapes
   ];
   const before = await database.db.selectFrom('callbacks').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst();
   for (const [i, note] of notes.entries()) {
@@ -73,7 +77,12 @@ t.test('a CPF that JSON escapes write in another script, or with separators past
   t.equal(stored.length, notes.length * 2);
   for (const [i, c] of stored.entries()) {
     const what = `${c.outcome} callback with ${notes[Math.floor(i / 2)]}`;
-    for (const text of readings(c.raw_body, c.body)) t.same(findAndMaskCpfs(text).cpfs, [], `${what}: no CPF in what is stored, read as ${JSON.stringify(text.slice(0, 40))}`);
+    for (const text of readings(c.raw_body, c.body)) {
+      // Read also with its invisible characters gone, as a reader of the text sees it.
+      for (const seen of [text, text.replace(/[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/g, '')]) {
+        t.same(findAndMaskCpfs(seen).cpfs, [], `${what}: no CPF in what is stored, read as ${JSON.stringify(seen.slice(0, 40))}`);
+      }
+    }
     t.same(c.cpf_hashes, [hash], `${what}: keeps the CPF's hash`);
   }
   const erased = await post(app, '/v1/personal-data/erase', { cpf });
