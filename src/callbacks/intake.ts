@@ -3,6 +3,7 @@ import { issuePath } from '../http/errors.js';
 import { customerUuidIsCpf } from '../cpf.js';
 import { scrubText } from '../observability/scrub.js';
 import { customerUuidSchema, type UnderwritingResult, underwritingResultSchema, UNSTORABLE_TEXT } from '../provider/schemas.js';
+import { mapJsonText } from './json-text.js';
 
 /** What a callback's bytes turned out to be: a result to store, or why it is not one. */
 export type Intake =
@@ -117,11 +118,5 @@ export function storableJson(value: unknown, sourceText: string): string | null 
 }
 
 function replaceUnstorable(value: unknown): unknown {
-  if (typeof value === 'string') return value.replace(UNSTORABLE, '\uFFFD');
-  if (Array.isArray(value)) return value.map(replaceUnstorable);
-  if (typeof value === 'object' && value !== null) {
-    // fromEntries defines own properties, so a "__proto__" key stays data, never a prototype.
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [replaceUnstorable(k) as string, replaceUnstorable(v)]));
-  }
-  return value;
+  return mapJsonText(value, (text) => text.replace(UNSTORABLE, '\uFFFD'));
 }

@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { findAndMaskCpfs } from '../cpf.js';
+import { mapJsonText } from './json-text.js';
 
 /** A callback's bytes as the gateway stores them, and the CPFs that were in them. */
 export interface KeptBody {
@@ -93,19 +94,12 @@ function maskDecoded(value: unknown, cpfs: Set<string>): { value: unknown; cpfs:
     for (const cpf of found.cpfs) cpfs.add(cpf);
     return found.text;
   };
-  const walk = (v: unknown): unknown => {
-    if (typeof v === 'string') return mask(v);
-    if (typeof v === 'number') {
-      const text = String(v);
-      const masked = mask(text);
-      return masked === text ? v : masked;
-    }
-    if (Array.isArray(v)) return v.map(walk);
-    // fromEntries defines own properties, so a "__proto__" key stays data, never a prototype.
-    if (typeof v === 'object' && v !== null) return Object.fromEntries(Object.entries(v).map(([k, x]) => [mask(k), walk(x)]));
-    return v;
+  const maskNumber = (n: number) => {
+    const text = String(n);
+    const masked = mask(text);
+    return masked === text ? n : masked;
   };
-  return { value: walk(value), cpfs };
+  return { value: mapJsonText(value, mask, maskNumber), cpfs };
 }
 
 /** UTF-16 when the bytes are an even number, most of them pairs of an ASCII byte and a NUL (in one order or the other). */
