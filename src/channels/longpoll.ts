@@ -54,8 +54,11 @@ export async function longPoll<T>(context: WaitContext, key: string | undefined,
     let lastRead = -Infinity;
     for (;;) {
       const sinceRead = performance.now() - lastRead;
-      if (poll.minReadIntervalMs !== undefined && sinceRead < poll.minReadIntervalMs && !closing.aborted) {
-        await delay(Math.min(poll.minReadIntervalMs - sinceRead, Math.max(0, deadline - performance.now())));
+      if (poll.minReadIntervalMs !== undefined && sinceRead < poll.minReadIntervalMs && !closing.aborted && !poll.abandoned?.aborted) {
+        // Cut short when the app starts closing or the client leaves: the read below then answers
+        // (or is refused, abandoned) at once.
+        const signal = poll.abandoned ? AbortSignal.any([closing, poll.abandoned]) : closing;
+        await delay(Math.min(poll.minReadIntervalMs - sinceRead, Math.max(0, deadline - performance.now())), undefined, { signal }).catch(() => {});
       }
       lastRead = performance.now();
       const state = await poll.read();
