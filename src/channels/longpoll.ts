@@ -1,5 +1,4 @@
 import { performance } from 'node:perf_hooks';
-import { setTimeout as delay } from 'node:timers/promises';
 import { AppError } from '../http/errors.js';
 import type { ChannelListener } from './listener.js';
 
@@ -57,8 +56,7 @@ export async function longPoll<T>(context: WaitContext, key: string | undefined,
       if (poll.minReadIntervalMs !== undefined && sinceRead < poll.minReadIntervalMs && !closing.aborted && !poll.abandoned?.aborted) {
         // Cut short when the app starts closing or the client leaves: the read below then answers
         // (or is refused, abandoned) at once.
-        const signal = poll.abandoned ? AbortSignal.any([closing, poll.abandoned]) : closing;
-        await delay(Math.min(poll.minReadIntervalMs - sinceRead, Math.max(0, deadline - performance.now())), undefined, { signal }).catch(() => {});
+        await pause(Math.min(poll.minReadIntervalMs - sinceRead, Math.max(0, deadline - performance.now())), closing, poll.abandoned);
       }
       lastRead = performance.now();
       const state = await poll.read();
@@ -75,4 +73,22 @@ export async function longPoll<T>(context: WaitContext, key: string | undefined,
   } finally {
     waiter.cancel();
   }
+}
+
+/**
+ * Resolves after ms, or at once when either signal aborts. Its listeners go when it resolves
+ * (AbortSignal.any would keep each pause reachable from the app's closing signal until collected).
+ */
+function pause(ms: number, signal: AbortSignal, also: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      also?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    also?.addEventListener('abort', done, { once: true });
+  });
 }
