@@ -76,15 +76,20 @@ const DIGIT = String.raw`(?:\p{Nd}|(?<!\\)\\+u00(?:3[0-9])|(?<!\\)\\+u[fF][fF]1[
  */
 const SEPARATOR = String.raw`(?:[^\p{L}\p{N}%\\&]|(?<!\\)\\+/|%(?:[01][0-9a-fA-F]|2[0-9a-fA-F]|5[fF])|(?<!\\)\\+u00(?:[01][0-9a-fA-F]|2[0-9a-fA-F]|5[fF])|&#0*(?:3[2-9]|4[0-7]|95);|&#[xX]0*(?:2[0-9a-fA-F]|5[fF]);)`;
 /**
+ * Invisible format characters, as a regex character class's contents: soft hyphen, zero-width space
+ * and joiners, direction marks and embeddings, word joiner and invisible operators. Between two
+ * digits they show them side by side (the BOM, U+FEFF, is white space to a regex: \s).
+ */
+export const INVISIBLE_FORMAT = String.raw`\u00AD\u200B-\u200F\u202A-\u202E\u2060-\u2064`;
+/**
  * Between any two digits: a dot, dash, underscore, slash or white space (fullwidth too), or one of
- * them escaped; or an invisible format character (soft hyphen, zero-width space and joiners,
- * direction marks, word joiner, BOM), which shows the digits side by side. Narrower than SEPARATOR:
+ * them escaped; or an invisible format character (INVISIBLE_FORMAT). Narrower than SEPARATOR:
  * read between any digits, a comma or a parenthesis would join
  * numbers that merely stand near each other (`Tel (11) 92351-9085`, `Av. Paulista, 2546, 14384-077`)
  * into runs of which one in a hundred passes the check digits by chance, and stored text would be
  * masked for no CPF.
  */
-const NARROW_SEPARATOR = String.raw`(?:[.\-_/\s\uFF0D\uFF0E\uFF0F\uFF3F\u00AD\u200B-\u200F\u202A-\u202E\u2060-\u2064\uFEFF]|(?<!\\)\\+/|%(?:09|2[0dDeEfF]|5[fF])|(?<!\\)\\+u00(?:09|2[0dDeEfF]|5[fF])|&#0*(?:9|32|4[5-7]|95);|&#[xX]0*(?:9|2[0dDeEfF]|5[fF]);)`;
+const NARROW_SEPARATOR = String.raw`(?:[.\-_/\s\uFF0D\uFF0E\uFF0F\uFF3F${INVISIBLE_FORMAT}]|(?<!\\)\\+/|%(?:09|2[0dDeEfF]|5[fF])|(?<!\\)\\+u00(?:09|2[0dDeEfF]|5[fF])|&#0*(?:9|32|4[5-7]|95);|&#[xX]0*(?:9|2[0dDeEfF]|5[fF]);)`;
 /**
  * Digits, each from the next by at most two narrow separators (bare, 712.345.678-17, escaped), or
  * a CPF's four groups 3-3-3-2, each from the next by any number of any separator (712 . 345 . 678

@@ -1,3 +1,5 @@
+import { INVISIBLE_FORMAT } from '../cpf.js';
+
 /**
  * Digit runs that could hold a CPF: 11 or more digits, each apart from the next by any number of
  * separators (white space, dot, dash, underscore, slash, comma, colon, semicolon, bar, parentheses, or an invisible
@@ -16,7 +18,7 @@
  * zero-width space and joiners, direction marks, word joiner) and U+FFFD, which a byte that is not
  * UTF-8 (a Latin-1 no-break space) becomes. The log scrubber (observability/scrub.ts) reads them as gaps too.
  */
-const INVISIBLE = String.raw`\u0000-\u0008\u000E-\u001F\u007F-\u009F\u00AD\u200B-\u200F\u202A-\u202E\u2060-\u2064\uFFFD`;
+const INVISIBLE = String.raw`\u0000-\u0008\u000E-\u001F\u007F-\u009F${INVISIBLE_FORMAT}\uFFFD`;
 // An escape's backslashes (`\\+`) are read only from the first of a run ((?<!\\)): read from each, a long run
 // of backslashes (a stored raw body) costs time quadratic in its length.
 const DIGIT = String.raw`(?:\p{Nd}|(?<!\\)\\+u00?3[0-9]|(?<!\\)\\+u[fF][fF]1[0-9]|(?<!\\)\\+x3[0-9]|%3[0-9]|%[eE][fF]%[bB][cC]%9[0-9]|&#0*(?:4[89]|5[0-7]);|&#[xX]0*3[0-9];)`;

@@ -24,7 +24,7 @@ async function pollBetweenReads(closing: AbortSignal, abandoned: AbortSignal) {
   listener.wake('k');
   // The wake is taken at once; the poll is then in its wait between reads.
   await new Promise((resolve) => setImmediate(resolve));
-  return { poll, reads: () => reads, waiters: () => listener.waiterCount };
+  return { poll, waiters: () => listener.waiterCount };
 }
 
 /** The poll's answer, or 'still waiting' after 5 s. */
