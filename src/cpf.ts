@@ -101,8 +101,8 @@ const NARROW_SEPARATOR = String.raw`(?:[.\-_/\s\uFF0D\uFF0E\uFF0F\uFF3F${INVISIB
 const GROUPS = String.raw`(?<!\p{Nd})${DIGIT}{3}(?:${SEPARATOR}+${DIGIT}{3}){2}${SEPARATOR}+${DIGIT}{2}(?!\p{Nd})`;
 const DIGIT_RUN = new RegExp(`${GROUPS}|${DIGIT}(?:${NARROW_SEPARATOR}{0,2}${DIGIT})*`, 'gu');
 /**
- * The grouped form alone, read again after DIGIT_RUN: a chain of digits DIGIT_RUN took first can hold
- * the first group of a CPF written in groups, and the CPF was then never read (`017.278--319;940 - 33`:
+ * The grouped form alone, read besides DIGIT_RUN: a chain of digits DIGIT_RUN takes can hold the
+ * first group of a CPF written in groups, which that reading never sees (`017.278--319;940 - 33`:
  * the chain 017.278--319 ends at `;`, and 278 is where the CPF's groups begin).
  */
 const GROUP_RUN = new RegExp(GROUPS, 'gu');
@@ -152,31 +152,47 @@ export function maskCpfsInText(text: string): string {
 export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } {
   if (plainTextWithoutCpfRun(text) || fewerDigitsThanACpf(text)) return { text, cpfs: [] };
   const found = new Set<string>();
-  const maskRun = (run: string) => {
-    const tokens: string[] = [];
-    const at: number[] = [];
-    let digits = '';
-    for (const [token, separator] of run.matchAll(RUN_TOKEN)) {
-      if (separator === undefined) {
-        at.push(tokens.length);
-        digits += digitOfToken(token);
+  // Each reading of the text as received: where its masked digit tokens stand, [start, end) pairs in order.
+  const read = (reading: RegExp): number[] => {
+    const masked: number[] = [];
+    for (const run of text.matchAll(reading)) {
+      const spans: number[] = [];
+      let digits = '';
+      for (const token of run[0].matchAll(RUN_TOKEN)) {
+        if (token[1] !== undefined) continue;
+        spans.push(run.index + token.index, run.index + token.index + token[0].length);
+        digits += digitOfToken(token[0]);
       }
-      tokens.push(token);
+      let maskedTo = 0;
+      for (let start = 0; start + 11 <= digits.length; start++) {
+        const cpf = digits.slice(start, start + 11);
+        if (!isValidCpf(cpf)) continue;
+        found.add(cpf);
+        for (let k = Math.max(start, maskedTo); k < start + 11; k++) masked.push(spans[2 * k]!, spans[2 * k + 1]!);
+        maskedTo = start + 11;
+      }
     }
-    if (at.length < 11) return run;
-    let masked = false;
-    for (let start = 0; start + 11 <= digits.length; start++) {
-      const cpf = digits.slice(start, start + 11);
-      if (!isValidCpf(cpf)) continue;
-      found.add(cpf);
-      for (let k = start; k < start + 11; k++) tokens[at[k]!] = '*';
-      masked = true;
-    }
-    return masked ? tokens.join('') : run;
+    return masked;
   };
-  // Masked digits are '*', no digit: the second reading finds only groups the first left whole.
-  const masked = text.replace(DIGIT_RUN, maskRun).replace(GROUP_RUN, maskRun);
-  return found.size === 0 ? { text, cpfs: [] } : { text: masked, cpfs: [...found] };
+  // Both readings' masks joined: a CPF whose groups begin inside a chain read first
+  // (`017.278--319;940 - 33`), or whose first digits end another CPF (`111.444.777.351; 234; 567;
+  // 08`), is masked whole, not only the digits the other reading left.
+  const chains = read(DIGIT_RUN);
+  const groups = read(GROUP_RUN);
+  if (found.size === 0) return { text, cpfs: [] };
+  let out = '';
+  let cursor = 0;
+  for (let c = 0, g = 0; c < chains.length || g < groups.length; ) {
+    const fromChains = g >= groups.length || (c < chains.length && chains[c]! <= groups[g]!);
+    const list = fromChains ? chains : groups;
+    const at = fromChains ? c : g;
+    if (fromChains) c += 2;
+    else g += 2;
+    if (list[at]! < cursor) continue;
+    out += `${text.slice(cursor, list[at]!)}*`;
+    cursor = list[at + 1]!;
+  }
+  return { text: out + text.slice(cursor), cpfs: [...found] };
 }
 
 /** The most digits in one run DIGIT_RUN or GROUP_RUN reads in the text (what plainTextWithoutCpfRun must agree with). */

@@ -48,6 +48,13 @@ t.test('findAndMaskCpfs masks every CPF of a raw body, however written, and retu
   const grouped = cpfFrom('278319940');
   const behindAChain = `017.${grouped.slice(0, 3)}--${grouped.slice(3, 6)};${grouped.slice(6, 9)} - ${grouped.slice(9)}`;
   t.same(findAndMaskCpfs(behindAChain), { text: '017.***--***;*** - **', cpfs: [grouped] }, 'groups whose first a chain before them took');
+  // A CPF whose first group ends another CPF: both read on the text as received, both masked whole.
+  const first = cpfFrom('111444777');
+  const overlapping = cpfFrom(`${first.slice(9)}1234567`);
+  const sharing = `${formatCpf(first).slice(0, 11)}.${first.slice(9)}${overlapping[2]}; ${overlapping.slice(3, 6)}; ${overlapping.slice(6, 9)}; ${overlapping.slice(9)}`;
+  const sharingMasked = findAndMaskCpfs(sharing);
+  t.equal(sharingMasked.text, '***.***.***.***; ***; ***; **', `a CPF whose first digits end another one (${sharing})`);
+  t.ok(sharingMasked.cpfs.includes(first) && sharingMasked.cpfs.includes(overlapping), 'both found');
   const timestamps = '{"started":"2026-11-28T04:00:00.123456-03:00","finished":"2026-11-28T04:00:02.654321-03:00"}';
   t.same(findAndMaskCpfs(timestamps), { text: timestamps, cpfs: [] }, "a provider's timestamps are no CPF");
 });
