@@ -6,8 +6,13 @@ import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { keptBody } from './kept-body.js';
 
-/** Its row in maintenance_passes (migration 0024). */
-export const BODY_MASK_PASS = 'callback_body_cpfs';
+/**
+ * Its row in maintenance_passes (migration 0024). The name changes when the free-text rule
+ * (cpf.ts) comes to read a CPF it let through before, so that every stored row is read once more
+ * under it: `callback_body_cpfs` read them under the rule before invisible format characters
+ * counted as separators (2026-11-28).
+ */
+export const BODY_MASK_PASS = 'callback_body_cpfs_2';
 const BATCH = 500;
 /** A callback received longer ago than this is committed or never will be (statements time out in seconds). */
 export const SETTLED_MS = 60_000;

@@ -101,3 +101,25 @@ t.test('a start masks them by itself, and erasure by CPF then finds every one', 
   for (const form of dumpForms(hashCpf(cpf, TEST_CPF_HASH_KEY))) t.notOk(dump.includes(form), 'no hash of the CPF is left');
   t.ok(dump.includes(Buffer.from('no-cpf-here').toString('hex')), 'the callback that named nobody stays');
 });
+
+t.test('rows the pass read under the rule before invisible characters counted are read once more', async (t) => {
+  const database = await freshDatabase(t);
+  const cpf = cpfFrom('581204973');
+  const hidden = [...cpf].join('\u200b');
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"note":"titular ${[...cpf].join('\u2060')}"}` });
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"note":"titular ${hidden}"}` });
+  const last = await database.db.selectFrom('callbacks').select('id').orderBy('id', 'desc').executeTakeFirstOrThrow();
+  // The pass under its earlier name read every row and was over a month ago.
+  await database.db
+    .insertInto('maintenance_passes')
+    .values({ name: 'callback_body_cpfs', through_id: Number(last.id), finished_at: new Date(Date.now() - 30 * 86_400_000) })
+    .execute();
+  const settled = () => new Date(Date.now() + 2 * SETTLED_MS);
+  t.same(await maskStoredBodies(database.db, hash, settled, never), { callbacks: 2 }, 'both read again and masked');
+  const rows = await database.db.selectFrom('callbacks').select(['raw_body', 'cpf_hashes']).orderBy('id').execute();
+  for (const row of rows) {
+    const text = Buffer.from(row.raw_body).toString('utf8').replace(/\\u20(?:0b|60)|[\u200b\u2060]/g, '');
+    t.notOk(text.includes(cpf), `no CPF left once its invisible characters go: ${JSON.stringify(text)}`);
+    t.same(row.cpf_hashes, [hashCpf(cpf, TEST_CPF_HASH_KEY)], 'its hash kept: erasure by CPF finds it');
+  }
+});
