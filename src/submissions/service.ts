@@ -6,6 +6,7 @@ import { createPacer, type Pacer } from '../provider/pacing.js';
 import { createUnderwritingClient, DEFAULT_PROVIDER_CONNECTIONS } from '../provider/underwriting-client.js';
 import { type KeyDigester, keyDigester } from '../requests/key-digest.js';
 import { keepDigestingKeys } from '../requests/key-digest-pass.js';
+import { keepMaskingSrd } from './srd-mask-pass.js';
 import { abandonedAfterMs } from '../requests/sql.js';
 import { type Forwarder, startForwarder } from './forwarder.js';
 import { type SubmitMetrics, submitMetrics } from './metrics.js';
@@ -84,9 +85,12 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
   const worker: FastifyPluginAsync = async (app) => {
     const closing = new AbortController();
     let keyPass: { settled: () => Promise<void> } | undefined;
+    let srdPass: { settled: () => Promise<void> } | undefined;
     app.addHook('onReady', async () => {
       // Keys stored as sent by a version before digests become digests, in the background, now and hourly.
       keyPass = keepDigestingKeys({ db, digests: keyDigests, now: deps.clock, log: app.log, signal: closing.signal });
+      // srd text stored before the free-text rule read what it reads now is masked under it, the same way.
+      srdPass = keepMaskingSrd({ db, now: deps.clock, log: app.log, signal: closing.signal });
       forwarder = startForwarder({
         db,
         client,
@@ -110,8 +114,9 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
     });
     app.addHook('onClose', async () => {
       await (stopped ?? forwarder?.stop());
-      // The key pass stops between batches once closing aborts; its statement in flight ends first.
+      // The passes stop between batches once closing aborts; their statements in flight end first.
       await keyPass?.settled();
+      await srdPass?.settled();
       await writes.close();
       pacer.close();
       await client.close();

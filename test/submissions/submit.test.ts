@@ -244,13 +244,13 @@ if (SERVER_URL) {
     const direct = new pg.Client({ connectionString: url });
     await direct.connect();
     t.teardown(() => direct.end());
-    // The instance's passes at start (key digests, callbacks' bodies) run on the pool too: once they
+    // The instance's passes at start (key digests, callbacks' bodies, srd text in requests and events) run on the pool too: once they
     // are over, the swallowed answers and the cut meet the submit's connections only (with the
     // body-mask pass still reading, the 503's key release met a spoilt connection: 409 for 202).
     await gw.app.ready();
     await until(async () => {
       const { rows } = await direct.query('select count(*)::int as n from maintenance_passes where finished_at is not null');
-      return rows[0].n >= 2 ? true : undefined;
+      return rows[0].n >= 4 ? true : undefined;
     }, 10_000, 'the passes at start');
     const before = (await storedRequests(gw.database)).length;
     relay.blackhole('insert_submitting'); // right after the insert is sent
