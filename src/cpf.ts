@@ -152,10 +152,10 @@ export function maskCpfsInText(text: string): string {
 export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } {
   if (plainTextWithoutCpfRun(text) || fewerDigitsThanACpf(text)) return { text, cpfs: [] };
   const found = new Set<string>();
-  // Each reading of the text as received: where its masked digit tokens stand, [start, end) pairs in order.
-  const read = (reading: RegExp): number[] => {
+  // A reading of a text: where its masked digit tokens stand, [start, end) pairs in order.
+  const read = (reading: RegExp, source: string): number[] => {
     const masked: number[] = [];
-    for (const run of text.matchAll(reading)) {
+    for (const run of source.matchAll(reading)) {
       const spans: number[] = [];
       let digits = '';
       for (const token of run[0].matchAll(RUN_TOKEN)) {
@@ -174,25 +174,52 @@ export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } 
     }
     return masked;
   };
-  // Both readings' masks joined: a CPF whose groups begin inside a chain read first
-  // (`017.278--319;940 - 33`), or whose first digits end another CPF (`111.444.777.351; 234; 567;
-  // 08`), is masked whole, not only the digits the other reading left.
-  const chains = read(DIGIT_RUN);
-  const groups = read(GROUP_RUN);
+  // The grouped form is read on the text as received (a CPF whose groups begin inside a chain,
+  // `017.278--319;940 - 33`, or whose first digits end another CPF, `111.444.777.351; 234; 567; 08`)
+  // and on it with the chains' CPFs starred in place, token for character (a CPF in groups right
+  // against one in a chain, `52998224725111;444;777;35`, has a digit beside it only in the first).
+  // The masks are joined.
+  const chains = read(DIGIT_RUN, text);
+  const readings = [chains, read(GROUP_RUN, text)];
+  if (chains.length > 0) readings.push(read(GROUP_RUN, starred(text, chains)));
   if (found.size === 0) return { text, cpfs: [] };
+  return { text: maskedAt(text, readings), cpfs: [...found] };
+}
+
+/** The text with each [start, end) span (in order, none overlapping) replaced by as many `*`. */
+function starred(text: string, spans: readonly number[]): string {
   let out = '';
   let cursor = 0;
-  for (let c = 0, g = 0; c < chains.length || g < groups.length; ) {
-    const fromChains = g >= groups.length || (c < chains.length && chains[c]! <= groups[g]!);
-    const list = fromChains ? chains : groups;
-    const at = fromChains ? c : g;
-    if (fromChains) c += 2;
-    else g += 2;
-    if (list[at]! < cursor) continue;
-    out += `${text.slice(cursor, list[at]!)}*`;
-    cursor = list[at + 1]!;
+  for (let i = 0; i < spans.length; i += 2) {
+    out += `${text.slice(cursor, spans[i]!)}${'*'.repeat(spans[i + 1]! - spans[i]!)}`;
+    cursor = spans[i + 1]!;
   }
-  return { text: out + text.slice(cursor), cpfs: [...found] };
+  return out + text.slice(cursor);
+}
+
+/**
+ * The text with each digit token that one of the readings masked ([start, end) pairs, each list in
+ * order) replaced by one `*`. Two readings' tokens are the same, one inside the other (the `5` of
+ * `&#53;`) or apart: a token inside one already replaced is skipped.
+ */
+function maskedAt(text: string, readings: readonly (readonly number[])[]): string {
+  const next = readings.map(() => 0);
+  let out = '';
+  let cursor = 0;
+  for (;;) {
+    let pick = -1;
+    for (let r = 0; r < readings.length; r++) {
+      if (next[r]! < readings[r]!.length && (pick === -1 || readings[r]![next[r]!]! < readings[pick]![next[pick]!]!)) pick = r;
+    }
+    if (pick === -1) break;
+    const start = readings[pick]![next[pick]!]!;
+    const end = readings[pick]![next[pick]! + 1]!;
+    next[pick]! += 2;
+    if (start < cursor) continue;
+    out += `${text.slice(cursor, start)}*`;
+    cursor = end;
+  }
+  return out + text.slice(cursor);
 }
 
 /** The most digits in one run DIGIT_RUN or GROUP_RUN reads in the text (what plainTextWithoutCpfRun must agree with). */

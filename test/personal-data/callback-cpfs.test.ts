@@ -55,6 +55,9 @@ t.test('findAndMaskCpfs masks every CPF of a raw body, however written, and retu
   const sharingMasked = findAndMaskCpfs(sharing);
   t.equal(sharingMasked.text, '***.***.***.***; ***; ***; **', `a CPF whose first digits end another one (${sharing})`);
   t.ok(sharingMasked.cpfs.includes(first) && sharingMasked.cpfs.includes(overlapping), 'both found');
+  // A CPF in groups right against one in a chain: a digit stands beside its first group only until the chain's CPF is masked.
+  const glued = `${cpf}${first.slice(0, 3)};${first.slice(3, 6)};${first.slice(6, 9)};${first.slice(9)}`;
+  t.same(findAndMaskCpfs(glued), { text: '**************;***;***;**', cpfs: [cpf, first] }, `a CPF in groups glued to one in a chain (${glued})`);
   const timestamps = '{"started":"2026-11-28T04:00:00.123456-03:00","finished":"2026-11-28T04:00:02.654321-03:00"}';
   t.same(findAndMaskCpfs(timestamps), { text: timestamps, cpfs: [] }, "a provider's timestamps are no CPF");
 });
