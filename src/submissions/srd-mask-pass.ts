@@ -69,6 +69,7 @@ export async function maskStoredSrd(db: Kysely<Tables>, now: () => Date, signal:
       .execute();
     return { rows, rewrite: (changed) => rewriteRequests(db, changed) };
   });
+  if (signal.aborted) return { requests: requests ?? 0, events: 0 };
   const events = await passOver(db, now, signal, SRD_MASK_PASSES.events, async (through) => {
     const read = await db
       .selectFrom('events')

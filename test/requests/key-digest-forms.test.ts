@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import t from 'tap';
 import { keyDigester } from '../../src/requests/key-digest.js';
 import { bodyHash, claimKey, requestOfKey } from '../../src/requests/idempotency.js';
-import { digestStoredKeys } from '../../src/requests/key-digest-pass.js';
+import { digestStoredKeys, KEY_DIGEST_PASS } from '../../src/requests/key-digest-pass.js';
 import { claimCampaignKey } from '../../src/campaigns/sql.js';
 import { TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/database.js';
@@ -20,7 +20,7 @@ const NEWER = 'a-newer-cpf-hash-key-0123456789abcdef';
 const earlier = keyDigester([TEST_CPF_HASH_KEY]);
 
 const passFinished = (database: Database) =>
-  until(async () => (await database.db.selectFrom('maintenance_passes').select('finished_at').executeTakeFirst())?.finished_at ?? undefined, 20_000, 'the pass at start');
+  until(async () => (await database.db.selectFrom('maintenance_passes').select('finished_at').where('name', '=', KEY_DIGEST_PASS).executeTakeFirst())?.finished_at ?? undefined, 20_000, 'the pass at start');
 
 /** A request an attempt stored `submitting` and then answered 503 for, freeing its key (nothing was sent). */
 async function unsentRequest(database: Database, customerUuid: string, storedKey: string): Promise<void> {
