@@ -71,14 +71,14 @@ export async function maskStoredSrd(db: Kysely<Tables>, now: () => Date, signal:
   });
   if (signal.aborted) return { requests: requests ?? 0, events: 0 };
   const events = await passOver(db, now, signal, SRD_MASK_PASSES.events, async (through) => {
-    const read = await db
+    const rows = await db
       .selectFrom('events')
       .select(['id', sql<Srd | null>`case when ${MAY_HOLD_CPF("data -> 'srd' -> 'address'")} then data -> 'srd' end`.as('srd'), 'created_at as written_at'])
       .where('id', '>', through)
       .orderBy('id')
       .limit(BATCH)
       .execute();
-    return { rows: read, rewrite: (changed) => rewriteEvents(db, changed) };
+    return { rows, rewrite: (changed) => rewriteEvents(db, changed) };
   });
   if (requests === undefined && events === undefined) return undefined;
   return { requests: requests ?? 0, events: events ?? 0 };
