@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import { findAndMaskCpfs } from '../cpf.js';
-import { keepRunningPass, PASS_GOES_ON_MS } from '../db/maintenance-pass.js';
+import { keepRunningPass, passById } from '../db/maintenance-pass.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { keptBody } from './kept-body.js';
@@ -14,8 +14,6 @@ import { keptBody } from './kept-body.js';
  */
 export const BODY_MASK_PASS = 'callback_body_cpfs_2';
 const BATCH = 500;
-/** A callback received longer ago than this is committed or never will be (statements time out in seconds). */
-export const SETTLED_MS = 60_000;
 
 /** Runs the pass now and hourly until it is over (db/maintenance-pass.ts). */
 export function keepMaskingBodies(deps: {
@@ -46,9 +44,7 @@ interface StoredBody {
  * Masks the CPFs in callbacks that a version before 0026 stored in clear (their bytes, an invalid
  * one's jsonb copy), as the callback route now does before storing (callbacks/kept-body.ts), and
  * keeps their hashes under every CPF_HASH_KEY on those that complete no request. Every row ever,
- * read once by id: the pass records how far it got, and a later start goes on from there (rows an
- * instance of the version before writes during a rolling deploy). Undefined when the pass is over
- * (finished more than PASS_GOES_ON_MS ago). Stops between batches once `signal` aborts.
+ * read once by id (db/maintenance-pass.ts, passById). Undefined when the pass is over.
  */
 export async function maskStoredBodies(
   db: Kysely<Tables>,
@@ -56,36 +52,27 @@ export async function maskStoredBodies(
   now: () => Date,
   signal: AbortSignal,
 ): Promise<{ callbacks: number } | undefined> {
-  await db.insertInto('maintenance_passes').values({ name: BODY_MASK_PASS }).onConflict((oc) => oc.column('name').doNothing()).execute();
-  const pass = await db.selectFrom('maintenance_passes').select(['through_id', 'finished_at']).where('name', '=', BODY_MASK_PASS).executeTakeFirst();
-  if (pass?.finished_at && now().getTime() - pass.finished_at.getTime() > PASS_GOES_ON_MS) return undefined;
-  const done = { callbacks: 0 };
-  let through = Number(pass?.through_id ?? 0);
-  for (;;) {
-    if (signal.aborted) return done;
-    const rows = (await db
-      .selectFrom('callbacks')
-      .select(['id', 'raw_body', 'body', 'request_id', 'cpf_hashes', 'received_at'])
-      .where('id', '>', through)
-      .orderBy('id')
-      .limit(BATCH)
-      .execute()) as Array<StoredBody & { received_at: Date }>;
-    if (rows.length === 0) break;
-    for (const row of rows) if (await maskOne(db, row, cpfHash)) done.callbacks += 1;
-    // Ids are taken before commit: a callback an instance of the version before received a moment
-    // ago may commit, with a lower id, after a later one was read. Only rows older than SETTLED_MS
-    // count as read; the next run reads the younger ones again (already masked: no rewrite).
-    const settled = now().getTime() - SETTLED_MS;
-    const young = rows.findIndex((r) => new Date(r.received_at).getTime() > settled);
-    const passed = young === -1 ? rows : rows.slice(0, young);
-    if (passed.length > 0) {
-      through = Number(passed[passed.length - 1]!.id);
-      await db.updateTable('maintenance_passes').set({ through_id: through }).where('name', '=', BODY_MASK_PASS).execute();
-    }
-    if (young !== -1 || rows.length < BATCH) break;
-  }
-  await sql`update maintenance_passes set finished_at = coalesce(finished_at, ${now()}) where name = ${BODY_MASK_PASS}`.execute(db);
-  return done;
+  const callbacks = await passById({
+    db,
+    name: BODY_MASK_PASS,
+    now,
+    signal,
+    batch: BATCH,
+    read: (through) =>
+      db
+        .selectFrom('callbacks')
+        .select(['id', 'raw_body', 'body', 'request_id', 'cpf_hashes', 'received_at as written_at'])
+        .where('id', '>', through)
+        .orderBy('id')
+        .limit(BATCH)
+        .execute() as Promise<Array<StoredBody & { written_at: Date }>>,
+    rewrite: async (rows) => {
+      let rewritten = 0;
+      for (const row of rows) if (await maskOne(db, row, cpfHash)) rewritten += 1;
+      return rewritten;
+    },
+  });
+  return callbacks === undefined ? undefined : { callbacks };
 }
 
 /** One callback masked in place, when its bytes or its jsonb copy held a CPF; true when it was rewritten. */

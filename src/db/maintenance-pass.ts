@@ -1,4 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { type Kysely, sql } from 'kysely';
+import type { Tables } from './types.js';
 
 /**
  * A finished pass goes on (at each start, and every PASS_EVERY_MS) for this long: an instance of the
@@ -46,4 +48,53 @@ export function keepRunningPass<T extends object>(deps: {
   };
   inFlight = run();
   return { settled: () => inFlight };
+}
+
+/**
+ * A row written longer ago than this is committed or never will be (statements time out in
+ * seconds): ids are taken before commit, so a row an instance of the version before wrote a moment
+ * ago may commit, with a lower id, after a later one was read.
+ */
+export const SETTLED_MS = 60_000;
+
+/**
+ * One run of a pass that reads a table once by id, every row ever (migration 0024's through_id: how
+ * far it got; a later start goes on from there, for the rows an instance of the version before
+ * writes during a rolling deploy). `read` gives the rows after an id, in order, at most `batch`;
+ * `rewrite` does what they need and says how many it rewrote. A row written less than SETTLED_MS
+ * ago is rewritten but not counted as read: the next run reads it again. How many were rewritten,
+ * or undefined when the pass is over (finished more than PASS_GOES_ON_MS ago). Stops between
+ * batches once `signal` aborts.
+ */
+export async function passById<Row extends { id: number | string; written_at: Date | string }>(deps: {
+  db: Kysely<Tables>;
+  name: string;
+  now: () => Date;
+  signal: AbortSignal;
+  batch: number;
+  read: (through: number) => Promise<Row[]>;
+  rewrite: (rows: Row[]) => Promise<number>;
+}): Promise<number | undefined> {
+  const { db, name, now } = deps;
+  await db.insertInto('maintenance_passes').values({ name }).onConflict((oc) => oc.column('name').doNothing()).execute();
+  const pass = await db.selectFrom('maintenance_passes').select(['through_id', 'finished_at']).where('name', '=', name).executeTakeFirst();
+  if (pass?.finished_at && now().getTime() - pass.finished_at.getTime() > PASS_GOES_ON_MS) return undefined;
+  let rewritten = 0;
+  let through = Number(pass?.through_id ?? 0);
+  for (;;) {
+    if (deps.signal.aborted) return rewritten;
+    const rows = await deps.read(through);
+    if (rows.length === 0) break;
+    rewritten += await deps.rewrite(rows);
+    const settled = now().getTime() - SETTLED_MS;
+    const young = rows.findIndex((r) => new Date(r.written_at).getTime() > settled);
+    const passed = young === -1 ? rows : rows.slice(0, young);
+    if (passed.length > 0) {
+      through = Number(passed[passed.length - 1]!.id);
+      await db.updateTable('maintenance_passes').set({ through_id: through }).where('name', '=', name).execute();
+    }
+    if (young !== -1 || rows.length < deps.batch) break;
+  }
+  await sql`update maintenance_passes set finished_at = coalesce(finished_at, ${now()}) where name = ${name}`.execute(db);
+  return rewritten;
 }

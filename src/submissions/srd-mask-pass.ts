@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
-import { keepRunningPass, PASS_GOES_ON_MS } from '../db/maintenance-pass.js';
+import { keepRunningPass, passById } from '../db/maintenance-pass.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import type { Srd } from '../provider/schemas.js';
@@ -24,8 +24,6 @@ const BATCH = 2000;
  */
 const MAY_HOLD_CPF = (address: string) =>
   sql<boolean>`length(regexp_replace((${sql.raw(address)})::text, '[\\x01-\\x2f\\x3a-\\x7f]+', '', 'g')) >= 11`;
-/** A row written longer ago than this is committed or never will be (statements time out in seconds). */
-const SETTLED_MS = 60_000;
 
 /** Runs the pass now and hourly until it is over (db/maintenance-pass.ts). */
 export function keepMaskingSrd(deps: {
@@ -52,76 +50,65 @@ export interface SrdMaskPass {
 /**
  * Masks, as a submit now masks it before storing (submissions/stored-form.ts), the CPFs that srd's
  * text fields kept in clear in requests stored by an earlier version and in the copies their events
- * carry (`data.srd`). Every row ever, read once by id: each table's pass records how far it got, and
- * a later start goes on from there (rows an instance of the version before writes during a rolling
- * deploy; one written less than SETTLED_MS ago is masked but not counted as read, since ids are taken
- * before commit). Undefined when both are over (finished more than PASS_GOES_ON_MS ago). Stops
- * between batches once `signal` aborts.
+ * carry (`data.srd`). Every row ever, each table read once by id (db/maintenance-pass.ts,
+ * passById). Undefined when both tables' passes are over.
  */
 export async function maskStoredSrd(db: Kysely<Tables>, now: () => Date, signal: AbortSignal): Promise<SrdMaskPass | undefined> {
-  const requests = await passOver(db, now, signal, SRD_MASK_PASSES.requests, async (through) => {
-    const rows = await db
-      .selectFrom('underwriting_requests')
-      .select(['id', sql<Srd | null>`case when ${MAY_HOLD_CPF("srd -> 'address'")} then srd end`.as('srd'), 'submitted_at as written_at'])
-      .where('id', '>', through)
-      .orderBy('id')
-      .limit(BATCH)
-      .execute();
-    return { rows, rewrite: (changed) => rewriteRequests(db, changed) };
+  const requests = await passById({
+    db,
+    name: SRD_MASK_PASSES.requests,
+    now,
+    signal,
+    batch: BATCH,
+    read: (through) =>
+      db
+        .selectFrom('underwriting_requests')
+        .select(['id', sql<Srd | null>`case when ${MAY_HOLD_CPF("srd -> 'address'")} then srd end`.as('srd'), 'submitted_at as written_at'])
+        .where('id', '>', through)
+        .orderBy('id')
+        .limit(BATCH)
+        .execute(),
+    rewrite: (rows) => rewriteChanged(rows, (changed) => rewriteRequests(db, changed)),
   });
   if (signal.aborted) return { requests: requests ?? 0, events: 0 };
-  const events = await passOver(db, now, signal, SRD_MASK_PASSES.events, async (through) => {
-    const rows = await db
-      .selectFrom('events')
-      .select(['id', sql<Srd | null>`case when ${MAY_HOLD_CPF("data -> 'srd' -> 'address'")} then data -> 'srd' end`.as('srd'), 'created_at as written_at'])
-      .where('id', '>', through)
-      .orderBy('id')
-      .limit(BATCH)
-      .execute();
-    return { rows, rewrite: (changed) => rewriteEvents(db, changed) };
+  const events = await passById({
+    db,
+    name: SRD_MASK_PASSES.events,
+    now,
+    signal,
+    batch: BATCH,
+    read: (through) =>
+      db
+        .selectFrom('events')
+        .select(['id', sql<Srd | null>`case when ${MAY_HOLD_CPF("data -> 'srd' -> 'address'")} then data -> 'srd' end`.as('srd'), 'created_at as written_at'])
+        .where('id', '>', through)
+        .orderBy('id')
+        .limit(BATCH)
+        .execute(),
+    rewrite: (rows) => rewriteChanged(rows, (changed) => rewriteEvents(db, changed)),
   });
   if (requests === undefined && events === undefined) return undefined;
   return { requests: requests ?? 0, events: events ?? 0 };
 }
 
-interface Read {
-  rows: Array<{ id: number; srd: unknown; written_at: Date }>;
-  /** Writes the rows whose srd changed (their new srd, as read before: a row changed meanwhile is left alone); how many were. */
-  rewrite: (changed: Array<{ id: number; before: unknown; after: Srd }>) => Promise<number>;
+interface Changed {
+  id: number;
+  /** The srd as read: a row whose srd changed since is left alone. */
+  before: unknown;
+  after: Srd;
 }
 
-/** One table's pass: the rows after `through_id`, in batches; how many were rewritten, or undefined when it is over. */
-async function passOver(db: Kysely<Tables>, now: () => Date, signal: AbortSignal, name: string, read: (through: number) => Promise<Read>): Promise<number | undefined> {
-  await db.insertInto('maintenance_passes').values({ name }).onConflict((oc) => oc.column('name').doNothing()).execute();
-  const pass = await db.selectFrom('maintenance_passes').select(['through_id', 'finished_at']).where('name', '=', name).executeTakeFirst();
-  if (pass?.finished_at && now().getTime() - pass.finished_at.getTime() > PASS_GOES_ON_MS) return undefined;
-  let rewritten = 0;
-  let through = Number(pass?.through_id ?? 0);
-  for (;;) {
-    if (signal.aborted) return rewritten;
-    const { rows, rewrite } = await read(through);
-    if (rows.length === 0) break;
-    const changed: Array<{ id: number; before: unknown; after: Srd }> = [];
-    for (const row of rows) {
-      const srd = row.srd as Srd | null;
-      const masked = srd ? maskSrdText(srd) : srd;
-      if (masked && masked !== srd) changed.push({ id: Number(row.id), before: srd, after: masked });
-    }
-    if (changed.length > 0) rewritten += await rewrite(changed);
-    const settled = now().getTime() - SETTLED_MS;
-    const young = rows.findIndex((r) => new Date(r.written_at).getTime() > settled);
-    const passed = young === -1 ? rows : rows.slice(0, young);
-    if (passed.length > 0) {
-      through = Number(passed[passed.length - 1]!.id);
-      await db.updateTable('maintenance_passes').set({ through_id: through }).where('name', '=', name).execute();
-    }
-    if (young !== -1 || rows.length < BATCH) break;
+/** The rows whose srd holds a CPF (the others, and those the database left out, as they are), written by `write`; how many were. */
+async function rewriteChanged(rows: ReadonlyArray<{ id: number; srd: Srd | null }>, write: (changed: Changed[]) => Promise<number>): Promise<number> {
+  const changed: Changed[] = [];
+  for (const row of rows) {
+    const masked = row.srd ? maskSrdText(row.srd) : row.srd;
+    if (masked && masked !== row.srd) changed.push({ id: Number(row.id), before: row.srd, after: masked });
   }
-  await sql`update maintenance_passes set finished_at = coalesce(finished_at, ${now()}) where name = ${name}`.execute(db);
-  return rewritten;
+  return changed.length === 0 ? 0 : write(changed);
 }
 
-async function rewriteRequests(db: Kysely<Tables>, changed: Array<{ id: number; before: unknown; after: Srd }>): Promise<number> {
+async function rewriteRequests(db: Kysely<Tables>, changed: readonly Changed[]): Promise<number> {
   const result = await sql`update underwriting_requests r set srd = v.after
     from (select unnest(${changed.map((c) => c.id)}::bigint[]) as id, unnest(${changed.map((c) => JSON.stringify(c.before))}::jsonb[]) as before,
                  unnest(${changed.map((c) => JSON.stringify(c.after))}::jsonb[]) as after) v
@@ -129,7 +116,7 @@ async function rewriteRequests(db: Kysely<Tables>, changed: Array<{ id: number; 
   return Number(result.numAffectedRows ?? 0);
 }
 
-async function rewriteEvents(db: Kysely<Tables>, changed: Array<{ id: number; before: unknown; after: Srd }>): Promise<number> {
+async function rewriteEvents(db: Kysely<Tables>, changed: readonly Changed[]): Promise<number> {
   const result = await sql`update events e set data = jsonb_set(e.data, '{srd}', v.after)
     from (select unnest(${changed.map((c) => c.id)}::bigint[]) as id, unnest(${changed.map((c) => JSON.stringify(c.before))}::jsonb[]) as before,
                  unnest(${changed.map((c) => JSON.stringify(c.after))}::jsonb[]) as after) v

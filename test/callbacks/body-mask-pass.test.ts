@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
 import t from 'tap';
-import { BODY_MASK_PASS, maskStoredBodies, SETTLED_MS } from '../../src/callbacks/body-mask-pass.js';
+import { BODY_MASK_PASS, maskStoredBodies } from '../../src/callbacks/body-mask-pass.js';
 import { cpfHasher, formatCpf, hashCpf } from '../../src/cpf.js';
-import { PASS_GOES_ON_MS } from '../../src/db/maintenance-pass.js';
+import { PASS_GOES_ON_MS, SETTLED_MS } from '../../src/db/maintenance-pass.js';
 import { buildTestApp, TEST_CPF_HASH_KEY } from '../helpers/app.js';
 import { cpfFrom } from '../helpers/cpf.js';
 import { ENGINE, freshDatabase } from '../helpers/database.js';
