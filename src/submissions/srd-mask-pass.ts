@@ -108,11 +108,13 @@ async function rewriteChanged(rows: ReadonlyArray<{ id: number; srd: Srd | null 
   return changed.length === 0 ? 0 : write(changed);
 }
 
+// Both rewrites name the rows by primary key besides the join: a join alone was planned as a scan of
+// every event while the table was tiny or never analysed (a hash join with the batch).
 async function rewriteRequests(db: Kysely<Tables>, changed: readonly Changed[]): Promise<number> {
   const result = await sql`update underwriting_requests r set srd = v.after
     from (select unnest(${changed.map((c) => c.id)}::bigint[]) as id, unnest(${changed.map((c) => JSON.stringify(c.before))}::jsonb[]) as before,
                  unnest(${changed.map((c) => JSON.stringify(c.after))}::jsonb[]) as after) v
-    where r.id = v.id and r.srd = v.before`.execute(db);
+    where r.id = any(${changed.map((c) => c.id)}::bigint[]) and r.id = v.id and r.srd = v.before`.execute(db);
   return Number(result.numAffectedRows ?? 0);
 }
 
@@ -120,7 +122,7 @@ async function rewriteEvents(db: Kysely<Tables>, changed: readonly Changed[]): P
   const result = await sql`update events e set data = jsonb_set(e.data, '{srd}', v.after)
     from (select unnest(${changed.map((c) => c.id)}::bigint[]) as id, unnest(${changed.map((c) => JSON.stringify(c.before))}::jsonb[]) as before,
                  unnest(${changed.map((c) => JSON.stringify(c.after))}::jsonb[]) as after) v
-    where e.id = v.id and e.data -> 'srd' = v.before`.execute(db);
+    where e.id = any(${changed.map((c) => c.id)}::bigint[]) and e.id = v.id and e.data -> 'srd' = v.before`.execute(db);
   return Number(result.numAffectedRows ?? 0);
 }
 
