@@ -2,7 +2,7 @@
 
 with next as (
   select id, queued_body from underwriting_requests
-  where status = 'queued'
+  where status = 'queued' and id > $2
   order by id
   limit 1
   for update skip locked

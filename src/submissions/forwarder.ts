@@ -25,6 +25,14 @@ import type { Sealer } from './seal.js';
 
 /** While nothing is queued, the queue is looked at this often (a submit on this instance wakes it at once). */
 export const IDLE_POLL_MS = 1000;
+/**
+ * Each claim starts its walk of the queue after the request this instance claimed last (the claim
+ * statement says why: the entries of claimed requests stay in the queue's index until a vacuum, and
+ * a walk from the start steps over all of them). At least this often, and whenever a walk from
+ * there finds nothing, a claim walks the whole queue: what the other instance gave back to the
+ * queue, and a batch that committed after later ids were claimed, are behind that start.
+ */
+export const FULL_WALK_MS = 1000;
 /** After a database failure, the loop waits this long before trying again. */
 const STORAGE_RETRY_MS = 1000;
 /** A bearer token that cannot be had holds the queue this long before the next try (it is not the provider's failure). */
@@ -69,6 +77,14 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
   let wakeUp: (() => void) | undefined;
   const inFlight = new Set<Promise<void>>();
   const write = limiter(FORWARD_WRITES);
+  // Where the next claim's walk starts (FULL_WALK_MS): after the last claimed id, 0 for the whole
+  // queue; and the lowest id this instance put back in the queue since (committed: the next claim sees it).
+  let walkFrom = 0;
+  let lastFullWalk = -Infinity;
+  let returnedLow = Infinity;
+  const putBack = (id: number) => {
+    returnedLow = Math.min(returnedLow, id);
+  };
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -107,15 +123,24 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
           await permit.release('not_called');
           break;
         }
-        const claimed = await claimNextQueued(deps.db, deps.clock()).catch(async (err: unknown) => {
+        const fullWalk = walkFrom === 0 || performance.now() - lastFullWalk >= FULL_WALK_MS;
+        if (fullWalk) lastFullWalk = performance.now();
+        const after = fullWalk ? 0 : Math.min(walkFrom, returnedLow - 1);
+        const low = returnedLow;
+        returnedLow = Infinity;
+        const claimed = await claimNextQueued(deps.db, deps.clock(), after).catch(async (err: unknown) => {
+          putBack(low);
           await permit.release('not_called');
           throw err;
         });
         if (!claimed) {
-          mayBeEmpty = true;
+          // Nothing past the last claim: the whole queue is walked next (at once), before it counts as empty.
+          if (fullWalk) mayBeEmpty = true;
+          walkFrom = 0;
           await permit.release('not_called');
           continue;
         }
+        walkFrom = claimed.id;
         const forward = guarded(forwardOne(claimed, permit)).finally(() => inFlight.delete(forward));
         inFlight.add(forward);
       } catch (err) {
@@ -143,6 +168,7 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
       let returned: Returned;
       try {
         returned = await write(() => returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), null, deps.clock()));
+        if (returned === 'queued') putBack(id);
       } finally {
         await write(() => permit.release('not_called'));
       }
@@ -178,6 +204,8 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
         let returned: Returned;
         try {
           returned = await write(() => returnToQueue(deps.db, id, deps.sealer.seal(plain, customerUuid), failure.stored, deps.clock()));
+          // Back in its place: this instance's next claim walks from there.
+          if (returned === 'queued') putBack(id);
         } finally {
           await giveBack();
         }
