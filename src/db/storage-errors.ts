@@ -56,6 +56,26 @@ export function isStorageUnavailable(err: unknown): boolean {
   return err.cause !== undefined && err.cause !== err && isStorageUnavailable(err.cause);
 }
 
+/** A pooled connection that had already died (its end not yet seen by the pool), as opposed to a failed connect. */
+const DEAD_CONNECTION_MESSAGES = /Connection terminated|Client has encountered a connection error|not queryable|Connection ended/i;
+
+/**
+ * True when a database error says the connection it ran on was already gone: after a blink, every
+ * idle connection of the pool may be, and the pool drops each only once it fails. Another try
+ * draws another connection (or opens a new one), so it may succeed; a refused or timed-out connect
+ * says nothing of the sort (the database is out of reach: trying again at once does no good). A
+ * connect that the other end closes before it answers reads like a dead connection: tried again,
+ * it fails as fast.
+ */
+export function drewDeadConnection(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  if (databaseErrors.has(err)) {
+    const code = (err as { code?: unknown }).code;
+    if (code === 'EPIPE' || code === 'ECONNRESET' || DEAD_CONNECTION_MESSAGES.test(err.message)) return true;
+  }
+  return err.cause !== undefined && err.cause !== err && drewDeadConnection(err.cause);
+}
+
 /** What a database layer's error says: its code, its message, its inner errors (a connect to several addresses). */
 function saysUnavailable(err: Error): boolean {
   if (err instanceof AggregateError && err.errors.some((e) => e instanceof Error && saysUnavailable(e))) return true;

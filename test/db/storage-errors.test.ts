@@ -3,7 +3,7 @@ import pg from 'pg';
 import t from 'tap';
 import { openDatabase } from '../../src/db/database.js';
 import type { DatabaseHandle } from '../../src/db/handle.js';
-import { isStorageUnavailable, markDatabaseError } from '../../src/db/storage-errors.js';
+import { drewDeadConnection, isStorageUnavailable, markDatabaseError } from '../../src/db/storage-errors.js';
 import { sql } from 'kysely';
 import { ENGINE, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 import { startRelay, throughRelay } from '../helpers/relay.js';
@@ -81,6 +81,28 @@ if (SERVER_URL) {
     };
     relay.restore();
     for (const [what, err] of Object.entries(unavailable)) t.ok(isStorageUnavailable(err), what);
+  });
+}
+
+if (SERVER_URL) {
+  t.test('a statement on a connection that had died says so; a connect the database refuses does not', async (t) => {
+    const url = await freshDatabaseUrl(t);
+    const relay = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
+    t.teardown(() => relay.close());
+    const at = { databaseUrl: throughRelay(url, relay), dataDir: 'unused' };
+    const died = await errorOf(at, async (db) => {
+      await sql`select 1`.execute(db); // an idle connection in the pool
+      relay.cutBusyLeavingIdleToDie();
+      await sql`select 1`.execute(db);
+    });
+    t.ok(drewDeadConnection(died), `a connection that died while idle: ${(died as Error).message}`);
+    // Nothing listens there any more: the connect is refused (ECONNREFUSED).
+    const closed = await startRelay(new URL(url).hostname, Number(new URL(url).port || 5432));
+    await closed.close();
+    const refused = await errorOf({ databaseUrl: throughRelay(url, closed), dataDir: 'unused' }, (db) => sql`select 1`.execute(db));
+    t.ok(isStorageUnavailable(refused), 'a refused connect is an outage');
+    t.notOk(drewDeadConnection(refused), `but not a dead connection: trying again at once does no good (${(refused as Error).message})`);
+    t.notOk(drewDeadConnection(Object.assign(new Error('Connection terminated'), { code: 'ECONNRESET' })), 'never an error from another layer');
   });
 }
 

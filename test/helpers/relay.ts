@@ -15,6 +15,12 @@ export interface TcpRelay {
    * it: a statement sent then runs (and commits) but its answer never arrives. Until cut() or restore().
    */
   blackhole(after?: string): void;
+  /**
+   * Like cut(), but a connection sitting idle (the server spoke last) is not closed: it dies when it
+   * is next used, as connections of a blink do that the pool learns of only by using them. New
+   * connections go through (cut() refuses them until restore()).
+   */
+  cutBusyLeavingIdleToDie(): void;
   /** Lets connections through again. */
   restore(): void;
   /**
@@ -32,11 +38,21 @@ export interface TcpRelay {
   close(): Promise<void>;
 }
 
+interface RelayedConnection {
+  /** Swallows every byte, both ways, forever (pause()). */
+  silenced: boolean;
+  /** Closed when the client next sends anything (cutBusyLeavingIdleToDie()). */
+  doomed: boolean;
+  /** The client sent the last bytes relayed: a statement awaits its answer. */
+  clientSpokeLast: boolean;
+  drop: () => void;
+}
+
 /** A TCP relay in front of host:port that a test can cut, to simulate an outage of a real server. */
 export async function startRelay(host: string, port: number): Promise<TcpRelay> {
   const open = new Set<net.Socket>();
-  /** Relayed connections: silenced ones swallow every byte, both ways, forever. */
-  const relayed = new Set<{ silenced: boolean }>();
+  /** Relayed connections. */
+  const relayed = new Set<RelayedConnection>();
   let held: net.Socket[] = [];
   let cut = false;
   let blackholed = false;
@@ -50,8 +66,6 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
     const upstream = net.connect({ host, port, allowHalfOpen: true });
     open.add(client);
     open.add(upstream);
-    const state = { silenced: false };
-    relayed.add(state);
     const drop = () => {
       client.destroy();
       upstream.destroy();
@@ -59,15 +73,25 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
       open.delete(upstream);
       relayed.delete(state);
     };
+    const state: RelayedConnection = { silenced: false, doomed: false, clientSpokeLast: false, drop };
+    relayed.add(state);
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
     client.on('data', (chunk: Buffer) => {
+      if (state.doomed) {
+        drop();
+        return;
+      }
+      state.clientSpokeLast = true;
       if (blackholeAfter !== undefined && chunk.includes(blackholeAfter)) blackholed = true;
       if (!state.silenced) upstream.write(chunk);
       else swallowed += chunk.length;
     });
     upstream.on('data', (chunk: Buffer) => {
-      if (!state.silenced && !blackholed) client.write(chunk);
+      if (!state.silenced && !blackholed) {
+        state.clientSpokeLast = false;
+        client.write(chunk);
+      }
     });
     client.on('end', () => {
       if (!state.silenced) upstream.end();
@@ -100,6 +124,14 @@ export async function startRelay(host: string, port: number): Promise<TcpRelay> 
       cut = true;
       for (const socket of open) socket.destroy();
       open.clear();
+    },
+    cutBusyLeavingIdleToDie() {
+      for (const connection of relayed) {
+        if (connection.clientSpokeLast) connection.drop();
+        else connection.doomed = true;
+      }
+      blackholed = false;
+      blackholeAfter = undefined;
     },
     blackhole(after) {
       if (after === undefined) blackholed = true;

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import pg from 'pg';
 import t, { type Test } from 'tap';
 import { hashCpf } from '../../src/cpf.js';
@@ -240,7 +241,15 @@ if (SERVER_URL) {
    * A submit whose insert commits but whose answer is lost: the relay swallows the database's
    * answers from the insert on, and drops the connections once the row is there (seen on a direct connection).
    */
-  async function submitLosingTheCommit(t: Test, gw: SubmitGateway, relay: TcpRelay, url: string, headers: Record<string, string> = {}) {
+  async function submitLosingTheCommit(
+    t: Test,
+    gw: SubmitGateway,
+    relay: TcpRelay,
+    url: string,
+    headers: Record<string, string> = {},
+    /** The blink leaves the pool's idle connections open, to die when next used (else cut with the submit's). */
+    idleDieOnUse = false,
+  ) {
     const direct = new pg.Client({ connectionString: url });
     await direct.connect();
     t.teardown(() => direct.end());
@@ -258,7 +267,8 @@ if (SERVER_URL) {
     const count = async () => Number((await direct.query('select count(*) as n from underwriting_requests')).rows[0].n);
     await until(async () => (await count()) !== before, 10_000, 'the submit\'s committed row');
     // The connection dies after the commit; new ones get through (a backend ended, a flaky link).
-    relay.cut();
+    if (idleDieOnUse) relay.cutBusyLeavingIdleToDie();
+    else relay.cut();
     relay.restore();
     const res = await answer;
     await cutSeen();
@@ -300,6 +310,20 @@ if (SERVER_URL) {
     t.equal(replay.headers['idempotent-replayed'], 'true');
     t.equal(gw.provider.received.length, 1, 'the provider heard of this key once');
     t.match(await storedRequests(database), [{ status: 'submit_failed', upstream_error: /^not sent/ }, { status: 'submitted' }]);
+  });
+
+  t.test("a 503's key is freed though every idle connection of the pool died in the same blink, unseen until used", async (t) => {
+    const { database, relay, url } = await databaseBehindRelay(t);
+    const gw = await submitGateway(t, { database });
+    // Idle connections in the pool, as a busy instance has: each will fail the first statement it is given.
+    await Promise.all(Array.from({ length: 6 }, () => sql`select pg_sleep(0.05)`.execute(database.db)));
+
+    const lost = await submitLosingTheCommit(t, gw, relay, url, { 'idempotency-key': 'blink' }, true);
+    t.equal(lost.statusCode, 503);
+    t.same(await storedKeys(database), [], 'the key was freed, on a connection past the dead ones');
+    const retry = await gw.submit(validRequest(), { 'idempotency-key': 'blink' });
+    t.equal(retry.statusCode, 202, 'so a retry runs the request at once');
+    t.equal(gw.provider.received.length, 1);
   });
 
   t.test('a key whose 503 could not even free it is taken over past the bound and answered from its row, never sent twice', async (t) => {
