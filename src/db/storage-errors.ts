@@ -71,6 +71,8 @@ export function drewDeadConnection(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   if (databaseErrors.has(err)) {
     const code = (err as { code?: unknown }).code;
+    // pg-pool's failed connect reads "Connection terminated due to connection timeout": not one.
+    if (/timeout/i.test(err.message)) return false;
     if (code === 'EPIPE' || code === 'ECONNRESET' || DEAD_CONNECTION_MESSAGES.test(err.message)) return true;
   }
   return err.cause !== undefined && err.cause !== err && drewDeadConnection(err.cause);

@@ -124,18 +124,20 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
           break;
         }
         const fullWalk = walkFrom === 0 || performance.now() - lastFullWalk >= FULL_WALK_MS;
-        if (fullWalk) lastFullWalk = performance.now();
-        const after = fullWalk ? 0 : Math.min(walkFrom, returnedLow - 1);
         const low = returnedLow;
         returnedLow = Infinity;
-        const claimed = await claimNextQueued(deps.db, deps.clock(), after).catch(async (err: unknown) => {
-          putBack(low);
-          await permit.release('not_called');
-          throw err;
-        });
+        const claimFrom = (after: number) => {
+          if (after === 0) lastFullWalk = performance.now();
+          return claimNextQueued(deps.db, deps.clock(), after).catch(async (err: unknown) => {
+            putBack(low);
+            await permit.release('not_called');
+            throw err;
+          });
+        };
+        // Nothing past the last claim: the whole queue is walked at once, on the same slot.
+        const claimed = (await claimFrom(fullWalk ? 0 : Math.min(walkFrom, low - 1))) ?? (fullWalk ? undefined : await claimFrom(0));
         if (!claimed) {
-          // Nothing past the last claim: the whole queue is walked next (at once), before it counts as empty.
-          if (fullWalk) mayBeEmpty = true;
+          mayBeEmpty = true;
           walkFrom = 0;
           await permit.release('not_called');
           continue;

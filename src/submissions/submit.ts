@@ -85,6 +85,8 @@ const PURGE_EVERY_MS = 60_000;
  * or new connection. Such a try fails at once, without a network round trip.
  */
 const KEY_RELEASE_TRIES = 21;
+/** Nor for longer than this: the 503 waits for the release. */
+const KEY_RELEASE_BUDGET_MS = 1000;
 
 const inFlight = (message = 'this customerUuid already has a request awaiting its callback') =>
   new AppError(409, 'in_flight', message);
@@ -151,12 +153,15 @@ export function submitter(deps: SubmitDeps) {
       // one only when it fails): tried again while a try drew such a connection, at most once per
       // connection the pool may hold, so a live one or a new one is reached. A key not freed waits
       // for its lease to pass.
+      const releaseStarted = performance.now();
       for (let tries = 1; ; tries++) {
         try {
           await releaseKey(deps.db, key);
           break;
         } catch (releaseErr) {
-          if (!drewDeadConnection(releaseErr) || tries >= KEY_RELEASE_TRIES) break;
+          if (drewDeadConnection(releaseErr) && tries < KEY_RELEASE_TRIES && performance.now() - releaseStarted < KEY_RELEASE_BUDGET_MS) continue;
+          log.warn({ err: { message: (releaseErr as Error).message }, tries }, 'could not free the Idempotency-Key of a failed submit: it waits for its lease');
+          break;
         }
       }
       throw err;

@@ -103,6 +103,11 @@ if (SERVER_URL) {
     t.ok(isStorageUnavailable(refused), 'a refused connect is an outage');
     t.notOk(drewDeadConnection(refused), `but not a dead connection: trying again at once does no good (${(refused as Error).message})`);
     t.notOk(drewDeadConnection(Object.assign(new Error('Connection terminated'), { code: 'ECONNRESET' })), 'never an error from another layer');
+    // What pg-pool says of a connect that timed out (a database gone silent): each try would wait it out.
+    const timedOut = new Error('Connection terminated due to connection timeout');
+    markDatabaseError(timedOut);
+    t.ok(isStorageUnavailable(timedOut), 'a timed-out connect is an outage');
+    t.notOk(drewDeadConnection(timedOut), 'but not a dead connection');
   });
 }
 
