@@ -44,6 +44,7 @@ if (SERVER_URL) t.test('a request stuck on a silent database still gets its 503 
   t.equal(status, 503, 'answered, not cut off');
   t.match(body, { error: 'storage_unavailable' });
   const exit = await server.exited;
-  t.equal(exit.code, 0, 'a clean exit');
+  // The child's log says why, when it did not exit cleanly (a CI run once saw code 1 here).
+  t.equal(exit.code, 0, 'a clean exit', { log: exit.code === 0 ? undefined : server.stdout.slice(-20) });
   t.ok(Date.now() - signalled < 10_000, `within the grace (${Date.now() - signalled} ms)`);
 });
