@@ -2,11 +2,14 @@ import { randomInt } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { backendCpuBetween, backendCpuSnapshot, createBenchDatabase, GATEWAY_APPLICATIONS } from '../lib/database.js';
+import { backendCpuBetween, backendCpuSnapshot, createBenchDatabase, GATEWAY_APPLICATIONS, seedSubmitted } from '../lib/database.js';
 import { cpuTimeMs, GATEWAY_NODE_ARGS, RssSampler, startChild, stopAll } from '../lib/processes.js';
 import { cpfOf } from '../lib/states.js';
 
-// `node dist/bench/investigations/campaign-upload.js [--lines=100000] [--rounds=1] [--profile]`
+// `node dist/bench/investigations/campaign-upload.js [--lines=100000] [--rounds=1] [--others=0] [--profile]`
+// (--others=N: N other customers' requests awaiting callbacks, seeded and analysed first, as the
+// campaign scenario does; AUTO_EXPLAIN_MS=1000: statements slower than that logged with their plans
+// in PostgreSQL's log, the role being a superuser)
 // (CAMPAIGN_UPLOAD_ENTRIES=/before/dist/src/server.js,/after/dist/src/server.js: several builds,
 // alternated round by round, A B A B, each on a database of its own):
 // what a campaign upload costs per line (issue 37's upload goal). One gateway (the build's
@@ -23,6 +26,8 @@ const arg = (name: string, fallback: number) => Number(args.find((a) => a.starts
 const lines = arg('lines', 100_000);
 const rounds = arg('rounds', 1);
 const profile = args.includes('--profile');
+/** Requests of other customers awaiting their callbacks, seeded (and analysed) first, as the campaign scenario does. */
+const others = arg('others', 0);
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 const PROFILE_DIR = here('../../../bench/results/profiles/');
@@ -66,6 +71,13 @@ try {
   for (const [i, entry] of entries.entries()) {
     const database = await createBenchDatabase(adminUrl);
     databases.push(database);
+    if (others > 0) await seedSubmitted(database.pool, 'other-', others);
+    if (process.env.AUTO_EXPLAIN_MS) {
+      // Every statement slower than this logged with its plan (analysed, with buffers) in PostgreSQL's own log.
+      const name = new URL(database.url).pathname.slice(1);
+      for (const setting of ["session_preload_libraries = 'auto_explain'", `auto_explain.log_min_duration = ${Number(process.env.AUTO_EXPLAIN_MS)}`, 'auto_explain.log_analyze = on', 'auto_explain.log_buffers = on'])
+        await database.pool.query(`alter database ${name} set ${setting}`);
+    }
     gateways.push({ entry, database, child: await startGateway(entry, database, i) });
     await database.pool.query(`update provider_pacing set hold_until = now() + interval '1 day'`);
   }

@@ -207,7 +207,8 @@ export async function runCampaignScenario(options: CampaignOptions): Promise<Cam
     const answer = (await res.json()) as { id: string; accepted: number; rejectedTotal: number };
     const uploadS = (performance.now() - uploadStarted) / 1000;
     const uploadPeakRssMb = rss.finish();
-    if (res.status !== 202) throw new Error(`the upload was answered ${res.status}: ${JSON.stringify(answer)}`);
+    // With what instance 1 logged (warnings and errors): an answer such as 503 says only what, not why.
+    if (res.status !== 202) throw new Error(`the upload was answered ${res.status}: ${JSON.stringify(answer)}\ninstance 1 logged:\n${gateway1.output()}`);
     say(`campaign: ${answer.accepted} of ${options.lines} lines accepted in ${uploadS.toFixed(2)} s (instance 1 peak RSS ${uploadPeakRssMb ?? 'n/a'} MB)`);
 
     // 3. Other customers, A B A B.

@@ -69,15 +69,18 @@ function enqueueStatement(withCampaign: boolean): Statement {
       from numbered i${withCampaign ? `
       -- A customer an earlier line of the campaign's file named, whose request is no longer in flight
       -- (answered, failed): a file names each customer once. One lookup of the customer's requests per
-      -- row (underwriting_requests_customer): offset 0 keeps it from becoming a join, and + 0 keeps the
-      -- campaign's index, whose every entry so far it would read per row, out of it. Bounded below by
-      -- the campaign's first request (one probe of the campaign's index, once per statement): the
+      -- row (underwriting_requests_customer): offset 0 keeps it from becoming a join. The campaign's
+      -- indexes, whose every entry so far it would read per row, are kept out of it: they hold only
+      -- rows with a campaign, and coalesce (not strict, unlike + 0) does not tell the planner that
+      -- these are such rows. Statistics taken before a first campaign made them look empty, the
+      -- cheapest of all, and each line read every entry the campaign had so far. Bounded below by the
+      -- campaign's first request (one probe of the campaign's index, once per statement): the
       -- customer's requests from before the campaign, however many, are not read.
       where not exists (
         select 1 from underwriting_requests e
          where e.customer_uuid = i.customer_uuid
            and e.id >= (select min(f.id) from underwriting_requests f where f.campaign_id = $11)
-           and e.campaign_id + 0 = $11
+           and coalesce(e.campaign_id, 0) = $11
         offset 0)` : ''}
       -- Inserted in one order whatever the batch (byte order, as insert_submitting's): two batches
       -- naming the same customers in other orders (two campaigns at once) wait on each other's
