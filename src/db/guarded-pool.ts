@@ -6,7 +6,7 @@ import pg from 'pg';
 import type { HealthEvent, PoolMode } from './handle.js';
 import { NO_GENERIC_PLANS } from './handle.js';
 import { isPreparedStatementMismatch, POOL_MODE_MISMATCH } from './pool-mode.js';
-import { isStorageUnavailable, markDatabaseError, StorageUnavailableError } from './storage-errors.js';
+import { drewDeadConnection, isStorageUnavailable, markDatabaseError, StorageUnavailableError } from './storage-errors.js';
 import type { Tables } from './types.js';
 
 /**
@@ -30,9 +30,10 @@ export interface PoolSettings {
   poolMode: PoolMode;
   queryTimeoutMs: number;
   /**
-   * Bumped by every query timeout: a connection that was open before it may be half-open as well
-   * (a network path that went silent takes all of them), so it is closed at its next checkout
-   * instead of failing a query of its own a timeout later. Shared by the database's pools.
+   * Bumped by every query timeout and every connection found dead on use: a connection that was
+   * open before it may be half-open or dead as well (a network path that went silent, or a blink,
+   * takes all of them), so it is closed at its next checkout instead of failing a query of its own
+   * (a timeout later, for a half-open one). Shared by the database's pools.
    */
   epoch: number;
   idleTimeoutMs: number;
@@ -157,8 +158,9 @@ export class GuardedPool {
       let guarded = this.#clients.get(client);
       if (!guarded) this.#clients.set(client, (guarded = new GuardedClient(client, this.settings, this)));
       if (guarded.epoch === this.settings.epoch) return guarded;
-      // Opened before a query timed out somewhere: maybe just as half-open. Close it, open another.
-      destroy(client, new Error('opened before a query timed out'));
+      // Opened before a query timed out, or a connection was found dead, somewhere: maybe just as
+      // half-open or dead. Close it, open another.
+      destroy(client, new Error('opened before a query timed out or a connection was found dead'));
     }
   }
 
@@ -251,6 +253,10 @@ class GuardedClient {
     if (QUERY_TIMEOUT.test(failure.message)) {
       this.settings.epoch += 1;
       this.settings.emit('timeout');
+    } else if (drewDeadConnection(failure)) {
+      // Found dead on use: a blink takes every connection open then, and the pool learns of each
+      // only when it fails a statement. Those opened before are closed at their next checkout instead.
+      this.settings.epoch += 1;
     }
   }
 }

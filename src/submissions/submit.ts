@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../deps.js';
 import type { Tables } from '../db/types.js';
-import { drewDeadConnection, StorageUnavailableError } from '../db/storage-errors.js';
+import { StorageUnavailableError } from '../db/storage-errors.js';
 import { AppError, errorBody } from '../http/errors.js';
 import { TokenUnavailableError } from '../provider/errors.js';
 import { acquireFresh, type PaceRefusal, type Pacer, type SlotHandOver } from '../provider/pacing.js';
@@ -79,14 +79,6 @@ export interface SubmitAnswer extends StoredAnswer {
 const IDEMPOTENCY_POLL_MS = [20, 50, 100, 200] as const;
 /** How often one instance sweeps expired keys away (a courtesy, not a rule). */
 const PURGE_EVERY_MS = 60_000;
-/**
- * Tries of a failed submit's key release while each draws a pooled connection that died in a blink:
- * one more than the largest pool opened (10 connections; the tests' 20), so the last reaches a live
- * or new connection. Such a try fails at once, without a network round trip.
- */
-const KEY_RELEASE_TRIES = 21;
-/** Nor for longer than this: the 503 waits for the release. */
-const KEY_RELEASE_BUDGET_MS = 1000;
 
 const inFlight = (message = 'this customerUuid already has a request awaiting its callback') =>
   new AppError(409, 'in_flight', message);
@@ -149,21 +141,15 @@ export function submitter(deps: SubmitDeps) {
     } catch (err) {
       // No final answer, and nothing sent (storage failed before the call): free the key so that a
       // retry runs the request. So a key that is free again was never sent under, by anyone.
-      // After a database blink each idle pooled connection may have died with it (the pool drops
-      // one only when it fails): tried again while a try drew such a connection, at most once per
-      // connection the pool may hold, so a live one or a new one is reached. A key not freed waits
-      // for its lease to pass.
-      const releaseStarted = performance.now();
-      for (let tries = 1; ; tries++) {
-        try {
-          await releaseKey(deps.db, key);
-          break;
-        } catch (releaseErr) {
-          if (drewDeadConnection(releaseErr) && tries < KEY_RELEASE_TRIES && performance.now() - releaseStarted < KEY_RELEASE_BUDGET_MS) continue;
-          log.warn({ err: { message: (releaseErr as Error).message }, tries }, 'could not free the Idempotency-Key of a failed submit: it waits for its lease');
-          break;
-        }
-      }
+      // Tried twice: after a database blink the first may draw a pooled connection that died with
+      // it; the pool then closes every connection opened before that one at its checkout (the
+      // epoch, db/guarded-pool.ts), so the second runs on a new one. A key not freed waits for its
+      // lease to pass.
+      await releaseKey(deps.db, key)
+        .catch(() => releaseKey(deps.db, key))
+        .catch((releaseErr: unknown) =>
+          log.warn({ err: { message: (releaseErr as Error).message } }, 'could not free the Idempotency-Key of a failed submit: it waits for its lease'),
+        );
       throw err;
     }
     try {
