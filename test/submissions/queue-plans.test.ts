@@ -98,7 +98,9 @@ if (SERVER_URL) {
     t.equal((await claimNextQueued(db, new Date(), 0))?.id, last + 1, 'the whole queue walked: the oldest queued');
     const fromStart = await db.connection().execute((conn) => measureWork(conn, (c) => claimNextQueued(c, new Date(), 0)));
     const fromLast = await db.connection().execute((conn) => measureWork(conn, (c) => claimNextQueued(c, new Date(), last + 1)));
-    t.ok(fromLast.blocks <= first.blocks + 2, `from the last claim: ${fromLast.blocks} buffers, the first claim ${first.blocks}`);
+    // Room for a few pages of catalog and visibility-map reads that vary run to run (CI saw 42 against
+    // 39); the walk from the start, and the bounded one without its bound, read 67-68.
+    t.ok(fromLast.blocks <= first.blocks + 8, `from the last claim: ${fromLast.blocks} buffers, the first claim ${first.blocks}`);
     t.ok(fromStart.blocks >= fromLast.blocks + 20, `from the start: ${fromStart.blocks} buffers (the dead entries' pages)`);
     t.same(fromLast.seqScans, {}, 'no sequential scan');
   });
