@@ -4,7 +4,7 @@ import net from 'node:net';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
 import type { HealthEvent, PoolMode } from './handle.js';
-import { NO_GENERIC_PLANS } from './handle.js';
+import { NO_GENERIC_PLANS, PLANS_MADE_ONCE } from './handle.js';
 import { isPreparedStatementMismatch, POOL_MODE_MISMATCH } from './pool-mode.js';
 import { drewDeadConnection, isStorageUnavailable, markDatabaseError, StorageUnavailableError } from './storage-errors.js';
 import type { Tables } from './types.js';
@@ -65,7 +65,10 @@ export function abortStuckQueries(settings: PoolSettings, runningForMs: number):
   return aborted;
 }
 
-export function openPool(connectionString: string, max: number, settings: PoolSettings): pg.Pool {
+/** How a pool's connections plan (session mode): every call (the routes'), or once per statement (the pacing pool's). */
+export type Planning = 'every call' | 'once';
+
+export function openPool(connectionString: string, max: number, settings: PoolSettings, planning: Planning = 'every call'): pg.Pool {
   const pool = new pg.Pool({
     connectionString,
     max,
@@ -91,7 +94,7 @@ export function openPool(connectionString: string, max: number, settings: PoolSe
     // No JIT: without statistics the callback statement's estimated cost can pass jit_above_cost,
     // and compiling it then costs more than running the batch (docs/performance-history.md).
     ...(settings.poolMode === 'session'
-      ? { onConnect: (client: pg.PoolClient) => client.query(`set statement_timeout = ${settings.queryTimeoutMs}; set jit = off; ${NO_GENERIC_PLANS}`).then(() => {}) }
+      ? { onConnect: (client: pg.PoolClient) => client.query(`set statement_timeout = ${settings.queryTimeoutMs}; set jit = off; ${planning === 'once' ? PLANS_MADE_ONCE : NO_GENERIC_PLANS}`).then(() => {}) }
       : {}),
   } as pg.PoolConfig);
   const onError = (err: Error) => settings.onIdleError?.(err);

@@ -34,6 +34,15 @@ export interface DatabaseHandle {
    * so that it never queues behind the main pool's writes.
    */
   notifyDb: Kysely<Tables>;
+  /**
+   * The provider pace's pool (PostgreSQL; the same as db on PGlite): the pacer's takes and returns,
+   * the forwarder's claims and outcomes. Its connections keep each statement's plan, made once with
+   * sequential scans off (PLANS_MADE_ONCE), instead of planning it on every call as NO_GENERIC_PLANS
+   * has db's do: run at the provider's rate, that planning was most of the database's CPU per
+   * forward. Only for statements whose one sane plan is by index whatever the statistics
+   * (test/db/plan-states-pacing.test.ts).
+   */
+  pacingDb: Kysely<Tables>;
   engine: Engine;
   /** Set on PostgreSQL: DATABASE_URL. */
   connectionString: string | undefined;
@@ -110,3 +119,18 @@ export interface OpenDatabaseOptions {
  * tiny kept scanning them whole once they had grown (docs/performance.md).
  */
 export const NO_GENERIC_PLANS = 'set plan_cache_mode = force_custom_plan';
+
+/**
+ * The pacing pool's connections (DatabaseHandle.pacingDb): each prepared statement is planned once
+ * per connection, and so are its foreign-key checks, with sequential scans off, so that a plan made
+ * while the tables were tiny still looks up by index once they have grown (NO_GENERIC_PLANS's
+ * reason). The session-level form of STATEMENT_PLANNED_ONCE (db/plan-guards.ts), without its
+ * transaction's two round trips: the take holds the shared pacing row until its commit.
+ */
+export const PLANS_MADE_ONCE = 'set plan_cache_mode = force_generic_plan; set enable_seqscan = off';
+
+/**
+ * The pacing pool's size: the forwarder's writes (FORWARD_WRITES, 3), its loop's one statement, and
+ * the pacer's one ask at a time (a synchronous submit's take too).
+ */
+export const PACING_POOL_SIZE = 5;

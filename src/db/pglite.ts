@@ -26,6 +26,7 @@ export async function openPglite(dataDir: string, loadDataDir?: Blob): Promise<D
   return {
     db,
     notifyDb: db,
+    pacingDb: db,
     engine: 'pglite',
     connectionString: undefined,
     listenConnectionString: undefined,

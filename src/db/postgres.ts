@@ -1,8 +1,8 @@
-// Opening PostgreSQL: the routes' pool and the NOTIFY connection, guarded, behind one handle.
+// Opening PostgreSQL: the routes' pool, the NOTIFY connection and the pacing pool, guarded, behind one handle.
 import type net from 'node:net';
 import { Kysely } from 'kysely';
 import { abortStuckQueries, attachPool, GuardedPool, openPool, type PoolSettings } from './guarded-pool.js';
-import { DEFAULT_QUERY_TIMEOUT_MS, type DatabaseHandle, type HealthEvent, type OpenDatabaseOptions } from './handle.js';
+import { DEFAULT_QUERY_TIMEOUT_MS, PACING_POOL_SIZE, type DatabaseHandle, type HealthEvent, type OpenDatabaseOptions } from './handle.js';
 import { verifySessionPooling } from './pool-mode.js';
 import { GatewayPostgresDialect } from './postgres-dialect.js';
 import { probeWith, withTimeout } from './readiness.js';
@@ -32,9 +32,13 @@ export function openPostgres(connectionString: string, options: OpenDatabaseOpti
   const notify = new GuardedPool(openPool(connectionString, 1, settings), settings);
   const notifyDb = new Kysely<Tables>({ dialect: new GatewayPostgresDialect({ pool: notify }) });
   attachPool(notifyDb, notify);
+  const pacing = new GuardedPool(openPool(connectionString, PACING_POOL_SIZE, settings, 'once'), settings);
+  const pacingDb = new Kysely<Tables>({ dialect: new GatewayPostgresDialect({ pool: pacing }) });
+  attachPool(pacingDb, pacing);
   return {
     db,
     notifyDb,
+    pacingDb,
     engine: 'postgres',
     pglite: undefined,
     connectionString,
@@ -71,7 +75,7 @@ export function openPostgres(connectionString: string, options: OpenDatabaseOpti
         for (const socket of sockets.keys()) socket.destroy();
       }, CLOSE_GRACE_MS);
       try {
-        await Promise.all([db.destroy(), notifyDb.destroy()]);
+        await Promise.all([db.destroy(), notifyDb.destroy(), pacingDb.destroy()]);
       } finally {
         clearTimeout(timer);
       }

@@ -39,8 +39,8 @@ const STORAGE_RETRY_MS = 1000;
 const TOKEN_HOLD_S = 1;
 /**
  * The forwards' own writes (slot returns, outcomes, returns to the queue) run this many at once at
- * most, whatever PROVIDER_MAX_IN_FLIGHT: with the loop's one statement, the forwarder never holds more
- * than this plus one of the pool's connections, and the routes never wait behind forwards.
+ * most, whatever PROVIDER_MAX_IN_FLIGHT: with the loop's one statement and the pacer's ask, the
+ * forwarder fits the pacing pool (PACING_POOL_SIZE, db/handle.ts), which the routes do not use.
  */
 export const FORWARD_WRITES = 3;
 

@@ -36,7 +36,7 @@ export interface Submissions {
 
 export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger): Submissions {
   const { config } = deps;
-  const { db } = deps.database;
+  const { db, pacingDb } = deps.database;
   const metrics = submitMetrics(deps.registry);
   const client = createUnderwritingClient({
     baseUrl: config.providerBaseUrl,
@@ -55,7 +55,8 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
     registers: [deps.registry],
   });
   const pacer = createPacer({
-    db,
+    // Its statements are planned once per connection (DatabaseHandle.pacingDb): they run per call.
+    db: pacingDb,
     config: config.providerPacing,
     // A slot whose instance died is free again once its call would surely have ended.
     leaseMs: abandonedAfterMs(config.upstreamTimeoutMs),
@@ -92,7 +93,8 @@ export function createSubmissions(deps: CapabilityDeps, log: FastifyBaseLogger):
       // srd text stored before the free-text rule read what it reads now is masked under it, the same way.
       srdPass = keepMaskingSrd({ db, now: deps.clock, log: app.log, signal: closing.signal });
       forwarder = startForwarder({
-        db,
+        // The pacer's pool: the forwarder's statements run per forwarded request, planned once.
+        db: pacingDb,
         client,
         pacer,
         sealer,

@@ -1,6 +1,8 @@
 import type http from 'node:http';
 import pg from 'pg';
 import t from 'tap';
+import { guardedPoolOf } from '../../src/db/guarded-pool.js';
+import { PACING_POOL_SIZE } from '../../src/db/handle.js';
 import { FORWARD_WRITES } from '../../src/submissions/forwarder.js';
 import { buildTestApp } from '../helpers/app.js';
 import { ENGINE, freshDatabase } from '../helpers/database.js';
@@ -8,8 +10,9 @@ import { until } from '../helpers/until.js';
 import { requestOf, submitAsync } from './pacing-fixtures.js';
 import { startFakeProvider } from './provider.js';
 
-// The forwarder shares the instance's pool with the routes: however many forwards are in flight,
-// their writes hold at most FORWARD_WRITES connections at once, so a route never waits behind them.
+// The forwarder runs on the pacing pool (DatabaseHandle.pacingDb), not the routes' pool: however
+// many forwards are in flight, their writes hold at most FORWARD_WRITES connections at once, all of
+// them the pacing pool's, so a route never waits behind them.
 // (PGlite has one connection and no pool: this file holds no test there.)
 
 if (ENGINE === 'postgres') t.test("forwards whose outcomes wait on the database hold a few of the pool's connections, and a GET is still answered", async (t) => {
@@ -56,6 +59,8 @@ if (ENGINE === 'postgres') t.test("forwards whose outcomes wait on the database 
   const read = await app.inject({ method: 'GET', url: `/v1/underwritings/${customers[0]}` });
   t.equal(read.statusCode, 200, 'a route gets a connection while the forwards wait');
   t.ok((await lockWaiters()) <= FORWARD_WRITES, `at most ${FORWARD_WRITES} forwards' writes wait at once (saw ${await lockWaiters()})`);
+  const pacing = guardedPoolOf(database.pacingDb)!.pool;
+  t.ok(pacing.totalCount - pacing.idleCount >= FORWARD_WRITES, `the waiting writes hold the pacing pool's connections (${pacing.totalCount - pacing.idleCount} of ${PACING_POOL_SIZE} checked out)`);
 
   await locker.query('commit');
   await until(async () => (await Promise.all(customers.map((c) => requestOf(database, c)))).every((r) => r?.status === 'submitted'), 20_000, 'every forward recorded');
