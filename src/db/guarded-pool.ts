@@ -68,11 +68,19 @@ export function abortStuckQueries(settings: PoolSettings, runningForMs: number):
 /** How a pool's connections plan (session mode): every call (the routes'), or once per statement (the pacing pool's). */
 export type Planning = 'every call' | 'once';
 
-export function openPool(connectionString: string, max: number, settings: PoolSettings, planning: Planning = 'every call'): pg.Pool {
+export interface PoolOptions {
+  /** Default 'every call'. */
+  planning?: Planning;
+  /** Connections kept open however long idle (default KEEP_OPEN, at most max). */
+  keepOpen?: number;
+}
+
+export function openPool(connectionString: string, max: number, settings: PoolSettings, options: PoolOptions = {}): pg.Pool {
+  const planning = options.planning ?? 'every call';
   const pool = new pg.Pool({
     connectionString,
     max,
-    min: Math.min(max, KEEP_OPEN),
+    min: Math.min(max, options.keepOpen ?? KEEP_OPEN),
     connectionTimeoutMillis: 3000,
     idleTimeoutMillis: settings.idleTimeoutMs,
     keepAlive: true,

@@ -68,8 +68,8 @@ export interface DatabaseHandle {
    * Its success clears the pool's failure state, as any route query's would.
    */
   probe(timeoutMs: number): Promise<void>;
-  /** The main pool's connections now (PostgreSQL); undefined on PGlite, which has no pool. */
-  poolStats(): PoolStats | undefined;
+  /** A pool's connections now (PostgreSQL; default the routes' pool); undefined on PGlite, which has no pool. */
+  poolStats(pool?: PoolName): PoolStats | undefined;
   /** In session mode on PostgreSQL, rejects (naming DATABASE_POOL_MODE) when the pooler does not keep sessions. */
   verifyPoolMode(): Promise<void>;
   /**
@@ -80,6 +80,9 @@ export interface DatabaseHandle {
   abortStuckQueries?(runningForMs: number): number;
   close(): Promise<void>;
 }
+
+/** The routes' pool (DatabaseHandle.db) or the pacing pool (DatabaseHandle.pacingDb). */
+export type PoolName = 'routes' | 'pacing';
 
 export interface PoolStats {
   /** Connections open, checked out or idle. */
@@ -130,7 +133,8 @@ export const NO_GENERIC_PLANS = 'set plan_cache_mode = force_custom_plan';
 export const PLANS_MADE_ONCE = 'set plan_cache_mode = force_generic_plan; set enable_seqscan = off';
 
 /**
- * The pacing pool's size: the forwarder's writes (FORWARD_WRITES, 3), its loop's one statement, and
- * the pacer's one ask at a time (a synchronous submit's take too).
+ * The pacing pool's size: the forwarder's writes (FORWARD_WRITES, 3), its loop's one statement, the
+ * pacer's one ask at a time (a synchronous submit's take too) and its slot returns (RETURNS_AT_ONCE,
+ * 2; test/submissions/forwarder-pool.test.ts checks the sum).
  */
-export const PACING_POOL_SIZE = 5;
+export const PACING_POOL_SIZE = 7;

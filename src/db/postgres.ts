@@ -32,7 +32,8 @@ export function openPostgres(connectionString: string, options: OpenDatabaseOpti
   const notify = new GuardedPool(openPool(connectionString, 1, settings), settings);
   const notifyDb = new Kysely<Tables>({ dialect: new GatewayPostgresDialect({ pool: notify }) });
   attachPool(notifyDb, notify);
-  const pacing = new GuardedPool(openPool(connectionString, PACING_POOL_SIZE, settings, 'once'), settings);
+  // One kept open (the forwarder looks at the queue every second); the others close once idle.
+  const pacing = new GuardedPool(openPool(connectionString, PACING_POOL_SIZE, settings, { planning: 'once', keepOpen: 1 }), settings);
   const pacingDb = new Kysely<Tables>({ dialect: new GatewayPostgresDialect({ pool: pacing }) });
   attachPool(pacingDb, pacing);
   return {
@@ -65,7 +66,10 @@ export function openPostgres(connectionString: string, options: OpenDatabaseOpti
       await withTimeout(probeWith(db, timeoutMs), timeoutMs);
     },
     verifyPoolMode: () => (poolMode === 'session' ? verifySessionPooling(main.pool) : Promise.resolve()),
-    poolStats: () => ({ total: main.pool.totalCount, idle: main.pool.idleCount, waiting: main.pool.waitingCount, max: main.pool.options.max }),
+    poolStats: (name = 'routes') => {
+      const { pool } = name === 'routes' ? main : pacing;
+      return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: pool.options.max };
+    },
     abortStuckQueries: (runningForMs) => abortStuckQueries(settings, runningForMs),
     close: async () => {
       // Ending a connection waits for the server to close it; a half-open one never does. Those

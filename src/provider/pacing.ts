@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { ProviderPacingConfig } from '../config/config.js';
 import type { Tables } from '../db/types.js';
+import { limiter } from '../timing/limiter.js';
 import { type CallOutcome, ensureSlots, type Refusal, returnSlot, takeSlots } from './sql.js';
 
 /**
@@ -73,6 +74,12 @@ const IN_FLIGHT_POLL_MS = 20;
 const PROBE_POLL_MS = 50;
 /** The first waiter asks again at least this often, whatever the refusal said (a change elsewhere, a clock step). */
 const MAX_WAIT_MS = 1000;
+/**
+ * Slot returns run this many at once at most (the forwarder's, failed synchronous calls', stale
+ * permits', slots whose waiter left): a burst of them (up to MAX_SLOTS_PER_TAKE at once) never
+ * holds the whole pacing pool (PACING_POOL_SIZE, db/handle.ts) ahead of the next take.
+ */
+export const RETURNS_AT_ONCE = 2;
 /** Slots one ask takes at most for the waiters in line (the pace's own bounds come first). */
 const MAX_SLOTS_PER_TAKE = 64;
 
@@ -117,6 +124,7 @@ export function createPacer(deps: PacerDeps): Pacer {
   let circuitOpen = false;
   /** Why the last ask got no slot: what a waiter whose deadline passes is told. */
   let lastRefusal: Refusal = 'rate';
+  const returning = limiter(RETURNS_AT_ONCE);
 
   const next = () => sync[0] ?? queue[0];
   const remove = (w: Waiter) => {
@@ -137,7 +145,7 @@ export function createPacer(deps: PacerDeps): Pacer {
     let released = false;
     async function giveBack(outcome: CallOutcome, holdS: number | null): Promise<void> {
       try {
-        const failures = await returnSlot(db, {
+        const failures = await returning(() => returnSlot(db, {
           slot,
           holder,
           outcome,
@@ -145,7 +153,7 @@ export function createPacer(deps: PacerDeps): Pacer {
           holdS: holdS === null ? null : Math.min(holdS, MAX_HOLD_S),
           circuitFailures: config.circuitFailures,
           circuitOpenS: config.circuitOpenS,
-        });
+        }));
         noteCircuit(failures >= config.circuitFailures);
       } catch (err) {
         // The lease runs out by itself; the outcome is lost for the circuit, not the call.

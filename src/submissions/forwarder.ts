@@ -9,6 +9,7 @@ import type { Pacer, Permit } from '../provider/pacing.js';
 import type { UnderwritingRequest } from '../provider/schemas.js';
 import type { UnderwritingClient } from '../provider/underwriting-client.js';
 import { markSubmitFailed, SEND_WINDOW_MS } from '../requests/sql.js';
+import { limiter } from '../timing/limiter.js';
 import { contextOfTraceparent, type SpanParent } from '../tracing/spans.js';
 import type { Tracer } from '@opentelemetry/api';
 import { certainlyNotReceived, circuitOutcome, describeFailure, holdOf } from './failure.js';
@@ -39,8 +40,9 @@ const STORAGE_RETRY_MS = 1000;
 const TOKEN_HOLD_S = 1;
 /**
  * The forwards' own writes (slot returns, outcomes, returns to the queue) run this many at once at
- * most, whatever PROVIDER_MAX_IN_FLIGHT: with the loop's one statement and the pacer's ask, the
- * forwarder fits the pacing pool (PACING_POOL_SIZE, db/handle.ts), which the routes do not use.
+ * most, whatever PROVIDER_MAX_IN_FLIGHT: with the loop's one statement, the pacer's ask and its
+ * returns (RETURNS_AT_ONCE), they fit the pacing pool (PACING_POOL_SIZE, db/handle.ts), which the
+ * routes' statements do not use.
  */
 export const FORWARD_WRITES = 3;
 
@@ -256,23 +258,5 @@ export function startForwarder(deps: ForwarderDeps): Forwarder {
       await running;
       await Promise.all(inFlight);
     },
-  };
-}
-
-/** Runs at most `n` of the functions given at once; the others wait their turn, in order. */
-function limiter(n: number): <T>(run: () => Promise<T>) => Promise<T> {
-  let running = 0;
-  const waiting: Array<() => void> = [];
-  return async (run) => {
-    if (running < n) running++;
-    // A finishing run hands its place over (running stays the same).
-    else await new Promise<void>((resolve) => waiting.push(resolve));
-    try {
-      return await run();
-    } finally {
-      const next = waiting.shift();
-      if (next) next();
-      else running--;
-    }
   };
 }

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import t from 'tap';
 import { loadConfig } from '../../src/config/config.js';
+import { PACING_POOL_SIZE } from '../../src/db/handle.js';
 import { MAX_URL_SERIES } from '../../src/stats/metrics.js';
 import { buildTestApp } from '../helpers/app.js';
 import { freshDatabase, SERVER_URL } from '../helpers/database.js';
@@ -173,14 +174,17 @@ if (SERVER_URL) {
     );
     const { samples } = await until(async () => {
       const s = await scrape(app);
-      return sampleValue(s.samples, 'underwriting_db_pool_waiting') >= 1 ? s : undefined;
+      return sampleValue(s.samples, 'underwriting_db_pool_waiting', { pool: 'routes' }) >= 1 ? s : undefined;
     });
-    t.equal(sampleValue(samples, 'underwriting_db_pool_connections', { state: 'in_use' }), pool.max);
-    t.equal(sampleValue(samples, 'underwriting_db_pool_max'), pool.max);
+    t.equal(sampleValue(samples, 'underwriting_db_pool_connections', { pool: 'routes', state: 'in_use' }), pool.max);
+    t.equal(sampleValue(samples, 'underwriting_db_pool_max', { pool: 'routes' }), pool.max);
+    // The pacing pool is its own, with its own series: nothing of it waits for the routes' pool.
+    t.equal(sampleValue(samples, 'underwriting_db_pool_max', { pool: 'pacing' }), PACING_POOL_SIZE);
+    t.equal(sampleValue(samples, 'underwriting_db_pool_waiting', { pool: 'pacing' }), 0);
     release();
     await Promise.all(holders);
     // The scrapes that waited meanwhile drain too: poll until nothing waits.
-    await until(async () => (sampleValue((await scrape(app)).samples, 'underwriting_db_pool_waiting') === 0 ? true : undefined), 5000);
+    await until(async () => (sampleValue((await scrape(app)).samples, 'underwriting_db_pool_waiting', { pool: 'routes' }) === 0 ? true : undefined), 5000);
     t.pass('nothing waits once the connections are given back');
   });
 }

@@ -1,9 +1,13 @@
 import type http from 'node:http';
 import pg from 'pg';
 import t from 'tap';
+import { sql } from 'kysely';
 import { guardedPoolOf } from '../../src/db/guarded-pool.js';
 import { PACING_POOL_SIZE } from '../../src/db/handle.js';
+import { RETURNS_AT_ONCE } from '../../src/provider/pacing.js';
 import { FORWARD_WRITES } from '../../src/submissions/forwarder.js';
+import { PACED_STATEMENTS } from '../helpers/paced-statements.js';
+import { validRequest } from './fixtures.js';
 import { buildTestApp } from '../helpers/app.js';
 import { ENGINE, freshDatabase } from '../helpers/database.js';
 import { until } from '../helpers/until.js';
@@ -19,7 +23,7 @@ if (ENGINE === 'postgres') t.test("forwards whose outcomes wait on the database 
   const held: http.ServerResponse[] = [];
   const provider = await startFakeProvider(t, (_received, res) => void held.push(res));
   const database = await freshDatabase(t);
-  // More forwards in flight than the pool (20 connections in tests) has connections.
+  // More forwards in flight than the pacing pool has connections.
   const forwards = 24;
   const { app } = await buildTestApp(t, {
     database,
@@ -64,4 +68,51 @@ if (ENGINE === 'postgres') t.test("forwards whose outcomes wait on the database 
 
   await locker.query('commit');
   await until(async () => (await Promise.all(customers.map((c) => requestOf(database, c)))).every((r) => r?.status === 'submitted'), 20_000, 'every forward recorded');
+});
+
+t.test("the pacing pool holds the forwarder's writes, its loop, the pacer's ask and its returns at once", async (t) => {
+  t.ok(PACING_POOL_SIZE >= FORWARD_WRITES + RETURNS_AT_ONCE + 2, `${PACING_POOL_SIZE} >= ${FORWARD_WRITES} + ${RETURNS_AT_ONCE} + 2`);
+});
+
+if (ENGINE === 'postgres') t.test("a synchronous submit's take runs on the pacing pool, and so do only the statements planned once there were tested for", async (t) => {
+  const provider = await startFakeProvider(t);
+  const database = await freshDatabase(t);
+  const { app } = await buildTestApp(t, { database, env: { PROVIDER_BASE_URL: provider.url, PROVIDER_MAX_RPS: '1000' } });
+  // One queued submit forwarded (the forwarder's statements), and the shared pace's row locked
+  // elsewhere: a synchronous submit's take waits on it, holding a connection of the pacing pool.
+  t.equal((await submitAsync(app, 'paced-queued')).statusCode, 202);
+  await until(async () => (await requestOf(database, 'paced-queued'))?.status === 'submitted', 10_000, 'the queued submit forwarded');
+  const locker = new pg.Client({ connectionString: database.url });
+  await locker.connect();
+  t.teardown(() => locker.end());
+  await locker.query('begin');
+  await locker.query('select 1 from provider_pacing for update');
+  const pacing = guardedPoolOf(database.pacingDb)!.pool;
+  const sync = app.inject({ method: 'POST', url: '/v1/underwritings', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(validRequest({ customerUuid: 'paced-sync' })) });
+  await until(async () => pacing.totalCount - pacing.idleCount >= 1 || undefined, 10_000, "the take waiting on a pacing pool's connection");
+  await locker.query('commit');
+  t.equal((await sync).statusCode, 202, 'the synchronous submit answered once the row is free');
+
+  // Every statement any pacing connection prepared is one the plan tests check as a generic plan
+  // made with sequential scans off (test/db/plan-states-pacing.test.ts): all of them held at once,
+  // so that each is another connection.
+  let everyHeld!: () => void;
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (everyHeld = resolve));
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let holding = 0;
+  const holders = Array.from({ length: PACING_POOL_SIZE }, () =>
+    database.pacingDb.connection().execute(async (conn) => {
+      const { rows } = await sql<{ name: string }>`select name from pg_prepared_statements`.execute(conn);
+      if (++holding === PACING_POOL_SIZE) everyHeld();
+      await released;
+      return rows.map((r) => r.name);
+    }),
+  );
+  await held;
+  release();
+  const names = await Promise.all(holders);
+  const prepared = [...new Set(names.flat())].sort();
+  t.ok(prepared.includes('provider_take_slot') && prepared.includes('claim_next_queued'), `the pace's and the forwarder's statements prepared there: ${prepared.join(', ')}`);
+  t.same(prepared.filter((name) => !PACED_STATEMENTS.includes(name)), [], 'none the plan tests leave out');
 });
