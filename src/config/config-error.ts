@@ -2,7 +2,11 @@ import { hostname } from 'node:os';
 
 /** Invalid configuration: one line per bad variable, naming it and why (never its value). */
 export class ConfigError extends Error {
-  constructor(readonly problems: string[]) {
+  /** `code`: the system error behind it, when one is (EADDRINUSE: a port taken). */
+  constructor(
+    readonly problems: string[],
+    readonly code?: string,
+  ) {
     super(`invalid configuration:\n${problems.join('\n')}`);
     this.name = 'ConfigError';
   }
@@ -64,7 +68,7 @@ export async function configOrExit<T>(load: () => T | Promise<T>, hints: readonl
 export function listenError(err: unknown, names: { host: string; port: string }, at: { host: string; port: number }): unknown {
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
   if (code === 'EADDRINUSE') {
-    return new ConfigError([`${names.port}: port ${at.port} on ${at.host} is already in use (another process listens there); stop it or set ${names.port} to a free port`]);
+    return new ConfigError([`${names.port}: port ${at.port} on ${at.host} is already in use (another process listens there); stop it or set ${names.port} to a free port`], code);
   }
   if (code === 'EACCES') {
     return new ConfigError([`${names.port}: this user may not listen on port ${at.port} (ports below 1024 need privileges); set ${names.port} to another port`]);

@@ -10,6 +10,9 @@ export const SANDBOX_DEFAULT_PARTNER_TOKEN = 'sandboxPartnerTokenForLocalDevelop
 export const SANDBOX_DEFAULT_CLIENT_ID = 'sandbox-client';
 export const SANDBOX_DEFAULT_CLIENT_SECRET = 'sandbox-client-secret';
 /** Fabricated CPFs with valid check digits (the digits of pi, e and phi). */
+/** Where the simulator listens unless SANDBOX_PORT says otherwise. */
+export const SANDBOX_DEFAULT_PORT = 4010;
+
 export const SANDBOX_DEFAULT_CPFS = {
   costSavingReject: '31415926590',
   standardReject: '27182818205',
@@ -47,7 +50,7 @@ const rate = z
 
 export const sandboxEnvSchema = z.object({
   SANDBOX_HOST: z.string().trim().min(1, 'must not be empty').default('127.0.0.1'),
-  SANDBOX_PORT: integer(0, 65535).default(4010),
+  SANDBOX_PORT: integer(0, 65535).default(SANDBOX_DEFAULT_PORT),
   SANDBOX_CALLBACK_URL: httpUrl.optional(),
   SANDBOX_DELAY_MS: integer(0, 3_600_000).default(10_000),
   SANDBOX_DATA_DIR: z.string().trim().min(1, 'must not be empty').optional(),

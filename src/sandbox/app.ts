@@ -1,7 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { listenError } from '../config/config-error.js';
+import { ConfigError, listenError } from '../config/config-error.js';
 import { BODY_LIMIT_BYTES } from '../deps.js';
 import { installErrorHandler } from '../http/errors.js';
 import type { SandboxConfig } from './config.js';
@@ -57,6 +57,11 @@ export async function buildSandboxApp(config: Readonly<SandboxConfig>, deps: San
   await app.register(faultRoutes(faults, config.allowedIps));
   await app.register(underwritingRoutes({ config, delivery, clock, faults }));
   return app;
+}
+
+/** True for listenSandbox's error when the port is taken. */
+export function addressInUse(err: unknown): boolean {
+  return err instanceof ConfigError && err.code === 'EADDRINUSE';
 }
 
 /** Listens at SANDBOX_HOST:SANDBOX_PORT; a taken or unusable address becomes a ConfigError naming them. */

@@ -18,6 +18,7 @@ export {
   SANDBOX_DEFAULT_CLIENT_SECRET,
   SANDBOX_DEFAULT_CPFS,
   SANDBOX_DEFAULT_PARTNER_TOKEN,
+  SANDBOX_DEFAULT_PORT,
 } from '../config/sandbox-env.js';
 
 export interface ScenarioCpfs {

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/config.js';
 import { BANNER_FIELD, redactUrl } from '../observability/logger.js';
-import { buildSandboxApp, listenSandbox } from './app.js';
+import { addressInUse, buildSandboxApp, listenSandbox } from './app.js';
 import { describeSandboxConfig, loadSandboxConfig, pendingDeliveriesFile } from './config.js';
 import type { CallbackDelivery } from './delivery.js';
 
@@ -42,14 +42,31 @@ export async function startSandboxMode(
   let callbackUrl: string | undefined;
   let delivery: CallbackDelivery | undefined;
   const dataDir = config.dataDir ?? gateway.dataDir;
-  const app = await buildSandboxApp(config, {
-    logger: sandboxLog,
-    callbackUrl: () => callbackUrl,
-    // Deliveries owed when the process stopped are made after a restart, as a real provider would.
-    ...(dataDir.includes('://') ? {} : { pendingFile: pendingDeliveriesFile(dataDir) }),
-    onDeliveries: (d) => (delivery = d),
-  });
-  await listenSandbox(app, config);
+  const build = (pendingFile: string | undefined) =>
+    buildSandboxApp(config, {
+      logger: sandboxLog,
+      callbackUrl: () => callbackUrl,
+      // Deliveries owed when the process stopped are made after a restart, as a real provider would.
+      ...(pendingFile === undefined ? {} : { pendingFile }),
+      onDeliveries: (d) => (delivery = d),
+    });
+  let app = await build(dataDir.includes('://') ? undefined : pendingDeliveriesFile(dataDir));
+  try {
+    await listenSandbox(app, config);
+  } catch (err) {
+    await app.close();
+    // Nothing configured and the default port taken (npm run sandbox, another gateway in sandbox
+    // mode): only this process calls its simulator, so any free port does. Its owed deliveries stay
+    // in memory: the file in DATA_DIR is the one of whoever holds SANDBOX_PORT. A port set on
+    // purpose is kept to: its error names it.
+    if (env.SANDBOX_PORT !== undefined || !addressInUse(err)) throw err;
+    app = await build(undefined);
+    await listenSandbox(app, { ...config, port: 0 });
+    log.warn(
+      { sandboxPort: config.port, listensAt: (app.server.address() as AddressInfo).port },
+      `SANDBOX_PORT ${config.port} is taken (another sandbox, or another gateway in sandbox mode): the built-in sandbox listens on another port, and the callbacks it still owes do not survive a restart; set SANDBOX_PORT to choose its port`,
+    );
+  }
   const { port } = app.server.address() as AddressInfo;
   const providerBaseUrl = `http://${config.host}:${port}`;
   log.warn({ providerBaseUrl, [BANNER_FIELD]: SANDBOX_MODE_BANNER }, SANDBOX_MODE_WARNING);
