@@ -9,10 +9,9 @@ import { addressList, httpUrl, integer, logFormat, logLevel, partnerTokenSchema 
 export const SANDBOX_DEFAULT_PARTNER_TOKEN = 'sandboxPartnerTokenForLocalDevelopmentOnlyNeverUseInProduction01';
 export const SANDBOX_DEFAULT_CLIENT_ID = 'sandbox-client';
 export const SANDBOX_DEFAULT_CLIENT_SECRET = 'sandbox-client-secret';
-/** Fabricated CPFs with valid check digits (the digits of pi, e and phi). */
 /** Where the simulator listens unless SANDBOX_PORT says otherwise. */
 export const SANDBOX_DEFAULT_PORT = 4010;
-
+/** Fabricated CPFs with valid check digits (the digits of pi, e and phi). */
 export const SANDBOX_DEFAULT_CPFS = {
   costSavingReject: '31415926590',
   standardReject: '27182818205',
