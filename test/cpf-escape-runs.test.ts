@@ -60,15 +60,25 @@ const HOSTILE: Record<string, (n: number) => string> = {
  * How many times longer f takes on large than on small: the least time of many short rounds of
  * each, interleaved, so that a round the machine's other work slowed (it is shared) is not the one
  * counted. A round is enough calls to last a fraction of a millisecond on the small text.
+ *
+ * Time is the process's CPU time, not the clock's: on a loaded host (CI runs two suites and a
+ * container build on 2 cores) a round is often taken off the CPU, and a round of the large text,
+ * 8 times longer, far more often than one of the small: the least of 15 clock readings still
+ * counted such waits, and CI once read 53 times for a linear cost (maskCpfLike, digits and
+ * separators alternating; scrubText read 8.5 on that shape in the same run).
  */
 function timeRatio(f: (text: string) => string, small: string, large: string): number {
-  const once = performance.now();
+  const cpuMs = (since?: NodeJS.CpuUsage) => {
+    const used = process.cpuUsage(since);
+    return (used.user + used.system) / 1000;
+  };
+  const once = process.cpuUsage();
   f(small);
-  const calls = Math.max(1, Math.ceil(0.3 / Math.max(performance.now() - once, 0.001)));
+  const calls = Math.max(1, Math.ceil(0.3 / Math.max(cpuMs(once), 0.001)));
   const round = (text: string) => {
-    const began = performance.now();
+    const began = process.cpuUsage();
     for (let i = 0; i < calls; i++) f(text);
-    return performance.now() - began;
+    return cpuMs(began);
   };
   let [bestSmall, bestLarge] = [Infinity, Infinity];
   for (let i = 0; i < 15; i++) {
