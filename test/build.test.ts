@@ -1,10 +1,9 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { statSync, utimesSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { ROOT } from './helpers/root.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const STAMP = `${ROOT}dist/.build-stamp`;
 
 async function build(mode: string): Promise<{ code: number | null; stderr: string }> {

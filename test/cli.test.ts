@@ -4,7 +4,7 @@ import { pathToFileURL } from 'node:url';
 import t from 'tap';
 import { packageVersion, readCommandLine } from '../src/config/cli.js';
 import { ENTRY_POINTS, failingEnvironment } from './helpers/entry-points.js';
-import { startProcess } from './helpers/process.js';
+import { compiledEntry, startProcess } from './helpers/process.js';
 
 // Every entry point answers --version (here), --help (cli-help.test.ts) and refuses unknown options,
 // doing nothing else: see failingEnvironment.
@@ -23,8 +23,8 @@ t.test('--version prints the package version and exits 0, on every entry point',
 t.test('--version finds package.json from where the build puts cli.js (dist/src/config/), as npm start and the image run it', async (t) => {
   // A copy of the module laid out as the build lays it out, under a package.json of its own.
   const root = t.testdir({ 'package.json': JSON.stringify({ name: 'underwriting-gateway', version: '9.8.7', type: 'module' }), dist: { src: { config: {} } } });
-  copyFileSync(new URL('../src/config/cli.ts', import.meta.url), path.join(root, 'dist/src/config/cli.ts'));
-  const built = (await import(pathToFileURL(path.join(root, 'dist/src/config/cli.ts')).href)) as typeof import('../src/config/cli.js');
+  copyFileSync(compiledEntry('src/config/cli.ts'), path.join(root, 'dist/src/config/cli.js'));
+  const built = (await import(pathToFileURL(path.join(root, 'dist/src/config/cli.js')).href)) as typeof import('../src/config/cli.js');
   t.equal(built.packageVersion(), 'underwriting-gateway 9.8.7');
 });
 

@@ -2,8 +2,9 @@ import { access, readdir, readFile } from 'node:fs/promises';
 import t from 'tap';
 import { CONFIG_VARIABLES } from '../src/config/config.js';
 import { SANDBOX_CONFIG_VARIABLES } from '../src/sandbox/config.js';
+import { rootUrl } from './helpers/root.js';
 
-const read = (file: string) => readFile(new URL(`../${file}`, import.meta.url), 'utf8');
+const read = (file: string) => readFile(rootUrl(file), 'utf8');
 
 t.test('.env.example lists every configuration variable', async (t) => {
   const example = await read('.env.example');
@@ -27,13 +28,13 @@ t.test('the configuration pages document every variable; the README points at th
 
 t.test('every page under docs/ is linked from the README, and every relative link of the README and docs/ resolves', async (t) => {
   const readme = await read('README.md');
-  const pages = (await readdir(new URL('../docs/', import.meta.url))).filter((f) => f.endsWith('.md'));
+  const pages = (await readdir(rootUrl('docs/'))).filter((f) => f.endsWith('.md'));
   for (const page of pages) t.match(readme, `](docs/${page}`, `docs/${page} is linked from the README`);
   for (const file of ['README.md', ...pages.map((p) => `docs/${p}`)]) {
     const text = await read(file);
     for (const [, target] of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
       if (/^[a-z]+:/.test(target!)) continue;
-      const url = new URL(target!, new URL(`../${file}`, import.meta.url));
+      const url = new URL(target!, rootUrl(file));
       await t.resolves(access(url), `${file} links ${target}`);
     }
   }

@@ -1,15 +1,14 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { GATEWAY_NODE_ARGS } from '../src/config/node-flags.js';
+import { ROOT } from './helpers/root.js';
 
 // The gateway's Node flags (its memory under load: docs/performance-history.md) are written in three places:
 // `npm start`, the Docker image's CMD, and the bench harnesses' GATEWAY_NODE_ARGS (which start it
 // as `npm start` would). They must say the same, and Node must accept them.
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const read = (path: string) => readFileSync(`${ROOT}${path}`, 'utf8');
 const ENTRY = 'dist/src/server.js';
 

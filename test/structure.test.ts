@@ -1,9 +1,9 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { ROOT } from './helpers/root.js';
 
-const SRC = fileURLToPath(new URL('../src/', import.meta.url));
+const SRC = `${ROOT}src/`;
 const IMPORT = /(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)\.js'/g;
 
 async function sources(dir: string): Promise<string[]> {

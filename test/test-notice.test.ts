@@ -1,8 +1,7 @@
 import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { ROOT } from './helpers/root.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /**
  * The notice script's stderr. Run asynchronously and bounded: spawnSync blocked this file's event

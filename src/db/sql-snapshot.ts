@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -9,10 +10,24 @@ import type { Tables } from './types.js';
 // queries the capabilities list, one .sql file each under sql/<capability>/, written by
 // `npm run sql:snapshot` and compared with the checked-in files by test/db/sql-snapshots.test.ts.
 
-/** The folder the running code is in (src/ under tsx, dist/src/ once built) and its file extension. */
+/**
+ * The folder the running code is in (src/ run as TypeScript; dist/src/ once built; .tap-build/src/
+ * as `npm test` compiles it) and its file extension.
+ */
 const CODE_ROOT = fileURLToPath(new URL('../', import.meta.url));
 const EXTENSION = path.extname(fileURLToPath(import.meta.url));
-const REPOSITORY = path.basename(path.dirname(CODE_ROOT)) === 'dist' ? path.resolve(CODE_ROOT, '../..') : path.resolve(CODE_ROOT, '..');
+
+/** The repository: the nearest folder above the running code with a package.json. */
+function repository(): string {
+  let dir = path.dirname(CODE_ROOT);
+  while (!existsSync(path.join(dir, 'package.json'))) {
+    const parent = path.dirname(dir);
+    if (parent === dir) throw new Error(`no package.json above ${CODE_ROOT}`);
+    dir = parent;
+  }
+  return dir;
+}
+const REPOSITORY = repository();
 
 /** Where the snapshots are checked in. */
 export const SNAPSHOT_DIR = path.join(REPOSITORY, 'sql');
@@ -86,8 +101,9 @@ export async function renderSnapshots(): Promise<Map<string, string>> {
   }
   const named = new Set<string>();
   for (const { statement, module: defined } of definedStatements()) {
-    const file = defined === undefined ? undefined : path.relative(CODE_ROOT, defined);
-    if (file === undefined || file.startsWith('..')) continue;
+    // A stack frame names the compiled module, or under source maps its TypeScript source.
+    const file = defined === undefined ? undefined : [CODE_ROOT, SOURCE_ROOT].map((root) => path.relative(root, defined)).find((f) => !f.startsWith('..'));
+    if (file === undefined) continue;
     const module = file.replace(/\.[jt]s$/, '');
     named.add(statement.text);
     put(`${path.dirname(module)}/${statement.name}.sql`, snapshotFile(`Named statement ${statement.name}`, `src/${module}.ts`, [statement.text]));

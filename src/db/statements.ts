@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Driver, DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler } from 'kysely';
 import type { Tables } from './types.js';
@@ -21,14 +22,16 @@ export interface DefinedStatement {
 }
 
 const registry = new Map<string, DefinedStatement>();
-const HERE = fileURLToPath(import.meta.url).replace(/\.[jt]s$/, '');
+// This module's frames, whether they name it compiled (dist/src/db/statements.js, .tap-build/src/...)
+// or, under source maps, as its TypeScript source (src/db/statements.ts).
+const HERE = `${path.sep}${path.join('src', 'db', 'statements')}`;
 
 /** The file of the module that called defineStatement: the first stack frame outside this file. */
 function callerModule(): string | undefined {
   // Frames name a file by URL (node) or by path (under tsx's source maps).
   for (const match of (new Error().stack ?? '').matchAll(/(file:\/\/[^\s)]+?|\/[^\s):]+?):\d+:\d+/g)) {
     const file = match[1]!.startsWith('file:') ? fileURLToPath(match[1]!) : match[1]!;
-    if (file.replace(/\.[jt]s$/, '') !== HERE) return file;
+    if (!file.replace(/\.[jt]s$/, '').endsWith(HERE)) return file;
   }
   return undefined;
 }

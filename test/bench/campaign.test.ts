@@ -1,14 +1,13 @@
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { runCampaignScenario } from '../../bench/scenarios/campaign.js';
 import { SERVER_URL } from '../helpers/database.js';
+import { compiledEntry } from '../helpers/process.js';
 
 // The bench's campaign scenario (issue 37's figures), small: 2,000 lines across two gateway
 // instances on one PostgreSQL database, with its faults (kill -9 of an instance, a provider
 // outage). What is asserted is what holds on any machine: nobody submitted twice, nothing lost
 // (counted at the sandbox). Not timings: the full-size figures are run on a quiet machine.
 
-const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 // Several child processes and a whole campaign at 200/s: past the suite's 120 s per file on a loaded host.
 t.setTimeout(420_000);
 
@@ -21,9 +20,9 @@ if (SERVER_URL) {
       outageS: 3,
       windowS: 1,
       settleTimeoutS: 150,
-      gatewayEntry: here('../../src/server.ts'),
-      sandboxEntry: here('../../src/sandbox/server.ts'),
-      nodeArgs: ['--import', 'tsx'],
+      gatewayEntry: compiledEntry('src/server.ts'),
+      sandboxEntry: compiledEntry('src/sandbox/server.ts'),
+      nodeArgs: [],
       say: (line) => t.comment(line),
     });
     t.equal(report.accepted, 2000, 'every line accepted');

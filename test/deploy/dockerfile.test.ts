@@ -1,11 +1,10 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { ROOT } from '../helpers/root.js';
 
 // The image is built and run for real by scripts/ci/container-test.sh (a Docker daemon of its own);
 // these are the rules a text change could break without that script noticing at once.
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const read = (file: string) => readFileSync(`${ROOT}${file}`, 'utf8');
 const dockerfile = read('Dockerfile');
 const secrets = read('deploy/docker/secrets.Dockerfile');

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import ts from 'typescript';
 import { parseAllDocuments, parse } from 'yaml';
+import { ROOT } from '../helpers/root.js';
 
 // deploy/kubernetes/ is a kustomize base. No cluster and no kustomize binary in CI: the test
 // renders the base itself (its kustomization may only list resources, which is all it renders),
@@ -11,7 +11,6 @@ import { parseAllDocuments, parse } from 'yaml';
 // the API's OpenAPI document, compiled by ajv), checks unknown fields against the same package's
 // types (the schemas allow them; kubectl's strict validation does not), then checks the rules.
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BASE = path.join(ROOT, 'deploy/kubernetes');
 
 type Manifest = Record<string, any> & { apiVersion: string; kind: string; metadata: { name: string } };

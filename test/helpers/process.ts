@@ -1,9 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
+import path from 'node:path';
 import type { Test } from 'tap';
+import { ROOT } from './root.js';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+/** Where `npm test` compiled a TypeScript file of the repository (scripts/build-tests.mjs). */
+export const compiledEntry = (entry: string) => path.join(ROOT, '.tap-build', entry.replace(/\.ts$/, '.js'));
 
 export interface ServerProcess {
   child: ChildProcess;
@@ -18,15 +20,14 @@ export interface ServerProcess {
 }
 
 /**
- * Runs a TypeScript entry point (default: the gateway's server.ts) as a real child process, with
- * exactly the given environment plus PATH, and the given arguments. Killed at teardown if still running.
+ * Runs an entry point of the repository (default: the gateway's src/server.ts), as `npm test` compiled
+ * it, as a real child process with no module loader, exactly the given environment plus PATH, and
+ * the given arguments. Killed at teardown if still running.
  */
 export function startProcess(t: Test, env: Record<string, string>, entry = 'src/server.ts', args: string[] = []): ServerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+  const child = spawn(process.execPath, [compiledEntry(entry), ...args], {
     cwd: ROOT,
-    // No coverage from the child: its TypeScript is compiled by tsx, not by tap's loader, and the
-    // two sets of offsets and source maps for one file broke tap's merged report (every file
-    // counted as one covered statement, depending on which process's data came first).
+    // No coverage from the child: the report measures the test processes (docs/testing.md).
     // ENV_FILE empty: no .env of the developer's reaches the child (a test that wants one sets it).
     env: { PATH: process.env.PATH ?? '', _TAPJS_PROCESSINFO_COVERAGE_: '0', ENV_FILE: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -3,16 +3,15 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
+import { ROOT } from './root.js';
 
 // One migrated database per run, cloned for every test that wants a migrated one: migrating anew
 // each time cost about half a second on PostgreSQL and more on PGlite, for each of 160 databases.
 // Named after what it was built from, so a changed migration never reuses a stale template.
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** Another run's template (other migrations) is dropped once it is this old: it may still be in use. */
 const STALE_AFTER_MS = 60 * 60_000;
 

@@ -1,7 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import { parse } from 'yaml';
@@ -10,13 +9,13 @@ import { EXCLUDED_DEFAULT_METRICS } from '../../src/observability/metrics.js';
 import { SERVER_URL } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { pushEnv, webhookSecret } from '../events/fixtures.js';
+import { ROOT } from '../helpers/root.js';
 
 // The operations assets against the tools that read them: promtool (Debian's `prometheus`
 // package; CI installs it) checks the rules, runs their unit tests and lints a real scrape; every
 // expression of the rules and of the Grafana dashboard names only metrics the gateway exports.
 
 const run = promisify(execFile);
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const PROMETHEUS_DIR = `${ROOT}deploy/prometheus`;
 const PROMTOOL = process.env.PROMTOOL_BIN || '/usr/bin/promtool';
 if (!existsSync(PROMTOOL)) {

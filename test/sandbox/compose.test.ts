@@ -4,10 +4,11 @@ import { parse } from 'yaml';
 import { addressMatcher } from '../../src/access/addresses.js';
 import { loadConfig } from '../../src/config/config.js';
 import { loadSandboxConfig } from '../../src/sandbox/config.js';
+import { rootUrl } from '../helpers/root.js';
 
 // No Docker engine runs in CI: the compose file is checked for structure and consistent wiring.
 // Compose reads YAML merge keys (<<: *image), so the parse does too.
-const compose = parse(await readFile(new URL('../../docker-compose.yml', import.meta.url), 'utf8'), { merge: true }) as Record<string, any>;
+const compose = parse(await readFile(rootUrl('docker-compose.yml'), 'utf8'), { merge: true }) as Record<string, any>;
 const services = compose.services as Record<string, any>;
 const envOf = (name: string) => services[name].environment as Record<string, string>;
 /**
@@ -63,7 +64,7 @@ t.test("no top-level name (Compose v1 rejects it)", async (t) => {
 });
 
 t.test("Docker's stop timeout outlasts the gateway's own shutdown grace", async (t) => {
-  const graceMs = Number(/const SHUTDOWN_GRACE_MS = ([\d_]+);/.exec(await readFile(new URL('../../src/server.ts', import.meta.url), 'utf8'))![1]!.replace(/_/g, ''));
+  const graceMs = Number(/const SHUTDOWN_GRACE_MS = ([\d_]+);/.exec(await readFile(rootUrl('src/server.ts'), 'utf8'))![1]!.replace(/_/g, ''));
   for (const name of ['gateway', 'sandbox']) {
     const seconds = Number(/^(\d+)s$/.exec(services[name].stop_grace_period)?.[1]);
     t.ok(seconds * 1000 >= graceMs + 5000, `${name}: stop_grace_period ${services[name].stop_grace_period} leaves 5 s beyond ${graceMs} ms`);

@@ -1,0 +1,44 @@
+// npm test: compiles what the tests run into .tap-build/ (scripts/build-tests.mjs), then runs tap on
+// the compiled test files. Arguments go to tap; a test file or folder named as written in the
+// repository (test/events/feed.test.ts, test/events) is run as compiled:
+//   npm test                                   the whole suite
+//   npm test -- test/events/feed.test.ts       one file (more may follow, and folders)
+//   npm test -- --jobs=4 --disable-coverage    tap's own options
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildTests, OUT } from './build-tests.mjs';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+const { compiled, removed, ms } = buildTests();
+if (compiled || removed) process.stderr.write(`npm test: compiled ${compiled} files into .tap-build/ in ${ms} ms\n`);
+
+/** A repository path of a test file or folder, in its compiled place; anything else as given. */
+function compiledArgument(arg) {
+  if (arg.startsWith('-')) return arg;
+  const relative = path.relative(root, path.resolve(arg));
+  if (relative.startsWith('..') || relative.startsWith(`.tap-build${path.sep}`)) return arg;
+  if (/\.ts$/.test(relative)) {
+    const target = path.join(OUT, relative.replace(/\.ts$/, '.js'));
+    if (!existsSync(target)) {
+      process.stderr.write(`npm test: ${arg} is not a test file the build knows (it compiles src/, migrations/, test/ and bench/)\n`);
+      process.exit(2);
+    }
+    return path.relative(process.cwd(), target);
+  }
+  const folder = path.join(OUT, relative);
+  return existsSync(folder) && relative !== '' ? path.relative(process.cwd(), folder) : arg;
+}
+
+const tap = path.join(root, 'node_modules', 'tap', 'dist', 'esm', 'run.mjs');
+const child = spawn(process.execPath, [tap, ...process.argv.slice(2).map(compiledArgument)], { stdio: 'inherit' });
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
+child.on('exit', (code, signal) => {
+  if (signal) {
+    process.removeAllListeners(signal);
+    process.kill(process.pid, signal);
+  }
+  else process.exit(code ?? 1);
+});
