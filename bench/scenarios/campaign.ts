@@ -33,7 +33,7 @@ export interface CampaignOptions {
   windowS: number;
   /** How long the campaign may take to settle once the faults are over. */
   settleTimeoutS?: number;
-  /** The gateway and sandbox entries, and the Node flags to run them with (tests: TypeScript under tsx). */
+  /** The gateway and sandbox entries, and the Node flags to run them with (the bench: dist/; the suite: .tap-build/, what npm test compiles). */
   gatewayEntry?: string;
   sandboxEntry?: string;
   nodeArgs?: readonly string[];
@@ -161,7 +161,7 @@ export async function runCampaignScenario(options: CampaignOptions): Promise<Cam
         script: gatewayEntry,
         nodeArgs: probed ? [...nodeArgs, '--import', options.probeEntry!] : nodeArgs,
         readyPath: '/readyz',
-        // Compiled on the fly (tsx) in the suite, beside other test files: CI saw a restart pass 30 s.
+        // In the suite, beside other test files on a loaded host: CI saw a restart (then compiled by tsx) pass 30 s.
         readyTimeoutMs: 120_000,
         port,
         env: probed ? { ...gatewayEnv, PROBE_FILE: probeFile } : gatewayEnv,

@@ -18,7 +18,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-// Genuinely long work: two real gateways (tsx compiling the entry's import graph, PGlite opening
+// Genuinely long work: two real gateways (each loading the app's import graph, PGlite opening
 // and migrating a data directory) started one after the other, plus a third that must fail. A few
 // seconds each when idle, but past the suite's 120 s per-file bound on a machine at load 20.
 t.setTimeout(300_000);
