@@ -4,7 +4,7 @@
 //   npm test                                   the whole suite
 //   npm test -- test/events/feed.test.ts       one file (more may follow, and folders)
 //   npm test -- --jobs=4 --disable-coverage    tap's own options
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,6 +33,19 @@ function compiledArgument(arg) {
 }
 
 const tap = path.join(root, 'node_modules', 'tap', 'dist', 'esm', 'run.mjs');
+
+// tap builds its Test class with the plugins .taprc lists (here without @tapjs/typescript), but a run
+// that finds it built otherwise (a fresh npm install) rebuilds it only for the next run: this one's
+// test processes would still get the old plugins' loaders (ts-node). So build first when they differ.
+const { TapConfig } = await import('@tapjs/config');
+const wanted = (await TapConfig.load()).pluginSignature;
+await import('@tapjs/core');
+const { signature: built } = await import('@tapjs/test');
+if (built !== wanted) {
+  process.stderr.write('npm test: building tap with the plugins .taprc lists (once after an install)\n');
+  const rebuilt = spawnSync(process.execPath, [tap, 'build'], { stdio: 'inherit' });
+  if (rebuilt.status !== 0) process.exit(rebuilt.status ?? 1);
+}
 const child = spawn(process.execPath, [tap, ...process.argv.slice(2).map(compiledArgument)], { stdio: 'inherit' });
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
 child.on('exit', (code, signal) => {
