@@ -367,8 +367,16 @@ stop_ms=$(ms_since "$stop_started")
 wait "$LONGPOLL_PID" || true
 exit_code=$("$DOCKER" inspect -f '{{.State.ExitCode}}' "$PROJECT-gateway")
 say "docker stop took ${stop_ms} ms, exit code $exit_code; the long-poll: $(cat "$WORK/longpoll.out")"
-[ "$stop_ms" -lt 2000 ] || die "the gateway took ${stop_ms} ms to stop with a long-poll in flight (limit 2000)"
+# What the bound tells apart: a gateway that lets go of the long-poll (0.3 s on a quiet host) from
+# one that holds it to its 30 s wait, which docker ends at its 10 s with SIGKILL (exit 137). CI runs
+# this beside both suites on 2 cores (load 7-12): docker stop took 2.1 s there once, answered at
+# 1.6 s. So 5 s, and the gateway's shutdown lines with their times whenever it takes over 1 s.
+if [ "$stop_ms" -ge 1000 ]; then
+  "$DOCKER" logs "$PROJECT-gateway" 2>&1 | grep -E 'drain|shutting down|stopped|signal' | cut -c1-300 | sed 's/^/  /'
+fi
+[ "$stop_ms" -lt 5000 ] || die "the gateway took ${stop_ms} ms to stop with a long-poll in flight (limit 5000)"
 [ "$exit_code" = 0 ] || die "the gateway exited with $exit_code on SIGTERM"
+grep -q '"status":200' "$WORK/longpoll.out" || die "the long-poll was not answered before the gateway stopped: $(cat "$WORK/longpoll.out")"
 "$DOCKER" rm -f "$PROJECT-gateway" "$PROJECT-sandbox" >/dev/null
 
 # ---------------------------------------------------------------- compose
