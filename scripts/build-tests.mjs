@@ -8,8 +8,8 @@
 // and back; that cost more than the tests themselves in many files (docs/testing.md has the figures).
 // The layout mirrors the repository's (.tap-build/src, .tap-build/test, ...) one level down, as
 // dist/ does, so that code finding files relative to itself (migrations, bench/wrk) finds them.
-import { transformFileSync } from '@swc/core';
-import { mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { transformFileSync, version } from '@swc/core';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -52,10 +52,15 @@ const OPTIONS = {
   },
 };
 
+// What the files were compiled with: when it changes (options, swc's version), everything is compiled again.
+const STAMP = path.join(OUT, '.compiled-with.json');
+const compiledWith = JSON.stringify({ swc: version, options: OPTIONS });
+
 export function buildTests() {
   const started = Date.now();
-  const wanted = new Set();
+  const wanted = new Set([STAMP]);
   let compiled = 0;
+  if (!existsSync(STAMP) || readFileSync(STAMP, 'utf8') !== compiledWith) rmSync(OUT, { recursive: true, force: true });
   for (const file of SOURCES.flatMap((dir) => sources(dir))) {
     const out = path.join(OUT, file.replace(/\.ts$/, '.js'));
     wanted.add(out);
@@ -81,6 +86,7 @@ export function buildTests() {
   };
   mkdirSync(OUT, { recursive: true });
   prune(OUT);
+  writeFileSync(STAMP, compiledWith);
   return { compiled, removed, ms: Date.now() - started };
 }
 

@@ -52,6 +52,7 @@ child.on('exit', (code, signal) => {
   if (signal) {
     process.removeAllListeners(signal);
     process.kill(process.pid, signal);
+  } else {
+    process.exit(code ?? 1);
   }
-  else process.exit(code ?? 1);
 });
