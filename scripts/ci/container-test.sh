@@ -304,7 +304,7 @@ health=(--health-interval 1s --health-start-period 30s)
 # The sandbox under an arbitrary uid in group 0, as OpenShift runs it: its owed deliveries go to
 # /data, which only the group can write.
 "$DOCKER" run -d --name "$PROJECT-sandbox" --network host --user 12345:0 "${health[@]}" \
-  -e SANDBOX_HOST=127.0.0.1 -e SANDBOX_PORT="$SB_PORT" -e SANDBOX_DELAY_MS=2000 -e SANDBOX_PARTNER_TOKEN="$PARTNER_TOKEN" \
+  -e SANDBOX_HOST=127.0.0.1 -e SANDBOX_PORT="$SB_PORT" -e SANDBOX_DELAY_MS=6000 -e SANDBOX_PARTNER_TOKEN="$PARTNER_TOKEN" \
   -e SANDBOX_CALLBACK_URL="$GATEWAY/v1/callbacks/underwriting" \
   "$IMAGE" node dist/src/sandbox/server.js >/dev/null
 # The gateway as Kubernetes runs it: read-only root, no capabilities, no privilege escalation.
@@ -369,14 +369,17 @@ exit_code=$("$DOCKER" inspect -f '{{.State.ExitCode}}' "$PROJECT-gateway")
 say "docker stop took ${stop_ms} ms, exit code $exit_code; the long-poll: $(cat "$WORK/longpoll.out")"
 # What the bound tells apart: a gateway that lets go of the long-poll (0.3 s on a quiet host) from
 # one that holds it to its 30 s wait, which docker ends at its 10 s with SIGKILL (exit 137). CI runs
-# this beside both suites on 2 cores (load 7-12): docker stop took 2.1 s there once, answered at
-# 1.6 s. So 5 s, and the gateway's shutdown lines with their times whenever it takes over 1 s.
+# this beside both suites on 2 cores (load 7-12), where docker stop took 1.7-2.1 s, the gateway's own
+# part (SIGTERM to "stopped", in its log) 0.5 s. So 5 s, and those log lines whenever it takes over 1 s.
 if [ "$stop_ms" -ge 1000 ]; then
   "$DOCKER" logs "$PROJECT-gateway" 2>&1 | grep -E 'drain|shutting down|stopped|signal' | cut -c1-300 | sed 's/^/  /'
 fi
 [ "$stop_ms" -lt 5000 ] || die "the gateway took ${stop_ms} ms to stop with a long-poll in flight (limit 5000)"
 [ "$exit_code" = 0 ] || die "the gateway exited with $exit_code on SIGTERM"
-grep -q '"status":200' "$WORK/longpoll.out" || die "the long-poll was not answered before the gateway stopped: $(cat "$WORK/longpoll.out")"
+# Answered by the shutdown with what is stored, not by the result: the sandbox delivers 6 s after the
+# submit (with 2 s, docker's slow stop let the callback answer it first, and the check proved nothing).
+grep -q '"status":200,"stored":"submitted"' "$WORK/longpoll.out" ||
+  die "the long-poll was not answered by the shutdown with the stored state (submitted): $(cat "$WORK/longpoll.out")"
 "$DOCKER" rm -f "$PROJECT-gateway" "$PROJECT-sandbox" >/dev/null
 
 # ---------------------------------------------------------------- compose
