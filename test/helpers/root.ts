@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /**
  * The repository's root directory, with a trailing separator. `npm test` runs the tests compiled
@@ -13,4 +13,4 @@ export const ROOT = (() => {
 })();
 
 /** A file or directory of the repository, as a file: URL (for fs calls that take URLs). */
-export const rootUrl = (relative: string) => new URL(relative, `file://${ROOT}`);
+export const rootUrl = (relative: string) => new URL(relative, pathToFileURL(ROOT));
