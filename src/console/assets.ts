@@ -1,18 +1,6 @@
-import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
-import { dirname, extname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-/** The package's root: the nearest folder above this file with a package.json (src/ and dist/src/ alike). */
-export function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'package.json'))) {
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error('no package.json above the console module');
-    dir = parent;
-  }
-  return dir;
-}
+import { extname, join } from 'node:path';
+import { packageRoot } from '../config/package-root.js';
 
 /** Where `npm run build` writes the console's bundle, and where the gateway serves it from. */
 export const consoleAssetsDir = (): string => join(packageRoot(), 'dist', 'console');

@@ -3,7 +3,8 @@ import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promise
 import { basename, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import * as esbuild from 'esbuild';
-import { consoleAssetsDir, packageRoot } from './assets.js';
+import { packageRoot } from '../config/package-root.js';
+import { consoleAssetsDir } from './assets.js';
 
 export interface BuiltFile {
   name: string;

@@ -1,8 +1,8 @@
-import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { CompiledQuery, DatabaseConnection, Driver, Kysely, QueryResult } from 'kysely';
+import { packageRoot } from '../config/package-root.js';
 import { compilingAsPostgres, definedStatements, type SqlSnapshot } from './statements.js';
 import type { Tables } from './types.js';
 
@@ -16,18 +16,8 @@ import type { Tables } from './types.js';
  */
 const CODE_ROOT = fileURLToPath(new URL('../', import.meta.url));
 const EXTENSION = path.extname(fileURLToPath(import.meta.url));
-
-/** The repository: the nearest folder above the running code with a package.json. */
-function repository(): string {
-  let dir = path.dirname(CODE_ROOT);
-  while (!existsSync(path.join(dir, 'package.json'))) {
-    const parent = path.dirname(dir);
-    if (parent === dir) throw new Error(`no package.json above ${CODE_ROOT}`);
-    dir = parent;
-  }
-  return dir;
-}
-const REPOSITORY = repository();
+/** The repository: where src/ and sql/ are, whichever of those folders the code runs from. */
+const REPOSITORY = packageRoot();
 
 /** Where the snapshots are checked in. */
 export const SNAPSHOT_DIR = path.join(REPOSITORY, 'sql');
