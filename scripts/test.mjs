@@ -4,11 +4,13 @@
 //   npm test                                   the whole suite
 //   npm test -- test/events/feed.test.ts       one file (more may follow, and folders)
 //   npm test -- --jobs=4 --disable-coverage    tap's own options
+// Coverage is measured on PostgreSQL only (scripts/test-coverage.mjs says why).
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildTests, OUT } from './build-tests.mjs';
+import { withCoverageDefault } from './test-coverage.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -46,7 +48,8 @@ if (built !== wanted) {
   const rebuilt = spawnSync(process.execPath, [tap, 'build'], { stdio: 'inherit' });
   if (rebuilt.status !== 0) process.exit(rebuilt.status ?? 1);
 }
-const child = spawn(process.execPath, [tap, ...process.argv.slice(2).map(compiledArgument)], { stdio: 'inherit' });
+const args = withCoverageDefault(process.argv.slice(2).map(compiledArgument), process.env);
+const child = spawn(process.execPath, [tap, ...args], { stdio: 'inherit' });
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
 child.on('exit', (code, signal) => {
   if (signal) {
