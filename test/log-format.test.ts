@@ -1,12 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import t, { type Test } from 'tap';
 import { loadConfig } from '../src/config/config.js';
 import { defaultLogFormat } from '../src/observability/logger.js';
 import { SANDBOX_MODE_BANNER, SANDBOX_MODE_WARNING } from '../src/sandbox/mode.js';
 import { configProblems } from './helpers/config.js';
-import { freshDatabaseUrl, SERVER_URL } from './helpers/database.js';
+import { migratedStorage } from './helpers/database.js';
 import { startProcess } from './helpers/process.js';
 
 t.test('logs are readable in development on a terminal, JSON everywhere else', async (t) => {
@@ -25,10 +22,7 @@ t.test('LOG_FORMAT chooses json or pretty, and nothing else', async (t) => {
 
 /** A gateway in sandbox mode with LOG_FORMAT=pretty, once it listens: its process, its output so far, its URL. */
 async function prettyGateway(t: Test) {
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'ugw-log-format-'));
-  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
-  const env: Record<string, string> = { HOST: '127.0.0.1', PORT: '0', SANDBOX_PORT: '0', DATA_DIR: dataDir, LOG_FORMAT: 'pretty' };
-  if (SERVER_URL) env.DATABASE_URL = await freshDatabaseUrl(t);
+  const env: Record<string, string> = { HOST: '127.0.0.1', PORT: '0', SANDBOX_PORT: '0', LOG_FORMAT: 'pretty', ...(await migratedStorage(t, 'ugw-log-format-')) };
   const gateway = startProcess(t, env);
   const text = () => gateway.stdout.join('\n');
   const url = await new Promise<string>((resolve, reject) => {

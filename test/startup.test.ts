@@ -1,10 +1,7 @@
 import { once } from 'node:events';
 import net from 'node:net';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import t, { type Test } from 'tap';
-import { freshDatabaseUrl, SERVER_URL } from './helpers/database.js';
+import { migratedStorage, SERVER_URL } from './helpers/database.js';
 import { httpRequest } from './helpers/http.js';
 import { startProcess } from './helpers/process.js';
 import { SANDBOX_DEFAULT_CPFS, SANDBOX_DEFAULT_PORT } from '../src/sandbox/config.js';
@@ -32,13 +29,11 @@ async function takenPort(t: Test): Promise<number> {
   return (server.address() as net.AddressInfo).port;
 }
 
-/** Where a gateway that gets as far as listening keeps its data: its own database, or a fresh DATA_DIR. */
-async function storage(t: Test): Promise<Record<string, string>> {
-  if (SERVER_URL) return { DATABASE_URL: await freshDatabaseUrl(t) };
-  const dir = await mkdtemp(path.join(tmpdir(), 'ugw-startup-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  return { DATA_DIR: dir };
-}
+/**
+ * Where a gateway that gets as far as listening keeps its data: a migrated database of its own
+ * (these tests are about ports; sandbox/mode.test.ts starts on an empty DATA_DIR).
+ */
+const storage = (t: Test) => migratedStorage(t, 'ugw-startup-');
 
 t.test('a DATA_DIR that cannot be created stops the start with exit 1 and says so, instead of hanging', async (t) => {
   const gateway = startProcess(t, { HOST: '127.0.0.1', PORT: '0', SANDBOX_PORT: '0', DATA_DIR: '/proc/nope' });

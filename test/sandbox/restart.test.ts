@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { SANDBOX_DEFAULT_CPFS, SANDBOX_DEFAULT_PARTNER_TOKEN } from '../../src/sandbox/config.js';
-import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+import { migratedStorage } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
 import { startProcess } from '../helpers/process.js';
 
@@ -78,9 +78,8 @@ t.test('in sandbox mode a request submitted just before Ctrl-C completes after t
     PORT: '0',
     SANDBOX_PORT: '0',
     SANDBOX_DELAY_MS: DELAY_MS,
-    DATA_DIR: await tempDir(t),
+    ...(await migratedStorage(t, 'ugw-sandbox-restart-')),
   };
-  if (SERVER_URL) env.DATABASE_URL = await freshDatabaseUrl(t);
 
   const first = startProcess(t, env);
   const base = await first.listening();
