@@ -5,7 +5,7 @@
 // that asks for coverage (tap's own `--no-disable-coverage`, or a `--coverage-report`) or already
 // turns it off is left alone.
 
-const ASKS_ABOUT_COVERAGE = /^(--(no-)?disable-coverage|-d|--coverage-report|--show-full-coverage|--allow-(incomplete|empty)-coverage)(=|$)/;
+const ASKS_ABOUT_COVERAGE = /^(--(no-)?disable-coverage|--coverage-report|--show-full-coverage|--allow-(incomplete|empty)-coverage)(=|$)/;
 
 /** tap's arguments for this run: `--disable-coverage` first on PGlite, unless an argument says otherwise. */
 export function withCoverageDefault(args, env) {

@@ -33,8 +33,9 @@ t.test('npm test measures coverage on PostgreSQL, not on PGlite, unless an argum
   t.same(withCoverageDefault(['.tap-build/test/x.test.js'], {}), ['--disable-coverage', '.tap-build/test/x.test.js']);
   t.same(withCoverageDefault(['--jobs=4'], pg), ['--jobs=4'], 'PostgreSQL: as tap measures it (.taprc)');
   t.same(withCoverageDefault(['--jobs=4'], { DATABASE_URL: '' }), ['--disable-coverage', '--jobs=4'], 'an empty DATABASE_URL is PGlite');
-  for (const asks of ['--no-disable-coverage', '--disable-coverage', '-d', '--coverage-report=html', '--coverage-report', '--allow-incomplete-coverage', '--show-full-coverage']) {
+  for (const asks of ['--no-disable-coverage', '--disable-coverage', '--coverage-report=html', '--coverage-report', '--allow-incomplete-coverage', '--show-full-coverage']) {
     t.same(withCoverageDefault([asks, 'x'], {}), [asks, 'x'], `${asks}: left as given`);
   }
   t.same(withCoverageDefault(['--disable-coverage-x'], {}), ['--disable-coverage', '--disable-coverage-x'], 'only whole option names count');
+  t.same(withCoverageDefault(['-d', 'out'], {}), ['--disable-coverage', '-d', 'out'], "-d is tap's --output-dir, not about coverage");
 });
