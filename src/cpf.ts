@@ -1,4 +1,5 @@
 import { createHash, createHmac, hash } from 'node:crypto';
+import { asciiDigitOf, receivedSpans, withAsciiDigitEscapes } from './digit-escapes.js';
 
 /** Keyed hash (HMAC-SHA-256, hex) that finds stored requests by CPF without storing the CPF. */
 export function hashCpf(cpf: string, key: string): string {
@@ -63,7 +64,9 @@ export function isValidCpf(digits: string): boolean {
  * One digit as it may be typed or carried: a decimal digit of any script (ASCII, fullwidth ０-９ as
  * an East Asian keyboard types them, Arabic-Indic ٠-٩, Devanagari ०-९, ...), or an ASCII or
  * fullwidth digit escaped the way text that went through JSON, a URL or HTML carries it (\u0037,
- * \\u0037 escaped twice, \uff17, \x37, %37, %EF%BC%97, &#55;, &#x37;).
+ * \\u0037 escaped twice, \uff17, \x37, %37, %EF%BC%97, &#55;, &#x37;). Another script's digit
+ * escaped (\u0665, %D9%A5, &#1637;) is read once written as the ASCII digit's escape of the same
+ * kind (digit-escapes.ts).
  */
 // An escape's backslashes (`\\+`) are read only from the first of a run ((?<!\\)): read from each, a long run
 // of backslashes (a stored raw body) costs time quadratic in its length.
@@ -116,19 +119,6 @@ function isDecimalDigit(codePoint: number): boolean {
   return DECIMAL_DIGIT.test(String.fromCodePoint(codePoint));
 }
 
-/**
- * The ASCII digit a code point stands for (a decimal digit of any script), or undefined. Unicode
- * encodes every script's digits as runs of ten, 0 to 9 in order, so its value is its distance from
- * the first digit of its run of digits, modulo ten (runs of ten may follow each other: the mathematical digits, U+1D7CE-1D7FF).
- */
-function digitOf(codePoint: number): string | undefined {
-  if (codePoint >= 48 && codePoint <= 57) return String.fromCharCode(codePoint);
-  if (!isDecimalDigit(codePoint)) return undefined;
-  let zero = codePoint;
-  while (isDecimalDigit(zero - 1)) zero--;
-  return String.fromCharCode(48 + ((codePoint - zero) % 10));
-}
-
 /** A customerUuid that is a CPF (11 digits once its dashes and underscores go, check digits holding). */
 export function customerUuidIsCpf(customerUuid: string): boolean {
   return isValidCpf(customerUuid.replace(/[-_]/g, ''));
@@ -151,6 +141,9 @@ export function maskCpfsInText(text: string): string {
  */
 export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } {
   if (plainTextWithoutCpfRun(text) || fewerDigitsThanACpf(text)) return { text, cpfs: [] };
+  // Read with other scripts' escaped digits written as ASCII's; masked where they stand as received.
+  const escaped = withAsciiDigitEscapes(text);
+  const source = escaped?.text ?? text;
   const found = new Set<string>();
   // A reading of a text: where its masked digit tokens stand, [start, end) pairs in order.
   const read = (reading: RegExp, source: string): number[] => {
@@ -179,11 +172,11 @@ export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } 
   // and on it with the chains' CPFs starred in place, token for character (a CPF in groups right
   // against one in a chain, `52998224725111;444;777;35`, has a digit beside it only in the first).
   // The masks are joined.
-  const chains = read(DIGIT_RUN, text);
-  const readings = [chains, read(GROUP_RUN, text)];
-  if (chains.length > 0) readings.push(read(GROUP_RUN, starred(text, chains)));
+  const chains = read(DIGIT_RUN, source);
+  const readings = [chains, read(GROUP_RUN, source)];
+  if (chains.length > 0) readings.push(read(GROUP_RUN, starred(source, chains)));
   if (found.size === 0) return { text, cpfs: [] };
-  return { text: maskedAt(text, readings), cpfs: [...found] };
+  return { text: maskedAt(text, escaped ? readings.map((spans) => receivedSpans(spans, escaped.moved)) : readings), cpfs: [...found] };
 }
 
 /** The text with each [start, end) span (in order, none overlapping) replaced by as many `*`. */
@@ -295,7 +288,7 @@ const PLAIN_KIND = Uint8Array.from({ length: 0x80 }, (_, c) => {
 
 /** The ASCII digit a digit token (DIGIT) stands for: its last digit, or for an HTML decimal reference its code. */
 function digitOfToken(token: string): string {
-  const plain = digitOf(token.codePointAt(0)!);
+  const plain = asciiDigitOf(token.codePointAt(0)!);
   if (plain !== undefined) return plain;
   const decimal = /^&#0*(\d+);$/.exec(token);
   if (decimal) return String.fromCharCode(Number(decimal[1]));
@@ -322,7 +315,8 @@ function fewerDigitsThanACpf(text: string): boolean {
   let digits = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    const digit = (c >= 48 && c <= 57) || (c >= 0x660 && isDecimalDigit(text.codePointAt(i)!));
+    // `&#` counts as one: a hexadecimal reference to another script's digit may hold no ASCII digit (`&#xaea;`, Gujarati 4).
+    const digit = (c >= 48 && c <= 57) || (c === 38 && text.charCodeAt(i + 1) === 35) || (c >= 0x660 && isDecimalDigit(text.codePointAt(i)!));
     if (digit && ++digits >= CPF_DIGITS) return false;
   }
   return true;

@@ -12,18 +12,20 @@ import { maskSrdText } from './stored-form.js';
  * row is read once more under it. Migration 0015 masked srd text under the rule of its day (ASCII
  * digits apart by `.`, `-` or a space); since then the rule has come to read escapes, other scripts'
  * digits, groups 3-3-3-2 and invisible characters, and the door masks them, but what was stored
- * before each of those steps was never read again.
+ * before each of those steps was never read again. `srd_cpfs_requests` and `srd_cpfs_events` read
+ * them before escapes of other scripts' digits counted as digits (`&#1637;`, `%D9%A5`; 2026-11-29).
  */
-export const SRD_MASK_PASSES = { requests: 'srd_cpfs_requests', events: 'srd_cpfs_events' } as const;
+export const SRD_MASK_PASSES = { requests: 'srd_cpfs_requests_2', events: 'srd_cpfs_events_2' } as const;
 const BATCH = 2000;
 /**
  * Whether an srd's address text may hold a CPF: every digit the free-text rule reads is an ASCII
- * digit, a character past ASCII or an escape written with ASCII digits (`%35`, `\u0035`, `&#53;`),
- * so text with fewer than 11 characters that are ASCII digits or past ASCII holds none. Decided by
- * the database, so that most rows' srd (an address written with a few digits) is never sent here.
+ * digit, a character past ASCII, an escape written with ASCII digits (`%35`, `\u0035`, `&#53;`) or
+ * an HTML reference (`&#xaea;`, Gujarati 4, holds none: its `&#` counts as one), so text with fewer
+ * than 11 such characters holds none. Decided by the database, so that most rows' srd (an address
+ * written with a few digits) is never sent here.
  */
 const MAY_HOLD_CPF = (address: string) =>
-  sql<boolean>`length(regexp_replace((${sql.raw(address)})::text, '[\\x01-\\x2f\\x3a-\\x7f]+', '', 'g')) >= 11`;
+  sql<boolean>`length(regexp_replace(replace((${sql.raw(address)})::text, '&#', '0'), '[\\x01-\\x2f\\x3a-\\x7f]+', '', 'g')) >= 11`;
 
 /** Runs the pass now and hourly until it is over (db/maintenance-pass.ts). */
 export function keepMaskingSrd(deps: {

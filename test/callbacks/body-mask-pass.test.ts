@@ -102,6 +102,30 @@ t.test('a start masks them by itself, and erasure by CPF then finds every one', 
   t.ok(dump.includes(Buffer.from('no-cpf-here').toString('hex')), 'the callback that named nobody stays');
 });
 
+t.test("rows the pass read before other scripts' escaped digits counted are read once more", async (t) => {
+  const database = await freshDatabase(t);
+  const cpf = cpfFrom('718293046');
+  const references = [...cpf].map((d) => `&#${0x6f0 + Number(d)};`).join('');
+  const percent = encodeURIComponent([...cpf].map((d) => String.fromCodePoint(0x966 + Number(d))).join(''));
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"note":"titular ${references}"}` });
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"link":"https://crm.example/c?id=${percent}"}` });
+  const last = await database.db.selectFrom('callbacks').select('id').orderBy('id', 'desc').executeTakeFirstOrThrow();
+  // The pass under its name before read every row and was over a month ago.
+  await database.db
+    .insertInto('maintenance_passes')
+    .values({ name: 'callback_body_cpfs_2', through_id: Number(last.id), finished_at: new Date(Date.now() - 30 * 86_400_000) })
+    .execute();
+  const settled = () => new Date(Date.now() + 2 * SETTLED_MS);
+  t.same(await maskStoredBodies(database.db, hash, settled, never), { callbacks: 2 }, 'both read again and masked');
+  const rows = await database.db.selectFrom('callbacks').select(['raw_body', 'cpf_hashes']).orderBy('id').execute();
+  t.same(
+    rows.map((row) => Buffer.from(row.raw_body).toString('utf8')),
+    ['{"note":"titular ***********"}', '{"link":"https://crm.example/c?id=***********"}'],
+    'each escaped digit is one star',
+  );
+  for (const row of rows) t.same(row.cpf_hashes, [hashCpf(cpf, TEST_CPF_HASH_KEY)], 'its hash kept: erasure by CPF finds it');
+});
+
 t.test('rows the pass read under the rule before invisible characters counted are read once more', async (t) => {
   const database = await freshDatabase(t);
   const cpf = cpfFrom('581204973');

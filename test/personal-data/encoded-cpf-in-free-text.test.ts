@@ -129,3 +129,58 @@ t.test('srd text with such a CPF is masked before it is stored, answered or dump
   }
   t.same(one.json().srd.address, { street: 'Rua *** .  .  . *** .  .  . *** .  .  . **', number: '***********', complement: '***-***-***-**', city: '***////***////***////**' });
 });
+
+t.test("another script's digits escaped (JSON, percent-encoded UTF-8, HTML references) are read as digits: the CPF is masked where it stands", async (t) => {
+  const { findAndMaskCpfs, maskCpfsInText } = await import('../../src/cpf.js');
+  const cpf = cpfFrom('385027164');
+  const wrong = `${cpf.slice(0, 10)}${(Number(cpf[10]) + 1) % 10}`;
+  const codePoints = (text: string, zero: number) => [...inScript(text, zero)].map((c) => c.codePointAt(0)!);
+  const hex4 = (n: number) => n.toString(16).padStart(4, '0');
+  const json = (text: string, zero: number) =>
+    [...inScript(text, zero)].map((c) => [...Array(c.length).keys()].map((i) => `\\u${hex4(c.charCodeAt(i))}`).join('')).join('');
+  const forms: Record<string, (text: string) => string> = {
+    'JSON, Arabic-Indic': (x) => json(x, DIGIT_ZEROS.arabicIndic),
+    'JSON escaped twice, Devanagari, upper case': (x) => json(x, DIGIT_ZEROS.devanagari).replaceAll('\\u', '\\\\u').toUpperCase().replaceAll('\\\\U', '\\\\u'),
+    'JSON, a surrogate pair a digit (mathematical bold)': (x) => json(x, 0x1d7ce),
+    'percent-encoded UTF-8, Bengali': (x) => encodeURIComponent(inScript(x, DIGIT_ZEROS.bengali)),
+    'percent-encoded UTF-8, Thai, lower case': (x) => encodeURIComponent(inScript(x, DIGIT_ZEROS.thai)).toLowerCase(),
+    'HTML decimal references, Persian': (x) => codePoints(x, DIGIT_ZEROS.persian).map((c) => `&#${c};`).join(''),
+    'HTML hexadecimal references with no ASCII digit, Gujarati 4-9': (x) => codePoints(x, 0xae6).map((c) => `&#x${c.toString(16)};`).join(''),
+    'HTML hexadecimal references, an astral digit': (x) => codePoints(x, 0x1d7ce).map((c) => `&#X${c.toString(16).toUpperCase()};`).join(''),
+  };
+  for (const [name, write] of Object.entries(forms)) {
+    const written = write(cpf);
+    const { text, cpfs } = findAndMaskCpfs(`{"note":"titular ${written} ok"}`);
+    t.equal(text, '{"note":"titular *********** ok"}', name);
+    t.same(cpfs, [cpf], `${name}: the CPF it held, for its keyed hash`);
+    t.equal(maskCpfsInText(write(wrong)), write(wrong), `${name}: eleven digits that are no CPF stay`);
+  }
+  // Gujarati's 4-9 written in hex hold no ASCII digit: the count that spares most text the regex must still let them through.
+  const fours = '44447589885';
+  t.equal(fours, cpfFrom('444475898'), 'a CPF of digits 4-9 only');
+  t.equal(maskCpfsInText(`cpf ${forms['HTML hexadecimal references with no ASCII digit, Gujarati 4-9']!(fours)}`), 'cpf ***********');
+  const [a, b, c, d] = [cpf.slice(0, 3), cpf.slice(3, 6), cpf.slice(6, 9), cpf.slice(9)];
+  t.equal(
+    maskCpfsInText(`${a}.${forms['percent-encoded UTF-8, Bengali']!(b)}.${forms['HTML decimal references, Persian']!(c)}-${json(d, DIGIT_ZEROS.arabicIndic)} e 12`),
+    '***.***.***-** e 12',
+    'forms mixed in one run, separators kept',
+  );
+  t.equal(maskCpfsInText(`${a} ; ${forms['HTML decimal references, Persian']!(b)} ; ${c} ; ${d}`), '*** ; *** ; *** ; **', 'in groups 3-3-3-2');
+  t.equal(maskCpfsInText('caf\\u00e9 &#8212; %C3%A9 &#x2014; 12345'), 'caf\\u00e9 &#8212; %C3%A9 &#x2014; 12345', 'escapes of what is no digit stay');
+});
+
+t.test('srd text with such a CPF holds none of it once stored', async (t) => {
+  const cpf = cpfFrom('604918273');
+  const persian = [...inScript(cpf, DIGIT_ZEROS.persian)].map((c) => `&#${c.codePointAt(0)};`).join('');
+  const res = await app.inject({
+    method: 'POST',
+    url: '/v1/underwritings',
+    payload: { customerUuid: 'escaped-script-srd', cpf: cpfOf(63), costSavingEnabled: false, srd: { grossIncome: 1, address: { street: `Rua ${persian}` } } },
+  });
+  t.ok([202, 502, 504].includes(res.statusCode), res.body);
+  const one = await app.inject({ method: 'GET', url: '/v1/underwritings/escaped-script-srd' });
+  t.equal(one.json().srd.address.street, 'Rua ***********');
+  const dump = await dumpDatabase(database);
+  t.notOk(dump.includes(persian), 'the database holds no reference of it');
+  t.notOk(dump.includes(cpf), 'nor the CPF');
+});

@@ -85,3 +85,18 @@ t.test('a start masks them by itself', async (t) => {
   const after = asShown(await dumpDatabase(database));
   t.notOk(after.includes(cpf), 'nothing left in clear');
 });
+
+t.test("srd text the pass read before other scripts' escaped digits counted is read once more, even when they hold no ASCII digit", async (t) => {
+  const database = await freshDatabase(t);
+  // Gujarati 4-9 as hexadecimal references (`&#xaea;`): not one ASCII digit in the whole CPF.
+  const cpf = cpfFrom('444475898');
+  const street = `Rua ${[...cpf].map((d) => `&#x${(0xae6 + Number(d)).toString(16)};`).join('')}`;
+  const number = encodeURIComponent([...cpfFrom('730158264')].map((d) => String.fromCodePoint(0x660 + Number(d))).join(''));
+  const id = await insertRequest(database.db, { customerUuid: 'srd-escaped-script', srd: { grossIncome: 1, address: { street, number } } });
+  for (const name of ['srd_cpfs_requests', 'srd_cpfs_events']) {
+    await database.db.insertInto('maintenance_passes').values({ name, through_id: id, finished_at: new Date(Date.now() - 30 * 86_400_000) }).execute();
+  }
+  t.same(await maskStoredSrd(database.db, settled, never), { requests: 1, events: 0 });
+  const [request] = (await sql<{ srd: { address: Record<string, string> } }>`select srd from underwriting_requests where id = ${id}`.execute(database.db)).rows;
+  t.same(request!.srd.address, { street: 'Rua ***********', number: '***********' }, 'each escaped digit one star');
+});
