@@ -15,6 +15,9 @@
 const ESCAPE =
   /(?<!\\)(\\+)u([0-9a-fA-F]{4})(?:(?<!\\)\\+u([dD][c-fC-F][0-9a-fA-F]{2}))?|%([c-fC-F][0-9a-fA-F](?:%[89abAB][0-9a-fA-F]){1,3})|&#(?:[xX]0*([0-9a-fA-F]{1,6})|0*([0-9]{1,7}));/g;
 
+/** What every such escape begins with (`\u00…` is below U+0100, and no script's digits but ASCII's are): most text has none, and is not scanned. */
+const MAY_ESCAPE_DIGIT = /\\u(?!00)|%[c-fC-F]|&#/;
+
 const DECIMAL_DIGIT = /^\p{Nd}$/u;
 
 /** The ASCII digit another script's decimal digit stands for (Unicode writes each script's as a run of ten, 0 to 9), or undefined. */
@@ -32,6 +35,7 @@ export function asciiDigitOf(codePoint: number): string | undefined {
  * received end], in order); undefined when the text holds none (then it is read as it is).
  */
 export function withAsciiDigitEscapes(text: string): { text: string; moved: number[] } | undefined {
+  if (!MAY_ESCAPE_DIGIT.test(text)) return undefined;
   let written = '';
   let cursor = 0;
   const moved: number[] = [];

@@ -125,6 +125,22 @@ t.test('the scrubber leaves no 11-digit run in any separator form or escape, and
   t.equal(scrubText('x'.repeat(600), [], 500).length, 500);
 });
 
+t.test("the scrubber reads another script's digits escaped (JSON, percent-encoded UTF-8, HTML references)", async (t) => {
+  const cpf = '71428793860';
+  const arabic = [...inScript(cpf, DIGIT_ZEROS.arabicIndic)];
+  const forms = {
+    json: arabic.map((c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, '0')}`).join(''),
+    percent: encodeURIComponent(inScript(cpf, DIGIT_ZEROS.devanagari)),
+    decimal: arabic.map((c) => `&#${c.codePointAt(0)};`).join(''),
+    // Gujarati 4-9 in hex: no ASCII digit in the whole run.
+    hex: [...'44447589885'].map((d) => `&#x${(0xae6 + Number(d)).toString(16)};`).join(''),
+  };
+  for (const [name, form] of Object.entries(forms)) {
+    t.equal(scrubText(`{"doc":"${form}","ok":"HTTP 422 at step 3"}`), '{"doc":"[redacted]","ok":"HTTP 422 at step 3"}', name);
+  }
+  t.equal(scrubText('caf\\u00e9 &#x2014; %C3%A9 &#8212; at 12:30'), 'caf\\u00e9 &#x2014; %C3%A9 &#8212; at 12:30', 'escapes of what is no digit stay');
+});
+
 t.test('the scrubber reads digits apart by any number of separators, and the digits of any script', async (t) => {
   // Up to three separators were read between two digits: four let the CPF through.
   for (const form of [

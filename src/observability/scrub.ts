@@ -1,6 +1,7 @@
 // The one scrubber for text from outside (a provider's error body, an error message, a URL) before
 // it is stored in a row or written to a log: no CPF in any form, none of our secrets.
 import querystring from 'node:querystring';
+import { receivedSpans, withAsciiDigitEscapes } from '../digit-escapes.js';
 
 export const REDACTED = '[redacted]';
 
@@ -34,8 +35,28 @@ const DIGIT_RUN = new RegExp(`${OPENING}${DIGIT}(?:${GAP}${DIGIT}){10,}${CLOSING
 export function scrubText(text: string, secrets: ReadonlyArray<string | undefined> = [], maxChars = Infinity): string {
   let clean = text;
   for (const secret of secrets) if (secret && clean.includes(secret)) clean = clean.replaceAll(secret, REDACTED);
-  clean = clean.replace(DIGIT_RUN, REDACTED);
+  clean = withoutDigitRuns(clean);
   return clean.length > maxChars ? clean.slice(0, maxChars) : clean;
+}
+
+/**
+ * The text with DIGIT_RUN's runs redacted. Another script's digit escaped (`\u0665`, `%D9%A5`,
+ * `&#x665;`) is read as the ASCII digit's escape of the same kind (digit-escapes.ts): as written,
+ * its letters (`\u…`, `&#x…`) would break the run, and a run of them may hold no ASCII digit.
+ */
+function withoutDigitRuns(text: string): string {
+  const escaped = text.includes('\\') || text.includes('%') || text.includes('&') ? withAsciiDigitEscapes(text) : undefined;
+  if (!escaped) return text.replace(DIGIT_RUN, REDACTED);
+  const written: number[] = [];
+  for (const run of escaped.text.matchAll(DIGIT_RUN)) written.push(run.index, run.index + run[0].length);
+  const runs = receivedSpans(written, escaped.moved);
+  let out = '';
+  let cursor = 0;
+  for (let i = 0; i < runs.length; i += 2) {
+    out += text.slice(cursor, runs[i]) + REDACTED;
+    cursor = runs[i + 1]!;
+  }
+  return out + text.slice(cursor);
 }
 
 /**
