@@ -82,6 +82,9 @@ const deliveryEndpointsArg: 'one' | 'troubled' = deliveryEndpointsRaw;
 const settings = quick
   ? { rounds: 2, durationS: 1.5, warmupS: 1, warmupRequests: 300, wrkRounds: 1, minCallbackRows: 2_000, getOneRows: 10_000, getOneCustomers: 200, longPolls: 200, settleMs: 5_000 }
   : { rounds: 3, durationS: 8, warmupS: 3, warmupRequests: 3_000, wrkRounds: 2, minCallbackRows: 5_000, getOneRows: 100_000, getOneCustomers: 1_000, longPolls: 1_000, settleMs: 15_000 };
+/** --rounds=N: measured A/B rounds a side (default 3; more to tell a round's noise from a side's cost). */
+const roundsArg = numberArg('rounds', 0);
+if (roundsArg > 0) settings.rounds = roundsArg;
 const LONG_POLL_WAIT_S = 30;
 /** The campaign's provider limit, at the sandbox and the gateways alike (issue 37: 200/s). */
 const CAMPAIGN_MAX_RPS = 200;

@@ -39,7 +39,10 @@ export interface AbSettings {
   rounds: number;
   durationS: number;
   warmupS: number;
-  /** Warm-up runs repeat (at most 3) until the target has answered this many requests. */
+  /**
+   * Warm-up runs repeat until the target has answered this many requests: at most 3 runs, or at an
+   * offered rate (--rate) as many as that rate needs to reach it (200/s: 5 runs of 3 s for 3,000).
+   */
   warmupRequests: number;
   /** Rounds of the wrk cross-check after autocannon's (scenarios that support it). */
   wrkRounds: number;
@@ -237,10 +240,12 @@ export async function compareAb(
   };
 
   const order: TargetName[] = ['gateway', 'baseline'];
-  // Warm up until the JIT has seen enough requests (a time alone is too few on a busy machine).
+  // Warm up until the JIT has seen enough requests (a time alone is too few on a busy machine). At an
+  // offered rate three runs could not reach the count (200/s: 1,800 of 3,000).
+  const warmupRuns = settings.rate === undefined ? 3 : Math.max(3, Math.ceil(settings.warmupRequests / (settings.rate * settings.warmupS)) + 1);
   for (const target of order) {
     let answered = 0;
-    for (let attempt = 0; attempt < 3 && answered < settings.warmupRequests; attempt++) {
+    for (let attempt = 0; attempt < warmupRuns && answered < settings.warmupRequests; attempt++) {
       const w = await once(target, settings.warmupS);
       answered += w.requests;
       progress(`  warm-up ${target}: ${w.rps} req/s, cpu ${w.cpuMsPerOk ?? '-'} ms/req`);

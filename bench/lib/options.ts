@@ -2,7 +2,7 @@
  * The options `npm run bench` accepts. Every option the harness reads must match here, or the
  * command line refuses it before anything runs (test/bench/options.test.ts).
  */
-export const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|states=[a-d,]+|sizes=[0-9kmKM,]+|state-push=(off|on|both)|long-poll-callbacks=\d+|delivery-rate=\d+|delivery-endpoints=(one|troubled)|rate=\d+|lines=\d+|outage-s=\d+|tracing|tracing=(on|off|aa))$/;
+export const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|states=[a-d,]+|sizes=[0-9kmKM,]+|state-push=(off|on|both)|long-poll-callbacks=\d+|delivery-rate=\d+|delivery-endpoints=(one|troubled)|rate=\d+|rounds=\d+|lines=\d+|outage-s=\d+|tracing|tracing=(on|off|aa))$/;
 
 export const BENCH_OPTION_DETAILS = [
   '  --quick                    short rounds, for a smoke run',
@@ -18,6 +18,7 @@ export const BENCH_OPTION_DETAILS = [
   '  --long-poll-callbacks=N    --delivery-rate=N',
   '  --delivery-endpoints=one|troubled   delivery: one configured receiver (default), or five endpoints made',
   '                             through /v1/endpoints: two healthy, one slow (2 s), one at 20/s, one down',
+  '  --rounds=N                 measured A/B rounds a side (default 3)',
   '  --rate=N                   A/B scenarios offer N requests/s instead of as many as answered (no wrk):',
   '                             CPU per answer compared at equal load, e.g. with --tracing',
   '  --tracing[=on|off|aa]      tracing on against off (on), this build against BENCH_TRACING_BASE_ENTRY (off),',
