@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { BODY_MASK_PASS, maskStoredBodies } from '../../src/callbacks/body-mask-pass.js';
 import { cpfHasher, formatCpf, hashCpf } from '../../src/cpf.js';
 import { PASS_GOES_ON_MS, SETTLED_MS } from '../../src/db/maintenance-pass.js';
@@ -102,6 +102,21 @@ t.test('a start masks them by itself, and erasure by CPF then finds every one', 
   t.ok(dump.includes(Buffer.from('no-cpf-here').toString('hex')), 'the callback that named nobody stays');
 });
 
+/**
+ * The pass under an earlier name read every stored row and was over a month ago; the pass as it is
+ * reads them all again: both rows rewritten. The rows after it.
+ */
+async function readAgainAfter(t: Test, database: Awaited<ReturnType<typeof freshDatabase>>, earlierName: string) {
+  const last = await database.db.selectFrom('callbacks').select('id').orderBy('id', 'desc').executeTakeFirstOrThrow();
+  await database.db
+    .insertInto('maintenance_passes')
+    .values({ name: earlierName, through_id: Number(last.id), finished_at: new Date(Date.now() - 30 * 86_400_000) })
+    .execute();
+  const settled = () => new Date(Date.now() + 2 * SETTLED_MS);
+  t.same(await maskStoredBodies(database.db, hash, settled, never), { callbacks: 2 }, 'both read again and masked');
+  return database.db.selectFrom('callbacks').select(['raw_body', 'cpf_hashes']).orderBy('id').execute();
+}
+
 t.test("rows the pass read before other scripts' escaped digits counted are read once more", async (t) => {
   const database = await freshDatabase(t);
   const cpf = cpfFrom('718293046');
@@ -109,15 +124,7 @@ t.test("rows the pass read before other scripts' escaped digits counted are read
   const percent = encodeURIComponent([...cpf].map((d) => String.fromCodePoint(0x966 + Number(d))).join(''));
   await insertInvalid(database.db, { customerUuid: null, raw: `{"note":"titular ${references}"}` });
   await insertInvalid(database.db, { customerUuid: null, raw: `{"link":"https://crm.example/c?id=${percent}"}` });
-  const last = await database.db.selectFrom('callbacks').select('id').orderBy('id', 'desc').executeTakeFirstOrThrow();
-  // The pass under its name before read every row and was over a month ago.
-  await database.db
-    .insertInto('maintenance_passes')
-    .values({ name: 'callback_body_cpfs_2', through_id: Number(last.id), finished_at: new Date(Date.now() - 30 * 86_400_000) })
-    .execute();
-  const settled = () => new Date(Date.now() + 2 * SETTLED_MS);
-  t.same(await maskStoredBodies(database.db, hash, settled, never), { callbacks: 2 }, 'both read again and masked');
-  const rows = await database.db.selectFrom('callbacks').select(['raw_body', 'cpf_hashes']).orderBy('id').execute();
+  const rows = await readAgainAfter(t, database, 'callback_body_cpfs_2');
   t.same(
     rows.map((row) => Buffer.from(row.raw_body).toString('utf8')),
     ['{"note":"titular ***********"}', '{"link":"https://crm.example/c?id=***********"}'],
@@ -132,15 +139,7 @@ t.test('rows the pass read under the rule before invisible characters counted ar
   const hidden = [...cpf].join('\u200b');
   await insertInvalid(database.db, { customerUuid: null, raw: `{"note":"titular ${[...cpf].join('\u2060')}"}` });
   await insertInvalid(database.db, { customerUuid: null, raw: `{"note":"titular ${hidden}"}` });
-  const last = await database.db.selectFrom('callbacks').select('id').orderBy('id', 'desc').executeTakeFirstOrThrow();
-  // The pass under its earlier name read every row and was over a month ago.
-  await database.db
-    .insertInto('maintenance_passes')
-    .values({ name: 'callback_body_cpfs', through_id: Number(last.id), finished_at: new Date(Date.now() - 30 * 86_400_000) })
-    .execute();
-  const settled = () => new Date(Date.now() + 2 * SETTLED_MS);
-  t.same(await maskStoredBodies(database.db, hash, settled, never), { callbacks: 2 }, 'both read again and masked');
-  const rows = await database.db.selectFrom('callbacks').select(['raw_body', 'cpf_hashes']).orderBy('id').execute();
+  const rows = await readAgainAfter(t, database, 'callback_body_cpfs');
   for (const row of rows) {
     const text = Buffer.from(row.raw_body).toString('utf8').replace(/\\u20(?:0b|60)|[\u200b\u2060]/g, '');
     t.notOk(text.includes(cpf), `no CPF left once its invisible characters go: ${JSON.stringify(text)}`);
