@@ -65,8 +65,7 @@ export function isValidCpf(digits: string): boolean {
  * an East Asian keyboard types them, Arabic-Indic ٠-٩, Devanagari ०-९, ...), or an ASCII or
  * fullwidth digit escaped the way text that went through JSON, a URL or HTML carries it (\u0037,
  * \\u0037 escaped twice, \uff17, \x37, %37, %EF%BC%97, &#55;, &#x37;). Another script's digit
- * escaped (\u0665, %D9%A5, &#1637;) is read once written as the ASCII digit's escape of the same
- * kind (digit-escapes.ts).
+ * escaped (\u0665, %D9%A5, &#1637;) is read once written as the digit it stands for (digit-escapes.ts).
  */
 // An escape's backslashes (`\\+`) are read only from the first of a run ((?<!\\)): read from each, a long run
 // of backslashes (a stored raw body) costs time quadratic in its length.
@@ -141,7 +140,7 @@ export function maskCpfsInText(text: string): string {
  */
 export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } {
   if (plainTextWithoutCpfRun(text) || fewerDigitsThanACpf(text)) return { text, cpfs: [] };
-  // Read with other scripts' escaped digits written as ASCII's; masked where they stand as received.
+  // Read with other scripts' escaped digits written as the digits they are; masked where they stand as received.
   const escaped = withAsciiDigitEscapes(text);
   const source = escaped?.text ?? text;
   const found = new Set<string>();

@@ -41,8 +41,8 @@ export function scrubText(text: string, secrets: ReadonlyArray<string | undefine
 
 /**
  * The text with DIGIT_RUN's runs redacted. Another script's digit escaped (`\u0665`, `%D9%A5`,
- * `&#x665;`) is read as the ASCII digit's escape of the same kind (digit-escapes.ts): as written,
- * its letters (`\u…`, `&#x…`) would break the run, and a run of them may hold no ASCII digit.
+ * `&#x665;`) is read as the one digit it stands for (digit-escapes.ts): as written, its letters
+ * (`\u…`, `%D…`, `&#x…`) would break the run, and a run of them may hold no ASCII digit.
  */
 function withoutDigitRuns(text: string): string {
   const escaped = text.includes('\\') || text.includes('%') || text.includes('&') ? withAsciiDigitEscapes(text) : undefined;

@@ -167,6 +167,12 @@ t.test("another script's digits escaped (JSON, percent-encoded UTF-8, HTML refer
   );
   t.equal(maskCpfsInText(`${a} ; ${forms['HTML decimal references, Persian']!(b)} ; ${c} ; ${d}`), '*** ; *** ; *** ; **', 'in groups 3-3-3-2');
   t.equal(maskCpfsInText('caf\\u00e9 &#8212; %C3%A9 &#x2014; 12345'), 'caf\\u00e9 &#8212; %C3%A9 &#x2014; 12345', 'escapes of what is no digit stay');
+  // What follows a digit's escape is not taken into it: a lone low surrogate, a stray continuation byte.
+  t.equal(maskCpfsInText(`${forms['JSON, Arabic-Indic']!(cpf)}\\udcff`), '***********\\udcff', 'a lone low surrogate after the last digit');
+  t.equal(maskCpfsInText(`${forms['percent-encoded UTF-8, Bengali']!(cpf)}%80`), '***********%80', 'a stray continuation byte after the last digit');
+  // Ten digits are no CPF, however they are escaped: an escaped digit is one digit, never the hex digits of an escape.
+  const ten = (x: string) => encodeURIComponent(inScript(x, DIGIT_ZEROS.arabicIndic));
+  t.equal(maskCpfsInText(`ref ${ten('12.353.835-47')}`), `ref ${ten('12.353.835-47')}`, 'ten digits percent-encoded stay');
 });
 
 t.test('srd text with such a CPF holds none of it once stored', async (t) => {
