@@ -125,7 +125,7 @@ t.test('the scrubber leaves no 11-digit run in any separator form or escape, and
   t.equal(scrubText('x'.repeat(600), [], 500).length, 500);
 });
 
-t.test("the scrubber reads another script's digits escaped (JSON, percent-encoded UTF-8, HTML references)", async (t) => {
+t.test("the scrubber reads another script's digits escaped (JSON, percent-encoded UTF-8, HTML references), and separators escaped", async (t) => {
   const cpf = '71428793860';
   const arabic = [...inScript(cpf, DIGIT_ZEROS.arabicIndic)];
   const forms = {
@@ -139,6 +139,10 @@ t.test("the scrubber reads another script's digits escaped (JSON, percent-encode
     t.equal(scrubText(`{"doc":"${form}","ok":"HTTP 422 at step 3"}`), '{"doc":"[redacted]","ok":"HTTP 422 at step 3"}', name);
   }
   t.equal(scrubText('caf\\u00e9 &#x2014; %C3%A9 &#8212; at 12:30'), 'caf\\u00e9 &#x2014; %C3%A9 &#8212; at 12:30', 'escapes of what is no digit stay');
+  // Separators escaped with letters in them (JSON, percent, HTML hex, a lone surrogate half) are separators, not letters that end a run.
+  for (const form of ['714\\u002e287\\u002e938\\u002d60', '714%2E287%2E938%2D60', '714&#x2E;287&#x2E;938&#x2D;60', '714%C2%A0287%C2%A0938%C2%A060', [...'71428793860'].join('\\udcff')]) {
+    t.equal(scrubText(`{"doc":"${form}","ok":"HTTP 422 at step 3"}`), '{"doc":"[redacted]","ok":"HTTP 422 at step 3"}', form);
+  }
   // An escaped digit counts as one digit: six of them (a date, an order number) are no run to redact.
   for (const short of ['/orders/١٢٣٤٥٦?x=1', 'q=date:٢٠٢٤-٠١-٠١']) {
     const url = short.replace(/\p{Nd}+/gu, (digits) => encodeURIComponent(digits));

@@ -1,7 +1,7 @@
 // The one scrubber for text from outside (a provider's error body, an error message, a URL) before
 // it is stored in a row or written to a log: no CPF in any form, none of our secrets.
 import querystring from 'node:querystring';
-import { receivedSpans, withAsciiDigitEscapes } from '../digit-escapes.js';
+import { receivedSpans, withEscapesRead } from '../digit-escapes.js';
 
 export const REDACTED = '[redacted]';
 
@@ -30,6 +30,8 @@ const CLOSING = String.raw`(?:(?<=&#0*(?:4[89]|5[0-7]));)?`;
  * Over-eager on purpose (a long timestamp or a list of numbers may go too): a CPF must never pass.
  */
 const DIGIT_RUN = new RegExp(`${OPENING}${DIGIT}(?:${GAP}${DIGIT}){10,}${CLOSING}`, 'gu');
+/** DIGIT_RUN as a test: whether the text holds one at all (most do not). */
+const HAS_DIGIT_RUN = new RegExp(DIGIT_RUN.source, 'u');
 
 /** Text from outside, fit to store or log: CPF-like digit runs and the given secrets replaced, cut to maxChars. */
 export function scrubText(text: string, secrets: ReadonlyArray<string | undefined> = [], maxChars = Infinity): string {
@@ -40,13 +42,14 @@ export function scrubText(text: string, secrets: ReadonlyArray<string | undefine
 }
 
 /**
- * The text with DIGIT_RUN's runs redacted. Another script's digit escaped (`\u0665`, `%D9%A5`,
- * `&#x665;`) is read as the one digit it stands for (digit-escapes.ts): as written, its letters
- * (`\u…`, `%D…`, `&#x…`) would break the run, and a run of them may hold no ASCII digit.
+ * The text with DIGIT_RUN's runs redacted, read with its escapes written out (digit-escapes.ts,
+ * withEscapesRead): as written, the letters of an escaped digit or separator (`\u0665`, `%D9%A5`,
+ * `&#x665;`, `%2E`, `\u002d`) would break a run, and a run of them may hold no ASCII digit.
  */
 function withoutDigitRuns(text: string): string {
-  const escaped = text.includes('\\') || text.includes('%') || text.includes('&') ? withAsciiDigitEscapes(text) : undefined;
+  const escaped = text.includes('\\') || text.includes('%') || text.includes('&') ? withEscapesRead(text) : undefined;
   if (!escaped) return text.replace(DIGIT_RUN, REDACTED);
+  if (!HAS_DIGIT_RUN.test(escaped.text)) return text;
   const written: number[] = [];
   for (const run of escaped.text.matchAll(DIGIT_RUN)) written.push(run.index, run.index + run[0].length);
   const runs = receivedSpans(written, escaped.moved);
