@@ -16,10 +16,10 @@
 const CONTINUATION = '[89abAB][0-9a-fA-F]';
 
 /**
- * Escapes of a character, as a sticky regex (tried where one may begin): JSON (a surrogate pair whole: a high half, then a low
- * one), percent-encoded UTF-8 (as many continuation bytes as its lead byte says; a two-byte
- * sequence's lead as `twoByteLead` allows), an HTML reference, then `more`. Every form's groups
- * stand where codePointOf reads them.
+ * Escapes of a character, as a sticky regex (tried where one may begin): JSON (a surrogate pair
+ * whole: a high half, then a low one), percent-encoded UTF-8 (as many continuation bytes as its
+ * lead byte says; a two-byte sequence's lead as `twoByteLead` allows), an HTML reference, then
+ * `more`. Every form's groups stand where codePointOf reads them.
  */
 function escapes(twoByteLead: string, more = ''): RegExp {
   return new RegExp(
@@ -36,7 +36,7 @@ const ESCAPE = escapes('[dD][9a-fA-F]');
 /** Any escape of one character the scrubber reads through, an ASCII one's (`%2E`, `\x2e`) too. */
 const ANY_ESCAPE = escapes('[cdCD][0-9a-fA-F]', String.raw`|%([0-7][0-9a-fA-F])|(?<!\\)\\+x([0-9a-fA-F]{2})`);
 
-/** What every such escape begins with: most text has none, and is not scanned. */
+/** What every escape of a digit past U+065F begins with: most text has none, and is not scanned. */
 const MAY_ESCAPE_DIGIT = /\\u(?!00)|%[d-fD-F]|&#/;
 
 const DECIMAL_DIGIT = /^\p{Nd}$/u;
@@ -119,8 +119,7 @@ export interface Rewritten {
 
 /**
  * The text with each escape that `read` reads written as what it returns. The sticky regex is tried
- * only where an escape can begin (a `\\`, `%` or `&`): a scan of every position by the regex cost
- * about 9 ns a character, most of the scrubber's time on a query string.
+ * only where an escape can begin (a `\`, `%` or `&`), not at every position.
  */
 function rewritten(text: string, escape: RegExp, read: (codePoint: number) => string | undefined): Rewritten | undefined {
   let written = '';
