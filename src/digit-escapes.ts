@@ -84,11 +84,11 @@ export function withAsciiDigitEscapes(text: string): Rewritten | undefined {
 const LETTER_OR_NUMBER = /^[\p{L}\p{N}]$/u;
 
 /**
- * For the scrubber, which reads whatever is neither a letter nor a digit as a gap between digits:
- * the text with each escaped digit written as that digit (ASCII's too: one escape, one digit),
- * each escaped character that is neither a letter nor a number written as it is (`%2E`, `\u002e`,
- * `&#x2E;` as `.`: their letters would break a run; `\` and `&` stay escaped, the scrubber reads
- * them as escapes' starts), and a lone surrogate half as U+FFFD; undefined when nothing changes.
+ * For the scrubber, which reads whatever is neither a letter nor a number as a gap between digits:
+ * the text with each escaped digit written as that digit (ASCII's too: one escape, one digit), and
+ * each escaped character that is neither a letter nor a number written as a space (`%2E`,
+ * `\u002e`, `&#x2E;`, `%5C`, a lone surrogate half: their letters would end a run; a space keeps
+ * the text one byte a character for the regex that reads it); undefined when nothing changes.
  */
 export function withEscapesRead(text: string): Rewritten | undefined {
   return rewritten(text, ANY_ESCAPE, readForScrubber);
@@ -99,16 +99,16 @@ function readForScrubber(codePoint: number): string | undefined {
   if (codePoint < 0x80) return ASCII_READ[codePoint];
   const digit = asciiDigitOf(codePoint);
   if (digit !== undefined) return digit;
-  if (codePoint >= 0xd800 && codePoint <= 0xdfff) return '\uFFFD';
+  if (codePoint >= 0xd800 && codePoint <= 0xdfff) return ' ';
   if (codePoint > 0x10ffff) return undefined;
-  const character = String.fromCodePoint(codePoint);
-  return LETTER_OR_NUMBER.test(character) ? undefined : character;
+  return LETTER_OR_NUMBER.test(String.fromCodePoint(codePoint)) ? undefined : ' ';
 }
 
-/** readForScrubber's answer for each ASCII character: a digit or a character that is neither a letter nor `\` or `&`, as itself. */
+/** readForScrubber's answer for each ASCII character: a digit as itself, a letter kept escaped, anything else a space. */
 const ASCII_READ: readonly (string | undefined)[] = Array.from({ length: 0x80 }, (_, c) => {
   const character = String.fromCharCode(c);
-  return /[A-Za-z\\&]/.test(character) ? undefined : character;
+  if (/[0-9]/.test(character)) return character;
+  return /[A-Za-z]/.test(character) ? undefined : ' ';
 });
 
 /** A text with escapes written out, and where each stands in the text as received (receivedSpans). */

@@ -140,7 +140,18 @@ t.test("the scrubber reads another script's digits escaped (JSON, percent-encode
   }
   t.equal(scrubText('caf\\u00e9 &#x2014; %C3%A9 &#8212; at 12:30'), 'caf\\u00e9 &#x2014; %C3%A9 &#8212; at 12:30', 'escapes of what is no digit stay');
   // Separators escaped with letters in them (JSON, percent, HTML hex, a lone surrogate half) are separators, not letters that end a run.
-  for (const form of ['714\\u002e287\\u002e938\\u002d60', '714%2E287%2E938%2D60', '714&#x2E;287&#x2E;938&#x2D;60', '714%C2%A0287%C2%A0938%C2%A060', [...'71428793860'].join('\\udcff')]) {
+  for (const form of [
+    '714\\u002e287\\u002e938\\u002d60',
+    '714%2E287%2E938%2D60',
+    '714&#x2E;287&#x2E;938&#x2D;60',
+    '714%C2%A0287%C2%A0938%C2%A060',
+    [...'71428793860'].join('\\udcff'),
+    '714%5C287%5C938%5C60',
+    '714&#x26;287&#x26;938&#x26;60',
+    // As written, an escape's own digits are digits too: these show 71428793860 whatever %28 or &#2879; stand for.
+    '714%28793860',
+    '714&#2879;3860',
+  ]) {
     t.equal(scrubText(`{"doc":"${form}","ok":"HTTP 422 at step 3"}`), '{"doc":"[redacted]","ok":"HTTP 422 at step 3"}', form);
   }
   // An escaped digit counts as one digit: six of them (a date, an order number) are no run to redact.

@@ -42,17 +42,21 @@ export function scrubText(text: string, secrets: ReadonlyArray<string | undefine
 }
 
 /**
- * The text with DIGIT_RUN's runs redacted, read with its escapes written out (digit-escapes.ts,
- * withEscapesRead): as written, the letters of an escaped digit or separator (`\u0665`, `%D9%A5`,
- * `&#x665;`, `%2E`, `\u002d`) would break a run, and a run of them may hold no ASCII digit.
+ * The text with DIGIT_RUN's runs redacted: those of the text as it is, and those of the text read
+ * with its escapes written out (digit-escapes.ts, withEscapesRead), where the letters of an escaped
+ * digit or separator (`\u0665`, `%D9%A5`, `&#x665;`, `%2E`, `\u002d`) would end a run and a run of
+ * them may hold no ASCII digit. Both: as written, an escape's own digits count too (`714%28793860`
+ * shows the digits of a CPF whatever `%28` stands for). Over-eager, never under.
  */
 function withoutDigitRuns(text: string): string {
+  if (tooFewDigitsForARun(text)) return text;
   const escaped = text.includes('\\') || text.includes('%') || text.includes('&') ? withEscapesRead(text) : undefined;
-  if (!escaped) return text.replace(DIGIT_RUN, REDACTED);
-  if (!HAS_DIGIT_RUN.test(escaped.text)) return text;
-  const written: number[] = [];
-  for (const run of escaped.text.matchAll(DIGIT_RUN)) written.push(run.index, run.index + run[0].length);
-  const runs = receivedSpans(written, escaped.moved);
+  if (!escaped || !HAS_DIGIT_RUN.test(escaped.text)) return text.replace(DIGIT_RUN, REDACTED);
+  const read: number[] = [];
+  for (const run of escaped.text.matchAll(DIGIT_RUN)) read.push(run.index, run.index + run[0].length);
+  const asWritten: number[] = [];
+  for (const run of text.matchAll(DIGIT_RUN)) asWritten.push(run.index, run.index + run[0].length);
+  const runs = joined(receivedSpans(read, escaped.moved), asWritten);
   let out = '';
   let cursor = 0;
   for (let i = 0; i < runs.length; i += 2) {
@@ -60,6 +64,34 @@ function withoutDigitRuns(text: string): string {
     cursor = runs[i + 1]!;
   }
   return out + text.slice(cursor);
+}
+
+/**
+ * True when the text cannot hold a run of 11 digits in either reading: every digit DIGIT reads holds
+ * an ASCII digit or a character past ASCII, and every escape withEscapesRead writes as a digit
+ * begins with a `\`, `%` or `&`. Most short text (a path, a message) is decided here, with no regex.
+ */
+function tooFewDigitsForARun(text: string): boolean {
+  let count = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (((c >= 48 && c <= 57) || c >= 0x80 || c === 0x5c || c === 0x25 || c === 0x26) && ++count >= 11) return false;
+  }
+  return true;
+}
+
+/** Two lists of [start, end) spans, each in order, as one in order with overlapping or touching spans joined. */
+function joined(a: readonly number[], b: readonly number[]): number[] {
+  const all: Array<[number, number]> = [];
+  for (let i = 0; i < a.length; i += 2) all.push([a[i]!, a[i + 1]!]);
+  for (let i = 0; i < b.length; i += 2) all.push([b[i]!, b[i + 1]!]);
+  all.sort((x, y) => x[0] - y[0]);
+  const out: number[] = [];
+  for (const [start, end] of all) {
+    if (out.length > 0 && start <= out[out.length - 1]!) out[out.length - 1] = Math.max(out[out.length - 1]!, end);
+    else out.push(start, end);
+  }
+  return out;
 }
 
 /**
