@@ -47,7 +47,7 @@ async function importGraph(): Promise<Map<string, string[]>> {
  * moved down below the capabilities that share them (access checks, NOTIFY channels). None of it
  * imports a capability.
  */
-const LOWER = new Set(['config', 'db', 'http', 'observability', 'timing', 'tracing', 'cpf.ts', 'access', 'channels']);
+const LOWER = new Set(['config', 'db', 'http', 'observability', 'timing', 'tracing', 'cpf.ts', 'digit-escapes.ts', 'access', 'channels']);
 
 /** The folder of a src file, or the file itself at the root. */
 const place = (file: string) => file.split('/')[0]!;
