@@ -33,8 +33,15 @@ function escapes(twoByteLead: string, more = ''): RegExp {
 
 /** An escape that may be a digit past U+065F (no two-byte lead below D9 encodes one). */
 const ESCAPE = escapes('[dD][9a-fA-F]');
-/** Any escape of one character the scrubber reads through, an ASCII one's (`%2E`, `\x2e`) too. */
-const ANY_ESCAPE = escapes('[cdCD][0-9a-fA-F]', String.raw`|%([0-7][0-9a-fA-F])|(?<!\\)\\+x([0-9a-fA-F]{2})`);
+/**
+ * Any escape of one character the scrubber reads through: an ASCII one's too (`%2E`, `\x2e`), JSON's
+ * short ones (`\n`, `\t`, `\/`: a line break between a CPF's groups), and HTML's named references
+ * (`&nbsp;`, `&period;`), which it reads as what no digit is.
+ */
+const ANY_ESCAPE = escapes(
+  '[cdCD][0-9a-fA-F]',
+  String.raw`|%([0-7][0-9a-fA-F])|(?<!\\)\\+x([0-9a-fA-F]{2})|(?<!\\)\\+([nrtbf/"'])|&([a-zA-Z][a-zA-Z0-9]{1,31});`,
+);
 
 /** What every escape of a digit past U+065F begins with: most text has none, and is not scanned. */
 const MAY_ESCAPE_DIGIT = /\\u(?!00)|%[d-fD-F]|&#/;
@@ -68,7 +75,9 @@ function codePointOf(m: RegExpMatchArray): number {
   if (m[9] !== undefined) return ((hexByte(m[9]) & 0x07) << 18) | ((hexByte(m[10]!) & 0x3f) << 12) | ((hexByte(m[11]!) & 0x3f) << 6) | (hexByte(m[12]!) & 0x3f);
   if (m[13] !== undefined) return hexByte(m[13]);
   if (m[14] !== undefined) return Number.parseInt(m[14], 10);
-  return hexByte(m[15] ?? m[16]!);
+  if (m[15] !== undefined || m[16] !== undefined) return hexByte(m[15] ?? m[16]!);
+  // A JSON short escape or a named reference: no digit, read as a separator.
+  return 0x20;
 }
 
 /**

@@ -139,6 +139,7 @@ t.test("the scrubber reads another script's digits escaped (JSON, percent-encode
     t.equal(scrubText(`{"doc":"${form}","ok":"HTTP 422 at step 3"}`), '{"doc":"[redacted]","ok":"HTTP 422 at step 3"}', name);
   }
   t.equal(scrubText('caf\\u00e9 &#x2014; %C3%A9 &#8212; at 12:30'), 'caf\\u00e9 &#x2014; %C3%A9 &#8212; at 12:30', 'escapes of what is no digit stay');
+  t.equal(scrubText('linha 1\\nlinha 2 &amp; caf&eacute; 12:30'), 'linha 1\\nlinha 2 &amp; caf&eacute; 12:30', 'and so do short escapes and named references among few digits');
   // Separators escaped with letters in them (JSON, percent, HTML hex, a lone surrogate half) are separators, not letters that end a run.
   for (const form of [
     '714\\u002e287\\u002e938\\u002d60',
@@ -148,6 +149,10 @@ t.test("the scrubber reads another script's digits escaped (JSON, percent-encode
     [...'71428793860'].join('\\udcff'),
     '714%5C287%5C938%5C60',
     '714&#x26;287&#x26;938&#x26;60',
+    // JSON's short escapes and HTML's named references between the groups: a line break, a tab, a space.
+    '714\\n287\\n938\\n60',
+    '714\\t287\\r\\n938/60',
+    '714&nbsp;287&period;938&hyphen;60',
     // As written, an escape's own digits are digits too: these show 71428793860 whatever %28 or &#2879; stand for.
     '714%28793860',
     '714&#2879;3860',
