@@ -1,5 +1,5 @@
 import { createHash, createHmac, hash } from 'node:crypto';
-import { asciiDigitOf, receivedSpans, withAsciiDigitEscapes } from './digit-escapes.js';
+import { asciiDigitOf, isDecimalDigit, receivedSpans, withAsciiDigitEscapes } from './digit-escapes.js';
 
 /** Keyed hash (HMAC-SHA-256, hex) that finds stored requests by CPF without storing the CPF. */
 export function hashCpf(cpf: string, key: string): string {
@@ -110,13 +110,6 @@ const DIGIT_RUN = new RegExp(`${GROUPS}|${DIGIT}(?:${NARROW_SEPARATOR}{0,2}${DIG
 const GROUP_RUN = new RegExp(GROUPS, 'gu');
 /** Within a run: a separator (kept) or a digit (its token masked). */
 const RUN_TOKEN = new RegExp(`(${SEPARATOR})|${DIGIT}`, 'gu');
-
-const DECIMAL_DIGIT = /^\p{Nd}$/u;
-
-/** True when a code point is a decimal digit of some script (Unicode's Nd). */
-function isDecimalDigit(codePoint: number): boolean {
-  return DECIMAL_DIGIT.test(String.fromCodePoint(codePoint));
-}
 
 /** A customerUuid that is a CPF (11 digits once its dashes and underscores go, check digits holding). */
 export function customerUuidIsCpf(customerUuid: string): boolean {

@@ -47,6 +47,11 @@ const ANY_ESCAPE = escapes(
 const MAY_ESCAPE_DIGIT = /\\u(?!00)|%[d-fD-F]|&#/;
 
 const DECIMAL_DIGIT = /^\p{Nd}$/u;
+
+/** True when a code point is a decimal digit of some script (Unicode's Nd). */
+export function isDecimalDigit(codePoint: number): boolean {
+  return DECIMAL_DIGIT.test(String.fromCodePoint(codePoint));
+}
 /** Digits past ASCII met so far, by code point: the walk to a run's zero is made once for each. */
 const KNOWN_DIGITS = new Map<number, string>();
 
@@ -56,9 +61,9 @@ export function asciiDigitOf(codePoint: number): string | undefined {
   if (codePoint < 0x660 || codePoint > 0x10ffff) return undefined;
   const known = KNOWN_DIGITS.get(codePoint);
   if (known !== undefined) return known;
-  if (!DECIMAL_DIGIT.test(String.fromCodePoint(codePoint))) return undefined;
+  if (!isDecimalDigit(codePoint)) return undefined;
   let zero = codePoint;
-  while (DECIMAL_DIGIT.test(String.fromCodePoint(zero - 1))) zero--;
+  while (isDecimalDigit(zero - 1)) zero--;
   const digit = String.fromCharCode(48 + ((codePoint - zero) % 10));
   KNOWN_DIGITS.set(codePoint, digit);
   return digit;
