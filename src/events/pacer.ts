@@ -32,8 +32,12 @@ export interface EndpointPacerDeps {
   warn(err: unknown, message: string): void;
   /** Endpoints left out of claims for their pace may be claimed again. */
   wake(): void;
-  /** Makes the attempt (the worker's own bookkeeping included); resolves once it has ended. */
-  attempt(delivery: Sendable): Promise<void>;
+  /**
+   * Makes the attempt (the worker's own bookkeeping included); resolves once it has ended, or with
+   * 'again' when it was not made because the second its rate slot was for (`window`) had passed
+   * before it could be signed (its lease was being renewed): then it waits for a later second's slot.
+   */
+  attempt(delivery: Sendable): Promise<void | 'again'>;
 }
 
 export interface EndpointPacer {
@@ -133,12 +137,13 @@ export function endpointPacer(deps: EndpointPacerDeps): EndpointPacer {
     })());
   }
   /** Sends now, or once its endpoint's rate and cap allow (attempts waiting for them take no concurrency). */
-  function route(delivery: Sendable): void {
+  function route(delivery: Sendable, first = false): void {
     const key = delivery.urlKey;
     if (limitOf(key) === null && inFlightCapOf(key) === null && !busy(key) && !pacers.has(key)) return send(delivery);
     let pacer = pacers.get(key);
     if (!pacer) pacers.set(key, (pacer = { queue: [], tokens: 0, window: 0, pumping: false }));
-    pacer.queue.push(delivery);
+    if (first) pacer.queue.unshift(delivery);
+    else pacer.queue.push(delivery);
     void pump(key);
   }
 
@@ -210,7 +215,10 @@ export function endpointPacer(deps: EndpointPacerDeps): EndpointPacer {
           // its own (a slow database would otherwise let a second's sends go over the rate).
           if (limit !== null && Math.floor(deps.clock().getTime() / 1000) !== pacer.window) break;
           const delivery = pacer.queue.shift()!;
-          if (limit !== null) pacer.tokens--;
+          if (limit !== null) {
+            pacer.tokens--;
+            delivery.window = pacer.window;
+          } else delete delivery.window;
           if (cap !== null) {
             delivery.slot = true;
             bump(slotsUsed, key, 1);
@@ -234,17 +242,28 @@ export function endpointPacer(deps: EndpointPacerDeps): EndpointPacer {
     inFlight++;
     const key = delivery.urlKey;
     sendingTo.set(key, (sendingTo.get(key) ?? 0) + 1);
-    void deps.attempt(delivery).finally(() => {
-      inFlight--;
-      const left = sendingTo.get(key)! - 1;
-      if (left === 0) sendingTo.delete(key);
-      else sendingTo.set(key, left);
-      if (delivery.slot) {
-        // Given back at once, not kept for this instance's next attempt: other instances' turn too.
-        bump(slotsUsed, key, -1);
-        giveBack(key, 1);
-      } else if (pacers.has(key)) void pump(key);
-    });
+    let again = false;
+    void deps
+      .attempt(delivery)
+      .then((result) => void (again = result === 'again'))
+      .finally(() => {
+        inFlight--;
+        const left = sendingTo.get(key)! - 1;
+        if (left === 0) sendingTo.delete(key);
+        else sendingTo.set(key, left);
+        if (delivery.slot) {
+          // Given back at once, not kept for this instance's next attempt: other instances' turn too.
+          bump(slotsUsed, key, -1);
+          giveBack(key, 1);
+        } else if (pacers.has(key)) void pump(key);
+        if (again) {
+          // Its second's slot is spent, unused (never used in a later second, on top of that
+          // second's own): first in its endpoint's queue for the next second's.
+          delete delivery.slot;
+          delete delivery.window;
+          route(delivery, true);
+        }
+      });
   }
 
   return {

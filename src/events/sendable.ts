@@ -18,6 +18,13 @@ export interface Sendable {
   requestId: string | null;
   /** Sent holding one of its endpoint's maxInFlight slots: given back when the attempt ends. */
   slot?: boolean;
+  /**
+   * Sent on one of its endpoint's rateLimitPerS slots of this second (its number since the epoch):
+   * signed and sent in that second, or not at all (the pacer routes it again for a later one).
+   */
+  window?: number;
+  /** Rate slots it let pass unused, its second gone by before it could be signed (worker.ts, SPENT_SLOTS_MAX). */
+  spentSlots?: number;
   /** When its lease ends (ms): after that another instance may claim it. */
   leaseEndsAt: number;
 }

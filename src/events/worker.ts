@@ -67,6 +67,8 @@ const COMMIT_GATHER_MS = 10;
  * is told of at once (committed), so a nudge mostly matters for another instance's events.
  */
 const NUDGE_GATHER_MS = 100;
+/** Rate slots one attempt may let pass unused while its lease is renewed (see attempt). */
+export const SPENT_SLOTS_MAX = 2;
 /** Deliveries claimed per pollMs while callback ingest is busy: progress, at a cost ingest does not feel. */
 export const TRICKLE_CLAIM = 16;
 
@@ -111,7 +113,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   // Set when a claim stopped at the concurrency limit with work left: a finished attempt then
   // makes room for the next batch at once (not at the next poll).
   let saturated = false;
-  const sends = new Set<Promise<void>>();
+  const sends = new Set<Promise<void | 'again'>>();
   /** Each endpoint's pace: its share of the attempts, its rate and cap, the probes when it keeps failing. */
   const pacer = endpointPacer({
     db: deps.db,
@@ -248,7 +250,7 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     saturated = !stopped;
   }
 
-  async function attempt(delivery: Sendable): Promise<void> {
+  async function attempt(delivery: Sendable): Promise<void | 'again'> {
     const target = targetOf(delivery.urlKey);
     const { body, token: lease } = delivery;
     if (target?.status !== 'active') {
@@ -259,6 +261,15 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     // Its lease must outlast the attempt and the write of its outcome: renewed when it waited (lease.ts).
     if (!(await leases.hold(delivery))) return;
     const at = deps.clock();
+    // The renewal took its rate slot's second past (a slow database): sent now, it would go over the
+    // endpoint's rate beside the slots of the second it is signed in. Not sent: the pacer gives it
+    // a later second's slot. At most SPENT_SLOTS_MAX times for one attempt: a database that takes
+    // over a second for every renewal would hold it back for good; then it goes late, as it would
+    // have before. Stopping, it goes on to be cut short like every other.
+    if (!stopped && delivery.window !== undefined && Math.floor(at.getTime() / 1000) !== delivery.window && (delivery.spentSlots ?? 0) < SPENT_SLOTS_MAX) {
+      delivery.spentSlots = (delivery.spentSlots ?? 0) + 1;
+      return 'again';
+    }
     const signal = new AttemptSignal();
     const timer = setTimeout(abortAttempt, deps.timeoutMs, signal, true);
     attempting.add(signal);
