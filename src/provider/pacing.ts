@@ -97,6 +97,8 @@ export interface PacerDeps {
   log: FastifyBaseLogger;
   /** Told whenever the circuit's consecutive failures change state (opened, closed). */
   onCircuit?: (open: boolean) => void;
+  /** Told what each ask of the database got: slots, or why none (diagnostics, tests). */
+  onAsk?: (verdict: 'ok' | Refusal) => void;
 }
 
 /**
@@ -119,6 +121,13 @@ export function createPacer(deps: PacerDeps): Pacer {
   const queue: Waiter[] = [];
   let asking = false;
   let timer: NodeJS.Timeout | undefined;
+  /**
+   * Set while the timer waits out a refusal that only time ends (the pace's next slot, a hold): no
+   * new waiter, returned slot or answer here brings it sooner, so none asks before it fires (each
+   * forward's acquire and its slot's return used to: two refused asks a call, each a statement
+   * on the shared row). performance.now() when it fires.
+   */
+  let timedUntil: number | undefined;
   let closed = false;
   let slotsReady: Promise<void> | undefined;
   let circuitOpen = false;
@@ -215,6 +224,7 @@ export function createPacer(deps: PacerDeps): Pacer {
     // and the way back (commit, network, event loop) must not lengthen it.
     const askedAt = performance.now();
     const taken = await takeSlots(db, config, holder, deps.leaseMs, Math.min(sync.length + queue.length, MAX_SLOTS_PER_TAKE));
+    deps.onAsk?.(taken.slots !== null ? 'ok' : taken.refusal);
     if (taken.slots !== null) {
       const usableUntil = askedAt + taken.windowEndMs - taken.nowMs - SEND_MARGIN_MS;
       for (const slot of taken.slots) {
@@ -237,13 +247,15 @@ export function createPacer(deps: PacerDeps): Pacer {
     const endsInMs = taken.untilMs === null ? unknownMs : taken.untilMs - taken.nowMs;
     // Waiters whose deadline comes before the hold (or the open circuit) ends are answered now.
     refuseLate(taken.refusal, endsInMs);
-    schedule(Math.max(1, Math.min(endsInMs, MAX_WAIT_MS)));
+    schedule(Math.max(1, Math.min(endsInMs, MAX_WAIT_MS)), taken.refusal === 'rate' || taken.refusal === 'held');
   }
 
-  function schedule(ms: number): void {
+  function schedule(ms: number, timed: boolean): void {
     if (timer !== undefined || closed) return;
+    timedUntil = timed ? performance.now() + ms : undefined;
     timer = setTimeout(() => {
       timer = undefined;
+      timedUntil = undefined;
       pump();
     }, ms);
   }
@@ -251,6 +263,11 @@ export function createPacer(deps: PacerDeps): Pacer {
   function pump(): void {
     if (asking || closed || !next()) return;
     if (timer !== undefined) {
+      if (timedUntil !== undefined) {
+        // A waiter that came meanwhile and cannot wait that long is answered now, as the ask would.
+        refuseLate(lastRefusal, timedUntil - performance.now());
+        return;
+      }
       clearTimeout(timer);
       timer = undefined;
     }

@@ -40,3 +40,53 @@ t.test('a handed-over slot whose statement failed goes back on its own, not when
   t.ok(all.every((r) => 'permit' in r), 'all four slots can be had again: the failed one came back');
   for (const r of all) if ('permit' in r) await r.permit.release('not_called');
 });
+
+t.test("a waiter waiting for the pace's next slot is not asked for again before it comes: not by another acquire, nor by a slot's return", async (t) => {
+  const { db } = await freshDatabase(t);
+  // 2 calls a second: a take refused for the rate says when the next slot comes (350 ms on, or the
+  // second's tail).
+  const verdicts: string[] = [];
+  let onRefused: (() => void) | undefined;
+  const pacer = createPacer({
+    db,
+    config: { ...config, maxRps: 2 },
+    leaseMs: 60_000,
+    log,
+    onAsk: (verdict) => {
+      verdicts.push(verdict);
+      if (verdict !== 'ok') onRefused?.();
+    },
+  });
+  t.teardown(() => pacer.close());
+  const permitOf = (result: Awaited<ReturnType<typeof pacer.acquire>>) => {
+    if (!('permit' in result)) throw new Error(`refused: ${JSON.stringify(result)}`);
+    return result.permit;
+  };
+  let permit = permitOf(await pacer.acquire({ priority: 'queue' }));
+  // As the forwarder does: the next slot asked for while the last call is under way, whose slot
+  // goes back once that waiter has been told to wait; then a waiter that cannot wait comes and goes.
+  const calls = 6;
+  let waits = 0;
+  for (let i = 0; i < calls; i++) {
+    let waiting = false;
+    const refused = new Promise<void>((resolve) => (onRefused = () => resolve(void (waiting = true))));
+    const next = pacer.acquire({ priority: 'queue' });
+    await Promise.race([refused, next]);
+    onRefused = undefined;
+    await permit.release('answered');
+    if (waiting) {
+      waits++;
+      const other = await pacer.acquire({ priority: 'sync', deadline: performance.now() });
+      t.match(other, { refused: { reason: 'rate' } }, 'a waiter that cannot wait is refused at once');
+    }
+    permit = permitOf(await next);
+  }
+  await permit.release('answered');
+  const ok = verdicts.filter((v) => v === 'ok').length;
+  const refusals = verdicts.length - ok;
+  t.equal(ok, calls + 1, 'a slot for each call');
+  t.ok(waits >= calls - 2, `most calls waited for their slot (${waits} of ${calls})`);
+  // One refusal a wait: its waiter's first ask, before the slot's time (two more used to follow:
+  // the returned slot's and the second waiter's, each a statement on the shared row).
+  t.ok(refusals <= waits + 2, `${refusals} refused asks for ${waits} waits: ${JSON.stringify(verdicts)}`);
+});
