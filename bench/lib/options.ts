@@ -2,13 +2,14 @@
  * The options `npm run bench` accepts. Every option the harness reads must match here, or the
  * command line refuses it before anything runs (test/bench/options.test.ts).
  */
-export const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|states=[a-d,]+|sizes=[0-9kmKM,]+|state-push=(off|on|both)|long-poll-callbacks=\d+|delivery-rate=\d+|delivery-endpoints=(one|troubled)|rate=\d+|rounds=\d+|lines=\d+|outage-s=\d+|tracing|tracing=(on|off|aa))$/;
+export const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|states=[a-d,]+|sizes=[0-9kmKM,]+|state-push=(off|on|both)|long-poll-callbacks=\d+|delivery-rate=\d+|delivery-endpoints=(one|troubled)|rate=\d+|rounds=\d+|lines=\d+|outage-s=\d+|campaign-rps=\d+|tracing|tracing=(on|off|aa))$/;
 
 export const BENCH_OPTION_DETAILS = [
   '  --quick                    short rounds, for a smoke run',
   '  --only=a,b                 callback, callback-push, submit, get-one, long-poll, delivery, cold-start,',
   '                             campaign (only when named: issue 37, minutes long)',
   '  --lines=N, --outage-s=N    the campaign: lines in its file (100000), its provider outage in seconds (30)',
+  '  --campaign-rps=N           the campaign\'s provider limit, at the sandbox and both gateways (200)',
   '  --states=a,b,c,d           the callback A/B in these bench states (default a,b): a never analysed,',
   '                             b analysed empty then grown, c vacuum analysed, d own cluster with autovacuum',
   '  --sizes=10k,100k,1m        stored requests in each state (default 10k)',

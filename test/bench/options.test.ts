@@ -7,13 +7,13 @@ const bench = { command: 'bench', summary: 's', accepts: (a: string) => BENCH_OP
 
 t.test('every option the bench reads is accepted on its command line', async (t) => {
   // --tracing was read by the harness but refused by the command line ("unknown option").
-  for (const option of ['--quick', '--profile', '--probe', '--own-postgres', '--only=callback,submit', '--long-poll-callbacks=32', '--delivery-rate=500', '--rate=400', '--tracing', '--tracing=on', '--tracing=off', '--tracing=aa', '--states=a,b,c,d', '--sizes=10k,100k,1m', '--only=campaign', '--lines=5000', '--outage-s=5']) {
+  for (const option of ['--quick', '--profile', '--probe', '--own-postgres', '--only=callback,submit', '--long-poll-callbacks=32', '--delivery-rate=500', '--rate=400', '--tracing', '--tracing=on', '--tracing=off', '--tracing=aa', '--states=a,b,c,d', '--sizes=10k,100k,1m', '--only=campaign', '--lines=5000', '--outage-s=5', '--campaign-rps=50']) {
     t.match(readCommandLine(bench, [option]), { run: true }, option);
   }
 });
 
 t.test('misspelt options are refused', async (t) => {
-  for (const option of ['--tracing=maybe', '--trace', '--only=', '--delivery-rate=fast', '--states=e', '--sizes=huge', '--lines=many', '--lines=']) {
+  for (const option of ['--tracing=maybe', '--trace', '--only=', '--delivery-rate=fast', '--states=e', '--sizes=huge', '--lines=many', '--lines=', '--campaign-rps=fast']) {
     t.match(readCommandLine(bench, [option]), { run: false, exitCode: 2 }, option);
   }
 });
