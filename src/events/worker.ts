@@ -337,6 +337,9 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       // Waiting for their endpoint's rate: given back unattempted, for the next claim anywhere.
       for (const d of pacer.takeWaiting()) await releaseDeliveries(deps.db, [d.id], d.token).catch(() => {});
       await Promise.all([...sends]);
+      // One whose rate slot was spent just as the stop came went back to its endpoint's queue after
+      // the take above: given back too.
+      for (const d of pacer.takeWaiting()) await releaseDeliveries(deps.db, [d.id], d.token).catch(() => {});
       await outcomes.flushing;
       // Every in-flight slot this worker still holds: for the other instances at once.
       await pacer.release();

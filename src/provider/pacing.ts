@@ -125,7 +125,8 @@ export function createPacer(deps: PacerDeps): Pacer {
    * Set while the timer waits out a refusal that only time ends (the pace's next slot, a hold): no
    * new waiter, returned slot or answer here brings it sooner, so none asks before it fires (each
    * forward's acquire and its slot's return used to: two refused asks a call, each a statement
-   * on the shared row). performance.now() when it fires.
+   * on the shared row). performance.now() when the refusal ends (the timer may fire before it:
+   * MAX_WAIT_MS), so that a waiter that comes meanwhile is refused as the ask would refuse it.
    */
   let timedUntil: number | undefined;
   let closed = false;
@@ -247,12 +248,12 @@ export function createPacer(deps: PacerDeps): Pacer {
     const endsInMs = taken.untilMs === null ? unknownMs : taken.untilMs - taken.nowMs;
     // Waiters whose deadline comes before the hold (or the open circuit) ends are answered now.
     refuseLate(taken.refusal, endsInMs);
-    schedule(Math.max(1, Math.min(endsInMs, MAX_WAIT_MS)), taken.refusal === 'rate' || taken.refusal === 'held');
+    schedule(Math.max(1, Math.min(endsInMs, MAX_WAIT_MS)), taken.refusal === 'rate' || taken.refusal === 'held' ? performance.now() + endsInMs : undefined);
   }
 
-  function schedule(ms: number, timed: boolean): void {
+  function schedule(ms: number, refusalEnds: number | undefined): void {
     if (timer !== undefined || closed) return;
-    timedUntil = timed ? performance.now() + ms : undefined;
+    timedUntil = refusalEnds;
     timer = setTimeout(() => {
       timer = undefined;
       timedUntil = undefined;
@@ -260,14 +261,15 @@ export function createPacer(deps: PacerDeps): Pacer {
     }, ms);
   }
 
+  /** While a timed refusal is waited out: a waiter that came meanwhile and cannot wait that long is answered now, as the ask would. */
+  function refuseLateWhileTimed(): void {
+    if (timedUntil !== undefined) refuseLate(lastRefusal, timedUntil - performance.now());
+  }
+
   function pump(): void {
     if (asking || closed || !next()) return;
     if (timer !== undefined) {
-      if (timedUntil !== undefined) {
-        // A waiter that came meanwhile and cannot wait that long is answered now, as the ask would.
-        refuseLate(lastRefusal, timedUntil - performance.now());
-        return;
-      }
+      if (timedUntil !== undefined) return refuseLateWhileTimed();
       clearTimeout(timer);
       timer = undefined;
     }
@@ -275,8 +277,10 @@ export function createPacer(deps: PacerDeps): Pacer {
     ask().then(
       () => {
         asking = false;
-        // A slot was given: the next waiter asks at once; a refusal has scheduled the next ask.
+        // A slot was given: the next waiter asks at once; a refusal has scheduled the next ask
+        // (and a waiter that came during this one, and cannot wait for a timed refusal's end, is told now).
         if (timer === undefined) pump();
+        else refuseLateWhileTimed();
       },
       (err: unknown) => {
         asking = false;

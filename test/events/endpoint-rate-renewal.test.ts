@@ -26,22 +26,24 @@ if (SERVER_URL) {
     t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { status: 'paused' })).status, 200);
     const custs = Array.from({ length: 4 }, (_, i) => customer(`rate-renew-${i}`));
     for (const c of custs) await stray(app, c);
-    t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { status: 'active' })).status, 200);
-    const [first] = await receiver.count(1);
-    // Once the first has arrived, every other delivery's row is held by another session until half
-    // past the third second after the one it was signed in: the renewals of the slots of the two
-    // seconds before that one wait for it, and end in that second.
-    const firstSecond = Number(first!.headers['webhook-timestamp']);
     const holder = new pg.Client({ connectionString: database.url });
     await holder.connect();
     t.teardown(() => holder.end());
+    t.equal((await call(app, 'PATCH', `/v1/endpoints/${id}`, { status: 'active' })).status, 200);
+    const [first] = await receiver.count(1);
+    // Once the first has arrived, every other pending delivery's row is held by another session until half
+    // past the third second after the one it was signed in: the renewals of the slots of the two
+    // seconds before that one wait for it, and end in that second.
+    const firstSecond = Number(first!.headers['webhook-timestamp']);
     await holder.query('begin');
     const held = await holder.query(
       `select d.id from event_deliveries d join events e on e.id = d.event_id
         where d.url_key = $1 and d.status = 'pending' and e.public_id <> $2 for update of d`,
       [id, first!.headers['webhook-id']],
     );
-    t.equal(held.rowCount, 3, 'the other three deliveries held');
+    // The second's may be delivered already (sent at the next second's start, no renewal): the
+    // third's and fourth's wait over a second for their slots, so they are renewed, and held here.
+    t.ok((held.rowCount ?? 0) >= 2, `the deliveries not yet delivered held (${held.rowCount})`);
     const releaseAt = (firstSecond + 3) * 1000 + 500;
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, releaseAt - Date.now())));
     await holder.query('commit');

@@ -64,7 +64,7 @@ t.test("a waiter waiting for the pace's next slot is not asked for again before 
   };
   let permit = permitOf(await pacer.acquire({ priority: 'queue' }));
   // As the forwarder does: the next slot asked for while the last call is under way, whose slot
-  // goes back once that waiter has been told to wait; then a waiter that cannot wait comes and goes.
+  // goes back once that waiter has been told to wait (a waiter that cannot wait comes and goes first).
   const calls = 6;
   let waits = 0;
   for (let i = 0; i < calls; i++) {
@@ -73,12 +73,14 @@ t.test("a waiter waiting for the pace's next slot is not asked for again before 
     const next = pacer.acquire({ priority: 'queue' });
     await Promise.race([refused, next]);
     onRefused = undefined;
-    await permit.release('answered');
     if (waiting) {
+      // While the refusal's timer is surely pending (before the slot goes back).
       waits++;
       const other = await pacer.acquire({ priority: 'sync', deadline: performance.now() });
       t.match(other, { refused: { reason: 'rate' } }, 'a waiter that cannot wait is refused at once');
+      if ('permit' in other) await other.permit.release('not_called');
     }
+    await permit.release('answered');
     permit = permitOf(await next);
   }
   await permit.release('answered');
@@ -89,4 +91,24 @@ t.test("a waiter waiting for the pace's next slot is not asked for again before 
   // One refusal a wait: its waiter's first ask, before the slot's time (two more used to follow:
   // the returned slot's and the second waiter's, each a statement on the shared row).
   t.ok(refusals <= waits + 2, `${refusals} refused asks for ${waits} waits: ${JSON.stringify(verdicts)}`);
+});
+
+t.test('a caller that comes while the pace is held is told at once when calls may resume, not at its deadline', async (t) => {
+  const { db } = await freshDatabase(t);
+  await sql`update provider_pacing set hold_until = now() + interval '30 seconds'`.execute(db);
+  let onHeld: (() => void) | undefined;
+  const held = new Promise<void>((resolve) => (onHeld = resolve));
+  const pacer = createPacer({ db, config, leaseMs: 60_000, log, onAsk: (verdict) => verdict === 'held' && onHeld?.() });
+  t.teardown(() => pacer.close());
+  // The queue's waiter is told to wait (a hold of 30 s: it asks again within a second, then again).
+  const waiting = pacer.acquire({ priority: 'queue' });
+  await held;
+  const started = performance.now();
+  const result = await pacer.acquire({ priority: 'sync', deadline: performance.now() + 5_000 });
+  t.match(result, { refused: { reason: 'held' } });
+  t.ok('refused' in result && result.refused.retryAfterS >= 25, `Retry-After the hold's end: ${JSON.stringify(result)}`);
+  // No ask is made for it: the hold's end is known (the next ask, within a second, would tell it too).
+  t.ok(performance.now() - started < 500, `answered at once (${Math.round(performance.now() - started)} ms), not at the next ask or its deadline 5 s on`);
+  pacer.close();
+  t.match(await waiting, { refused: { reason: 'closing' } });
 });
