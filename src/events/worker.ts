@@ -335,11 +335,14 @@ export function startDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       for (const signal of attempting) abortAttempt(signal, false);
       await claiming;
       // Waiting for their endpoint's rate: given back unattempted, for the next claim anywhere.
-      for (const d of pacer.takeWaiting()) await releaseDeliveries(deps.db, [d.id], d.token).catch(() => {});
+      const releaseWaiting = async () => {
+        for (const d of pacer.takeWaiting()) await releaseDeliveries(deps.db, [d.id], d.token).catch(() => {});
+      };
+      await releaseWaiting();
       await Promise.all([...sends]);
-      // One whose rate slot was spent just as the stop came went back to its endpoint's queue after
-      // the take above: given back too.
-      for (const d of pacer.takeWaiting()) await releaseDeliveries(deps.db, [d.id], d.token).catch(() => {});
+      // Again: one whose rate slot was spent just as the stop came went back to its endpoint's queue
+      // after the first take.
+      await releaseWaiting();
       await outcomes.flushing;
       // Every in-flight slot this worker still holds: for the other instances at once.
       await pacer.release();
