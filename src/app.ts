@@ -35,6 +35,7 @@ import { queryRoutes } from './queries/routes.js';
 import { statsRoutes } from './stats/routes.js';
 import { addSecurityHeaders, type SecurityHeaderOptions } from './http/security-headers.js';
 import { submissionRoutes } from './submissions/routes.js';
+import type { RootIds } from './tracing/root-ids.js';
 import { traceRequests } from './tracing/server-spans.js';
 
 export type { Clock } from './deps.js';
@@ -49,6 +50,8 @@ export interface AppDeps {
   tokenSource?: BearerTokenSource;
   /** Set when tracing is on (server.ts starts the SDK; tests pass their own). Unset: no spans at all. */
   tracer?: Tracer;
+  /** The tracer's reserved root ids (tracing/root-ids.ts); without them every server span begins on arrival. */
+  tracerRoots?: RootIds;
   /** Tests shorten these; a deployment keeps SERVER_TIMEOUTS. */
   serverTimeouts?: Partial<ServerTimeouts>;
   /** True once shutdown has begun its drain: /readyz then answers 503 (server.ts, SHUTDOWN_DRAIN_MS). */
@@ -166,7 +169,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const registry = createRegistry();
   instrumentRequests(app, registry);
-  if (deps.tracer) traceRequests(app, deps.tracer, secrets);
+  if (deps.tracer) traceRequests(app, deps.tracer, secrets, deps.tracerRoots);
 
   // @fastify/helmet's options are the source; the helmet it calls turns them into headers once, at
   // start (security-headers.ts). The plugin itself is not registered: even with `global: false` it

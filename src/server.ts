@@ -95,7 +95,7 @@ async function main(): Promise<void> {
     diag.setLogger({ error: say, warn: say, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN);
   }
   let draining = false;
-  const app = await buildApp({ config, database, logger: log, draining: () => draining, ...(tracing ? { tracer: tracing.tracer } : {}) });
+  const app = await buildApp({ config, database, logger: log, draining: () => draining, ...(tracing ? { tracer: tracing.tracer, tracerRoots: tracing.roots } : {}) });
   await configOrExit(() =>
     app.listen({ host: config.host, port: config.port }).catch((err: unknown) => {
       throw listenError(err, { host: 'HOST', port: 'PORT' }, config);

@@ -5,7 +5,7 @@ import { allowlistGuard, callbackTokenGuard } from '../access/guards.js';
 import type { Config } from '../config/config.js';
 import { errorSchema, validationErrorSchema } from '../http/errors.js';
 import { operation } from '../http/openapi.js';
-import { traceOf } from '../tracing/server-spans.js';
+import { lateTraceOf } from '../tracing/server-spans.js';
 import { underwritingResultSchema } from '../provider/schemas.js';
 import type { CallbackMetrics } from './metrics.js';
 import type { CallbackService } from './service.js';
@@ -49,6 +49,8 @@ export const callbackRoutes =
         preParsing: ignoreContentType,
         onResponse: countUnhandled(metrics),
         validatorCompiler: documentedOnly,
+        // Without an incoming traceparent, the server span begins as the child of the submit the callback completes.
+        config: { lateServerSpan: true },
         schema: {
           ...operation('receiveUnderwritingCallback', 'callback'),
           tags: ['callbacks'],
@@ -69,7 +71,7 @@ export const callbackRoutes =
         const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
         const leave = callbacks.ingest.enter();
         try {
-          const arrival = { receivedAt: callbacks.clock(), peer: request.ip ?? null, rawBody, requestId: request.id, trace: traceOf(request) };
+          const arrival = { receivedAt: callbacks.clock(), peer: request.ip ?? null, rawBody, requestId: request.id, trace: lateTraceOf(request) };
           await receiver.receive(arrival, request.log);
         } finally {
           leave();

@@ -5,7 +5,7 @@ import { defineStatement } from '../db/statements.js';
 import type { Decision, Tables } from '../db/types.js';
 import type { DeliveryHandoff } from '../events/handoff.js';
 import { EVENT_TYPE, recordEventsSql, requestDataSql, unmatchedDataSql } from '../events/record.js';
-import { batchSpanParent, type SpanParent, storedTraceparent } from '../tracing/spans.js';
+import { batchSpanParent, begunParent, endedStatementSpan, originTraceparent, type SpanOrigin, whenBegun } from '../tracing/spans.js';
 
 /** What is known about any callback the moment it arrives. */
 export interface Arrival {
@@ -17,8 +17,11 @@ export interface Arrival {
   cpfHashes?: readonly string[] | undefined;
   /** The callback's X-Request-Id: an unmatched callback's event carries it. */
   requestId?: string | undefined;
-  /** The callback's server span (tracing on). */
-  trace?: SpanParent | undefined;
+  /**
+   * The callback's server span (tracing on); one that begins late (no traceparent came) is begun by
+   * the statement that stores the callback: the child of the submit it completes, else a root.
+   */
+  trace?: SpanOrigin | undefined;
 }
 
 export interface ValidResult extends Arrival {
@@ -153,17 +156,26 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
   if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');
   // A prepared statement: parsed and planned once per connection, and so are its foreign-key checks
   // (STATEMENT_PLANNED_ONCE: every lookup by index, whatever the statistics were when it was planned).
-  // Traced as a child of the first traced callback's span, linked to the others' (one statement
-  // stores them all).
-  const { parent, links } = batchSpanParent(batch.map((cb) => cb.trace));
-  const rows = await runStatement<RecordedRow>(
-    db,
-    RECORD_RESULTS,
-    recordResultsParameters(ordered.map((o) => o.cb), options),
-    parent,
-    links,
-    { queryTimeoutMs: CALLBACK_QUERY_TIMEOUT_MS, plannedOnce: true },
-  );
+  // Its span is made once it has run: the callbacks' spans begin only then, each as a child of the
+  // submit it completed; it is a child of the first traced one, linked to the others' (one
+  // statement stores them all).
+  const startTime = batch.some((cb) => cb.trace) ? performance.now() : 0;
+  let rows: RecordedRow[];
+  try {
+    rows = await runStatement<RecordedRow>(db, RECORD_RESULTS, recordResultsParameters(ordered.map((o) => o.cb), options), undefined, undefined, {
+      queryTimeoutMs: CALLBACK_QUERY_TIMEOUT_MS,
+      plannedOnce: true,
+    });
+  } catch (err) {
+    // The batch may be written again item by item (db/group-commit.ts), so no late span begins
+    // here: the failure is told under the first traced callback's span once that has begun.
+    const first = batch.find((cb) => cb.trace)?.trace;
+    if (first) {
+      const times = { startTime, endTime: performance.now() };
+      whenBegun(first, (parent) => endedStatementSpan(parent, RECORD_RESULTS, undefined, times, { err }));
+    }
+    throw err;
+  }
   const recorded: Recorded[] = batch.map(() => ({ disposition: 'duplicate' }));
   for (const row of rows) {
     const { cb, index } = ordered[row.n]!;
@@ -178,6 +190,15 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
             decision: cb.decision,
             submitTraceparent: row.submit_traceparent,
           };
+  }
+  if (startTime !== 0) {
+    const { parent, links } = batchSpanParent(
+      batch.map((cb, i) => {
+        const r = recorded[i]!;
+        return begunParent(cb.trace, r.disposition === 'matched' ? r.submitTraceparent : null);
+      }),
+    );
+    if (parent) endedStatementSpan(parent, RECORD_RESULTS, links, { startTime, endTime: performance.now() });
   }
   // Every stored callback recorded an event (completed or unmatched).
   if (rows.length > 0) options.handoff?.committed();
@@ -196,7 +217,7 @@ export function batchJson(batch: readonly ValidResult[]): string {
       `"cpf_hashes":${cb.cpfHashes?.length ? JSON.stringify(cb.cpfHashes) : 'null'},` +
       `"started":${JSON.stringify(cb.started)},"finished":${JSON.stringify(cb.finished)},` +
       `"body":${cb.body},"decision":${JSON.stringify(cb.decision)},` +
-      `"x_request_id":${JSON.stringify(cb.requestId ?? null)},"traceparent":${JSON.stringify(storedTraceparent(cb.trace))}}`,
+      `"x_request_id":${JSON.stringify(cb.requestId ?? null)},"traceparent":${JSON.stringify(originTraceparent(cb.trace))}}`,
   );
   return `[${rows.join(',')}]`;
 }

@@ -9,12 +9,15 @@ import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan, type SpanEx
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
 import { DEFAULT_SERVICE_NAME, type TracingConfig } from '../config/config.js';
 import { OtlpSpanEncoder } from './otlp-protobuf.js';
+import { type RootIds, reservingIds } from './root-ids.js';
 
 /** The instrumentation scope our spans are reported under. */
 export const TRACER_NAME = 'underwriting-gateway';
 
 export interface Tracing {
   tracer: Tracer;
+  /** Root spans whose traceparent is known before they begin (the callback's server span). */
+  roots: RootIds;
   /** Exports every span ended so far. */
   flush(): Promise<void>;
   /**
@@ -28,8 +31,9 @@ export interface Tracing {
 /**
  * The official SDK, started only when tracing is configured: spans batched (OTEL_BSP_* honoured)
  * and POSTed over OTLP/HTTP in the configured protocol. The exporter reads its own standard
- * variables (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, certificates), the provider
- * OTEL_TRACES_SAMPLER and the span limits, the resource OTEL_RESOURCE_ATTRIBUTES.
+ * variables (OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION, certificates), the provider the
+ * span limits, the resource OTEL_RESOURCE_ATTRIBUTES; OTEL_TRACES_SAMPLER is read as the SDK reads
+ * it, into the sampler root-ids.ts asks ahead for a reserved root.
  *
  * Nothing is registered globally: no context manager (the gateway passes a span's context
  * explicitly, so no AsyncLocalStorage runs on every promise) and no global provider, so two
@@ -41,9 +45,16 @@ export function startTracing(config: TracingConfig): Tracing {
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: DEFAULT_SERVICE_NAME }))
     .merge(detectResources({ detectors: [envDetector] }))
     .merge(config.serviceName === undefined ? emptyResource() : resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.serviceName }));
-  const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });
+  const ids = reservingIds();
+  const provider = new BasicTracerProvider({
+    resource,
+    idGenerator: ids.idGenerator,
+    sampler: ids.sampler,
+    spanProcessors: [new BatchSpanProcessor(exporter)],
+  });
   return {
     tracer: provider.getTracer(TRACER_NAME),
+    roots: ids,
     flush: () => provider.forceFlush(),
     async shutdown(timeoutMs) {
       let timer: NodeJS.Timeout | undefined;

@@ -3,15 +3,84 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { maskCpfsInText } from '../cpf.js';
 import { loggedRequestUrl } from '../observability/logger.js';
 import { percentDecoded, scrubText } from '../observability/scrub.js';
-import { propagator, type SpanParent, startSpan } from './spans.js';
+import type { ReservedRoot, RootIds } from './root-ids.js';
+import { type LateSpan, propagator, type SpanParent, spanContextOf, startSpan, traceparentOf } from './spans.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The route's server span begins once the handler knows its parent (LateServerSpan) when the
+     * request carries no traceparent to continue: the callback's, a child of the submit it completes.
+     */
+    lateServerSpan?: boolean;
+  }
+}
 
 const SPAN = Symbol('serverSpan');
 const PARENT = Symbol('spanParent');
-type Traced = FastifyRequest & { [SPAN]: Span | null; [PARENT]: SpanParent | null };
+const LATE = Symbol('lateServerSpan');
+type Traced = FastifyRequest & { [SPAN]: Span | null; [PARENT]: SpanParent | null; [LATE]: LateServerSpan | null };
 
 /** The request's server span as a parent for what the request does; undefined when tracing is off. */
 export function traceOf(request: FastifyRequest): SpanParent | undefined {
   return (request as Traced)[PARENT] ?? undefined;
+}
+
+/** traceOf, or on a route whose span begins late (and has not yet), that span to begin. */
+export function lateTraceOf(request: FastifyRequest): SpanParent | LateSpan | undefined {
+  return (request as Traced)[LATE] ?? traceOf(request);
+}
+
+/**
+ * A server span begun after its request arrived (from the arrival on), once its parent is known:
+ * a stored traceparent, or none (a root, with the ids reserved for it if they were asked for).
+ */
+class LateServerSpan implements LateSpan {
+  #reserved: ReservedRoot | undefined;
+  #begun: SpanParent | undefined;
+  #waiting: Array<(parent: SpanParent) => void> | undefined;
+
+  constructor(
+    private readonly tracer: Tracer,
+    private readonly roots: RootIds,
+    private readonly name: string,
+    private readonly startTime: number,
+    private readonly attributes: () => Attributes,
+    private readonly request: Traced,
+  ) {}
+
+  get rootTraceparent(): string {
+    // Begun already (its client went away while it waited for its batch): what it is, not a reservation.
+    const begun = this.#begun && trace.getSpanContext(this.#begun.context);
+    if (begun) return traceparentOf(begun);
+    this.#reserved ??= this.roots.reserve(this.name, SpanKind.SERVER);
+    const { traceId, spanId, sampled } = this.#reserved;
+    return traceparentOf({ traceId, spanId, traceFlags: sampled ? 1 : 0 });
+  }
+
+  begin(traceparent: string | null): SpanParent {
+    if (this.#begun) return this.#begun;
+    const stored = spanContextOf(traceparent);
+    const start = (context: Context) => startSpan(this.tracer, this.name, SpanKind.SERVER, context, this.attributes, { startTime: this.startTime });
+    const reserved = this.#reserved;
+    const span = stored
+      ? start(trace.setSpanContext(ROOT_CONTEXT, stored))
+      : reserved
+        ? this.roots.startWith(reserved, () => start(ROOT_CONTEXT))
+        : start(ROOT_CONTEXT);
+    this.#begun = { tracer: this.tracer, context: trace.setSpan(ROOT_CONTEXT, span) };
+    this.request[SPAN] = span;
+    this.request[PARENT] = this.#begun;
+    this.request[LATE] = null;
+    for (const then of this.#waiting ?? []) then(this.#begun);
+    this.#waiting = undefined;
+    return this.#begun;
+  }
+
+  whenBegun(then: (parent: SpanParent) => void): void {
+    if (this.#begun) then(this.#begun);
+    else (this.#waiting ??= []).push(then);
+  }
 }
 
 /**
@@ -19,13 +88,15 @@ export function traceOf(request: FastifyRequest): SpanParent | undefined {
  * incoming traceparent (and tracestate), is named by the route's template, and carries no query
  * value, no header but the request id, and no CPF-like digits of the path.
  */
-export function traceRequests(app: FastifyInstance, tracer: Tracer, secrets: readonly string[] = []): void {
+export function traceRequests(app: FastifyInstance, tracer: Tracer, secrets: readonly string[] = [], roots?: RootIds): void {
   app.decorateRequest(SPAN, null);
   app.decorateRequest(PARENT, null);
+  app.decorateRequest(LATE, null);
   app.addHook('onRequest', (request, _reply, done) => {
     const incoming = withSafeTraceState(propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter), secrets);
     const route = request.routeOptions.url;
-    const span = startSpan(tracer, route === undefined ? request.method : `${request.method} ${route}`, SpanKind.SERVER, incoming, () => {
+    const name = route === undefined ? request.method : `${request.method} ${route}`;
+    const attributes = () => {
       const shown = loggedRequestUrl(request.url, secrets);
       const mark = shown.indexOf('?');
       const attributes: Attributes = {
@@ -38,12 +109,19 @@ export function traceRequests(app: FastifyInstance, tracer: Tracer, secrets: rea
       if (mark !== -1) attributes['url.query'] = shown.slice(mark + 1);
       if (route !== undefined) attributes['http.route'] = route;
       return attributes;
-    });
+    };
+    if (roots && request.routeOptions.config.lateServerSpan && trace.getSpanContext(incoming) === undefined) {
+      (request as Traced)[LATE] = new LateServerSpan(tracer, roots, name, performance.now(), attributes, request as Traced);
+      return done();
+    }
+    const span = startSpan(tracer, name, SpanKind.SERVER, incoming, attributes);
     (request as Traced)[SPAN] = span;
     (request as Traced)[PARENT] = { tracer, context: trace.setSpan(incoming, span) };
     done();
   });
   app.addHook('onResponse', (request, reply, done) => {
+    // A late span not begun yet (a refusal, an invalid callback, an error) begins now, as a root.
+    (request as Traced)[LATE]?.begin(null);
     const span = (request as Traced)[SPAN];
     if (span) {
       span.setAttribute('http.response.status_code', reply.statusCode);
@@ -51,17 +129,18 @@ export function traceRequests(app: FastifyInstance, tracer: Tracer, secrets: rea
         span.setAttribute('error.type', String(reply.statusCode));
         span.setStatus({ code: SpanStatusCode.ERROR });
       }
-      span.end();
+      span.end(performance.now());
       (request as Traced)[SPAN] = null;
     }
     done();
   });
   app.addHook('onRequestAbort', (request, done) => {
+    (request as Traced)[LATE]?.begin(null);
     const span = (request as Traced)[SPAN];
     if (span) {
       span.setAttribute('error.type', 'aborted');
       span.setStatus({ code: SpanStatusCode.ERROR, message: 'the client closed the connection first' });
-      span.end();
+      span.end(performance.now());
       (request as Traced)[SPAN] = null;
     }
     done();

@@ -26,6 +26,40 @@ export interface SpanParent {
   context: Context;
 }
 
+/**
+ * A span that begins once its parent is known (server-spans.ts: the callback's, begun by the
+ * statement that finds the submit it completes).
+ */
+export interface LateSpan {
+  /** The traceparent it has if it begins as a root: what is stored for it before it begins. */
+  readonly rootTraceparent: string;
+  /** Begins it, once (later calls give the same parent): a child of the traceparent, or with none a root. */
+  begin(traceparent: string | null): SpanParent;
+  /** Runs then once it has begun (at once if it has). */
+  whenBegun(then: (parent: SpanParent) => void): void;
+}
+
+/** Where a span hangs, or one that begins later. */
+export type SpanOrigin = SpanParent | LateSpan;
+
+const isLate = (origin: SpanOrigin): origin is LateSpan => 'begin' in origin;
+
+/** Runs then with the origin's parent: now, or once a late span has begun. */
+export function whenBegun(origin: SpanOrigin, then: (parent: SpanParent) => void): void {
+  if (isLate(origin)) origin.whenBegun(then);
+  else then(origin);
+}
+
+/** The origin as a parent: a late span begun as the traceparent's child (or a root); nothing when there is none. */
+export function begunParent(origin: SpanOrigin | undefined, traceparent: string | null): SpanParent | undefined {
+  return origin === undefined ? undefined : isLate(origin) ? origin.begin(traceparent) : origin;
+}
+
+/** The traceparent later hops store for this origin (a late span's as a root); null when there is none. */
+export function originTraceparent(origin: SpanOrigin | undefined): string | null {
+  return origin !== undefined && isLate(origin) ? origin.rootTraceparent : storedTraceparent(origin);
+}
+
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 /** A W3C traceparent (version 00) as a remote span context; undefined when it is not one. */
@@ -65,7 +99,7 @@ export function startSpan(
   kind: SpanKind,
   context: Context,
   attributes: Attributes | (() => Attributes),
-  extra?: { links?: Link[]; startTime?: Date },
+  extra?: { links?: Link[]; startTime?: Date | number },
 ): Span {
   const span = tracer.startSpan(name, extra === undefined ? { kind } : { kind, ...extra }, context);
   if (span.isRecording()) span.setAttributes(typeof attributes === 'function' ? attributes() : attributes);
@@ -79,10 +113,18 @@ export function childSpan(parent: SpanParent, name: string, kind: SpanKind, attr
 }
 
 /** Ends a span as failed, with the low-cardinality error.type and a message that names no secret. */
-export function endFailed(span: Span, errorType: string, message?: string): void {
+export function endFailed(span: Span, errorType: string, message?: string, endTime?: number): void {
   span.setAttribute('error.type', errorType);
   span.setStatus(message === undefined ? { code: SpanStatusCode.ERROR } : { code: SpanStatusCode.ERROR, message });
-  span.end();
+  span.end(endTime);
+}
+
+const statementAttributes = (statement: { name: string }): Attributes => ({ 'db.system.name': 'postgresql', 'db.query.summary': statement.name });
+
+/** A failed statement's error.type: its SQLSTATE, never PostgreSQL's message. */
+function sqlState(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : 'error';
 }
 
 /**
@@ -96,23 +138,32 @@ export async function inStatementSpan<R>(
   links: Link[] | undefined,
   run: () => Promise<R>,
 ): Promise<R> {
-  const span = startSpan(
-    parent.tracer,
-    statement.name,
-    SpanKind.CLIENT,
-    parent.context,
-    { 'db.system.name': 'postgresql', 'db.query.summary': statement.name },
-    links === undefined ? undefined : { links },
-  );
+  const span = startSpan(parent.tracer, statement.name, SpanKind.CLIENT, parent.context, statementAttributes(statement), links === undefined ? undefined : { links });
   try {
     const result = await run();
     span.end();
     return result;
   } catch (err) {
-    const code = (err as { code?: unknown } | null)?.code;
-    endFailed(span, typeof code === 'string' ? code : 'error');
+    endFailed(span, sqlState(err));
     throw err;
   }
+}
+
+/**
+ * A statement's client span made once it has run (from startTime to endTime, performance.now()
+ * readings), because its parent began only then; failed when it threw `failure`.
+ */
+export function endedStatementSpan(
+  parent: SpanParent,
+  statement: { name: string },
+  links: Link[] | undefined,
+  times: { startTime: number; endTime: number },
+  failure?: { err: unknown },
+): void {
+  const { startTime, endTime } = times;
+  const span = startSpan(parent.tracer, statement.name, SpanKind.CLIENT, parent.context, statementAttributes(statement), links === undefined ? { startTime } : { startTime, links });
+  if (failure) endFailed(span, sqlState(failure.err), undefined, endTime);
+  else span.end(endTime);
 }
 
 /**
@@ -134,17 +185,23 @@ export function customerAttribute(customerUuid: string): Attributes {
 }
 
 /**
- * Joins what the parent's span did to a trace begun earlier (the submit's, as stored): the span
- * links to the stored context, and a span named `name` is made in that trace, as a child of the
- * stored span, from startTime to now, linking back. So the underwriting's own trace shows the
- * step, and the step's own trace (which continued its incoming traceparent) points to it.
+ * Joins what the origin's span did to a trace begun earlier (the submit's, as stored). A late span
+ * already began there, as the stored span's child: it is given the attributes. A span that
+ * continued an incoming traceparent links to the stored context, and a span named `name` is made
+ * in that trace, as a child of the stored span, from startTime to now, linking back. So the
+ * underwriting's own trace shows the step either way, and the step's own trace points to it.
  */
-export function joinStoredTrace(parent: SpanParent, traceparent: string | null, name: string, startTime: Date, attributes: Attributes): void {
+export function joinStoredTrace(origin: SpanOrigin, traceparent: string | null, name: string, startTime: Date, attributes: Attributes): void {
+  if (isLate(origin)) {
+    const span = trace.getSpan(origin.begin(traceparent).context);
+    if (span?.isRecording()) span.setAttributes(attributes);
+    return;
+  }
   const stored = spanContextOf(traceparent);
-  const current = trace.getSpan(parent.context);
+  const current = trace.getSpan(origin.context);
   if (!stored || !current) return;
-  current.addLink({ context: stored });
-  startSpan(parent.tracer, name, SpanKind.INTERNAL, trace.setSpanContext(ROOT_CONTEXT, stored), attributes, {
+  if (current.isRecording()) current.addLink({ context: stored });
+  startSpan(origin.tracer, name, SpanKind.INTERNAL, trace.setSpanContext(ROOT_CONTEXT, stored), attributes, {
     startTime,
     links: [{ context: current.spanContext() }],
   }).end();

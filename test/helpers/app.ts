@@ -67,7 +67,7 @@ export async function buildTestApp(t: Test, options: TestAppOptions = {}): Promi
   if (options.tokenSource) deps.tokenSource = options.tokenSource;
   if (options.serverTimeouts) deps.serverTimeouts = options.serverTimeouts;
   const tracing = config.tracing ? startTracing(config.tracing) : undefined;
-  if (tracing) deps.tracer = tracing.tracer;
+  if (tracing) Object.assign(deps, { tracer: tracing.tracer, tracerRoots: tracing.roots });
   const app = await buildApp(deps);
   // Every answer of a documented route must match /docs/json (status, content type, body schema).
   checkAnswersAgainstDocument(t, app);

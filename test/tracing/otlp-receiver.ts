@@ -20,6 +20,9 @@ export interface ReceivedSpan {
   links: Array<{ traceId: string; spanId: string }>;
   /** 0 unset, 1 ok, 2 error. */
   statusCode: number;
+  /** Nanoseconds since 1970. */
+  startTimeUnixNano: bigint;
+  endTimeUnixNano: bigint;
   resource: Record<string, unknown>;
   /** How it arrived. */
   encoding: 'protobuf' | 'json';
@@ -96,6 +99,8 @@ function decodeJson(request: any): ReceivedSpan[] {
           attributes: jsonAttributes(s.attributes),
           links: (s.links ?? []).map((l: any) => ({ traceId: l.traceId, spanId: l.spanId })),
           statusCode: s.status?.code ?? 0,
+          startTimeUnixNano: BigInt(s.startTimeUnixNano ?? 0),
+          endTimeUnixNano: BigInt(s.endTimeUnixNano ?? 0),
           resource,
           encoding: 'json',
         });
@@ -128,6 +133,11 @@ class Reader {
     const out = this.buf.subarray(this.pos, this.pos + len);
     this.pos += len;
     return out;
+  }
+  fixed64(): bigint {
+    const view = new DataView(this.buf.buffer, this.buf.byteOffset + this.pos, 8);
+    this.pos += 8;
+    return view.getBigUint64(0, true);
   }
   double(): number {
     const view = new DataView(this.buf.buffer, this.buf.byteOffset + this.pos, 8);
@@ -189,9 +199,22 @@ function keyValue(b: Uint8Array): [string, unknown] {
   return [key, value];
 }
 
-/** trace.v1.Span: 1 trace_id, 2 span_id, 4 parent_span_id, 5 name, 6 kind, 9 attributes, 13 links, 15 status. */
+/** trace.v1.Span: 1 trace_id, 2 span_id, 4 parent_span_id, 5 name, 6 kind, 7 and 8 start and end (fixed64), 9 attributes, 13 links, 15 status. */
 function span(b: Uint8Array, resource: Record<string, unknown>): ReceivedSpan {
-  const s: ReceivedSpan = { traceId: '', spanId: '', parentSpanId: '', name: '', kind: 0, attributes: {}, links: [], statusCode: 0, resource, encoding: 'protobuf' };
+  const s: ReceivedSpan = {
+    traceId: '',
+    spanId: '',
+    parentSpanId: '',
+    name: '',
+    kind: 0,
+    attributes: {},
+    links: [],
+    statusCode: 0,
+    startTimeUnixNano: 0n,
+    endTimeUnixNano: 0n,
+    resource,
+    encoding: 'protobuf',
+  };
   const r = new Reader(b);
   r.fields((field, wire) => {
     if (wire === 2 && field === 1) s.traceId = hex(r.bytes());
@@ -199,6 +222,8 @@ function span(b: Uint8Array, resource: Record<string, unknown>): ReceivedSpan {
     else if (wire === 2 && field === 4) s.parentSpanId = hex(r.bytes());
     else if (wire === 2 && field === 5) s.name = text(r.bytes());
     else if (wire === 0 && field === 6) s.kind = r.varint();
+    else if (wire === 1 && field === 7) s.startTimeUnixNano = r.fixed64();
+    else if (wire === 1 && field === 8) s.endTimeUnixNano = r.fixed64();
     else if (wire === 2 && field === 9) {
       const [k, v] = keyValue(r.bytes());
       s.attributes[k] = v;

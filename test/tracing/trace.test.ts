@@ -4,7 +4,7 @@ import { SANDBOX_DEFAULT_CPFS } from '../../src/sandbox/config.js';
 import { buildTestApp, listen, type TestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase } from '../helpers/database.js';
 import { httpRequest } from '../helpers/http.js';
-import { customer, resultBody } from '../callbacks/fixtures.js';
+import { customer, insertRequest, resultBody } from '../callbacks/fixtures.js';
 import { until, webhookSecret } from '../events/fixtures.js';
 import { startReceiver } from '../events/receiver.js';
 import { PARTNER_TOKEN, startSandbox } from '../sandbox/helpers.js';
@@ -106,7 +106,7 @@ t.test('one underwriting is one trace: submit, its statements and provider call,
   await exported(otlp, [a, b], [
     isSubmit,
     isCallback,
-    (s) => s.name === 'underwriting.callback',
+    (s) => s.name === 'record_results',
     (s) => isAttempt(s) && s.attributes['http.response.status_code'] === 200,
     (s) => isAttempt(s) && s.attributes['http.response.status_code'] === 503,
     (s) => s.kind === SERVER && s.name === 'GET /v1/underwritings/:customerUuid',
@@ -131,16 +131,16 @@ t.test('one underwriting is one trace: submit, its statements and provider call,
   t.equal(sent!.headers.traceparent, `00-${trace}-${call.spanId}-01`, 'the provider got the call span as its parent');
   t.equal(sent!.headers['x-request-id'], 'trace-e2e-1', 'and the submit’s X-Request-Id');
 
-  // The callback, on B, continues what the provider sent (nothing: a trace of its own) and links to the submit.
+  // The callback, on B, brought no traceparent: its server span is the submit's child, in the underwriting's trace.
   const callback = one(t, spans, isCallback, 'callback server span');
-  t.match(callback, { encoding: 'json', resource: { 'service.name': 'gateway-b' } });
-  t.not(callback.traceId, trace, 'the callback span continues its own incoming context');
-  t.same(callback.links, [{ traceId: trace, spanId: submit.spanId }], 'it links to the submit');
-  const record = spans.find((s) => s.name === 'record_results' && s.parentSpanId === callback.spanId);
-  t.ok(record, 'the callback statement is its child');
-  // In the underwriting's trace, the callback step is a child of the submit, linking back.
-  const step = one(t, spans, (s) => s.name === 'underwriting.callback', 'callback step');
-  t.match(step, { traceId: trace, parentSpanId: submit.spanId, links: [{ traceId: callback.traceId, spanId: callback.spanId }] });
+  t.match(callback, { traceId: trace, parentSpanId: submit.spanId, encoding: 'json', resource: { 'service.name': 'gateway-b' } });
+  t.match(callback.attributes, { 'http.route': '/v1/callbacks/underwriting', 'http.response.status_code': 200, 'gateway.customer_uuid': cust });
+  t.same(callback.links, [], 'nothing to link: it is in the trace');
+  t.ok(callback.startTimeUnixNano < callback.endTimeUnixNano, 'it spans the callback, from its arrival');
+  const record = one(t, spans, (s) => s.name === 'record_results', 'callback statement');
+  t.match(record, { traceId: trace, parentSpanId: callback.spanId, kind: CLIENT });
+  t.ok(record.startTimeUnixNano >= callback.startTimeUnixNano && record.endTimeUnixNano <= callback.endTimeUnixNano, 'the statement within the callback');
+  t.notOk(spans.some((s) => s.name === 'underwriting.callback'), 'no separate step');
 
   // Every delivery attempt continues the underwriting's trace and says so on the request.
   const tried = spans.filter(isAttempt);
@@ -232,4 +232,76 @@ t.test('with tracing off no span is made, and the provider and the pushed events
   const [pushed] = await hooks.waitFor((r) => r.json.data.customerUuid === cust);
   t.equal(pushed!.headers['x-request-id'], 'untraced-1', "the pushed event carries the submit's X-Request-Id");
   t.equal(pushed!.headers.traceparent, undefined);
+});
+
+t.test("a callback that brings a traceparent continues it: the underwriting's trace gets an underwriting.callback step, and each links to the other", async (t) => {
+  const otlp = await startOtlpReceiver(t);
+  const gw = await buildTestApp(t, { database, env: traceEnv(otlp, 'http/json', 'gateway') });
+  const cust = customer('provider-traced');
+  const requestId = await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
+  const submit = { traceId: hex(16), spanId: hex(8) };
+  await database.db.updateTable('underwriting_requests').set({ traceparent: `00-${submit.traceId}-${submit.spanId}-01` }).where('id', '=', requestId).execute();
+  const provider = { traceId: hex(16), spanId: hex(8) };
+  const res = await gw.app.inject({
+    method: 'POST',
+    url: '/v1/callbacks/underwriting',
+    headers: { 'content-type': 'application/json', traceparent: `00-${provider.traceId}-${provider.spanId}-01` },
+    payload: resultBody(cust, { started: new Date().toISOString() }),
+  });
+  t.equal(res.statusCode, 200);
+  const isCallback = (s: ReceivedSpan) => s.kind === SERVER && s.traceId === provider.traceId;
+  await exported(otlp, [gw], [isCallback, (s) => s.name === 'underwriting.callback', (s) => s.name === 'record_results']);
+  const callback = one(t, otlp.spans, isCallback, 'callback server span');
+  t.match(callback, { parentSpanId: provider.spanId, links: [{ traceId: submit.traceId, spanId: submit.spanId }] });
+  t.match(one(t, otlp.spans, (s) => s.name === 'record_results', 'statement'), { traceId: provider.traceId, parentSpanId: callback.spanId });
+  const step = one(t, otlp.spans, (s) => s.name === 'underwriting.callback', 'step');
+  t.match(step, { traceId: submit.traceId, parentSpanId: submit.spanId, links: [{ traceId: provider.traceId, spanId: callback.spanId }] });
+  t.match(step.attributes, { 'gateway.customer_uuid': cust });
+});
+
+t.test("an unmatched callback's server span is a root with the very ids its event stored: the event's delivery attempt hangs from it", async (t) => {
+  const otlp = await startOtlpReceiver(t);
+  const hooks = await startReceiver(t);
+  const gw = await buildTestApp(t, {
+    database,
+    env: { ...traceEnv(otlp, 'http/json', 'gateway'), EVENT_WEBHOOK_URLS: hooks.url, EVENT_WEBHOOK_SECRET: webhookSecret(), EVENT_WEBHOOK_TIMEOUT_MS: '10000' },
+  });
+  const cust = customer('unmatched-traced');
+  const res = await gw.app.inject({
+    method: 'POST',
+    url: '/v1/callbacks/underwriting',
+    headers: { 'content-type': 'application/json' },
+    payload: resultBody(cust, { started: new Date().toISOString() }),
+  });
+  t.equal(res.statusCode, 200);
+  const [pushed] = await hooks.waitFor((r) => r.json.type === 'callback.unmatched' && r.json.data.customerUuid === cust);
+  const isCallback = (s: ReceivedSpan) => s.kind === SERVER && s.name === 'POST /v1/callbacks/underwriting' && s.attributes['http.response.status_code'] === 200;
+  const isAttempt = (s: ReceivedSpan) => s.kind === CLIENT && s.attributes['gateway.event.id'] === pushed!.json.id;
+  await exported(otlp, [gw], [isCallback, isAttempt]);
+  const callback = one(t, otlp.spans, isCallback, 'callback server span');
+  t.equal(callback.parentSpanId, '', 'a root: it completed no submit');
+  const attempt = one(t, otlp.spans, isAttempt, 'delivery attempt');
+  t.match(attempt, { traceId: callback.traceId, parentSpanId: callback.spanId }, "the attempt's parent is the callback's span, as its event stored it");
+  t.equal(pushed!.headers.traceparent, `00-${callback.traceId}-${attempt.spanId}-01`);
+});
+
+t.test("a result the database refuses (year 0000): the failed statement's span hangs from the callback's span, which answered 400", async (t) => {
+  const otlp = await startOtlpReceiver(t);
+  const gw = await buildTestApp(t, { database, env: traceEnv(otlp, 'http/json', 'gateway') });
+  const cust = customer('refused-traced');
+  await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
+  const res = await gw.app.inject({
+    method: 'POST',
+    url: '/v1/callbacks/underwriting',
+    headers: { 'content-type': 'application/json' },
+    payload: { ...resultBody(cust), started: '0000-01-01T00:00:00Z' },
+  });
+  t.equal(res.statusCode, 400);
+  const isCallback = (s: ReceivedSpan) => s.kind === SERVER && s.attributes['http.response.status_code'] === 400;
+  const isFailed = (s: ReceivedSpan) => s.name === 'record_results' && s.statusCode === 2;
+  await exported(otlp, [gw], [isCallback, isFailed]);
+  const callback = one(t, otlp.spans, isCallback, 'callback server span');
+  const failed = one(t, otlp.spans, isFailed, 'failed statement');
+  t.match(failed, { traceId: callback.traceId, parentSpanId: callback.spanId, attributes: { 'error.type': /^22/ } });
+  t.ok(failed.startTimeUnixNano >= callback.startTimeUnixNano && failed.endTimeUnixNano <= callback.endTimeUnixNano, 'within the callback');
 });
