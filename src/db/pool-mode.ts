@@ -14,49 +14,48 @@ export function isPreparedStatementMismatch(err: unknown): boolean {
 }
 
 /**
- * How many times the check looks. One look can be fooled behind a transaction pooler while other
- * clients use it: their released server connection, not the one the check just used, is handed to
- * the check's second connection, and the first then gets its own server connection back by chance
- * (3 looks of 30 were fooled so, test/db/pool-mode.test.ts). Each look has its own chance of
- * catching it; a direct connection or a session pooler passes every look.
+ * Turns each of the check's two connections takes. The first turns can be fooled while other
+ * clients use the pooler (they take the server connection just released and give it back in time);
+ * each later turn must be fooled too, so a few more make the check as good as certain.
  */
-const POOL_MODE_LOOKS = 5;
+const POOL_MODE_ROUNDS = 8;
 
 /**
  * Resolves when a named prepared statement survives between transactions (a direct connection, or
- * a session pooler); rejects with POOL_MODE_MISMATCH otherwise. One connection prepares and runs a
- * named statement; a second holds a transaction open on the server connection a transaction pooler
- * reuses first (the one just released); the first then runs its statement again. In session mode it
- * runs on the same server connection; behind a transaction pooler it lands on another, where the
- * statement does not exist (or the backend differs), or the second connection was given the first's
- * server connection (two clients on one backend: no session of its own). POOL_MODE_LOOKS looks, on
- * the same two connections.
+ * a session pooler); rejects with POOL_MODE_MISMATCH otherwise. Two connections take turns, each
+ * running its own named statement (prepared once, then bound and executed only) in transactions of
+ * its own. In session mode every one of a connection's transactions runs on the backend it began
+ * on, and the two never share one. Behind a transaction pooler the next transaction takes the
+ * server connection released last (PgBouncer reuses the most recent first): the other connection's
+ * backend (the two share one), or, when other clients took that one, another backend, where the
+ * statement does not exist. To pass there, the pooler would have to hand each connection its own
+ * backend back at every one of the turns while other clients come and go.
  */
 export async function verifySessionPooling(pool: pg.Pool): Promise<void> {
-  const first = await pool.connect();
-  let second: pg.PoolClient | undefined;
-  let failure: Error | undefined;
+  const clients: pg.PoolClient[] = [];
+  let mismatch = false;
   try {
-    second = await pool.connect();
-    for (let look = 0; look < POOL_MODE_LOOKS && !failure; look++) {
-      // A name of its own each time: behind a transaction pooler an earlier look's statement stays on some server connection.
-      const probe = { name: `ugw_pool_mode_probe_${randomBytes(8).toString('hex')}`, text: 'select pg_backend_pid() as pid' };
-      const before = (await first.query<{ pid: number }>(probe)).rows[0]!.pid;
-      await second.query('begin');
-      const held = (await second.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
-      let after: number | undefined;
+    clients.push(await pool.connect());
+    clients.push(await pool.connect());
+    // Names of their own: behind a transaction pooler an earlier check's statements stay on some server connection.
+    const probes = clients.map(() => ({ name: `ugw_pool_mode_probe_${randomBytes(8).toString('hex')}`, text: 'select pg_backend_pid() as pid' }));
+    const backends: Array<number | undefined> = clients.map(() => undefined);
+    for (let turn = 0; turn < POOL_MODE_ROUNDS * clients.length && !mismatch; turn++) {
+      const i = turn % clients.length;
+      let pid: number;
       try {
-        after = (await first.query<{ pid: number }>(probe)).rows[0]!.pid;
+        pid = (await clients[i]!.query<{ pid: number }>(probes[i]!)).rows[0]!.pid;
       } catch (err) {
         if (!isPreparedStatementMismatch(err)) throw err;
+        mismatch = true;
+        break;
       }
-      await second.query('rollback');
-      if (after !== before || held === before) failure = new Error(POOL_MODE_MISMATCH);
+      backends[i] ??= pid;
+      mismatch = backends[i] !== pid || backends.some((other, j) => j !== i && other === pid);
     }
   } finally {
     // Gone for good: the probes' statements (or pg's belief in them) must not outlive the check.
-    first.release(true);
-    second?.release(true);
+    for (const client of clients) client.release(true);
   }
-  if (failure) throw failure;
+  if (mismatch) throw new Error(POOL_MODE_MISMATCH);
 }
