@@ -186,22 +186,23 @@ export function customerAttribute(customerUuid: string): Attributes {
 
 /**
  * Joins what the origin's span did to a trace begun earlier (the submit's, as stored). A late span
- * already began there, as the stored span's child: it is given the attributes. A span that
- * continued an incoming traceparent links to the stored context, and a span named `name` is made
- * in that trace, as a child of the stored span, from startTime to now, linking back. So the
- * underwriting's own trace shows the step either way, and the step's own trace points to it.
+ * that began there, as the stored span's child, is given the attributes. Otherwise (a span that
+ * continued an incoming traceparent, or a late one begun as a root because its client went away
+ * first) the span links to the stored context, and a span named `name` is made in that trace, as a
+ * child of the stored span, from startTime to now, linking back. So the underwriting's own trace
+ * shows the step either way, and the step's own trace points to it.
  */
 export function joinStoredTrace(origin: SpanOrigin, traceparent: string | null, name: string, startTime: Date, attributes: Attributes): void {
-  if (isLate(origin)) {
-    const span = trace.getSpan(origin.begin(traceparent).context);
-    if (span?.isRecording()) span.setAttributes(attributes);
+  const stored = spanContextOf(traceparent);
+  const parent = isLate(origin) ? origin.begin(traceparent) : origin;
+  const current = trace.getSpan(parent.context);
+  if (!stored || !current) return;
+  if (current.spanContext().traceId === stored.traceId) {
+    if (current.isRecording()) current.setAttributes(attributes);
     return;
   }
-  const stored = spanContextOf(traceparent);
-  const current = trace.getSpan(origin.context);
-  if (!stored || !current) return;
   if (current.isRecording()) current.addLink({ context: stored });
-  startSpan(origin.tracer, name, SpanKind.INTERNAL, trace.setSpanContext(ROOT_CONTEXT, stored), attributes, {
+  startSpan(parent.tracer, name, SpanKind.INTERNAL, trace.setSpanContext(ROOT_CONTEXT, stored), attributes, {
     startTime,
     links: [{ context: current.spanContext() }],
   }).end();
