@@ -4,7 +4,7 @@ import { maskCpfsInText } from '../cpf.js';
 import { loggedRequestUrl } from '../observability/logger.js';
 import { percentDecoded, scrubText } from '../observability/scrub.js';
 import type { ReservedRoot, RootIds } from './root-ids.js';
-import { type LateSpan, propagator, type SpanParent, spanContextOf, startSpan, traceparentOf } from './spans.js';
+import { type LateSpan, propagator, type SpanParent, spanContextOf, startSpan, storedTraceparent, traceparentOf } from './spans.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -51,8 +51,8 @@ class LateServerSpan implements LateSpan {
 
   get rootTraceparent(): string {
     // Begun already (its client went away while it waited for its batch): what it is, not a reservation.
-    const begun = this.#begun && trace.getSpanContext(this.#begun.context);
-    if (begun) return traceparentOf(begun);
+    const begun = storedTraceparent(this.#begun);
+    if (begun) return begun;
     this.#reserved ??= this.roots.reserve(this.name, SpanKind.SERVER);
     const { traceId, spanId, sampled } = this.#reserved;
     return traceparentOf({ traceId, spanId, traceFlags: sampled ? 1 : 0 });

@@ -194,7 +194,7 @@ export function customerAttribute(customerUuid: string): Attributes {
  */
 export function joinStoredTrace(origin: SpanOrigin, traceparent: string | null, name: string, startTime: Date, attributes: Attributes): void {
   const stored = spanContextOf(traceparent);
-  const parent = isLate(origin) ? origin.begin(traceparent) : origin;
+  const parent = begunParent(origin, traceparent)!;
   const current = trace.getSpan(parent.context);
   if (!stored || !current) return;
   if (current.spanContext().traceId === stored.traceId) {
