@@ -1,4 +1,5 @@
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import { constants, createHistogram, monitorEventLoopDelay, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
@@ -9,6 +10,10 @@ import { constants, createHistogram, monitorEventLoopDelay, type PerformanceEntr
 // group-commit statement took (the database's share of that), how late its event loop ran, and
 // its garbage collection pauses. On SIGUSR2 it appends what it saw since the last SIGUSR2 to
 // PROBE_FILE as one line of JSON, and starts again (the harness signals before and after each run).
+// With PROBE_PROFILE as well (`--probe-profile`), it also keeps a CPU profile of each interval
+// (<PROBE_PROFILE>-<n>.cpuprofile: odd n the runs, warm-ups first, even n the pauses between them),
+// so that a run's self time can be set beside the other side's same run rather than over whole
+// processes (bench/profile-summary.js takes one or more of them).
 
 /** One interval's figures, as the harness reads them. */
 export interface ProbeFigures {
@@ -150,7 +155,25 @@ if (file) {
   } as typeof emit;
 
   const ms = (ns: number) => Math.round(ns / 1e5) / 10;
+  const profileBase = process.env.PROBE_PROFILE;
+  const profiler = profileBase ? new Session() : undefined;
+  let interval = 0;
+  if (profiler) {
+    profiler.connect();
+    profiler.post('Profiler.enable');
+    profiler.post('Profiler.start');
+  }
+  const nextProfile = () => {
+    if (!profiler) return;
+    const n = interval++;
+    profiler.post('Profiler.stop', (err, result) => {
+      if (!err && n > 0) writeFileSync(`${profileBase}-${n}.cpuprofile`, JSON.stringify(result.profile));
+      profiler.post('Profiler.start');
+    });
+  };
+
   process.on('SIGUSR2', () => {
+    nextProfile();
     const figures: ProbeFigures = {
       answered: inside.count,
       insideP50: inside.count ? ms(inside.percentile(50)) : 0,

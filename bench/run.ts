@@ -39,7 +39,9 @@ if (cli === undefined) process.exit();
 const args = cli;
 const quick = args.includes('--quick');
 const profile = args.includes('--profile');
-const probe = args.includes('--probe');
+/** --probe-profile: --probe, and a CPU profile of each run of each side (bench/results/profiles/<label>-<n>.cpuprofile). */
+const probeProfile = args.includes('--probe-profile');
+const probe = probeProfile || args.includes('--probe');
 const ownPostgres = args.includes('--own-postgres');
 const rateArg = args.find((a) => a.startsWith('--rate='))?.slice('--rate='.length);
 const onlyArg = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
@@ -160,6 +162,7 @@ async function startGateway(
     readyPath: '/readyz',
     env: {
       ...(probe ? { PROBE_FILE: probeFile(label) } : {}),
+      ...(probeProfile ? { PROBE_PROFILE: `${PROFILE_DIR}${label}` } : {}),
       NODE_ENV: 'production',
       LOG_LEVEL: 'warn',
       DATABASE_URL: database.url,
@@ -231,7 +234,12 @@ const pushingTo = (database: BenchDatabase, url: string): Push => ({
 
 /** How a bench state's A/B differs: its loading once both sides run, no CHECKPOINT, buffers counted, its own goals. */
 interface StateHooks {
-  afterStart: (gateway: Child) => Promise<void>;
+  /**
+   * Once both sides run. `reference` is the other side when it is a gateway too (--tracing): the
+   * loading through the API is then split between the two, so that both begin their runs having
+   * served the same submits and callbacks (the traced side alone had, until 2026-12-02).
+   */
+  afterStart: (gateway: Child, reference: Child | undefined) => Promise<void>;
   buffers: () => Promise<number>;
   goals: (result: Awaited<ReturnType<typeof compareAb>>, rss: number | null) => Goal[];
   /** Once the runs are over, the gateway still up: more goals (the statements timed at the state's size). */
@@ -255,9 +263,14 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
         ...(probe ? { probe: probeReader(gateway.pid, probeFile(scenario.name)) } : {}),
       },
       // A reference gateway's backends share the gateway's application name: its DB CPU counts both.
-      baseline: { ...baseline, dbCpu: () => backendCpuSnapshot(database, tracingMode === undefined ? ['bench-baseline'] : GATEWAY_APPLICATIONS) },
+      baseline: {
+        ...baseline,
+        dbCpu: () => backendCpuSnapshot(database, tracingMode === undefined ? ['bench-baseline'] : GATEWAY_APPLICATIONS),
+        // With --tracing the other side is a gateway too, started with the probe.
+        ...(probe && tracingMode !== undefined ? { probe: probeReader(baseline.pid, probeFile(`${scenario.name}-reference`)) } : {}),
+      },
     };
-    await state?.afterStart(gateway);
+    await state?.afterStart(gateway, tracingMode === undefined ? undefined : baseline);
     const result = await compareAb(
       scenario,
       targets,
@@ -314,19 +327,25 @@ async function callbackInState(run: StateRun, stubUrl: string, adminUrl: string,
     await beforeLoading(bench.pool, run.state);
     const push = pushTo === undefined ? undefined : pushingTo(bench, pushTo);
     const report = await abScenario(bench, stubUrl, callbackStateScenario(bench.pool, name), push, {
-      afterStart: async (gateway) => {
+      afterStart: async (gateway, reference) => {
         const began = performance.now();
-        let how = 'through the API';
+        let how = reference ? 'through the API of both sides, half each' : 'through the API';
+        // Through the gateway, or (--tracing) half through each side, one after the other.
+        const throughApi = async (prefix: string, count: number) => {
+          const mine = reference ? Math.ceil(count / 2) : count;
+          await loadThroughApi(gateway.baseUrl, prefix, mine);
+          if (reference) await loadThroughApi(reference.baseUrl, prefix, count - mine, mine);
+        };
         if (run.requests <= API_LOAD_LIMIT) {
-          await loadThroughApi(gateway.baseUrl, 'base-', run.requests);
+          await throughApi('base-', run.requests);
         } else {
           // Go-live through the API while the tables are tiny (the gateway's connections plan then), the rest in bulk.
-          await loadThroughApi(gateway.baseUrl, 'golive-', 500);
+          await throughApi('golive-', 500);
           // Pushing: the history was pushed as it happened (delivered), not a backlog due at once.
           const pushed = push ? await configuredEndpoints(bench.pool) : [];
           if (push && pushed.length === 0) throw new Error('pushing, but the gateway registered no configured endpoint');
           await loadInBulk(bench.pool, 'base-', run.requests - 500, spreadDays * 86_400, pushed);
-          how = '500 through the API, the rest in bulk as the API leaves them';
+          how = `500 through the API${reference ? ' (half through each side)' : ''}, the rest in bulk as the API leaves them`;
           if (spreadDays > 0) {
             const closed = await closePastHours(bench.url);
             how += `, spread over the last ${spreadDays} days (${closed} past hours closed by the gateway's closing pass)`;
@@ -461,7 +480,7 @@ async function main(): Promise<void> {
   const pressureAtStart = cpuPressure();
   say(`underwriting-gateway benchmark${quick ? ' (quick)' : ''}: ${machine.cores} cores, ${machine.cpuModel}, Node ${machine.node}, load ${machine.loadAverageAtStart.join(' ')}`);
 
-  if (profile) {
+  if (profile || probeProfile) {
     // Profiles are big and machine-specific: the folder ignores itself (bench/results/ tracks only .gitkeep).
     await mkdir(PROFILE_DIR, { recursive: true });
     await writeFile(`${PROFILE_DIR}.gitignore`, '*\n');

@@ -2,7 +2,7 @@
  * The options `npm run bench` accepts. Every option the harness reads must match here, or the
  * command line refuses it before anything runs (test/bench/options.test.ts).
  */
-export const BENCH_OPTIONS = /^--(quick|profile|probe|own-postgres|only=[a-z,-]+|states=[a-d,]+|sizes=[0-9kmKM,]+|state-push=(off|on|both)|long-poll-callbacks=\d+|delivery-rate=\d+|delivery-endpoints=(one|troubled)|rate=\d+|rounds=\d+|lines=\d+|outage-s=\d+|campaign-rps=\d+|tracing|tracing=(on|off|aa))$/;
+export const BENCH_OPTIONS = /^--(quick|profile|probe|probe-profile|own-postgres|only=[a-z,-]+|states=[a-d,]+|sizes=[0-9kmKM,]+|state-push=(off|on|both)|long-poll-callbacks=\d+|delivery-rate=\d+|delivery-endpoints=(one|troubled)|rate=\d+|rounds=\d+|lines=\d+|outage-s=\d+|campaign-rps=\d+|tracing|tracing=(on|off|aa))$/;
 
 export const BENCH_OPTION_DETAILS = [
   '  --quick                    short rounds, for a smoke run',
@@ -15,6 +15,7 @@ export const BENCH_OPTION_DETAILS = [
   '  --sizes=10k,100k,1m        stored requests in each state (default 10k)',
   '  --state-push=off|on|both   the states\' A/B with outcome events pushed to a receiver, or both ways',
   '  --profile, --probe         CPU profiles, and what the gateway saw inside each run',
+  '  --probe-profile            --probe, and a CPU profile of each run of each side (bench/results/profiles/)',
   '  --own-postgres             a PostgreSQL of its own, tuned as bench/README.md says',
   '  --long-poll-callbacks=N    --delivery-rate=N',
   '  --delivery-endpoints=one|troubled   delivery: one configured receiver (default), or five endpoints made',

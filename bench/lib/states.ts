@@ -94,8 +94,9 @@ export function resultNow(customerUuid: string, n: number): string {
 /**
  * `count` requests submitted through the gateway's API (full srd), then each one's result through
  * its callback API, 32 at a time: every row as the gateway writes it. Throws when a tenth fail.
+ * `first`: the number of the first (its CPF and result), so that two loads have distinct CPFs.
  */
-export async function loadThroughApi(baseUrl: string, prefix: string, count: number): Promise<void> {
+export async function loadThroughApi(baseUrl: string, prefix: string, count: number, first = 0): Promise<void> {
   const submits = await runLoad({
     baseUrl,
     connections: 32,
@@ -104,7 +105,7 @@ export async function loadThroughApi(baseUrl: string, prefix: string, count: num
     build: (n) => ({
       method: 'POST',
       path: '/v1/underwritings',
-      body: JSON.stringify({ customerUuid: `${prefix}${n}`, cpf: cpfOf(n), costSavingEnabled: false, srd: SRD }),
+      body: JSON.stringify({ customerUuid: `${prefix}${first + n}`, cpf: cpfOf(first + n), costSavingEnabled: false, srd: SRD }),
     }),
   });
   const results = await runLoad({
@@ -112,7 +113,7 @@ export async function loadThroughApi(baseUrl: string, prefix: string, count: num
     connections: 32,
     durationS: 0,
     amount: count,
-    build: (n) => ({ method: 'POST', path: '/v1/callbacks/underwriting', body: resultNow(`${prefix}${n}`, n) }),
+    build: (n) => ({ method: 'POST', path: '/v1/callbacks/underwriting', body: resultNow(`${prefix}${first + n}`, first + n) }),
   });
   for (const [what, r] of [['submits', submits], ['callbacks', results]] as const) {
     if (r.ok < count * 0.9) throw new Error(`loading through the API: ${r.ok} of ${count} ${what} answered 2xx (${JSON.stringify(r.statusCodes)})`);
