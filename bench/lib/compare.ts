@@ -4,7 +4,8 @@ import { cpuTimeMs, type SchedTimes, schedPerSecond, schedTimesOf } from './proc
 import { describeProbe, type ProbeFigures } from './probe.js';
 import { runWrk, type WrkSpec } from './wrk.js';
 
-// Side-by-side runs on one noisy machine: both targets warm up, then alternate A B A B ... so
+// Side-by-side runs on one noisy machine: both targets warm up (B, A, then B once more for a
+// round's length, so that each measured run follows one run of the other's), then alternate A B A B ... so
 // that drift (other work on the machine, table growth, autovacuum) hits both alike.
 
 export type TargetName = 'gateway' | 'baseline';
@@ -243,7 +244,11 @@ export async function compareAb(
   // Warm up until the JIT has seen enough requests (a time alone is too few on a busy machine). At an
   // offered rate three runs could not reach the count (200/s: 1,800 of 3,000).
   const warmupRuns = settings.rate === undefined ? 3 : Math.max(3, Math.ceil(settings.warmupRequests / (settings.rate * settings.warmupS)) + 1);
-  for (const target of order) {
+  // The baseline warms up first, then the gateway, then the baseline runs once more for a round's
+  // length, unmeasured: so the gateway's first round, like every later one of either side, follows
+  // one round of the other side's. (The gateway's first round used to follow the baseline's whole
+  // warm-up, 15 s and more of idling at an offered rate, and cost it most of any: docs/tracing.md, Cost.)
+  for (const target of [...order].reverse()) {
     let answered = 0;
     for (let attempt = 0; attempt < warmupRuns && answered < settings.warmupRequests; attempt++) {
       const w = await once(target, settings.warmupS);
@@ -251,6 +256,8 @@ export async function compareAb(
       progress(`  warm-up ${target}: ${w.rps} req/s, cpu ${w.cpuMsPerOk ?? '-'} ms/req`);
     }
   }
+  const leadIn = await once('baseline', settings.durationS);
+  progress(`  lead-in baseline (unmeasured, a round's length): ${leadIn.rps} req/s, cpu ${leadIn.cpuMsPerOk ?? '-'} ms/req`);
   const runs: Record<TargetName, MeasuredRun[]> = { gateway: [], baseline: [] };
   for (let round = 0; round < settings.rounds; round++) {
     for (const target of order) {
