@@ -2,7 +2,7 @@
 
     with due as (
       select id from underwriting_requests
-      where status = 'submitted' and submitted_at < $1
+      where status = 'submitted' and submitted_at < $1 and submitted_at >= $3
       limit 1000
       for update skip locked
     ),

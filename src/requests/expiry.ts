@@ -6,10 +6,26 @@ import { defineStatement, type Statement } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { EVENT_TYPE, requestEventsSql } from '../events/record.js';
 import { type Periodic, startPeriodic } from '../timing/periodic.js';
-import { releaseAbandoned, REQUEST_DATA_COLUMNS } from './sql.js';
+import { REQUEST_DATA_COLUMNS, sweepAbandoned } from './sql.js';
 
 /** Rows expired per statement: a long backlog (after an outage) never becomes one huge transaction. */
 const BATCH = 1000;
+
+/**
+ * How far before the previous sweep's cutoff a sweep starts reading, at least (issue 34). Every
+ * request ever answered left a dead entry in the indexes the sweep reads by (its `submitting`
+ * version in underwriting_requests_status_list, its `submitted` one in underwriting_requests_waiting),
+ * and a read from the beginning visits each one until a vacuum removes them: at 1M answered requests
+ * 36,000-44,000 buffers and 170-200 ms for each of the sweep's two reads, every 30 s, in a never
+ * vacuumed database. So a sweep reads only what was submitted since the previous one's cutoff, less
+ * this overlap (or twice the abandoned bound, if longer): it covers a row another transaction held
+ * (skip locked) and left as it was, another instance's clock, a slow commit. What it reads is what
+ * was submitted in that window, answered or not (at 100 submits/s, some 15,000 entries a pass).
+ */
+export const SWEEP_OVERLAP_MS = 2 * 60_000;
+
+/** A sweep reads from the beginning when its instance starts and this often after: a row held longer than the overlap. */
+export const FULL_SWEEP_EVERY_MS = 60 * 60_000;
 
 /** A request the sweep expired. */
 export interface ExpiredRequest {
@@ -30,10 +46,11 @@ export async function expireOverdue(db: Kysely<Tables>, now: Date, timeoutS: num
   return (await expireOverdueRequests(db, now, timeoutS)).map((r) => r.id);
 }
 
-export async function expireOverdueRequests(db: Kysely<Tables>, now: Date, timeoutS: number): Promise<ExpiredRequest[]> {
+/** expireOverdue, of the requests submitted at or after `since` when given (SWEEP_OVERLAP_MS). */
+export async function expireOverdueRequests(db: Kysely<Tables>, now: Date, timeoutS: number, since?: Date): Promise<ExpiredRequest[]> {
   const expired: ExpiredRequest[] = [];
   for (;;) {
-    const rows = await runStatement<ExpiredRequest>(db, EXPIRE_BATCH.submitted, expireBatchParameters(now, timeoutS));
+    const rows = await runStatement<ExpiredRequest>(db, EXPIRE_BATCH.submitted, expireBatchParameters(now, timeoutS, since));
     expired.push(...rows);
     if (rows.length < BATCH) break;
   }
@@ -50,7 +67,7 @@ function expireBatchStatement(status: 'submitted' | 'submitting'): Statement {
     `
       with due as (
         select id from underwriting_requests
-        where status = '${status}' and submitted_at < $1
+        where status = '${status}' and submitted_at < $1 and submitted_at >= $3
         limit ${BATCH}
         for update skip locked
       ),
@@ -68,8 +85,9 @@ function expireBatchStatement(status: 'submitted' | 'submitting'): Statement {
 
 export const EXPIRE_BATCH = { submitted: expireBatchStatement('submitted') };
 
-export function expireBatchParameters(now: Date, timeoutS: number): unknown[] {
-  return [new Date(now.getTime() - timeoutS * 1000), now];
+/** The batch's parameters: its cutoff, its time, and where it starts reading (from the beginning: '-infinity'). */
+export function expireBatchParameters(now: Date, timeoutS: number, since?: Date): unknown[] {
+  return [new Date(now.getTime() - timeoutS * 1000), now, since ?? '-infinity'];
 }
 
 /** How often the sweep runs: often enough to be timely for short timeouts, at most every 30 s. */
@@ -91,16 +109,34 @@ export interface SweepDeps {
 
 export type Sweep = Periodic;
 
-/** The periodic expiry sweep of one instance; every instance runs one. */
+/**
+ * The periodic expiry sweep of one instance; every instance runs one. Each pass reads from its
+ * previous cutoffs less the overlap (SWEEP_OVERLAP_MS); from the beginning at start and every
+ * FULL_SWEEP_EVERY_MS. After a pass that did not get through (a failure, a full batch of abandoned
+ * requests) the next reads again from where that one began.
+ */
 export function startExpirySweep(deps: SweepDeps): Sweep {
+  const overlapMs = Math.max(SWEEP_OVERLAP_MS, 2 * deps.stuckAfterS * 1000);
+  // What the last passes got through: every due row submitted before these was ended.
+  let releasedThrough: Date | undefined;
+  let expiredThrough: Date | undefined;
+  let fullAt = -Infinity;
   return startPeriodic('expiry sweep', sweepIntervalMs(deps.timeoutS), deps.log, async () => {
     const now = deps.clock();
-    const released = await releaseAbandoned(deps.db, { now, afterMs: deps.stuckAfterS * 1000 });
+    const full = now.getTime() - fullAt >= FULL_SWEEP_EVERY_MS;
+    const since = (through: Date | undefined) => (full || through === undefined ? undefined : new Date(through.getTime() - overlapMs));
+    const afterMs = deps.stuckAfterS * 1000;
+    const { released, complete } = await sweepAbandoned(deps.db, { now, afterMs, since: since(releasedThrough) });
     if (released.length > 0) {
       for (const r of released) deps.announce?.(r.customerUuid);
       deps.log.warn({ count: released.length, afterS: deps.stuckAfterS }, 'released abandoned submits: stored as submit_failed');
     }
-    const expired = await expireOverdueRequests(deps.db, now, deps.timeoutS);
+    // Not got through: the next pass reads again from where this one began.
+    if (complete) releasedThrough = new Date(now.getTime() - afterMs);
+    else if (full) releasedThrough = undefined;
+    const expired = await expireOverdueRequests(deps.db, now, deps.timeoutS, since(expiredThrough));
+    expiredThrough = new Date(now.getTime() - deps.timeoutS * 1000);
+    if (full && complete) fullAt = now.getTime();
     for (const r of expired) deps.announce?.(r.customer_uuid);
     const ids = expired.map((r) => r.id);
     if (ids.length > 0) {

@@ -200,22 +200,40 @@ export interface Released {
 /**
  * Ends abandoned requests (see abandonedAfterMs) as `submit_failed`, each with its event, so that
  * they hold their customer no longer; of one customer when given (a new submit met one), else up
- * to `limit` of any (the sweep). A late callback still completes them. Returns what it ended.
+ * to `limit` of any (the sweep: sweepAbandoned). A late callback still completes them. Returns what it ended.
  */
 export async function releaseAbandoned(
   db: Kysely<Tables>,
   options: { now: Date; afterMs: number; customerUuid?: string; limit?: number },
 ): Promise<Released[]> {
-  const cutoff = new Date(options.now.getTime() - options.afterMs);
-  const rows = await db
+  return (await sweepAbandoned(db, options)).released;
+}
+
+/**
+ * releaseAbandoned for the expiry sweep: only requests submitted at or after `since` when given
+ * (expiry.ts, SWEEP_OVERLAP_MS: every request ever answered left a dead `submitting` entry in
+ * underwriting_requests_status_list, which a read from the beginning visits until a vacuum).
+ * `complete`: fewer than `limit` were due, so every due one since `since` was ended.
+ */
+export async function sweepAbandoned(
+  db: Kysely<Tables>,
+  options: { now: Date; afterMs: number; since?: Date; customerUuid?: string; limit?: number },
+): Promise<{ released: Released[]; complete: boolean }> {
+  const limit = options.limit ?? 1000;
+  const rows = await abandonedQuery(db, { ...options, limit }).execute();
+  return { released: await endEach(db, rows, ABANDONED_ERROR, options), complete: rows.length < limit };
+}
+
+/** The requests sweepAbandoned ends: `submitting` since before now less afterMs (and at or after `since`). */
+export function abandonedQuery(db: Kysely<Tables>, options: { now: Date; afterMs: number; since?: Date; customerUuid?: string; limit: number }) {
+  return db
     .selectFrom('underwriting_requests')
     .select(['id', 'customer_uuid'])
     .where('status', '=', 'submitting')
-    .where('submitted_at', '<', cutoff)
+    .where('submitted_at', '<', new Date(options.now.getTime() - options.afterMs))
+    .$if(options.since !== undefined, (qb) => qb.where('submitted_at', '>=', options.since!))
     .$if(options.customerUuid !== undefined, (qb) => qb.where('customer_uuid', '=', options.customerUuid!))
-    .limit(options.limit ?? 1000)
-    .execute();
-  return endEach(db, rows, ABANDONED_ERROR, options);
+    .limit(options.limit);
 }
 
 /** What a request that was stored but never sent says in upstream_error. */
@@ -261,6 +279,7 @@ async function endEach(
 /** The builder queries above as `npm run sql:snapshot` writes them (docs/layout.md). */
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'release_abandoned', run: (db) => releaseAbandoned(db, { now: new Date(0), afterMs: 1000, limit: 10 }) },
+  { name: 'release_abandoned_since', run: (db) => sweepAbandoned(db, { now: new Date(0), afterMs: 1000, since: new Date(0), limit: 10 }) },
   { name: 'release_abandoned_of_customer', run: (db) => releaseAbandoned(db, { now: new Date(0), afterMs: 1000, customerUuid: 'c' }) },
   { name: 'release_unsent_of_key', run: (db) => releaseUnsentOfKey(db, { customerUuid: 'c', keys: ['§d', 'k'], now: new Date(0) }) },
 ];

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import t, { type Test } from 'tap';
 import type { DatabaseHandle } from '../../src/db/handle.js';
-import { expireOverdue, startExpirySweep, sweepIntervalMs } from '../../src/requests/expiry.js';
+import { expireOverdue, FULL_SWEEP_EVERY_MS, startExpirySweep, SWEEP_OVERLAP_MS, sweepIntervalMs } from '../../src/requests/expiry.js';
 import { buildTestApp } from '../helpers/app.js';
 import { anotherConnection, freshDatabase, SERVER_URL } from '../helpers/database.js';
 import { databaseBehindRelay } from '../helpers/relay.js';
@@ -175,4 +175,98 @@ t.test('a request abandoned in submitting is released as submit_failed by the sw
   t.equal(byId.get(young)?.status, 'submitting', 'a submit may still be live');
   t.equal(byId.get(waiting)?.status, 'submitted', 'a request the provider has waits for its callback timeout');
   t.match(logs.entries(), [{ msg: 'released abandoned submits: stored as submit_failed', count: 1 }]);
+});
+
+/** A sweep on `database` whose clock the test moves. */
+function movableSweep(t: Test, db: DatabaseHandle['db'], start: Date, stuckAfterS: number) {
+  let now = start;
+  const logs = captureLogs();
+  const sweep = startExpirySweep({ db, clock: () => now, timeoutS: TIMEOUT_S, stuckAfterS, log: logs.logger, onExpired: () => {} });
+  t.teardown(() => sweep.stop());
+  return { sweep, at: (ms: number) => (now = new Date(start.getTime() + ms)) };
+}
+
+const statusOf = async (id: number) =>
+  (await database.db.selectFrom('underwriting_requests').select('status').where('id', '=', id).executeTakeFirstOrThrow()).status;
+
+t.test('a pass reads what was submitted since the previous cutoffs less the overlap; the hourly pass from the beginning ends what lay before', async (t) => {
+  const db = database.db;
+  const STUCK_S = 20;
+  const { sweep, at } = movableSweep(t, db, NOW, STUCK_S);
+  await sweep.run(); // the start's pass, from the beginning: nothing due yet
+  // Stored after that pass with times it had already passed (a clock far behind, a row held past
+  // the overlap): the next passes do not read back that far.
+  const lateWaiting = await insertRequest(db, { customerUuid: 'late-w', submittedAt: ago(TIMEOUT_S + SWEEP_OVERLAP_MS / 1000 + 60) });
+  const lateSubmitting = await insertRequest(db, { customerUuid: 'late-s', status: 'submitting', upstreamStatus: null, submittedAt: ago(STUCK_S + SWEEP_OVERLAP_MS / 1000 + 60) });
+  // Within the overlap: the next pass ends them.
+  const waiting = await insertRequest(db, { customerUuid: 'w', submittedAt: ago(TIMEOUT_S + SWEEP_OVERLAP_MS / 1000 - 60) });
+  const submitting = await insertRequest(db, { customerUuid: 's', status: 'submitting', upstreamStatus: null, submittedAt: ago(STUCK_S + SWEEP_OVERLAP_MS / 1000 - 60) });
+  at(30_000);
+  await sweep.run();
+  t.same([await statusOf(waiting), await statusOf(submitting)], ['expired', 'submit_failed'], 'within the overlap: ended');
+  t.same([await statusOf(lateWaiting), await statusOf(lateSubmitting)], ['submitted', 'submitting'], 'before it: not read');
+  at(FULL_SWEEP_EVERY_MS - 1);
+  await sweep.run();
+  t.same([await statusOf(lateWaiting), await statusOf(lateSubmitting)], ['submitted', 'submitting'], 'not yet an hour');
+  at(FULL_SWEEP_EVERY_MS);
+  await sweep.run();
+  t.same([await statusOf(lateWaiting), await statusOf(lateSubmitting)], ['expired', 'submit_failed'], 'an hour after the last pass from the beginning: ended');
+});
+
+t.test('a pass that stopped half way leaves the next one to read again from where it began', async (t) => {
+  const db = database.db;
+  const { sweep, at } = movableSweep(t, db, NOW, 20);
+  await sweep.run();
+  // Due a second after that pass's cutoff.
+  const old = await insertRequest(db, { customerUuid: 'old', submittedAt: ago(TIMEOUT_S - 1) });
+  // The next pass fails (its table gone a moment) and ends nothing; had it counted, the one after
+  // would read only from its cutoff less the overlap, past `old`.
+  at(SWEEP_OVERLAP_MS + 60_000);
+  await sql`alter table underwriting_requests rename to underwriting_requests_away`.execute(db);
+  try {
+    await sweep.run();
+  } finally {
+    await sql`alter table underwriting_requests_away rename to underwriting_requests`.execute(db);
+  }
+  t.equal(await statusOf(old), 'submitted', 'the failed pass ended nothing');
+  at(SWEEP_OVERLAP_MS + 90_000);
+  await sweep.run();
+  t.equal(await statusOf(old), 'expired', "read from the last good pass's cutoff, not from the failed one's");
+});
+
+t.test('a pass that met more abandoned requests than it ends at once leaves the next one to read from where it began', async (t) => {
+  const db = database.db;
+  const STUCK_S = 20;
+  const { sweep, at } = movableSweep(t, db, NOW, STUCK_S);
+  await sweep.run();
+  // 1001 abandoned a second after that pass's cutoff: one more than a pass ends.
+  await sql`
+    insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, submitted_at, updated_at)
+    select 'stuck-' || g, 'h', '***.000.000-**', false, 'submitting', ${ago(STUCK_S - 1)}::timestamptz, ${ago(STUCK_S - 1)}::timestamptz
+      from generate_series(1, 1001) as g`.execute(db);
+  const left = () => db.selectFrom('underwriting_requests').select('id').where('status', '=', 'submitting').execute();
+  at(SWEEP_OVERLAP_MS + 60_000);
+  await sweep.run();
+  t.equal((await left()).length, 1, 'a thousand ended');
+  at(SWEEP_OVERLAP_MS + 90_000);
+  await sweep.run();
+  t.equal((await left()).length, 0, "the last one by the next pass, read from the last complete pass's cutoff");
+});
+
+// PostgreSQL only: PGlite has one connection, so no other transaction holds a row during a pass.
+if (SERVER_URL) t.test('a row another transaction held during a pass (skipped) and left as it was is ended by a later pass', async (t) => {
+  const db = database.db;
+  const { sweep, at } = movableSweep(t, db, NOW, 20);
+  const held = await insertRequest(db, { customerUuid: 'held', submittedAt: ago(TIMEOUT_S + 1) });
+  const holder = await anotherConnection(t, database);
+  await holder.db.connection().execute(async (conn) => {
+    await sql`begin`.execute(conn);
+    await sql`select id from underwriting_requests where id = ${held} for update`.execute(conn);
+    await sweep.run();
+    t.equal(await statusOf(held), 'submitted', 'skipped while held');
+    await sql`rollback`.execute(conn);
+  });
+  at(30_000);
+  await sweep.run();
+  t.equal(await statusOf(held), 'expired', 'ended by the next pass');
 });
