@@ -56,6 +56,9 @@ export interface RunFigures {
    * steady state or one slow stretch (its start, after the harness's CHECKPOINT).
    */
   secondP99: number[];
+  /** When the run began and ended, wall clock (ISO, UTC): to match a round with the server's log. */
+  startedAt: string;
+  endedAt: string;
 }
 
 export async function runLoad(spec: LoadSpec): Promise<RunFigures> {
@@ -65,6 +68,7 @@ export async function runLoad(spec: LoadSpec): Promise<RunFigures> {
   const limit = spec.limit ?? Number.POSITIVE_INFINITY;
   let firstSentAt = Number.NaN;
   let lastResponseAt = Number.NaN;
+  const startedAt = new Date().toISOString();
   let responses = 0;
   let ok = 0;
   const seconds: RecordableHistogram[] = [];
@@ -127,5 +131,7 @@ export async function runLoad(spec: LoadSpec): Promise<RunFigures> {
     // The last second is partial (the run ends within it): left out.
     // A second with no answer at all (a stall) is NaN: Array.from visits the holes that map skips.
     secondP99: Array.from(seconds.slice(0, -1), (h) => (h ? Math.round(h.percentile(99) / 100) / 10 : Number.NaN)),
+    startedAt,
+    endedAt: new Date().toISOString(),
   };
 }

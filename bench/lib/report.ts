@@ -161,7 +161,7 @@ export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefine
   for (const r of ab) {
     if (!r.wrk) continue;
     const line = (t: 'gateway' | 'baseline') =>
-      r.wrk![t].map((f) => `${f.rps} req/s p50 ${f.p50} p99 ${f.p99}${f.non2xx + f.errors > 0 ? ` non-2xx ${f.non2xx + f.errors}` : ''}`).join('; ');
+      r.wrk![t].map((f) => `${f.rps} req/s p50 ${f.p50} p99 ${f.p99}${f.non2xx + f.errors > 0 ? ` non-2xx ${f.non2xx + f.errors}` : ''} (${clockSpan(f)})`).join('; ');
     out += `\n\n${r.scenario} cross-check with wrk: ${r.wrk.ratio}x (rounds ${r.wrk.roundRatios.join(', ')}); gateway ${line('gateway')}; baseline ${line('baseline')}`;
   }
   if (longPoll) {
@@ -188,4 +188,10 @@ export function renderReport(ab: AbReport[], longPoll: LongPollReport | undefine
     for (const g of r.goals) goalRows.push([r.scenario, g.goal, g.measured, verdict(g)]);
   }
   return `${out}\n\nGoals\n${table(goalRows)}\n`;
+}
+
+/** A run's wall-clock span as hh:mm:ss-hh:mm:ss UTC (older results have none: "?"). */
+export function clockSpan(f: { startedAt?: string; endedAt?: string }): string {
+  const hms = (iso: string | undefined) => (iso ? iso.slice(11, 19) : '?');
+  return `${hms(f.startedAt)}-${hms(f.endedAt)}`;
 }

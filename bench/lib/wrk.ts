@@ -24,6 +24,7 @@ export function wrkAvailable(): Promise<boolean> {
 }
 
 export async function runWrk(baseUrl: string, connections: number, durationS: number, spec: WrkSpec): Promise<RunFigures> {
+  const startedAt = new Date().toISOString();
   const { stdout } = await execFileP(
     'wrk',
     [`-t${WRK_THREADS}`, `-c${connections}`, `-d${Math.max(1, Math.round(durationS))}s`, '--timeout', '30s', '-s', spec.script, `${baseUrl}${spec.path}`],
@@ -50,5 +51,7 @@ export async function runWrk(baseUrl: string, connections: number, durationS: nu
     statusCodes: {},
     exhausted: false,
     secondP99: [],
+    startedAt,
+    endedAt: new Date().toISOString(),
   };
 }

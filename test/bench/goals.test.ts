@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { AbResult, MeasuredRun, TargetFigures } from '../../bench/lib/compare.js';
-import { abGoals, buffersFlatGoal, stateGoals } from '../../bench/lib/report.js';
+import { abGoals, buffersFlatGoal, clockSpan, stateGoals } from '../../bench/lib/report.js';
 
 // The bench's goals (`bench/lib/report.ts`): issue 16 asks the callback scenarios to lead under
 // both load generators, so wrk's rounds are judged on the latency goals too, not only the ratio.
@@ -9,6 +9,7 @@ function run(p99: number, non2xx = 0): MeasuredRun {
   return {
     durationS: 8, requests: 1000, ok: 1000 - non2xx, rps: 125, autocannonRps: 125, autocannonDurationS: 8,
     p50: 5, p99, max: p99, non2xx, errors: 0, timeouts: 0, statusCodes: {}, exhausted: false, secondP99: [],
+    startedAt: '2026-12-02T09:21:03.120Z', endedAt: '2026-12-02T09:21:13.480Z',
     cpuMsPerOk: null, dbCpuMsPerOk: null, walBytesPerOk: null,
     scheduler: { target: null, database: null, generator: null },
   };
@@ -77,4 +78,9 @@ t.test('buffers per callback across sizes: judged on two sizes, not judged on on
     met: false,
   });
   t.end();
+});
+
+t.test("a round's wall-clock span, to find it in the server's log (results written before it have none)", async (t) => {
+  t.equal(clockSpan(run(20)), '09:21:03-09:21:13');
+  t.equal(clockSpan({}), '?-?');
 });
