@@ -60,3 +60,6 @@ export function inIndexOrder<T>(db: Kysely<Tables>, work: (trx: Kysely<Tables>) 
  * visit and later reads skip it (docs/performance.md).
  */
 export const INDEX_SCANS_ONLY = sql`select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
+
+/** INDEX_SCANS_ONLY as SET LOCALs, for a BEGIN's round trip (run-statement.ts, `indexScansOnly`). */
+export const INDEX_SCANS_ONLY_SETTINGS = 'set local enable_seqscan = off; set local enable_bitmapscan = off';

@@ -3,7 +3,7 @@ import { CompiledQuery, type Kysely } from 'kysely';
 import type pg from 'pg';
 import { inStatementSpan, type SpanParent } from '../tracing/spans.js';
 import { guardedPoolOf } from './guarded-pool.js';
-import { STATEMENT_PLANNED_ONCE } from './plan-guards.js';
+import { INDEX_SCANS_ONLY_SETTINGS, STATEMENT_PLANNED_ONCE } from './plan-guards.js';
 import { isStorageUnavailable } from './storage-errors.js';
 import type { Statement } from './statements.js';
 import type { Tables } from './types.js';
@@ -17,6 +17,12 @@ export interface StatementOptions {
    * sane plan is every index's lookup whatever the statistics (plan tests: plan-states-*).
    */
   plannedOnce?: boolean;
+  /**
+   * On PostgreSQL, run in a transaction of its own with index scans only (INDEX_SCANS_ONLY in
+   * db/plan-guards.ts: no sequential and no bitmap scan), for a read through an index full of dead
+   * entries: an index scan marks each dead on its first visit, and later reads skip it.
+   */
+  indexScansOnly?: boolean;
 }
 
 /**
@@ -51,10 +57,11 @@ async function run<R>(db: Kysely<Tables>, statement: Statement, parameters: read
     const query = named
       ? { name: statement.name, text: statement.text, values: [...parameters], ...timeout }
       : { text: statement.text, values: [...parameters], ...timeout };
-    if (!options.plannedOnce) return ((await client.query(query)) as pg.QueryResult<R & pg.QueryResultRow>).rows;
+    const guard = options.plannedOnce ? STATEMENT_PLANNED_ONCE : options.indexScansOnly ? INDEX_SCANS_ONLY_SETTINGS : undefined;
+    if (guard === undefined) return ((await client.query(query)) as pg.QueryResult<R & pg.QueryResultRow>).rows;
     try {
       // BEGIN and the guard in one round trip (simple protocol), the statement, COMMIT.
-      await client.query({ text: `begin; ${STATEMENT_PLANNED_ONCE}`, ...timeout });
+      await client.query({ text: `begin; ${guard}`, ...timeout });
       const { rows } = (await client.query(query)) as pg.QueryResult<R & pg.QueryResultRow>;
       await client.query({ text: 'commit', ...timeout });
       return rows;

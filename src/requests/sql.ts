@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { INDEX_SCANS_ONLY } from '../db/plan-guards.js';
 import { runStatement } from '../db/run-statement.js';
 import { defineStatement } from '../db/statements.js';
 import type { SqlSnapshot } from '../db/statements.js';
@@ -220,7 +221,15 @@ export async function sweepAbandoned(
   options: { now: Date; afterMs: number; since?: Date; customerUuid?: string; limit?: number },
 ): Promise<{ released: Released[]; complete: boolean }> {
   const limit = options.limit ?? 1000;
-  const rows = await abandonedQuery(db, { ...options, limit }).execute();
+  // The sweep's read with index scans only: each dead `submitting` entry marked on its first visit
+  // (INDEX_SCANS_ONLY). One customer's is a lookup of its one request in flight.
+  const rows =
+    options.customerUuid !== undefined
+      ? await abandonedQuery(db, { ...options, limit }).execute()
+      : await db.transaction().execute(async (trx) => {
+          await INDEX_SCANS_ONLY.execute(trx);
+          return abandonedQuery(trx, { ...options, limit }).execute();
+        });
   return { released: await endEach(db, rows, ABANDONED_ERROR, options), complete: rows.length < limit };
 }
 
