@@ -59,8 +59,34 @@ export interface StartOptions {
   portVariable?: string;
 }
 
+/** A child that could not bind its port: another process took it between freePort() and the child's listen. */
+const PORT_TAKEN = /already in use|EADDRINUSE/;
+
+/**
+ * Starts a child and waits until it answers readyPath. On a port picked here (freePort), a child
+ * that exits at start because another process took that port meanwhile (parallel test files, CI)
+ * is started again on another, up to 3 times.
+ */
 export async function startChild(options: StartOptions): Promise<Child> {
-  const port = options.port ?? (await freePort());
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startChildOnce(options, options.port ?? (await freePort()));
+    } catch (err) {
+      if (options.port !== undefined || attempt >= 3 || !(err instanceof ExitedDuringStart) || !PORT_TAKEN.test(err.output)) throw err;
+    }
+  }
+}
+
+class ExitedDuringStart extends Error {
+  constructor(
+    name: string,
+    readonly output: string,
+  ) {
+    super(`${name} exited during start:\n${output}`);
+  }
+}
+
+async function startChildOnce(options: StartOptions, port: number): Promise<Child> {
   const spawnedAt = performance.now();
   const nodeCommand = [options.node ?? process.execPath, ...(options.nodeArgs ?? []), options.script];
   const [command, ...commandArgs] = [...(options.launcher ?? []), ...nodeCommand] as [string, ...string[]];
@@ -107,7 +133,7 @@ export async function startChild(options: StartOptions): Promise<Child> {
 
   const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
   while (Date.now() < deadline) {
-    if (gone) throw new Error(`${options.name} exited during start:\n${tail}`);
+    if (gone) throw new ExitedDuringStart(options.name, tail);
     try {
       const res = await fetch(`${child.baseUrl}${options.readyPath}`, { signal: AbortSignal.timeout(1_000) });
       await res.arrayBuffer();
