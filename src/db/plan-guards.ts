@@ -59,7 +59,5 @@ export function inIndexOrder<T>(db: Kysely<Tables>, work: (trx: Kysely<Tables>) 
  * bitmap scan visits every one of them on every read, an index scan marks each dead on its first
  * visit and later reads skip it (docs/performance.md).
  */
-export const INDEX_SCANS_ONLY = sql`select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
-
-/** INDEX_SCANS_ONLY as SET LOCALs, for a BEGIN's round trip (run-statement.ts, `indexScansOnly`). */
-export const INDEX_SCANS_ONLY_SETTINGS = 'set local enable_seqscan = off; set local enable_bitmapscan = off';
+export const INDEX_SCANS_ONLY_SQL = "select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)";
+export const INDEX_SCANS_ONLY = sql.raw(INDEX_SCANS_ONLY_SQL);

@@ -3,7 +3,7 @@ import { CompiledQuery, type Kysely } from 'kysely';
 import type pg from 'pg';
 import { inStatementSpan, type SpanParent } from '../tracing/spans.js';
 import { guardedPoolOf } from './guarded-pool.js';
-import { INDEX_SCANS_ONLY_SETTINGS, STATEMENT_PLANNED_ONCE } from './plan-guards.js';
+import { INDEX_SCANS_ONLY_SQL, STATEMENT_PLANNED_ONCE } from './plan-guards.js';
 import { isStorageUnavailable } from './storage-errors.js';
 import type { Statement } from './statements.js';
 import type { Tables } from './types.js';
@@ -57,7 +57,7 @@ async function run<R>(db: Kysely<Tables>, statement: Statement, parameters: read
     const query = named
       ? { name: statement.name, text: statement.text, values: [...parameters], ...timeout }
       : { text: statement.text, values: [...parameters], ...timeout };
-    const guard = options.plannedOnce ? STATEMENT_PLANNED_ONCE : options.indexScansOnly ? INDEX_SCANS_ONLY_SETTINGS : undefined;
+    const guard = options.plannedOnce ? STATEMENT_PLANNED_ONCE : options.indexScansOnly ? INDEX_SCANS_ONLY_SQL : undefined;
     if (guard === undefined) return ((await client.query(query)) as pg.QueryResult<R & pg.QueryResultRow>).rows;
     try {
       // BEGIN and the guard in one round trip (simple protocol), the statement, COMMIT.

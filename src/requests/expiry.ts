@@ -135,9 +135,9 @@ export function startExpirySweep(deps: SweepDeps): Sweep {
       for (const r of released) deps.announce?.(r.customerUuid);
       deps.log.warn({ count: released.length, afterS: deps.stuckAfterS }, 'released abandoned submits: stored as submit_failed');
     }
-    // Not got through: the next pass reads again from where this one began.
+    // Not got through: the next pass reads again from where this one began (from the beginning
+    // after a pass from the beginning: fullAt stays as it was).
     if (complete) releasedThrough = new Date(now.getTime() - afterMs);
-    else if (full) releasedThrough = undefined;
     const expired = await expireOverdueRequests(deps.db, now, deps.timeoutS, since(expiredThrough));
     expiredThrough = new Date(now.getTime() - deps.timeoutS * 1000);
     if (full && complete) fullAt = now.getTime();
