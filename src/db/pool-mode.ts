@@ -14,48 +14,98 @@ export function isPreparedStatementMismatch(err: unknown): boolean {
 }
 
 /**
- * Turns each of the check's two connections takes. The first turns can be fooled while other
- * clients use the pooler (they take the server connection just released and give it back in time);
- * each later turn must be fooled too, so a few more make the check as good as certain.
+ * Rounds of the check. The first can be fooled while other clients use the pooler (they take a
+ * server connection just released and give it back in time); each later round must be fooled too,
+ * so a few more make the check as good as certain.
  */
 const POOL_MODE_ROUNDS = 8;
 
+/** How long the second connection's transaction may wait for a server connection while the first holds one. */
+const SECOND_BEGIN_WAIT_MS = 1_000;
+
 /**
  * Resolves when a named prepared statement survives between transactions (a direct connection, or
- * a session pooler); rejects with POOL_MODE_MISMATCH otherwise. Two connections take turns, each
- * running its own named statement (prepared once, then bound and executed only) in transactions of
- * its own. In session mode every one of a connection's transactions runs on the backend it began
- * on, and the two never share one. Behind a transaction pooler the next transaction takes the
- * server connection released last (PgBouncer reuses the most recent first): the other connection's
- * backend (the two share one), or, when other clients took that one, another backend, where the
- * statement does not exist. To pass there, the pooler would have to hand each connection its own
- * backend back at every one of the turns while other clients come and go.
+ * a session pooler); rejects with POOL_MODE_MISMATCH otherwise. Two connections each run their own
+ * named statement (prepared once, then bound and executed only), which tells the backend it ran on.
+ * In session mode each connection stays on the backend it began on, and the two never share one.
+ *
+ * Each round holds a transaction open on both connections at once (so they are on two backends;
+ * but see SECOND_BEGIN_WAIT_MS), ends the first's, then the second's, and runs the statement again
+ * on the second, then on the first, each in a transaction of its own. A transaction pooler then
+ * hands out idle server connections in an order of its own, and either order moves one of them:
+ * the most recently released first (PgBouncer's default) gives the first connection the second's
+ * backend; the least recently released first (`server_round_robin = 1`) gives the second
+ * connection the first's, or an older idle one. Moved, the statement is missing there, or the
+ * backend differs from the one the connection began on: the mismatch. To pass behind a
+ * transaction pooler, the pooler would have to hand each connection its own backend back at every
+ * round, whatever its order and while other clients come and go.
  */
 export async function verifySessionPooling(pool: pg.Pool): Promise<void> {
   const clients: pg.PoolClient[] = [];
-  let mismatch = false;
   try {
     clients.push(await pool.connect());
     clients.push(await pool.connect());
     // Names of their own: behind a transaction pooler an earlier check's statements stay on some server connection.
     const probes = clients.map(() => ({ name: `ugw_pool_mode_probe_${randomBytes(8).toString('hex')}`, text: 'select pg_backend_pid() as pid' }));
-    const backends: Array<number | undefined> = clients.map(() => undefined);
-    for (let turn = 0; turn < POOL_MODE_ROUNDS * clients.length && !mismatch; turn++) {
-      const i = turn % clients.length;
-      let pid: number;
+    const began: Array<number | undefined> = clients.map(() => undefined);
+    /** The backend the statement ran on, or undefined when it was missing there (or is there already). */
+    const backendOf = async (i: number): Promise<number | undefined> => {
       try {
-        pid = (await clients[i]!.query<{ pid: number }>(probes[i]!)).rows[0]!.pid;
+        return (await clients[i]!.query<{ pid: number }>(probes[i]!)).rows[0]!.pid;
       } catch (err) {
         if (!isPreparedStatementMismatch(err)) throw err;
-        mismatch = true;
-        break;
+        return undefined;
       }
-      backends[i] ??= pid;
-      mismatch = backends[i] !== pid || backends.some((other, j) => j !== i && other === pid);
+    };
+    /** False when connection i is not on the backend it began on (or on the other's). */
+    const onItsOwn = (i: number, pid: number | undefined): boolean => {
+      if (pid === undefined) return false;
+      began[i] ??= pid;
+      return began[i] === pid && began.every((other, j) => j === i || other !== pid);
+    };
+    const [first, second] = clients as [pg.PoolClient, pg.PoolClient];
+    for (let round = 0; round < POOL_MODE_ROUNDS; round++) {
+      await first.query('begin');
+      let firstOpen = true;
+      const endFirst = async () => {
+        if (!firstOpen) return;
+        firstOpen = false;
+        await first.query('commit');
+      };
+      try {
+        if (!onItsOwn(0, await backendOf(0))) return mismatch();
+        // Behind a transaction pooler with a single server connection, the second waits for the
+        // first's: ended, the second gets that very backend (the mismatch), rather than a wait.
+        const secondBegun = second.query('begin');
+        let timer: NodeJS.Timeout | undefined;
+        const waited = await Promise.race([
+          secondBegun.then(() => false),
+          new Promise<boolean>((resolve) => {
+            timer = setTimeout(() => resolve(true), SECOND_BEGIN_WAIT_MS);
+          }),
+        ]).finally(() => clearTimeout(timer));
+        if (waited) await endFirst();
+        await secondBegun;
+        const secondPid = await backendOf(1);
+        // The first's server connection released before the second's.
+        await endFirst();
+        await second.query('commit');
+        if (!onItsOwn(1, secondPid)) return mismatch();
+      } finally {
+        // An error of its own (a connection gone) must not hide the mismatch or the first error.
+        await endFirst().catch(() => undefined);
+      }
+      // Both released, the first before the second: whichever of them a transaction pooler hands
+      // out first, one connection gets a backend not its own.
+      if (!onItsOwn(1, await backendOf(1))) return mismatch();
+      if (!onItsOwn(0, await backendOf(0))) return mismatch();
     }
   } finally {
     // Gone for good: the probes' statements (or pg's belief in them) must not outlive the check.
     for (const client of clients) client.release(true);
   }
-  if (mismatch) throw new Error(POOL_MODE_MISMATCH);
+}
+
+function mismatch(): never {
+  throw new Error(POOL_MODE_MISMATCH);
 }

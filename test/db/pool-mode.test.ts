@@ -1,3 +1,4 @@
+import pg from 'pg';
 import t from 'tap';
 import { sql } from 'kysely';
 import { openDatabase } from '../../src/db/database.js';
@@ -67,6 +68,46 @@ if (!server) {
       await Promise.all(traffic);
     }
     t.equal(passed, 0, 'no check of 30 passed');
+  });
+
+  t.test('the check is not fooled by a pooler that hands out server connections round robin (server_round_robin = 1)', { timeout: 60_000 }, async (t) => {
+    const direct = await freshDatabaseUrl(t);
+    const transaction = await startPgBouncer(t, server, 'transaction', { roundRobin: true });
+    const session = await startPgBouncer(t, server, 'session', { roundRobin: true });
+    // Exactly two idle server connections (two transactions at once, then ended): handed out least
+    // recently released first, two connections taking turns would each get their own back every time.
+    const warm = async () => {
+      const clients = [new pg.Client({ connectionString: transaction.url(direct) }), new pg.Client({ connectionString: transaction.url(direct) })];
+      try {
+        for (const client of clients) await client.connect();
+        for (const client of clients) await client.query('begin');
+        const pids = await Promise.all(clients.map(async (client) => (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid));
+        t.not(pids[0], pids[1], 'two server connections');
+        for (const client of clients) await client.query('commit');
+      } finally {
+        for (const client of clients) await client.end();
+      }
+    };
+    await warm();
+    // The premise: two connections taking turns, each in transactions of its own, each get their own backend back.
+    const turns = [new pg.Client({ connectionString: transaction.url(direct) }), new pg.Client({ connectionString: transaction.url(direct) })];
+    const seen: Array<Set<number>> = [new Set(), new Set()];
+    try {
+      for (const client of turns) await client.connect();
+      for (let turn = 0; turn < 8; turn++) seen[turn % 2]!.add((await turns[turn % 2]!.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid);
+    } finally {
+      for (const client of turns) await client.end();
+    }
+    t.same(seen.map((pids) => pids.size), [1, 1], 'taking turns, each connection met one backend only');
+    t.not([...seen[0]!][0], [...seen[1]!][0], 'and not the same one');
+    const viaTransaction = await openDatabase({ databaseUrl: transaction.url(direct), dataDir: 'memory://' });
+    t.teardown(() => viaTransaction.close());
+    const viaSession = await openDatabase({ databaseUrl: session.url(direct), dataDir: 'memory://' });
+    t.teardown(() => viaSession.close());
+    for (let i = 0; i < 10; i++) {
+      await t.rejects(viaTransaction.verifyPoolMode(), { message: /DATABASE_POOL_MODE=transaction/ }, `transaction pooler, round robin, round ${i}`);
+      await t.resolves(viaSession.verifyPoolMode(), `session pooler, round robin, round ${i}`);
+    }
   });
 
   t.test('a gateway with DATABASE_POOL_MODE=session behind a transaction pooler refuses to start, naming the variable', { timeout: 60_000 }, async (t) => {

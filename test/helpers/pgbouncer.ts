@@ -34,12 +34,17 @@ function runAsUser(): string[] {
   return ['-u', /^postgres:/m.test(users) ? 'postgres' : 'nobody'];
 }
 
+export interface PgBouncerOptions {
+  /** server_round_robin = 1: idle server connections handed out least recently released first (the default: most recently). */
+  roundRobin?: boolean;
+}
+
 /**
  * A real PgBouncer in front of the PostgreSQL server of serverUrl, in the given pool mode, on a
  * free port of 127.0.0.1 (auth_type trust; every database passed through). Resolves once it
  * listens; stopped at teardown.
  */
-export async function startPgBouncer(t: Test, serverUrl: string, mode: 'session' | 'transaction'): Promise<PgBouncer> {
+export async function startPgBouncer(t: Test, serverUrl: string, mode: 'session' | 'transaction', options: PgBouncerOptions = {}): Promise<PgBouncer> {
   if (!existsSync(PGBOUNCER_BIN)) {
     throw new Error(`PgBouncer is not installed at ${PGBOUNCER_BIN} (apt-get install pgbouncer, or set PGBOUNCER_BIN)`);
   }
@@ -65,6 +70,7 @@ export async function startPgBouncer(t: Test, serverUrl: string, mode: 'session'
       `pool_mode = ${mode}`,
       'default_pool_size = 20',
       'max_client_conn = 500',
+      ...(options.roundRobin ? ['server_round_robin = 1'] : []),
       // No ignore_startup_parameters: a client sending one PgBouncer refuses fails, as in production.
       '',
     ].join('\n'),
