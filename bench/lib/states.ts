@@ -139,7 +139,7 @@ export const BULK_SPREAD_DAYS = 28;
  * srd), then updated `submitted` (a dead tuple each); submitted now, or spread back in time. No
  * ANALYZE, no CHECKPOINT.
  */
-export async function seedWaiting(pool: pg.Pool, prefix: string, count: number, spread?: Spread): Promise<{ first: number; last: number }> {
+export async function seedWaiting(pool: pg.Pool | pg.ClientBase, prefix: string, count: number, spread?: Spread): Promise<{ first: number; last: number }> {
   const { spreadS, offset, total } = spread ?? { spreadS: 0, offset: 0, total: 1 };
   const { rows } = await pool.query<{ first: string; last: string }>(
     `with inserted as (
@@ -177,7 +177,9 @@ export async function configuredEndpoints(pool: pg.Pool): Promise<PushedEndpoint
  * `count` stored requests in bulk, with the row versions and dead tuples the API leaves: each
  * submitted (two versions), then completed by its matched callback (a third), with its event;
  * spread evenly over the last spreadS seconds (0: all now). In chunks, so that no statement holds a
- * million rows.
+ * million rows; each chunk in one transaction, so that no other session sees its requests waiting:
+ * a running gateway's expiry sweep expired the ones already older than the callback timeout between
+ * the chunk's statements (bursts of 21-22 in a 1M load, 2026-12-02), and they were never completed.
  *
  * `pushedTo`: each event was pushed to these endpoints when it happened, as a gateway pushing all
  * along leaves it: a delivery written pending (leased, so that a running worker does not take it),
@@ -186,47 +188,64 @@ export async function configuredEndpoints(pool: pg.Pool): Promise<PushedEndpoint
  */
 export async function loadInBulk(pool: pg.Pool, prefix: string, count: number, spreadS = 0, pushedTo: readonly PushedEndpoint[] = []): Promise<void> {
   const CHUNK = 50_000;
-  for (let from = 0; from < count; from += CHUNK) {
-    const range = await seedWaiting(pool, `${prefix}${from / CHUNK}-`, Math.min(CHUNK, count - from), { spreadS, offset: from, total: count });
-    await pool.query(
-      `with waiting as (
-         select id, customer_uuid, submitted_at from underwriting_requests where id between $1 and $2 and status = 'submitted'
-       ),
-       cb as (
-         insert into callbacks (received_at, peer, raw_body, outcome, customer_uuid, started, finished, body, decision, request_id)
-         select w.submitted_at + interval '5 s', '127.0.0.1', convert_to(b::text, 'UTF8'), 'matched', w.customer_uuid,
-                w.submitted_at + interval '1 s', w.submitted_at + interval '2 s', b, 'approved', w.id
-           from waiting w,
-                lateral (select jsonb_build_object('customerUuid', w.customer_uuid, 'serviceType', 'CREDIT_SCORE',
-                           'response', jsonb_build_object('costSavingEnabled', false, 'score', 712, 'riskBand', 2, 'limit', 4500)) as b) x
-         returning id, request_id, received_at, customer_uuid
-       ),
-       done as (
-         update underwriting_requests r set status = 'completed', decision = 'approved', completed_at = cb.received_at,
-                updated_at = cb.received_at, result_callback_id = cb.id
-           from cb where r.id = cb.request_id
-         returning r.id
-       ),
-       ev as (
-         insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data)
-         select 'evt_' || replace(gen_random_uuid()::text, '-', ''), 'underwriting.completed', cb.customer_uuid, cb.received_at,
-                cb.request_id, cb.id, jsonb_build_object('customerUuid', cb.customer_uuid, 'status', 'completed', 'decision', 'approved')
-           from cb
-         returning id, customer_uuid, created_at
-       )
-       insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at, lease_until, lease_token)
-       select ev.id, ev.customer_uuid, t.key, t.url, ev.created_at, ev.created_at, now() + interval '1 hour', 'bench-load'
-         from ev cross join unnest($3::text[], $4::text[]) as t(key, url)`,
-      [range.first, range.last, pushedTo.map((e) => e.key), pushedTo.map((e) => e.url)],
-    );
-    if (pushedTo.length > 0) {
-      await pool.query(
-        `update event_deliveries set status = 'delivered', attempts = 1, lease_until = null, lease_token = null,
-                last_attempt_at = queued_at + interval '50 ms', last_status = 200, delivered_at = queued_at + interval '50 ms'
-          where event_id in (select id from events where request_id between $1 and $2) and lease_token = 'bench-load'`,
-        [range.first, range.last],
-      );
+  const client = await pool.connect();
+  try {
+    for (let from = 0; from < count; from += CHUNK) {
+      await client.query('begin');
+      try {
+        await completeChunk(client, `${prefix}${from / CHUNK}-`, Math.min(CHUNK, count - from), { spreadS, offset: from, total: count }, pushedTo);
+        await client.query('commit');
+      } catch (err) {
+        await client.query('rollback').catch(() => undefined);
+        throw err;
+      }
     }
+  } finally {
+    client.release();
+  }
+}
+
+/** One chunk of loadInBulk: its requests submitted, each completed by its callback, with its event and deliveries. */
+async function completeChunk(client: pg.ClientBase, prefix: string, count: number, spread: Spread, pushedTo: readonly PushedEndpoint[]): Promise<void> {
+  const range = await seedWaiting(client, prefix, count, spread);
+  await client.query(
+    `with waiting as (
+       select id, customer_uuid, submitted_at from underwriting_requests where id between $1 and $2 and status = 'submitted'
+     ),
+     cb as (
+       insert into callbacks (received_at, peer, raw_body, outcome, customer_uuid, started, finished, body, decision, request_id)
+       select w.submitted_at + interval '5 s', '127.0.0.1', convert_to(b::text, 'UTF8'), 'matched', w.customer_uuid,
+              w.submitted_at + interval '1 s', w.submitted_at + interval '2 s', b, 'approved', w.id
+         from waiting w,
+              lateral (select jsonb_build_object('customerUuid', w.customer_uuid, 'serviceType', 'CREDIT_SCORE',
+                         'response', jsonb_build_object('costSavingEnabled', false, 'score', 712, 'riskBand', 2, 'limit', 4500)) as b) x
+       returning id, request_id, received_at, customer_uuid
+     ),
+     done as (
+       update underwriting_requests r set status = 'completed', decision = 'approved', completed_at = cb.received_at,
+              updated_at = cb.received_at, result_callback_id = cb.id
+         from cb where r.id = cb.request_id
+       returning r.id
+     ),
+     ev as (
+       insert into events (public_id, type, customer_uuid, created_at, request_id, callback_id, data)
+       select 'evt_' || replace(gen_random_uuid()::text, '-', ''), 'underwriting.completed', cb.customer_uuid, cb.received_at,
+              cb.request_id, cb.id, jsonb_build_object('customerUuid', cb.customer_uuid, 'status', 'completed', 'decision', 'approved')
+         from cb
+       returning id, customer_uuid, created_at
+     )
+     insert into event_deliveries (event_id, customer_uuid, url_key, url, queued_at, next_attempt_at, lease_until, lease_token)
+     select ev.id, ev.customer_uuid, t.key, t.url, ev.created_at, ev.created_at, now() + interval '1 hour', 'bench-load'
+       from ev cross join unnest($3::text[], $4::text[]) as t(key, url)`,
+    [range.first, range.last, pushedTo.map((e) => e.key), pushedTo.map((e) => e.url)],
+  );
+  if (pushedTo.length > 0) {
+    await client.query(
+      `update event_deliveries set status = 'delivered', attempts = 1, lease_until = null, lease_token = null,
+              last_attempt_at = queued_at + interval '50 ms', last_status = 200, delivered_at = queued_at + interval '50 ms'
+        where event_id in (select id from events where request_id between $1 and $2) and lease_token = 'bench-load'`,
+      [range.first, range.last],
+    );
   }
 }
 

@@ -1,7 +1,10 @@
 import pg from 'pg';
 import t, { type Test } from 'tap';
 import { closePastHours, configuredEndpoints, loadInBulk } from '../../bench/lib/states.js';
+import { openDatabase } from '../../src/db/database.js';
+import { expireOverdue } from '../../src/requests/expiry.js';
 import { freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
+import { until } from '../helpers/until.js';
 
 // The bench states' bulk load (bench/lib/states.ts), PostgreSQL only as the bench is: rows spread
 // over days as a deployment's accumulate, and their past hours closed by the gateway's own pass.
@@ -50,6 +53,41 @@ if (SERVER_URL) t.test('a push state\'s bulk history was pushed as it happened: 
     const { rows: [n] } = await pool.query<{ n: number }>(`select count(*)::int as n from event_deliveries`);
     t.equal(n!.n, 1_200);
   } finally {
+    await pool.end();
+  }
+});
+
+// The bench loads while the gateway runs (state c's and d's history, after its start): its expiry
+// sweep must never see a loaded request waiting. It did between a chunk's statements (bursts of
+// 21-22 expired in a 1M load), and those were never completed. Here the load is held between them
+// (its insert into callbacks waits for a lock the test holds) while a sweep pass runs.
+if (SERVER_URL) t.test("a running gateway's expiry sweep never sees a bulk load's requests waiting", async (t) => {
+  const url = await freshDatabaseUrl(t, { migrated: true });
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  const holder = new pg.Client({ connectionString: url });
+  await holder.connect();
+  const gateway = await openDatabase({ databaseUrl: url, dataDir: 'memory://', poolSize: 1 });
+  try {
+    await holder.query('begin');
+    await holder.query('lock table callbacks in share mode');
+    // Three days back: all but the last hour's older than the callback timeout (1 h).
+    const load = loadInBulk(pool, 'raced-', 3_000, 3 * 86_400);
+    load.catch(() => undefined);
+    await until(async () => {
+      const { rows } = await holder.query<{ n: number }>(`select count(*)::int as n from pg_locks where relation = 'callbacks'::regclass and not granted`);
+      return rows[0]!.n > 0;
+    }, 20_000, "the load waiting for its callbacks' lock");
+    const expired = await expireOverdue(gateway.db, new Date(), 3_600);
+    t.equal(expired.length, 0, 'the sweep found none of the loaded requests waiting');
+    await holder.query('commit');
+    await load;
+    const { rows: [n] } = await pool.query<{ completed: number; expired: number }>(
+      `select count(*) filter (where status = 'completed')::int as completed, count(*) filter (where status = 'expired')::int as expired from underwriting_requests`,
+    );
+    t.same(n, { completed: 3_000, expired: 0 }, 'each loaded request completed by its callback');
+  } finally {
+    await holder.end();
+    await gateway.close();
     await pool.end();
   }
 });
