@@ -37,6 +37,8 @@ function runAsUser(): string[] {
 export interface PgBouncerOptions {
   /** server_round_robin = 1: idle server connections handed out least recently released first (the default: most recently). */
   roundRobin?: boolean;
+  /** default_pool_size: server connections per database and user (20 unless given). */
+  poolSize?: number;
 }
 
 /**
@@ -68,7 +70,7 @@ export async function startPgBouncer(t: Test, serverUrl: string, mode: 'session'
       'auth_type = trust',
       `auth_file = ${path.join(dir, 'userlist.txt')}`,
       `pool_mode = ${mode}`,
-      'default_pool_size = 20',
+      `default_pool_size = ${options.poolSize ?? 20}`,
       'max_client_conn = 500',
       ...(options.roundRobin ? ['server_round_robin = 1'] : []),
       // No ignore_startup_parameters: a client sending one PgBouncer refuses fails, as in production.
