@@ -1,5 +1,5 @@
 import pg from 'pg';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { sql } from 'kysely';
 import { openDatabase } from '../../src/db/database.js';
 import { runStatement } from '../../src/db/run-statement.js';
@@ -110,11 +110,10 @@ if (!server) {
     }
   });
 
-  t.test('a gateway with DATABASE_POOL_MODE=session behind a transaction pooler refuses to start, naming the variable', { timeout: 60_000 }, async (t) => {
-    const direct = await freshDatabaseUrl(t);
-    const bouncer = await startPgBouncer(t, server, 'transaction');
+  /** A gateway started with `url` (through a pooler) that must refuse to start: what it said on stderr, after checking it exited 1 without echoing the URL. */
+  const refusedStart = async (t: Test, url: string): Promise<string> => {
     const gateway = startProcess(t, {
-      DATABASE_URL: bouncer.url(direct),
+      DATABASE_URL: url,
       HOST: '127.0.0.1',
       PORT: '0',
       PROVIDER_BASE_URL: 'http://127.0.0.1:9',
@@ -124,9 +123,16 @@ if (!server) {
     const { code } = await gateway.exited;
     t.equal(code, 1, 'exit code 1');
     const said = gateway.stderr.join('\n');
+    t.notMatch(said, new RegExp(url.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 'the connection string is not echoed');
+    return said;
+  };
+
+  t.test('a gateway with DATABASE_POOL_MODE=session behind a transaction pooler refuses to start, naming the variable', { timeout: 60_000 }, async (t) => {
+    const direct = await freshDatabaseUrl(t);
+    const bouncer = await startPgBouncer(t, server, 'transaction');
+    const said = await refusedStart(t, bouncer.url(direct));
     t.match(said, /failed to start: named prepared statements do not survive between transactions/);
     t.match(said, /set DATABASE_POOL_MODE=transaction/);
-    t.notMatch(said, new RegExp(bouncer.url(direct).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 'the connection string is not echoed');
   });
 
   t.test('behind a session pooler with no room for a second server connection, the start says why the check did not finish', { timeout: 60_000 }, async (t) => {
@@ -134,21 +140,10 @@ if (!server) {
     // One server connection for the database and user: the start's ping takes it (and keeps it, in
     // session mode), so the check's second connection waits for one until the query timeout.
     const bouncer = await startPgBouncer(t, server, 'session', { poolSize: 1 });
-    const gateway = startProcess(t, {
-      DATABASE_URL: bouncer.url(direct),
-      HOST: '127.0.0.1',
-      PORT: '0',
-      PROVIDER_BASE_URL: 'http://127.0.0.1:9',
-      PARTNER_TOKEN: TEST_PARTNER_TOKEN,
-      CPF_HASH_KEY: TEST_CPF_HASH_KEY,
-    });
-    const { code } = await gateway.exited;
-    t.equal(code, 1, 'exit code 1');
-    const said = gateway.stderr.join('\n');
+    const said = await refusedStart(t, bouncer.url(direct));
     t.match(said, /failed to start: the DATABASE_POOL_MODE=session check did not finish \(Query read timeout\): it holds a transaction on two connections at once/);
     t.match(said, /default_pool_size, max_db_connections/);
     t.notMatch(said, /named prepared statements do not survive/, 'not taken for a transaction pooler');
-    t.notMatch(said, new RegExp(bouncer.url(direct).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 'the connection string is not echoed');
   });
 
   t.test('at run time the same mistake answers 503, never 500, counts against readiness, and is said once', { timeout: 90_000 }, async (t) => {
