@@ -8,7 +8,6 @@ import { unknownVariableWarnings } from './config/config-names.js';
 import { configuredSecrets, loadConfig } from './config/config.js';
 import { openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrator.js';
-import { POOL_MODE_MISMATCH } from './db/pool-mode.js';
 import { loadEnvFile } from './config/env-file.js';
 import { createLogger, defaultLogFormat, logProcessWarnings } from './observability/logger.js';
 import { scrubText } from './observability/scrub.js';
@@ -65,18 +64,7 @@ async function main(): Promise<void> {
     throw new Error(`cannot use the database at DATABASE_URL: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   });
   // Behind a transaction pooler, DATABASE_POOL_MODE=session fails a share of every route's queries: refuse to start instead.
-  await database.verifyPoolMode().catch((err: unknown) => {
-    const message = err instanceof Error ? err.message : String(err);
-    if (message === POOL_MODE_MISMATCH) throw err;
-    // Two connections at once that never both got a server connection: a session pooler whose pool
-    // is full (each connection holds its server connection for its whole life) looks like this.
-    throw new Error(
-      `the DATABASE_POOL_MODE=session check did not finish (${message}): it holds a transaction on two connections at once; ` +
-        'behind a session pooler each of the gateway\'s connections holds a server connection for its whole life, ' +
-        "so the pooler's pool for this database and user (PgBouncer: default_pool_size, max_db_connections) must have room for every instance's connections",
-      { cause: err },
-    );
-  });
+  await database.verifyPoolMode();
   log.info({ engine: database.engine, dataDir: database.engine === 'pglite' ? config.dataDir : undefined }, 'database opened');
   if (config.migrateOnStart) {
     const applied = await migrateToLatest(database);

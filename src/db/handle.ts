@@ -70,7 +70,7 @@ export interface DatabaseHandle {
   probe(timeoutMs: number): Promise<void>;
   /** A pool's connections now (PostgreSQL; default the routes' pool); undefined on PGlite, which has no pool. */
   poolStats(pool?: PoolName): PoolStats | undefined;
-  /** In session mode on PostgreSQL, rejects (naming DATABASE_POOL_MODE) when the pooler does not keep sessions. */
+  /** In session mode on PostgreSQL, rejects (naming DATABASE_POOL_MODE) when the pooler does not keep sessions, or when the check could not finish (a session pooler with no room for its two connections). */
   verifyPoolMode(): Promise<void>;
   /**
    * PostgreSQL: ends every query running for runningForMs or longer (its connection destroyed, so

@@ -7,6 +7,22 @@ export const POOL_MODE_MISMATCH =
   'but DATABASE_POOL_MODE is session; set DATABASE_POOL_MODE=transaction (and DATABASE_LISTEN_URL to a direct connection), or pool in session mode';
 
 
+/**
+ * The check's error when it did not finish rather than find a mismatch (which passes as it is): two
+ * connections at once that never both got a server connection, as behind a session pooler whose
+ * pool is full (each connection holds its server connection for its whole life).
+ */
+export function unfinishedCheck(err: unknown): never {
+  const message = err instanceof Error ? err.message : String(err);
+  if (message === POOL_MODE_MISMATCH) throw err;
+  throw new Error(
+    `the DATABASE_POOL_MODE=session check did not finish (${message}): it holds a transaction on two connections at once; ` +
+      "behind a session pooler each of the gateway's connections holds a server connection for its whole life, " +
+      "so the pooler's pool for this database and user (PgBouncer: default_pool_size, max_db_connections) must have room for every instance's connections",
+    { cause: err },
+  );
+}
+
 /** The SQLSTATEs of a named statement that is missing (26000) or already there (42P05) on the server connection a query got. */
 export function isPreparedStatementMismatch(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;

@@ -3,7 +3,7 @@ import type net from 'node:net';
 import { Kysely } from 'kysely';
 import { abortStuckQueries, attachPool, GuardedPool, openPool, type PoolSettings } from './guarded-pool.js';
 import { DEFAULT_QUERY_TIMEOUT_MS, PACING_POOL_SIZE, type DatabaseHandle, type HealthEvent, type OpenDatabaseOptions } from './handle.js';
-import { verifySessionPooling } from './pool-mode.js';
+import { unfinishedCheck, verifySessionPooling } from './pool-mode.js';
 import { GatewayPostgresDialect } from './postgres-dialect.js';
 import { probeWith, withTimeout } from './readiness.js';
 import type { Tables } from './types.js';
@@ -65,7 +65,7 @@ export function openPostgres(connectionString: string, options: OpenDatabaseOpti
       }
       await withTimeout(probeWith(db, timeoutMs), timeoutMs);
     },
-    verifyPoolMode: () => (poolMode === 'session' ? verifySessionPooling(main.pool) : Promise.resolve()),
+    verifyPoolMode: () => (poolMode === 'session' ? verifySessionPooling(main.pool).catch(unfinishedCheck) : Promise.resolve()),
     poolStats: (name = 'routes') => {
       const { pool } = name === 'routes' ? main : pacing;
       return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max: pool.options.max };
