@@ -15,6 +15,10 @@ select c.id, c.customer_uuid, c.outcome, c.cpf_hashes,
 and exists (select 1 from json_array_elements_text($5::json) as n(v)
             where position(convert_to(n.v, 'UTF8') in "c"."raw_body") > 0));
 
+delete from events where "request_id" in ($1);
+
+delete from events where "callback_id" in ($1);
+
 delete from "events" where "customer_uuid" in ($1, $2);
 
 delete from "idempotency_keys" where ("request_id" in ($1) or ("request_id" is null and "response_status" is not null and "key" in ($2)));

@@ -9,8 +9,9 @@ import { anonymousInvalidNaming, callbackOfSubject, inList, namingCpfOf, type Su
 
 /**
  * Tables that hold a subject's rows besides requests, callbacks and idempotency keys, each found by
- * its customer_uuid column (rows referencing them go by ON DELETE CASCADE), and the count their
- * deleted rows add to. Erasure deletes from each; a new table of personal data joins with one line.
+ * its customer_uuid column (rows referencing them go by ON DELETE CASCADE: an event's deliveries),
+ * and the count their deleted rows add to. Erasure deletes from each; a new table of personal data
+ * joins with one line.
  */
 export const CUSTOMER_TABLES: ReadonlyArray<{ table: string; counts: 'events' }> = [{ table: 'events', counts: 'events' }];
 
@@ -137,6 +138,14 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
   const keys = requests.flatMap((r) => (r.idempotency_key === null ? [] : [r.idempotency_key]));
 
   const beyond = { events: 0 };
+  // The events of its requests and callbacks, whoever they name (a callback found by the CPF its
+  // bytes held may name another customerUuid): no foreign key cascades from those rows to their
+  // events (migration 0027). Each by its index (events_request, events_callback); the deliveries go
+  // by cascade.
+  for (const [column, values] of [['request_id', ids], ['callback_id', callbackIds]] as const) {
+    const { numAffectedRows } = await sql`delete from events where ${inList(column, values)}`.execute(tx);
+    beyond.events += Number(numAffectedRows ?? 0);
+  }
   for (const { table, counts } of CUSTOMER_TABLES) {
     const { numAffectedRows } = await sql`delete from ${sql.table(table)} where ${inList('customer_uuid', subject.customerUuids)}`.execute(tx);
     beyond[counts] += Number(numAffectedRows ?? 0);
@@ -153,9 +162,8 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
     )
     .executeTakeFirst();
 
-  // Requests and callbacks reference each other (result_callback_id, request_id): one statement
-  // deletes both, so the foreign keys are checked once both are gone. A callback of another
-  // request (one submitted since we looked) is left alone.
+  // Requests and callbacks refer to each other (result_callback_id, request_id): one statement
+  // deletes both. A callback of another request (one submitted since we looked) is left alone.
   const { rows } = await sql<{ requests: number; callbacks: number }>`
     with gone_callbacks as (
       delete from callbacks c where ${inList('c.id', callbackIds)}
@@ -182,7 +190,7 @@ export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'read_stored', run: (db) => readStored(db, SUBJECT) },
   {
     name: 'erase_stored',
-    rows: [[], [{ id: 1, status: 'completed', idempotency_key: 'k' }], [{ id: 2, customer_uuid: null, outcome: 'invalid', raw_body: Buffer.from('x customer-0001 y'), cpf_hashes: null }], [], [], [{ requests: 1, callbacks: 1 }]],
+    rows: [[], [{ id: 1, status: 'completed', idempotency_key: 'k' }], [{ id: 2, customer_uuid: null, outcome: 'invalid', raw_body: Buffer.from('x customer-0001 y'), cpf_hashes: null }], [], [], [], [], [{ requests: 1, callbacks: 1 }]],
     run: (db) => db.transaction().execute((tx) => eraseStored(tx, SUBJECT)),
   },
 ];
