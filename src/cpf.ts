@@ -307,8 +307,12 @@ function fewerDigitsThanACpf(text: string): boolean {
   let digits = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    // `&#` counts as one: a hexadecimal reference to another script's digit may hold no ASCII digit (`&#xaea;`, Gujarati 4).
-    const digit = (c >= 48 && c <= 57) || (c === 38 && text.charCodeAt(i + 1) === 35) || (c >= 0x660 && isDecimalDigit(text.codePointAt(i)!));
+    // `&#` and `\u{` count as one: a hexadecimal reference to another script's digit may hold no ASCII digit (`&#xaea;`, `\u{aea}`: Gujarati 4).
+    const digit =
+      (c >= 48 && c <= 57) ||
+      (c === 38 && text.charCodeAt(i + 1) === 35) ||
+      (c === 92 && text.charCodeAt(i + 1) === 117 && text.charCodeAt(i + 2) === 123) ||
+      (c >= 0x660 && isDecimalDigit(text.codePointAt(i)!));
     if (digit && ++digits >= CPF_DIGITS) return false;
   }
   return true;

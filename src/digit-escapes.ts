@@ -18,21 +18,29 @@ const CONTINUATION = '[89abAB][0-9a-fA-F]';
 /**
  * Escapes of a character, as a sticky regex (tried where one may begin): JSON (a surrogate pair
  * whole: a high half, then a low one), percent-encoded UTF-8 (as many continuation bytes as its
- * lead byte says; a two-byte sequence's lead as `twoByteLead` allows), an HTML reference, then
- * `more`. Every form's groups stand where codePointOf reads them.
+ * lead byte says; a two-byte sequence's lead as `twoByteLead` allows; each `%` may be written
+ * `%25` as often as `percent` allows: text encoded again, `%252E`), an HTML reference (its `;`
+ * may be left out, as HTML reads `&#53` and `&#x35` too, where no digit of its base follows), then
+ * `more`, then a JavaScript code point escape (`\u{665}`, named `brace`). Every form's numbered
+ * groups stand where codePointOf reads them.
  */
-function escapes(twoByteLead: string, more = ''): RegExp {
+function escapes(twoByteLead: string, percent: string, more = ''): RegExp {
   return new RegExp(
     String.raw`(?<!\\)(?:\\+u([dD][89abAB][0-9a-fA-F]{2})\\+u([dD][c-fC-F][0-9a-fA-F]{2})|\\+u([0-9a-fA-F]{4}))` +
-      `|%(${twoByteLead})%(${CONTINUATION})|%([eE][0-9a-fA-F])%(${CONTINUATION})%(${CONTINUATION})` +
-      `|%([fF][0-4])%(${CONTINUATION})%(${CONTINUATION})%(${CONTINUATION})` +
-      String.raw`|&#(?:[xX]0*([0-9a-fA-F]{1,6})|0*([0-9]{1,7}));${more}`,
+      `|${percent}(${twoByteLead})${percent}(${CONTINUATION})|${percent}([eE][0-9a-fA-F])${percent}(${CONTINUATION})${percent}(${CONTINUATION})` +
+      `|${percent}([fF][0-4])${percent}(${CONTINUATION})${percent}(${CONTINUATION})${percent}(${CONTINUATION})` +
+      String.raw`|&#(?:[xX]0*([0-9a-fA-F]{1,6})(?:;|(?![0-9a-fA-F]))|0*([0-9]{1,7})(?:;|(?![0-9])))${more}` +
+      String.raw`|(?<!\\)\\+u\{0*(?<brace>[0-9a-fA-F]{1,6})\}`,
     'y',
   );
 }
 
+/** A `%` as written once, and as written by text encoded up to twice more (`%25`, `%2525`). */
+const PERCENT_ONCE = '%';
+const PERCENT_ENCODED_AGAIN = '%(?:25){0,2}';
+
 /** An escape that may be a digit past U+065F (no two-byte lead below D9 encodes one). */
-const ESCAPE = escapes('[dD][9a-fA-F]');
+const ESCAPE = escapes('[dD][9a-fA-F]', PERCENT_ONCE);
 /**
  * Any escape of one character the scrubber reads through: an ASCII one's too (`%2E`, `\x2e`), JSON's
  * short ones (`\n`, `\t`, `\/`: a line break between a CPF's groups), and HTML's named references
@@ -40,7 +48,8 @@ const ESCAPE = escapes('[dD][9a-fA-F]');
  */
 const ANY_ESCAPE = escapes(
   '[cdCD][0-9a-fA-F]',
-  String.raw`|%([0-7][0-9a-fA-F])|(?<!\\)\\+x([0-9a-fA-F]{2})|(?<!\\)\\+([nrtbf/"'])|&([a-zA-Z][a-zA-Z0-9]{1,31});`,
+  PERCENT_ENCODED_AGAIN,
+  String.raw`|${PERCENT_ENCODED_AGAIN}([0-7][0-9a-fA-F])|(?<!\\)\\+x([0-9a-fA-F]{2})|(?<!\\)\\+([nrtbf/"'])|&([a-zA-Z][a-zA-Z0-9]{1,31});`,
 );
 
 /** What every escape of a digit past U+065F begins with: most text has none, and is not scanned. */
@@ -73,6 +82,7 @@ const hexByte = (text: string) => Number.parseInt(text, 16);
 
 /** The code point a match of escapes() stands for. */
 function codePointOf(m: RegExpMatchArray): number {
+  if (m.groups?.brace !== undefined) return hexByte(m.groups.brace);
   if (m[1] !== undefined) return 0x10000 + ((hexByte(m[1]) - 0xd800) << 10) + (hexByte(m[2]!) - 0xdc00);
   if (m[3] !== undefined) return hexByte(m[3]);
   if (m[4] !== undefined) return ((hexByte(m[4]) & 0x1f) << 6) | (hexByte(m[5]!) & 0x3f);
@@ -92,7 +102,18 @@ function codePointOf(m: RegExpMatchArray): number {
  */
 export function withAsciiDigitEscapes(text: string): Rewritten | undefined {
   if (!MAY_ESCAPE_DIGIT.test(text)) return undefined;
-  return rewritten(text, ESCAPE, (codePoint) => (codePoint < 0x660 ? undefined : asciiDigitOf(codePoint)));
+  return rewritten(text, ESCAPE, (codePoint, match) =>
+    codePoint < 0x660 && !(codePoint >= 48 && codePoint <= 57 && unreadAsciiForm(match[0])) ? undefined : asciiDigitOf(codePoint),
+  );
+}
+
+/**
+ * An escape of an ASCII digit in a form cpf.ts's DIGIT does not read as it is written: a JavaScript
+ * code point escape (`\u{35}`) or an HTML reference without its `;` (`&#53`, `&#x35`). Written out
+ * here as the digit (what DIGIT reads itself, `\u0035`, `%35`, `&#53;`, stays as written).
+ */
+function unreadAsciiForm(escape: string): boolean {
+  return escape.endsWith('}') || (escape.startsWith('&#') && !escape.endsWith(';'));
 }
 
 const LETTER_OR_NUMBER = /^[\p{L}\p{N}]$/u;
@@ -135,7 +156,7 @@ export interface Rewritten {
  * The text with each escape that `read` reads written as what it returns. The sticky regex is tried
  * only where an escape can begin (a `\`, `%` or `&`), not at every position.
  */
-function rewritten(text: string, escape: RegExp, read: (codePoint: number) => string | undefined): Rewritten | undefined {
+function rewritten(text: string, escape: RegExp, read: (codePoint: number, match: RegExpExecArray) => string | undefined): Rewritten | undefined {
   let written = '';
   let cursor = 0;
   const moved: number[] = [];
@@ -146,7 +167,7 @@ function rewritten(text: string, escape: RegExp, read: (codePoint: number) => st
     const match = escape.exec(text);
     if (match === null) continue;
     const end = i + match[0].length;
-    const as = read(codePointOf(match));
+    const as = read(codePointOf(match), match);
     if (as !== undefined) {
       written += text.slice(cursor, i) + as;
       moved.push(written.length - as.length, written.length, i, end);

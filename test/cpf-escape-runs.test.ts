@@ -54,6 +54,11 @@ const HOSTILE: Record<string, (n: number) => string> = {
   '&# then zeros': (n) => `&#${'0'.repeat(n)}`,
   'a run of &#x': (n) => '&#x'.repeat(n / 3),
   'ten digits, a letter, again and again': (n) => '1 2 3 4 5 6 7 8 9 0x'.repeat(n / 20),
+  'a run of \\u{': (n) => '\\u{'.repeat(n / 3),
+  'code point escapes of digits apart by spaces': (n) => `${`\\u{35}${' '.repeat(n / 60)}`.repeat(5)}x`.repeat(10),
+  'references without their ; apart by spaces': (n) => `${`&#x35${' '.repeat(n / 60)}`.repeat(5)}x`.repeat(10),
+  'a run of %25': (n) => `${'%25'.repeat(n / 3)}x`,
+  'digits percent-encoded twice apart by separators encoded twice': (n) => `${`%2535${'%252E'.repeat(n / 250)}`.repeat(5)}x`.repeat(10),
 };
 
 /**

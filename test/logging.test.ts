@@ -166,6 +166,29 @@ t.test("the scrubber reads another script's digits escaped (JSON, percent-encode
   }
 });
 
+t.test('the scrubber reads text percent-encoded again, JavaScript code point escapes and HTML references without their ;', async (t) => {
+  const cpf = '71428793860';
+  const arabic = [...inScript(cpf, DIGIT_ZEROS.arabicIndic)].map((c) => c.codePointAt(0)!);
+  for (const form of [
+    // Encoded twice or three times: the separators (%252E), the digits (%2537), another script's UTF-8 (%25D9%25A5).
+    '714%252E287%252E938%252D60',
+    '714%25252E287%25252E938%25252D60',
+    [...cpf].map((d) => `%253${d}`).join(''),
+    encodeURIComponent(encodeURIComponent(inScript(cpf, DIGIT_ZEROS.devanagari))),
+    // JavaScript's \u{...}: ASCII digits, another script's, with leading zeros.
+    [...cpf].map((d) => `\\u{3${d}}`).join(''),
+    arabic.map((c) => `\\u{${c.toString(16)}}`).join(''),
+    arabic.map((c) => `\\u{000${c.toString(16)}}`).join('.'),
+    // HTML references without their ';', as HTML reads them: hexadecimal ASCII digits, another script's digits.
+    [...cpf].map((d) => `&#x3${d}`).join(''),
+    arabic.map((c) => `&#${c}`).join(' '),
+    arabic.map((c) => `&#x${c.toString(16)}`).join('-'),
+  ]) {
+    t.equal(scrubText(`{"doc":"${form}","ok":"HTTP 422 at step 3"}`), '{"doc":"[redacted]","ok":"HTTP 422 at step 3"}', form);
+  }
+  t.equal(scrubText('100%25 of 12:30 &#x2014 \\u{e9}'), '100%25 of 12:30 &#x2014 \\u{e9}', 'escapes of what is no digit stay');
+});
+
 t.test('the scrubber reads digits apart by any number of separators, and the digits of any script', async (t) => {
   // Up to three separators were read between two digits: four let the CPF through.
   for (const form of [

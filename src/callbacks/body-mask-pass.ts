@@ -11,9 +11,11 @@ import { keptBody } from './kept-body.js';
  * (cpf.ts) comes to read a CPF it let through before, so that every stored row is read once more
  * under it: `callback_body_cpfs` read them under the rule before invisible format characters
  * counted as separators (2026-11-28), `callback_body_cpfs_2` before escapes of other scripts'
- * digits counted as digits (`&#1637;`, `%D9%A5`; 2026-11-29).
+ * digits counted as digits (`&#1637;`, `%D9%A5`; 2026-11-29), `callback_body_cpfs_3` before
+ * JavaScript code point escapes (`\u{665}`) and HTML references without their `;` (`&#53`) did
+ * (2026-12-03).
  */
-export const BODY_MASK_PASS = 'callback_body_cpfs_3';
+export const BODY_MASK_PASS = 'callback_body_cpfs_4';
 const BATCH = 500;
 
 /** Runs the pass now and hourly until it is over (db/maintenance-pass.ts). */

@@ -133,6 +133,22 @@ t.test("rows the pass read before other scripts' escaped digits counted are read
   for (const row of rows) t.same(row.cpf_hashes, [hashCpf(cpf, TEST_CPF_HASH_KEY)], 'its hash kept: erasure by CPF finds it');
 });
 
+t.test("rows the pass read before code point escapes and references without ';' counted are read once more", async (t) => {
+  const database = await freshDatabase(t);
+  const cpf = cpfFrom('640215387');
+  const braces = [...cpf].map((d) => `\\u{${(0x660 + Number(d)).toString(16)}}`).join('');
+  const references = [...cpf].map((d) => `&#${48 + Number(d)}`).join('');
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"note":"titular ${braces}"}` });
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"note":"titular ${references} ok"}` });
+  const rows = await readAgainAfter(t, database, 'callback_body_cpfs_3');
+  t.same(
+    rows.map((row) => Buffer.from(row.raw_body).toString('utf8')),
+    ['{"note":"titular ***********"}', '{"note":"titular *********** ok"}'],
+    'each escaped digit is one star',
+  );
+  for (const row of rows) t.same(row.cpf_hashes, [hashCpf(cpf, TEST_CPF_HASH_KEY)], 'its hash kept: erasure by CPF finds it');
+});
+
 t.test('rows the pass read under the rule before invisible characters counted are read once more', async (t) => {
   const database = await freshDatabase(t);
   const cpf = cpfFrom('581204973');

@@ -175,6 +175,29 @@ t.test("another script's digits escaped (JSON, percent-encoded UTF-8, HTML refer
   t.equal(maskCpfsInText(`ref ${ten('12.353.835-47')}`), `ref ${ten('12.353.835-47')}`, 'ten digits percent-encoded stay');
 });
 
+t.test("JavaScript code point escapes (\\u{665}) and HTML references without their ';' are read as the digits they are", async (t) => {
+  const { findAndMaskCpfs, maskCpfsInText } = await import('../../src/cpf.js');
+  const cpf = cpfFrom('385027164');
+  const wrong = `${cpf.slice(0, 10)}${(Number(cpf[10]) + 1) % 10}`;
+  const codePoints = (text: string, zero: number) => [...inScript(text, zero)].map((c) => c.codePointAt(0)!);
+  const forms: Record<string, (text: string) => string> = {
+    'code point escapes, ASCII': (x) => [...x].map((d) => `\\u{${(48 + Number(d)).toString(16)}}`).join(''),
+    'code point escapes with zeros, Arabic-Indic': (x) => codePoints(x, DIGIT_ZEROS.arabicIndic).map((c) => `\\u{00${c.toString(16)}}`).join(''),
+    'code point escapes with no ASCII digit, Gujarati 4-9': (x) => codePoints(x, 0xae6).map((c) => `\\u{${c.toString(16)}}`).join(''),
+    'HTML decimal references without ;, ASCII': (x) => [...x].map((d) => `&#${48 + Number(d)}`).join(''),
+    'HTML hexadecimal references without ;, ASCII': (x) => [...x].map((d) => `&#x3${d}`).join(''),
+    'HTML decimal references without ;, Persian': (x) => codePoints(x, DIGIT_ZEROS.persian).map((c) => `&#${c}`).join(''),
+  };
+  for (const [name, write] of Object.entries(forms)) {
+    const { text, cpfs } = findAndMaskCpfs(`{"note":"titular ${write(cpf)} ok"}`);
+    t.equal(text, '{"note":"titular *********** ok"}', name);
+    t.same(cpfs, [cpf], `${name}: the CPF it held`);
+    t.equal(maskCpfsInText(write(wrong)), write(wrong), `${name}: eleven digits that are no CPF stay`);
+  }
+  const gujarati = forms['code point escapes with no ASCII digit, Gujarati 4-9']!('44447589885');
+  t.equal(maskCpfsInText(`cpf ${gujarati}`), 'cpf ***********', 'a run of code point escapes holding no ASCII digit still reaches the regex');
+});
+
 t.test('srd text with such a CPF holds none of it once stored', async (t) => {
   const cpf = cpfFrom('604918273');
   const persian = [...inScript(cpf, DIGIT_ZEROS.persian)].map((c) => `&#${c.codePointAt(0)};`).join('');
