@@ -44,13 +44,21 @@ const ESCAPE = escapes('[dD][9a-fA-F]', PERCENT_ONCE);
 /**
  * Any escape of one character the scrubber reads through: an ASCII one's too (`%2E`, `\x2e`), JSON's
  * short ones (`\n`, `\t`, `\/`: a line break between a CPF's groups), and HTML's named references
- * (`&nbsp;`, `&period;`), which it reads as what no digit is.
+ * (`&nbsp;`, `&period;`), which it reads as what no digit is. With `percent`, its percent escapes.
  */
-const ANY_ESCAPE = escapes(
-  '[cdCD][0-9a-fA-F]',
-  PERCENT_ENCODED_AGAIN,
-  String.raw`|${PERCENT_ENCODED_AGAIN}([0-7][0-9a-fA-F])|(?<!\\)\\+x([0-9a-fA-F]{2})|(?<!\\)\\+([nrtbf/"'])|&([a-zA-Z][a-zA-Z0-9]{1,31});`,
-);
+const anyEscape = (percent: string) =>
+  escapes(
+    '[cdCD][0-9a-fA-F]',
+    percent,
+    String.raw`|${percent}([0-7][0-9a-fA-F])|(?<!\\)\\+x([0-9a-fA-F]{2})|(?<!\\)\\+([nrtbf/"'])|&([a-zA-Z][a-zA-Z0-9]{1,31});`,
+  );
+const ANY_ESCAPE = anyEscape(PERCENT_ONCE);
+/**
+ * ANY_ESCAPE for text percent-encoded again (`%252E`, `%2535`): a reading of its own, besides
+ * ANY_ESCAPE's, since `%25` followed by two hex digits is also a `%` encoded once before text that
+ * begins with them (`%25123`: `%123`).
+ */
+const ANY_ESCAPE_ENCODED_AGAIN = anyEscape(PERCENT_ENCODED_AGAIN);
 
 /** What every escape of a digit past U+065F begins with: most text has none, and is not scanned. */
 const MAY_ESCAPE_DIGIT = /\\u(?!00)|%[d-fD-F]|&#/;
@@ -102,19 +110,32 @@ function codePointOf(m: RegExpMatchArray): number {
  */
 export function withAsciiDigitEscapes(text: string): Rewritten | undefined {
   if (!MAY_ESCAPE_DIGIT.test(text)) return undefined;
-  return rewritten(text, ESCAPE, (codePoint, match) =>
-    codePoint < 0x660 && !(codePoint >= 48 && codePoint <= 57 && unreadAsciiForm(match[0])) ? undefined : asciiDigitOf(codePoint),
-  );
+  return rewritten(text, ESCAPE, (codePoint, match) => {
+    if (codePoint >= 0x660) return asciiDigitOf(codePoint);
+    return codePoint < 0x80 && unreadAsciiForm(match[0]) ? ASCII_WRITTEN[codePoint] : undefined;
+  });
 }
 
 /**
- * An escape of an ASCII digit in a form cpf.ts's DIGIT does not read as it is written: a JavaScript
- * code point escape (`\u{35}`) or an HTML reference without its `;` (`&#53`, `&#x35`). Written out
- * here as the digit (what DIGIT reads itself, `\u0035`, `%35`, `&#53;`, stays as written).
+ * An escape of an ASCII character in a form cpf.ts's DIGIT and SEPARATOR do not read as written: a
+ * JavaScript code point escape (`\u{35}`, `\u{2e}`) or an HTML reference without its `;` (`&#53`,
+ * `&#x2E`). Written out as the character (ASCII_WRITTEN); what those read themselves (`\u0035`,
+ * `%35`, `&#53;`, `&#46;`) stays as written.
  */
 function unreadAsciiForm(escape: string): boolean {
   return escape.endsWith('}') || (escape.startsWith('&#') && !escape.endsWith(';'));
 }
+
+/**
+ * What withAsciiDigitEscapes writes for an ASCII character escaped in an unread form: a digit or a
+ * separator as itself, the three that begin an escape (`\`, `%`, `&`) as a space (a separator, which
+ * begins none), a letter not at all (kept escaped: it parts digits as it is).
+ */
+const ASCII_WRITTEN: readonly (string | undefined)[] = Array.from({ length: 0x80 }, (_, c) => {
+  const character = String.fromCharCode(c);
+  if (/[A-Za-z]/.test(character)) return undefined;
+  return '\\%&'.includes(character) ? ' ' : character;
+});
 
 const LETTER_OR_NUMBER = /^[\p{L}\p{N}]$/u;
 
@@ -127,6 +148,11 @@ const LETTER_OR_NUMBER = /^[\p{L}\p{N}]$/u;
  */
 export function withEscapesRead(text: string): Rewritten | undefined {
   return rewritten(text, ANY_ESCAPE, readForScrubber);
+}
+
+/** withEscapesRead with each percent escape read as text percent-encoded up to twice more would hold it; undefined when the text holds no `%25`. */
+export function withEscapesReadEncodedAgain(text: string): Rewritten | undefined {
+  return text.includes('%25') ? rewritten(text, ANY_ESCAPE_ENCODED_AGAIN, readForScrubber) : undefined;
 }
 
 /** What withEscapesRead writes for an escaped character (ASCII's looked up: a query string's `%20`, `%2F`). */

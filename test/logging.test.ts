@@ -186,6 +186,8 @@ t.test('the scrubber reads text percent-encoded again, JavaScript code point esc
   ]) {
     t.equal(scrubText(`{"doc":"${form}","ok":"HTTP 422 at step 3"}`), '{"doc":"[redacted]","ok":"HTTP 422 at step 3"}', form);
   }
+  // A `%` encoded once, then the digits: `%25` followed by two digits is no byte encoded twice there.
+  t.equal(scrubText(`{"doc":"${encodeURIComponent('%123/456/789/09')}","ok":"HTTP 422 at step 3"}`), '{"doc":"%25[redacted]","ok":"HTTP 422 at step 3"}', 'a percent sign encoded once, then a CPF');
   t.equal(scrubText('100%25 of 12:30 &#x2014 \\u{e9}'), '100%25 of 12:30 &#x2014 \\u{e9}', 'escapes of what is no digit stay');
 });
 

@@ -1,7 +1,7 @@
 // The one scrubber for text from outside (a provider's error body, an error message, a URL) before
 // it is stored in a row or written to a log: no CPF in any form, none of our secrets.
 import querystring from 'node:querystring';
-import { receivedSpans, withEscapesRead } from '../digit-escapes.js';
+import { receivedSpans, type Rewritten, withEscapesRead, withEscapesReadEncodedAgain } from '../digit-escapes.js';
 
 export const REDACTED = '[redacted]';
 
@@ -45,18 +45,18 @@ export function scrubText(text: string, secrets: ReadonlyArray<string | undefine
  * The text with DIGIT_RUN's runs redacted: those of the text as it is, and those of the text read
  * with its escapes written out (digit-escapes.ts, withEscapesRead), where the letters of an escaped
  * digit or separator (`\u0665`, `%D9%A5`, `&#x665;`, `%2E`, `\u002d`) would end a run and a run of
- * them may hold no ASCII digit. Both: as written, an escape's own digits count too (`714%28793860`
- * shows the digits of a CPF whatever `%28` stands for). Over-eager, never under.
+ * them may hold no ASCII digit; and, for text holding `%25`, read as text percent-encoded again
+ * (withEscapesReadEncodedAgain: `714%252E287…`). All: as written, an escape's own digits count too
+ * (`714%28793860` shows the digits of a CPF whatever `%28` stands for). Over-eager, never under.
  */
 function withoutDigitRuns(text: string): string {
   if (tooFewDigitsForARun(text)) return text;
-  const escaped = text.includes('\\') || text.includes('%') || text.includes('&') ? withEscapesRead(text) : undefined;
-  if (!escaped || !HAS_DIGIT_RUN.test(escaped.text)) return text.replace(DIGIT_RUN, REDACTED);
-  const read: number[] = [];
-  for (const run of escaped.text.matchAll(DIGIT_RUN)) read.push(run.index, run.index + run[0].length);
-  const asWritten: number[] = [];
-  for (const run of text.matchAll(DIGIT_RUN)) asWritten.push(run.index, run.index + run[0].length);
-  const runs = joined(receivedSpans(read, escaped.moved), asWritten);
+  const mayEscape = text.includes('\\') || text.includes('%') || text.includes('&');
+  // The escapes read once, and (text holding `%25`) read as text percent-encoded again would hold them.
+  const readings = mayEscape ? [withEscapesRead(text), withEscapesReadEncodedAgain(text)].filter((r): r is Rewritten => r !== undefined && HAS_DIGIT_RUN.test(r.text)) : [];
+  if (readings.length === 0) return text.replace(DIGIT_RUN, REDACTED);
+  let runs = spansOf(text);
+  for (const reading of readings) runs = joined(receivedSpans(spansOf(reading.text), reading.moved), runs);
   let out = '';
   let cursor = 0;
   for (let i = 0; i < runs.length; i += 2) {
@@ -64,6 +64,13 @@ function withoutDigitRuns(text: string): string {
     cursor = runs[i + 1]!;
   }
   return out + text.slice(cursor);
+}
+
+/** Where DIGIT_RUN's runs stand in the text: [start, end) pairs, in order. */
+function spansOf(text: string): number[] {
+  const spans: number[] = [];
+  for (const run of text.matchAll(DIGIT_RUN)) spans.push(run.index, run.index + run[0].length);
+  return spans;
 }
 
 /**

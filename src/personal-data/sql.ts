@@ -139,9 +139,10 @@ export async function eraseStored(tx: Kysely<Tables>, subject: Subject): Promise
 
   const beyond = { events: 0 };
   // The events of its requests and callbacks, whoever they name (a callback found by the CPF its
-  // bytes held may name another customerUuid): no foreign key cascades from those rows to their
-  // events (migration 0027). Each by its index (events_request, events_callback); the deliveries go
-  // by cascade.
+  // bytes held may name another customerUuid): nothing cascades from a request to its events
+  // (migration 0027), and the cascade from a callback is kept only for the version before's
+  // erasures during a rolling deploy. Each by its index (events_request, events_callback); the
+  // deliveries go by cascade.
   for (const [column, values] of [['request_id', ids], ['callback_id', callbackIds]] as const) {
     const { numAffectedRows } = await sql`delete from events where ${inList(column, values)}`.execute(tx);
     beyond.events += Number(numAffectedRows ?? 0);

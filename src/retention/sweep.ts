@@ -80,8 +80,8 @@ const REQUESTS: BatchKind = {
 
 /**
  * Deletes the requests `ids` and what hangs on them, in one statement: requests and their callbacks
- * refer to each other, and no foreign key cascades from either to their events (migration 0027), so
- * each dependant is deleted here, and counted. Every delete is one index lookup per key (an
+ * refer to each other, and nothing cascades from a request to its events (migration 0027), so each
+ * dependant is deleted here, and counted. Every delete is one index lookup per key (an
  * `= any (array)`), never a scan: an `or` of two keys, or an `in (select ...)`, left the planner
  * no index or a hash join over the whole table (docs/performance.md).
  */

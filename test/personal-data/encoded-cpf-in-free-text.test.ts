@@ -194,6 +194,18 @@ t.test("JavaScript code point escapes (\\u{665}) and HTML references without the
     t.same(cpfs, [cpf], `${name}: the CPF it held`);
     t.equal(maskCpfsInText(write(wrong)), write(wrong), `${name}: eleven digits that are no CPF stay`);
   }
+  // Separators written the same ways (Rust's escape_unicode, HTML without ';') part the groups as a dot or a dash does.
+  const [a, b, c, d] = [cpf.slice(0, 3), cpf.slice(3, 6), cpf.slice(6, 9), cpf.slice(9)];
+  const escapeAll = (x: string, as: (code: number) => string) => [...x].map((ch) => as(ch.charCodeAt(0))).join('');
+  for (const [name, as] of [
+    ['code point escapes', (code: number) => `\\u{${code.toString(16)}}`],
+    ['HTML references without ;', (code: number) => `&#${code}`],
+  ] as const) {
+    const written = escapeAll(`${a}.${b}.${c}-${d}`, as);
+    t.same(findAndMaskCpfs(`cpf ${written} ok`).cpfs, [cpf], `${name}, separators too: ${written}`);
+    const masked = [...`${a}.${b}.${c}-${d}`].map((ch) => (/\d/.test(ch) ? '*' : as(ch.charCodeAt(0)))).join('');
+    t.equal(maskCpfsInText(`cpf ${written} ok`), `cpf ${masked} ok`, `${name}: each digit one star, the separators as written`);
+  }
   const gujarati = forms['code point escapes with no ASCII digit, Gujarati 4-9']!('44447589885');
   t.equal(maskCpfsInText(`cpf ${gujarati}`), 'cpf ***********', 'a run of code point escapes holding no ASCII digit still reaches the regex');
 });

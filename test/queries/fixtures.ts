@@ -28,5 +28,5 @@ export function distinctResult(customerUuid: string, response: Partial<Underwrit
 
 /** Empties every table, so that tests sharing one database (a fresh PGlite costs seconds) start clean. */
 export async function emptyTables(db: Kysely<Tables>): Promise<void> {
-  await sql`truncate underwriting_requests, callbacks, idempotency_keys restart identity cascade`.execute(db);
+  await sql`truncate underwriting_requests, callbacks, idempotency_keys, events restart identity cascade`.execute(db);
 }

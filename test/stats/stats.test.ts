@@ -203,7 +203,7 @@ t.test('queued requests (Prefer: respond-async, campaigns) await the provider to
   t.equal(sampleValue(scrape, 'underwriting_request_oldest_pending_seconds'), 300);
   // The overdue alert's figure: what the expiry sweep ends (a queued request never expires).
   t.equal(sampleValue(scrape, 'underwriting_request_oldest_submitted_seconds'), 125, 'queued requests are not awaiting a callback');
-  await sql`truncate underwriting_requests, callbacks cascade`.execute(db);
+  await sql`truncate underwriting_requests, callbacks, events cascade`.execute(db);
 });
 
 t.test("the token client's timing, never the token", async (t) => {
