@@ -155,8 +155,9 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
   const customers = new Set(batch.map((cb) => cb.customerUuid));
   if (customers.size !== batch.length) throw new Error('a batch of results holds at most one per customer');
   // A prepared statement: parsed and planned once per connection (STATEMENT_PLANNED_ONCE: every
-  // lookup by index, whatever the statistics were when it was planned). It has no foreign key
-  // checked (migration 0027): the request it completes is locked by it, the rows that name it are its own.
+  // lookup by index, whatever the statistics were when it was planned), and so is the one foreign-key
+  // check left on it, its event's callback (migration 0027 dropped the request's three: the request
+  // it completes is locked by it, the rows that name it are its own).
   // Its span is made once it has run: the callbacks' spans begin only then, each as a child of the
   // submit it completed; it is a child of the first traced one, linked to the others' (one
   // statement stores them all).
