@@ -92,6 +92,19 @@ t.test('production refuses to start without its required variables', async (t) =
   t.equal(ok.sandboxMode, false, 'production never enters sandbox mode');
 });
 
+t.test('in production, a malformed variable and the required ones missing are told together, in one start', async (t) => {
+  const lines = problems({ NODE_ENV: 'production', PORT: 'eighty', PARTNER_TOKEN: 'short', CPF_HASH_KEY_FILE: '/nonexistent/cpf-key' });
+  t.same(
+    lines.map((l) => l.slice(0, l.search(/[ :]/))).sort(),
+    ['CALLBACK_ALLOWED_IPS', 'CPF_HASH_KEY_FILE', 'DATABASE_URL', 'PARTNER_TOKEN', 'PORT', 'PROVIDER_BASE_URL'],
+    'each bad or missing variable once: a malformed one is not also told missing, nor one whose _FILE failed',
+  );
+  t.ok(lines.includes('DATABASE_URL: required when NODE_ENV=production'));
+  t.notMatch(lines.join('\n'), /short/, 'the malformed secret is not echoed');
+  // Outside production nothing is required: only the malformed variable.
+  t.same(problems({ PORT: 'eighty' }), ['PORT: must be a whole number from 0 to 65535']);
+});
+
 t.test('token client variables come together', async (t) => {
   t.match(problems({ AUTH_URL: 'https://auth.example' }).join('\n'), /CLIENT_ID: required/);
   t.match(problems({ AUTH_URL: 'https://auth.example', CLIENT_ID: 'id' }).join('\n'), /CLIENT_SECRET: required/);

@@ -12,7 +12,8 @@ t.test('in production a bad configuration is one JSON line per bad variable, nam
   const gateway = startProcess(t, { NODE_ENV: 'production', PORT: 'eighty', PARTNER_TOKEN: 'leaky-token-value' });
   t.equal((await gateway.exited).code, 1);
   const lines = parse(gateway.stderr);
-  t.same(lines.map((l) => l.variable), ['PORT', 'PARTNER_TOKEN']);
+  // The malformed ones, then the required ones missing beside them: all in the one refused start.
+  t.same(lines.map((l) => l.variable), ['PORT', 'PARTNER_TOKEN', 'DATABASE_URL', 'PROVIDER_BASE_URL', 'CPF_HASH_KEY', 'CALLBACK_ALLOWED_IPS']);
   for (const line of lines) {
     t.match(line, { level: 'fatal', time: ISO, msg: new RegExp(`^${String(line.variable)}: `) });
   }

@@ -316,9 +316,26 @@ function tracingConfig(e: z.infer<typeof envSchema>): TracingConfig | undefined 
   };
 }
 
+/**
+ * The variables parsed, or a ConfigError naming every bad one and, in production, every required
+ * one missing beside them: a start refused for a malformed PORT also says DATABASE_URL is unset,
+ * not on the next start.
+ */
+function parseOrListMissing(env: NodeJS.ProcessEnv): z.infer<typeof envSchema> {
+  try {
+    return parseEnvWithSecretFiles(envSchema, env, SECRET_VARIABLES);
+  } catch (err) {
+    if (!(err instanceof ConfigError) || env.NODE_ENV !== 'production') throw err;
+    const named = new Set(err.problems.map((line) => line.slice(0, line.search(/[ :]/))));
+    const unset = (name: string) => (env[name] ?? '') === '' && (env[`${name}_FILE`] ?? '') === '';
+    const missing = REQUIRED_IN_PRODUCTION.filter((name) => !named.has(name) && !named.has(`${name}_FILE`) && unset(name));
+    throw new ConfigError([...err.problems, ...missing.map((name) => `${name}: required when NODE_ENV=production`)]);
+  }
+}
+
 /** Parses the environment once; throws ConfigError with one line per bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
-  const e = parseEnvWithSecretFiles(envSchema, env, SECRET_VARIABLES);
+  const e = parseOrListMissing(env);
   const problems: string[] = [];
   const production = e.NODE_ENV === 'production';
 

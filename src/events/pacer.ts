@@ -69,7 +69,14 @@ export function endpointPacer(deps: EndpointPacerDeps): EndpointPacer {
   };
   const busy = (key: string) => (sendingTo.get(key) ?? 0) >= Math.min(endpointCap(), inFlightCapOf(key) ?? Infinity);
   /** Deliveries waiting for their endpoint's rate (rateLimitPerS) or a slot of its cap, by endpoint key. */
-  const pacers = new Map<string, { queue: Sendable[]; tokens: number; window: number; pumping: boolean }>();
+  const pacers = new Map<string, { queue: Sendable[]; tokens: number; window: number; pumping: boolean; returned: number }>();
+  /**
+   * The order deliveries were first routed in: those whose rate slots were spent go back to the
+   * head of their endpoint's queue in it (`returned` of them lead it), whatever order their
+   * attempts ended in, so that a second's spent slots are followed in the next one as they were sent.
+   */
+  const routedOrder = new WeakMap<Sendable, number>();
+  let nextOrder = 0;
   /** An endpoint that keeps failing is sent a probe a second (breaker.ts). */
   const breaker = endpointBreaker();
   /** Its rate now (its rateLimitPerS, or the probes' while it keeps failing), while it is active; null: none. */
@@ -141,9 +148,15 @@ export function endpointPacer(deps: EndpointPacerDeps): EndpointPacer {
     const key = delivery.urlKey;
     if (limitOf(key) === null && inFlightCapOf(key) === null && !busy(key) && !pacers.has(key)) return send(delivery);
     let pacer = pacers.get(key);
-    if (!pacer) pacers.set(key, (pacer = { queue: [], tokens: 0, window: 0, pumping: false }));
-    if (first) pacer.queue.unshift(delivery);
-    else pacer.queue.push(delivery);
+    if (!pacer) pacers.set(key, (pacer = { queue: [], tokens: 0, window: 0, pumping: false, returned: 0 }));
+    if (!routedOrder.has(delivery)) routedOrder.set(delivery, nextOrder++);
+    if (first) {
+      const order = routedOrder.get(delivery)!;
+      let at = 0;
+      while (at < pacer.returned && routedOrder.get(pacer.queue[at]!)! < order) at++;
+      pacer.queue.splice(at, 0, delivery);
+      pacer.returned++;
+    } else pacer.queue.push(delivery);
     void pump(key);
   }
 
@@ -215,6 +228,7 @@ export function endpointPacer(deps: EndpointPacerDeps): EndpointPacer {
           // its own (a slow database would otherwise let a second's sends go over the rate).
           if (limit !== null && Math.floor(deps.clock().getTime() / 1000) !== pacer.window) break;
           const delivery = pacer.queue.shift()!;
+          if (pacer.returned > 0) pacer.returned--;
           if (limit !== null) {
             pacer.tokens--;
             delivery.window = pacer.window;
@@ -258,7 +272,8 @@ export function endpointPacer(deps: EndpointPacerDeps): EndpointPacer {
         } else if (pacers.has(key)) void pump(key);
         if (again) {
           // Its second's slot is spent, unused (never used in a later second, on top of that
-          // second's own): first in its endpoint's queue for the next second's.
+          // second's own): back at the head of its endpoint's queue for the next second's, behind
+          // the spent ones routed before it.
           delete delivery.slot;
           delete delivery.window;
           route(delivery, true);
@@ -273,7 +288,10 @@ export function endpointPacer(deps: EndpointPacerDeps): EndpointPacer {
     inFlight: () => inFlight,
     takeWaiting() {
       const waiting: Sendable[] = [];
-      for (const pacer of pacers.values()) waiting.push(...pacer.queue.splice(0));
+      for (const pacer of pacers.values()) {
+        waiting.push(...pacer.queue.splice(0));
+        pacer.returned = 0;
+      }
       return waiting;
     },
     async release() {

@@ -63,3 +63,53 @@ t.test("a second's rate slots are never used in the next second: a reservation t
   pacer.takeWaiting();
   await pacer.release();
 });
+
+t.test("deliveries whose rate slots were spent go out in the next second in the order they were first sent, whatever order their attempts ended in", async (t) => {
+  for (const [name, endings] of [['ended as sent', [1, 2, 3]], ['ended out of order', [2, 3, 1]]] as const) {
+    const key = `pacer-spent-${endings.join('')}`;
+    await sql`insert into event_endpoints (id, key, managed, url, shown_url, rate_limit_per_s, created_at, updated_at)
+              values (${`ep_${key}`}, ${key}, 'api', 'http://127.0.0.1:9/', 'http://127.0.0.1:9/', 3, now(), now())`.execute(database.db);
+    const target = { key, id: `ep_${key}`, status: 'active', rateLimitPerS: 3, maxInFlight: null, failingSince: null } as unknown as EndpointTarget;
+    let nowMs = 20_000_100;
+    const sent: number[] = [];
+    const spent = new Map<number, (result: 'again') => void>();
+    const pacer = endpointPacer({
+      db: database.db,
+      clock: () => new Date(nowMs),
+      concurrency: 64,
+      active: () => [target],
+      targetOf: () => target,
+      pollMs: 1000,
+      slotsTtlS: 10,
+      stopped: () => false,
+      warn: (err) => t.fail(String(err)),
+      wake: () => {},
+      attempt: (delivery) => {
+        sent.push(delivery.id);
+        // The first second's three: their slots spent (the worker's renewal outlasted the second).
+        if (sent.length <= 3) return new Promise<'again'>((resolve) => spent.set(delivery.id, resolve));
+        return Promise.resolve();
+      },
+    });
+    const delivery = (n: number): Sendable => ({
+      id: n, urlKey: key, customer: `c${n}`, claimed: false, token: 'tok', publicId: `evt_${n}`, body: '{}',
+      createdAt: new Date(0), queuedAt: new Date(0), attempts: 0, traceparent: null, requestId: null, leaseEndsAt: Number.MAX_SAFE_INTEGER,
+    });
+    for (let n = 1; n <= 5; n++) pacer.route(delivery(n));
+    await until(() => spent.size === 3, 10_000, 'the first second’s three sends');
+    t.same(sent, [1, 2, 3], `${name}: the first second`);
+    for (const id of endings) {
+      spent.get(id)!('again');
+      // Its attempt's end handled (routed back) before the next one ends.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    nowMs = 20_001_100;
+    await until(() => sent.length >= 6, 10_000, 'the next second’s three sends');
+    t.same(sent.slice(3, 6), [1, 2, 3], `${name}: the next second sends the spent three first, in the order they were first sent`);
+    nowMs = 20_002_100;
+    await until(() => sent.length >= 8, 10_000, 'the last two');
+    t.same(sent.slice(6), [4, 5], `${name}: then the rest`);
+    pacer.takeWaiting();
+    await pacer.release();
+  }
+});
