@@ -1,7 +1,7 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { sql } from 'kysely';
 import type { EndpointTarget } from '../../src/events/endpoints/registry.js';
-import { endpointPacer } from '../../src/events/pacer.js';
+import { type EndpointPacerDeps, endpointPacer } from '../../src/events/pacer.js';
 import type { Sendable } from '../../src/events/sendable.js';
 import { freshDatabase } from '../helpers/database.js';
 import { until } from '../helpers/until.js';
@@ -11,11 +11,38 @@ import { until } from '../helpers/until.js';
 
 const database = await freshDatabase(t);
 
-t.test("a second's rate slots are never used in the next second: a reservation that ends after its second has passed is spent", async (t) => {
-  const key = 'pacer-rate';
+/** An API-made endpoint with a rate limit, its row in the database (its rate slots are reserved there), and its target. */
+async function rateLimitedEndpoint(key: string, rateLimitPerS: number): Promise<EndpointTarget> {
+  const id = `ep_${key.replaceAll('-', '_')}`;
   await sql`insert into event_endpoints (id, key, managed, url, shown_url, rate_limit_per_s, created_at, updated_at)
-            values ('ep_pacer_rate', ${key}, 'api', 'http://127.0.0.1:9/', 'http://127.0.0.1:9/', 5, now(), now())`.execute(database.db);
-  const target = { key, id: 'ep_pacer_rate', status: 'active', rateLimitPerS: 5, maxInFlight: null, failingSince: null } as unknown as EndpointTarget;
+            values (${id}, ${key}, 'api', 'http://127.0.0.1:9/', 'http://127.0.0.1:9/', ${rateLimitPerS}, now(), now())`.execute(database.db);
+  return { key, id, status: 'active', rateLimitPerS, maxInFlight: null, failingSince: null } as unknown as EndpointTarget;
+}
+
+/** The pacer of one worker sending to that endpoint alone, on the test's clock. */
+function pacerFor(t: Test, target: EndpointTarget, deps: Pick<EndpointPacerDeps, 'db' | 'clock' | 'attempt'>) {
+  return endpointPacer({
+    ...deps,
+    concurrency: 64,
+    active: () => [target],
+    targetOf: () => target,
+    pollMs: 1000,
+    slotsTtlS: 10,
+    stopped: () => false,
+    warn: (err) => t.fail(String(err)),
+    wake: () => {},
+  });
+}
+
+const deliveryTo =
+  (key: string) =>
+  (n: number): Sendable => ({
+    id: n, urlKey: key, customer: `c${n}`, claimed: false, token: 'tok', publicId: `evt_${n}`, body: '{}',
+    createdAt: new Date(0), queuedAt: new Date(0), attempts: 0, traceparent: null, requestId: null, leaseEndsAt: Number.MAX_SAFE_INTEGER,
+  });
+
+t.test("a second's rate slots are never used in the next second: a reservation that ends after its second has passed is spent", async (t) => {
+  const target = await rateLimitedEndpoint('pacer-rate', 5);
   // 0.99 s into second 10,000 when the first reservation is asked for, and 0.01 s into second
   // 10,001 by the time the database has answered it (the clock moves as the statement is sent).
   let nowMs = 10_000_990;
@@ -27,25 +54,14 @@ t.test("a second's rate slots are never used in the next second: a reservation t
     },
     transformResult: async (args) => args.result,
   });
-  const pacer = endpointPacer({
+  const pacer = pacerFor(t, target, {
     db: slowDatabase,
     clock: () => new Date(nowMs),
-    concurrency: 64,
-    active: () => [target],
-    targetOf: () => target,
-    pollMs: 1000,
-    slotsTtlS: 10,
-    stopped: () => false,
-    warn: (err) => t.fail(String(err)),
-    wake: () => {},
     attempt: async () => {
       sentAt.push(nowMs);
     },
   });
-  const delivery = (n: number): Sendable => ({
-    id: n, urlKey: key, customer: `c${n}`, claimed: false, token: 'tok', publicId: `evt_${n}`, body: '{}',
-    createdAt: new Date(0), queuedAt: new Date(0), attempts: 0, traceparent: null, requestId: null, leaseEndsAt: Number.MAX_SAFE_INTEGER,
-  });
+  const delivery = deliveryTo(target.key);
   for (let n = 1; n <= 10; n++) pacer.route(delivery(n));
   await until(() => sentAt.length >= 5, 10_000, 'the first five sends');
   // The second 10,001's five go; none of second 10,000's on top of them.
@@ -66,24 +82,13 @@ t.test("a second's rate slots are never used in the next second: a reservation t
 
 t.test("deliveries whose rate slots were spent go out in the next second in the order they were first sent, whatever order their attempts ended in", async (t) => {
   for (const [name, endings] of [['ended as sent', [1, 2, 3]], ['ended out of order', [2, 3, 1]]] as const) {
-    const key = `pacer-spent-${endings.join('')}`;
-    await sql`insert into event_endpoints (id, key, managed, url, shown_url, rate_limit_per_s, created_at, updated_at)
-              values (${`ep_${key}`}, ${key}, 'api', 'http://127.0.0.1:9/', 'http://127.0.0.1:9/', 3, now(), now())`.execute(database.db);
-    const target = { key, id: `ep_${key}`, status: 'active', rateLimitPerS: 3, maxInFlight: null, failingSince: null } as unknown as EndpointTarget;
+    const target = await rateLimitedEndpoint(`pacer-spent-${endings.join('')}`, 3);
     let nowMs = 20_000_100;
     const sent: number[] = [];
     const spent = new Map<number, (result: 'again') => void>();
-    const pacer = endpointPacer({
+    const pacer = pacerFor(t, target, {
       db: database.db,
       clock: () => new Date(nowMs),
-      concurrency: 64,
-      active: () => [target],
-      targetOf: () => target,
-      pollMs: 1000,
-      slotsTtlS: 10,
-      stopped: () => false,
-      warn: (err) => t.fail(String(err)),
-      wake: () => {},
       attempt: (delivery) => {
         sent.push(delivery.id);
         // The first second's three: their slots spent (the worker's renewal outlasted the second).
@@ -91,10 +96,7 @@ t.test("deliveries whose rate slots were spent go out in the next second in the 
         return Promise.resolve();
       },
     });
-    const delivery = (n: number): Sendable => ({
-      id: n, urlKey: key, customer: `c${n}`, claimed: false, token: 'tok', publicId: `evt_${n}`, body: '{}',
-      createdAt: new Date(0), queuedAt: new Date(0), attempts: 0, traceparent: null, requestId: null, leaseEndsAt: Number.MAX_SAFE_INTEGER,
-    });
+    const delivery = deliveryTo(target.key);
     for (let n = 1; n <= 5; n++) pacer.route(delivery(n));
     await until(() => spent.size === 3, 10_000, 'the first second’s three sends');
     t.same(sent, [1, 2, 3], `${name}: the first second`);
