@@ -27,6 +27,9 @@ export function fatalFormat(env: NodeJS.ProcessEnv = process.env): 'json' | 'tex
 /** The variable a line is about: its first word, or the first after a prefix ("...failed to start: DATA_DIR: ..."). */
 const VARIABLE_LINE = /(?:^|: )([A-Z][A-Z0-9_]*)(?: \(from [A-Z0-9_]+\))?: /;
 
+/** The variable a configuration line names, if any (VARIABLE_LINE). */
+export const variableOf = (line: string): string | undefined => VARIABLE_LINE.exec(line)?.[1];
+
 /**
  * The lines a process dies with, on stderr: as they are, or each as a JSON log line (level
  * "fatal", ISO time, `variable` when the line names one).
@@ -39,7 +42,7 @@ export function writeFatal(lines: readonly string[], env: NodeJS.ProcessEnv = pr
   }
   const time = new Date().toISOString();
   const json = lines.map((msg) => {
-    const variable = VARIABLE_LINE.exec(msg)?.[1];
+    const variable = variableOf(msg);
     return JSON.stringify({ level, time, pid: process.pid, hostname: hostname(), ...(variable ? { variable } : {}), msg });
   });
   process.stderr.write(`${json.join('\n')}\n`);

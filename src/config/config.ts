@@ -1,6 +1,6 @@
 import { createPrivateKey } from 'node:crypto';
 import { z } from 'zod';
-import { ConfigError } from './config-error.js';
+import { ConfigError, variableOf } from './config-error.js';
 import { addressList, commaList, httpUrl, integer, type LogFormat, logFormat, type LogLevel, logLevel, parseEnvWithSecretFiles, partnerTokenSchema } from './env.js';
 import { isNeverAReceiver, NEVER_A_RECEIVER_MESSAGE } from '../http/receiver-address.js';
 
@@ -326,11 +326,16 @@ function parseOrListMissing(env: NodeJS.ProcessEnv): z.infer<typeof envSchema> {
     return parseEnvWithSecretFiles(envSchema, env, SECRET_VARIABLES);
   } catch (err) {
     if (!(err instanceof ConfigError) || env.NODE_ENV !== 'production') throw err;
-    const named = new Set(err.problems.map((line) => line.slice(0, line.search(/[ :]/))));
-    const unset = (name: string) => (env[name] ?? '') === '' && (env[`${name}_FILE`] ?? '') === '';
-    const missing = REQUIRED_IN_PRODUCTION.filter((name) => !named.has(name) && !named.has(`${name}_FILE`) && unset(name));
-    throw new ConfigError([...err.problems, ...missing.map((name) => `${name}: required when NODE_ENV=production`)]);
+    // Set as the parse sees it (an empty value is unset), or already told about (itself, or its _FILE).
+    const named = new Set(err.problems.map(variableOf));
+    const given = (name: string) => named.has(name) || named.has(`${name}_FILE`) || (env[name] ?? '') !== '' || (env[`${name}_FILE`] ?? '') !== '';
+    throw new ConfigError([...err.problems, ...missingInProduction(given)]);
   }
+}
+
+/** A line for each variable production requires that `given` says is not set. */
+function missingInProduction(given: (name: (typeof REQUIRED_IN_PRODUCTION)[number]) => boolean): string[] {
+  return REQUIRED_IN_PRODUCTION.filter((name) => !given(name)).map((name) => `${name}: required when NODE_ENV=production`);
 }
 
 /** Parses the environment once; throws ConfigError with one line per bad variable. */
@@ -339,11 +344,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   const problems: string[] = [];
   const production = e.NODE_ENV === 'production';
 
-  if (production) {
-    for (const name of REQUIRED_IN_PRODUCTION) {
-      if (e[name] === undefined) problems.push(`${name}: required when NODE_ENV=production`);
-    }
-  }
+  if (production) problems.push(...missingInProduction((name) => e[name] !== undefined));
   if (e.PROVIDER_BASE_URL !== undefined && e.PARTNER_TOKEN === undefined && !production) {
     problems.push('PARTNER_TOKEN: required when PROVIDER_BASE_URL is set');
   }
