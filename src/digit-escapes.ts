@@ -21,8 +21,11 @@ const CONTINUATION = '[89abAB][0-9a-fA-F]';
  * lead byte says; a two-byte sequence's lead as `twoByteLead` allows; each `%` may be written
  * `%25` as often as `percent` allows: text encoded again, `%252E`), an HTML reference (its `;`
  * may be left out, as HTML reads `&#53` and `&#x35` too, where no digit of its base follows), then
- * `more`, then a JavaScript code point escape (`\u{665}`, named `brace`). Every form's numbered
- * groups stand where codePointOf reads them.
+ * `more`, then the forms read by name: JavaScript's `escape()` (`%u0665`, an astral character as its
+ * two halves `%uD835%uDFCE`), Python's `\U0001d7ce`, and a JavaScript code point escape
+ * (`\u{665}`; surrogate halves `\u{d835}\u{dfce}`, which a JavaScript string joins into one
+ * character). Every form's numbered groups stand where codePointOf reads them; the named ones come
+ * after them all, so that `more` numbers its own groups as if they were not there.
  */
 function escapes(twoByteLead: string, percent: string, more = ''): RegExp {
   return new RegExp(
@@ -30,14 +33,21 @@ function escapes(twoByteLead: string, percent: string, more = ''): RegExp {
       `|${percent}(${twoByteLead})${percent}(${CONTINUATION})|${percent}([eE][0-9a-fA-F])${percent}(${CONTINUATION})${percent}(${CONTINUATION})` +
       `|${percent}([fF][0-4])${percent}(${CONTINUATION})${percent}(${CONTINUATION})${percent}(${CONTINUATION})` +
       String.raw`|&#(?:[xX]0*([0-9a-fA-F]{1,6})(?:;|(?![0-9a-fA-F]))|0*([0-9]{1,7})(?:;|(?![0-9])))${more}` +
+      `|${percent}[uU](?<percentHigh>[dD][89abAB][0-9a-fA-F]{2})${percent}[uU](?<percentLow>[dD][c-fC-F][0-9a-fA-F]{2})|${percent}[uU](?<percentUnit>[0-9a-fA-F]{4})` +
+      String.raw`|(?<!\\)\\+U(?<python>[0-9a-fA-F]{8})` +
+      String.raw`|(?<!\\)\\+u\{0*(?<braceHigh>[dD][89abAB][0-9a-fA-F]{2})\}\\+u\{0*(?<braceLow>[dD][c-fC-F][0-9a-fA-F]{2})\}` +
       String.raw`|(?<!\\)\\+u\{0*(?<brace>[0-9a-fA-F]{1,6})\}`,
     'y',
   );
 }
 
-/** A `%` as written once, and as written by text encoded up to twice more (`%25`, `%2525`). */
+/**
+ * A `%` as written once, and as written by text encoded any number of times more (`%25`, `%2525`,
+ * `%252525`: a URL carried through as many systems). Read unbounded in linear time: `25` begins no
+ * escape's first byte but an ASCII one's, and the sticky regex is tried once per `%`.
+ */
 const PERCENT_ONCE = '%';
-const PERCENT_ENCODED_AGAIN = '%(?:25){0,2}';
+const PERCENT_ENCODED_AGAIN = '%(?:25)*';
 
 /** An escape that may be a digit past U+065F (no two-byte lead below D9 encodes one). */
 const ESCAPE = escapes('[dD][9a-fA-F]', PERCENT_ONCE);
@@ -61,7 +71,7 @@ const ANY_ESCAPE = anyEscape(PERCENT_ONCE);
 const ANY_ESCAPE_ENCODED_AGAIN = anyEscape(PERCENT_ENCODED_AGAIN);
 
 /** What every escape of a digit past U+065F begins with: most text has none, and is not scanned. */
-const MAY_ESCAPE_DIGIT = /\\u(?!00)|%[d-fD-F]|&#/;
+const MAY_ESCAPE_DIGIT = /\\u(?!00)|\\U|%[d-fD-FuU]|&#/;
 
 const DECIMAL_DIGIT = /^\p{Nd}$/u;
 
@@ -88,10 +98,21 @@ export function asciiDigitOf(codePoint: number): string | undefined {
 
 const hexByte = (text: string) => Number.parseInt(text, 16);
 
+/** The code point a high and a low surrogate half (their hex) stand for together. */
+const surrogatePair = (high: string, low: string) => 0x10000 + ((hexByte(high) - 0xd800) << 10) + (hexByte(low) - 0xdc00);
+
 /** The code point a match of escapes() stands for. */
 function codePointOf(m: RegExpMatchArray): number {
-  if (m.groups?.brace !== undefined) return hexByte(m.groups.brace);
-  if (m[1] !== undefined) return 0x10000 + ((hexByte(m[1]) - 0xd800) << 10) + (hexByte(m[2]!) - 0xdc00);
+  const named = m.groups;
+  if (named !== undefined) {
+    const { brace, braceHigh, braceLow, percentHigh, percentLow, percentUnit, python } = named;
+    if (brace !== undefined) return hexByte(brace);
+    if (braceHigh !== undefined) return surrogatePair(braceHigh, braceLow!);
+    if (percentHigh !== undefined) return surrogatePair(percentHigh, percentLow!);
+    if (percentUnit !== undefined) return hexByte(percentUnit);
+    if (python !== undefined) return hexByte(python);
+  }
+  if (m[1] !== undefined) return surrogatePair(m[1], m[2]!);
   if (m[3] !== undefined) return hexByte(m[3]);
   if (m[4] !== undefined) return ((hexByte(m[4]) & 0x1f) << 6) | (hexByte(m[5]!) & 0x3f);
   if (m[6] !== undefined) return ((hexByte(m[6]) & 0x0f) << 12) | ((hexByte(m[7]!) & 0x3f) << 6) | (hexByte(m[8]!) & 0x3f);
@@ -112,17 +133,19 @@ export function withAsciiDigitEscapes(text: string): Rewritten | undefined {
   if (!MAY_ESCAPE_DIGIT.test(text)) return undefined;
   return rewritten(text, ESCAPE, (codePoint, match) => {
     if (codePoint >= 0x660) return asciiDigitOf(codePoint);
-    return codePoint < 0x80 && unreadAsciiForm(match[0]) ? ASCII_WRITTEN[codePoint] : undefined;
+    return codePoint < 0x80 && unreadAsciiForm(match) ? ASCII_WRITTEN[codePoint] : undefined;
   });
 }
 
 /**
  * An escape of an ASCII character in a form cpf.ts's DIGIT and SEPARATOR do not read as written: a
- * JavaScript code point escape (`\u{35}`, `\u{2e}`) or an HTML reference without its `;` (`&#53`,
- * `&#x2E`). Written out as the character (ASCII_WRITTEN); what those read themselves (`\u0035`,
- * `%35`, `&#53;`, `&#46;`) stays as written.
+ * JavaScript code point escape (`\u{35}`, `\u{2e}`), an HTML reference without its `;` (`&#53`,
+ * `&#x2E`), Python's `\U00000035` or `escape()`'s `%u0035`. Written out as the character
+ * (ASCII_WRITTEN); what those read themselves (`\u0035`, `%35`, `&#53;`, `&#46;`) stays as written.
  */
-function unreadAsciiForm(escape: string): boolean {
+function unreadAsciiForm(match: RegExpExecArray): boolean {
+  const escape = match[0];
+  if (match.groups?.python !== undefined || match.groups?.percentUnit !== undefined) return true;
   return escape.endsWith('}') || (escape.startsWith('&#') && !escape.endsWith(';'));
 }
 
@@ -150,7 +173,7 @@ export function withEscapesRead(text: string): Rewritten | undefined {
   return rewritten(text, ANY_ESCAPE, readForScrubber);
 }
 
-/** withEscapesRead with each percent escape read as text percent-encoded up to twice more would hold it; undefined when the text holds no `%25`. */
+/** withEscapesRead with each percent escape read as text percent-encoded any number of times more would hold it; undefined when the text holds no `%25`. */
 export function withEscapesReadEncodedAgain(text: string): Rewritten | undefined {
   return text.includes('%25') ? rewritten(text, ANY_ESCAPE_ENCODED_AGAIN, readForScrubber) : undefined;
 }

@@ -59,6 +59,12 @@ const HOSTILE: Record<string, (n: number) => string> = {
   'references without their ; apart by spaces': (n) => `${`&#x35${' '.repeat(n / 60)}`.repeat(5)}x`.repeat(10),
   'a run of %25': (n) => `${'%25'.repeat(n / 3)}x`,
   'digits percent-encoded twice apart by separators encoded twice': (n) => `${`%2535${'%252E'.repeat(n / 250)}`.repeat(5)}x`.repeat(10),
+  'one % encoded again and again': (n) => `%${'25'.repeat(n / 2)}x`,
+  'digits encoded four times apart by long runs of %25': (n) => `${`%25252535${'%25'.repeat(n / 150)}`.repeat(5)}x`.repeat(10),
+  'a run of %u': (n) => '%u'.repeat(n / 2),
+  "escape()'s digits apart by spaces": (n) => `${`%u0665${' '.repeat(n / 60)}`.repeat(5)}x`.repeat(10),
+  'a run of \\U0000': (n) => '\\U0000'.repeat(n / 6),
+  'code point escapes of high halves': (n) => '\\u{d835}'.repeat(n / 8),
 };
 
 /**

@@ -183,12 +183,23 @@ t.test('the scrubber reads text percent-encoded again, JavaScript code point esc
     [...cpf].map((d) => `&#x3${d}`).join(''),
     arabic.map((c) => `&#${c}`).join(' '),
     arabic.map((c) => `&#x${c.toString(16)}`).join('-'),
+    // Encoded four or five times (a URL carried through as many systems), Python's \U, JavaScript's
+    // escape() (%u0665, an astral digit as two %u halves), code point escapes of surrogate halves.
+    '714%2525252E287%2525252E938%2525252D60',
+    [...cpf].map((d) => `%2525253${d}`).join(''),
+    [1, 2, 3, 4, 5].reduce((text) => encodeURIComponent(text), inScript(cpf, DIGIT_ZEROS.devanagari)),
+    arabic.map((c) => `\\U${c.toString(16).padStart(8, '0')}`).join(''),
+    [...inScript(cpf, 0x1d7ce)].map((c) => `\\U${c.codePointAt(0)!.toString(16).padStart(8, '0')}`).join(''),
+    escape(inScript(cpf, DIGIT_ZEROS.arabicIndic)),
+    escape(inScript('714.287.938-60', 0x1d7ce)),
+    [...inScript(cpf, 0x1d7ce)].map((c) => `\\u{${c.charCodeAt(0).toString(16)}}\\u{${c.charCodeAt(1).toString(16)}}`).join(''),
   ]) {
     t.equal(scrubText(`{"doc":"${form}","ok":"HTTP 422 at step 3"}`), '{"doc":"[redacted]","ok":"HTTP 422 at step 3"}', form);
   }
   // A `%` encoded once, then the digits: `%25` followed by two digits is no byte encoded twice there.
   t.equal(scrubText(`{"doc":"${encodeURIComponent('%123/456/789/09')}","ok":"HTTP 422 at step 3"}`), '{"doc":"%25[redacted]","ok":"HTTP 422 at step 3"}', 'a percent sign encoded once, then a CPF');
   t.equal(scrubText('100%25 of 12:30 &#x2014 \\u{e9}'), '100%25 of 12:30 &#x2014 \\u{e9}', 'escapes of what is no digit stay');
+  t.equal(scrubText('50%u0025 \\U0001F600 \\u{d83d}\\u{de00} %25252525 at 12:30'), '50%u0025 \\U0001F600 \\u{d83d}\\u{de00} %25252525 at 12:30', 'nor those of the forms read by name');
 });
 
 t.test('the scrubber reads digits apart by any number of separators, and the digits of any script', async (t) => {

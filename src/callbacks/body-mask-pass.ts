@@ -13,9 +13,11 @@ import { keptBody } from './kept-body.js';
  * counted as separators (2026-11-28), `callback_body_cpfs_2` before escapes of other scripts'
  * digits counted as digits (`&#1637;`, `%D9%A5`; 2026-11-29), `callback_body_cpfs_3` before
  * JavaScript code point escapes (`\u{665}`) and HTML references without their `;` (`&#53`) did
- * (2026-12-03).
+ * (2026-12-03), `callback_body_cpfs_4` before Python's `\U0001d7d3`, JavaScript's `escape()`
+ * (`%u0665`, `%uD835%uDFD3`) and code point escapes of surrogate halves (`\u{d835}\u{dfd3}`) did
+ * (2026-12-03, later).
  */
-export const BODY_MASK_PASS = 'callback_body_cpfs_4';
+export const BODY_MASK_PASS = 'callback_body_cpfs_5';
 const BATCH = 500;
 
 /** Runs the pass now and hourly until it is over (db/maintenance-pass.ts). */

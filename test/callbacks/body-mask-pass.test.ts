@@ -104,16 +104,17 @@ t.test('a start masks them by itself, and erasure by CPF then finds every one', 
 
 /**
  * The pass under an earlier name read every stored row and was over a month ago; the pass as it is
- * reads them all again: both rows rewritten. The rows after it.
+ * reads them all again: every row rewritten. The rows after it.
  */
 async function readAgainAfter(t: Test, database: Awaited<ReturnType<typeof freshDatabase>>, earlierName: string) {
+  const stored = await database.db.selectFrom('callbacks').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
   const last = await database.db.selectFrom('callbacks').select('id').orderBy('id', 'desc').executeTakeFirstOrThrow();
   await database.db
     .insertInto('maintenance_passes')
     .values({ name: earlierName, through_id: Number(last.id), finished_at: new Date(Date.now() - 30 * 86_400_000) })
     .execute();
   const settled = () => new Date(Date.now() + 2 * SETTLED_MS);
-  t.same(await maskStoredBodies(database.db, hash, settled, never), { callbacks: 2 }, 'both read again and masked');
+  t.same(await maskStoredBodies(database.db, hash, settled, never), { callbacks: Number(stored.n) }, 'every one read again and masked');
   return database.db.selectFrom('callbacks').select(['raw_body', 'cpf_hashes']).orderBy('id').execute();
 }
 
@@ -144,6 +145,24 @@ t.test("rows the pass read before code point escapes and references without ';' 
   t.same(
     rows.map((row) => Buffer.from(row.raw_body).toString('utf8')),
     ['{"note":"titular ***********"}', '{"note":"titular *********** ok"}'],
+    'each escaped digit is one star',
+  );
+  for (const row of rows) t.same(row.cpf_hashes, [hashCpf(cpf, TEST_CPF_HASH_KEY)], 'its hash kept: erasure by CPF finds it');
+});
+
+t.test("rows the pass read before Python's \\U, escape()'s %u and code point escapes of surrogate halves counted are read once more", async (t) => {
+  const database = await freshDatabase(t);
+  const cpf = cpfFrom('502813647');
+  const astral = [...cpf].map((d) => String.fromCodePoint(0x1d7ce + Number(d)));
+  const python = astral.map((c) => `\\U${c.codePointAt(0)!.toString(16).padStart(8, '0')}`).join('');
+  const halves = astral.map((c) => `\\u{${c.charCodeAt(0).toString(16)}}\\u{${c.charCodeAt(1).toString(16)}}`).join('');
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"note":"titular ${python}"}` });
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"link":"https://crm.example/c?id=${escape(astral.join(''))}"}` });
+  await insertInvalid(database.db, { customerUuid: null, raw: `{"note":"titular ${halves} ok"}` });
+  const rows = await readAgainAfter(t, database, 'callback_body_cpfs_4');
+  t.same(
+    rows.map((row) => Buffer.from(row.raw_body).toString('utf8')),
+    ['{"note":"titular ***********"}', '{"link":"https://crm.example/c?id=***********"}', '{"note":"titular *********** ok"}'],
     'each escaped digit is one star',
   );
   for (const row of rows) t.same(row.cpf_hashes, [hashCpf(cpf, TEST_CPF_HASH_KEY)], 'its hash kept: erasure by CPF finds it');

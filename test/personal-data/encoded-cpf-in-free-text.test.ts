@@ -225,3 +225,29 @@ t.test('srd text with such a CPF holds none of it once stored', async (t) => {
   t.notOk(dump.includes(persian), 'the database holds no reference of it');
   t.notOk(dump.includes(cpf), 'nor the CPF');
 });
+
+t.test("Python's \\U escapes, JavaScript's escape() (%u0665) and code point escapes of surrogate halves (\\u{d835}\\u{dfd3}) are read as the digits they are", async (t) => {
+  const { findAndMaskCpfs, maskCpfsInText } = await import('../../src/cpf.js');
+  const cpf = cpfFrom('385027164');
+  const wrong = `${cpf.slice(0, 10)}${(Number(cpf[10]) + 1) % 10}`;
+  const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
+  // Each UTF-16 code unit of the text in another script, as `as` writes it (astral digits as two halves).
+  const units = (text: string, zero: number, as: (unit: string) => string) => [...inScript(text, zero)].map((c) => [...Array(c.length).keys()].map((i) => as(hex(c.charCodeAt(i), 4))).join('')).join('');
+  const forms: Record<string, (text: string) => string> = {
+    "Python's \\U, an astral digit (mathematical bold)": (x) => [...inScript(x, 0x1d7ce)].map((c) => `\\U${hex(c.codePointAt(0)!, 8)}`).join(''),
+    "Python's \\U, Arabic-Indic": (x) => [...inScript(x, DIGIT_ZEROS.arabicIndic)].map((c) => `\\U${hex(c.codePointAt(0)!, 8)}`).join(''),
+    "Python's \\U, ASCII": (x) => [...x].map((d) => `\\U${hex(48 + Number(d), 8)}`).join(''),
+    "JavaScript's escape(), Arabic-Indic": (x) => escape(inScript(x, DIGIT_ZEROS.arabicIndic)),
+    "JavaScript's escape(), an astral digit as its two halves": (x) => escape(inScript(x, 0x1d7ce)),
+    'escape()-style %u, ASCII': (x) => [...x].map((d) => `%u${hex(48 + Number(d), 4)}`).join(''),
+    'code point escapes of surrogate halves, an astral digit': (x) => units(x, 0x1d7ce, (unit) => `\\u{${unit}}`),
+  };
+  t.equal(forms["JavaScript's escape(), an astral digit as its two halves"]!('1'), '%uD835%uDFCF', 'escape() writes an astral digit as two %u halves');
+  for (const [name, write] of Object.entries(forms)) {
+    const { text, cpfs } = findAndMaskCpfs(`{"note":"titular ${write(cpf)} ok"}`);
+    t.equal(text, '{"note":"titular *********** ok"}', name);
+    t.same(cpfs, [cpf], `${name}: the CPF it held`);
+    t.equal(maskCpfsInText(write(wrong)), write(wrong), `${name}: eleven digits that are no CPF stay`);
+  }
+  t.equal(maskCpfsInText('50%u0025 \\U0001F600 \\u{d83d}\\u{de00} 12'), '50%u0025 \\U0001F600 \\u{d83d}\\u{de00} 12', 'escapes of what is no digit stay');
+});
