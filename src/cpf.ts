@@ -167,8 +167,12 @@ export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } 
   const chains = read(DIGIT_RUN, source);
   const readings = [chains, read(GROUP_RUN, source)];
   if (chains.length > 0) readings.push(read(GROUP_RUN, starred(source, chains)));
+  const received = escaped ? readings.map((spans) => receivedSpans(spans, escaped.moved)) : readings;
+  // With escapes written out, the text with its escapes as they came is read too: there an escape's
+  // last hex digits and the digits after it may show a CPF (`\U0001d7d52998224725`, `%u00052998224725`).
+  if (escaped) received.push(read(DIGIT_RUN, text), read(GROUP_RUN, text));
   if (found.size === 0) return { text, cpfs: [] };
-  return { text: maskedAt(text, escaped ? readings.map((spans) => receivedSpans(spans, escaped.moved)) : readings), cpfs: [...found] };
+  return { text: maskedAt(text, received), cpfs: [...found] };
 }
 
 /** The text with each [start, end) span (in order, none overlapping) replaced by as many `*`. */

@@ -21,11 +21,11 @@ const CONTINUATION = '[89abAB][0-9a-fA-F]';
  * lead byte says; a two-byte sequence's lead as `twoByteLead` allows; each `%` may be written
  * `%25` as often as `percent` allows: text encoded again, `%252E`), an HTML reference (its `;`
  * may be left out, as HTML reads `&#53` and `&#x35` too, where no digit of its base follows), then
- * `more`, then the forms read by name: JavaScript's `escape()` (`%u0665`, an astral character as its
- * two halves `%uD835%uDFCE`), Python's `\U0001d7ce`, and a JavaScript code point escape
- * (`\u{665}`; surrogate halves `\u{d835}\u{dfce}`, which a JavaScript string joins into one
- * character). Every form's numbered groups stand where codePointOf reads them; the named ones come
- * after them all, so that `more` numbers its own groups as if they were not there.
+ * `more`, then the forms read by name: JavaScript's `escape()` (`%u0665`), Python's `\U0001d7ce` and
+ * a JavaScript code point escape (`\u{665}`). Every form's numbered groups stand where codePointOf
+ * reads them; the named ones come after them all, so that `more` numbers its own groups as if they
+ * were not there. A high surrogate half right before a low one, each in any of these forms
+ * (`\u{d835}\u{dfce}`, `%uD835%uDFCE`, `\ud835\u{dfce}`), is one character: rewritten() joins them.
  */
 function escapes(twoByteLead: string, percent: string, more = ''): RegExp {
   return new RegExp(
@@ -33,9 +33,8 @@ function escapes(twoByteLead: string, percent: string, more = ''): RegExp {
       `|${percent}(${twoByteLead})${percent}(${CONTINUATION})|${percent}([eE][0-9a-fA-F])${percent}(${CONTINUATION})${percent}(${CONTINUATION})` +
       `|${percent}([fF][0-4])${percent}(${CONTINUATION})${percent}(${CONTINUATION})${percent}(${CONTINUATION})` +
       String.raw`|&#(?:[xX]0*([0-9a-fA-F]{1,6})(?:;|(?![0-9a-fA-F]))|0*([0-9]{1,7})(?:;|(?![0-9])))${more}` +
-      `|${percent}[uU](?<percentHigh>[dD][89abAB][0-9a-fA-F]{2})${percent}[uU](?<percentLow>[dD][c-fC-F][0-9a-fA-F]{2})|${percent}[uU](?<percentUnit>[0-9a-fA-F]{4})` +
+      `|${percent}[uU](?<percentUnit>[0-9a-fA-F]{4})` +
       String.raw`|(?<!\\)\\+U(?<python>[0-9a-fA-F]{8})` +
-      String.raw`|(?<!\\)\\+u\{0*(?<braceHigh>[dD][89abAB][0-9a-fA-F]{2})\}\\+u\{0*(?<braceLow>[dD][c-fC-F][0-9a-fA-F]{2})\}` +
       String.raw`|(?<!\\)\\+u\{0*(?<brace>[0-9a-fA-F]{1,6})\}`,
     'y',
   );
@@ -60,7 +59,8 @@ const anyEscape = (percent: string) =>
   escapes(
     '[cdCD][0-9a-fA-F]',
     percent,
-    String.raw`|${percent}([0-7][0-9a-fA-F])|(?<!\\)\\+x([0-9a-fA-F]{2})|(?<!\\)\\+([nrtbf/"'])|&([a-zA-Z][a-zA-Z0-9]{1,31});`,
+    // Not the `%25` before an escape() form encoded again (`%25u0665`): the form's own, read after `more`.
+    String.raw`|${percent}(?!(?:25)*[uU][0-9a-fA-F]{4})([0-7][0-9a-fA-F])|(?<!\\)\\+x([0-9a-fA-F]{2})|(?<!\\)\\+([nrtbf/"'])|&([a-zA-Z][a-zA-Z0-9]{1,31});`,
   );
 const ANY_ESCAPE = anyEscape(PERCENT_ONCE);
 /**
@@ -98,21 +98,21 @@ export function asciiDigitOf(codePoint: number): string | undefined {
 
 const hexByte = (text: string) => Number.parseInt(text, 16);
 
-/** The code point a high and a low surrogate half (their hex) stand for together. */
-const surrogatePair = (high: string, low: string) => 0x10000 + ((hexByte(high) - 0xd800) << 10) + (hexByte(low) - 0xdc00);
+/** The code point a high and a low surrogate half stand for together. */
+const joinedHalves = (high: number, low: number) => 0x10000 + ((high - 0xd800) << 10) + (low - 0xdc00);
+const isHighHalf = (codePoint: number) => codePoint >= 0xd800 && codePoint <= 0xdbff;
+const isLowHalf = (codePoint: number) => codePoint >= 0xdc00 && codePoint <= 0xdfff;
 
 /** The code point a match of escapes() stands for. */
 function codePointOf(m: RegExpMatchArray): number {
   const named = m.groups;
   if (named !== undefined) {
-    const { brace, braceHigh, braceLow, percentHigh, percentLow, percentUnit, python } = named;
+    const { brace, percentUnit, python } = named;
     if (brace !== undefined) return hexByte(brace);
-    if (braceHigh !== undefined) return surrogatePair(braceHigh, braceLow!);
-    if (percentHigh !== undefined) return surrogatePair(percentHigh, percentLow!);
     if (percentUnit !== undefined) return hexByte(percentUnit);
     if (python !== undefined) return hexByte(python);
   }
-  if (m[1] !== undefined) return surrogatePair(m[1], m[2]!);
+  if (m[1] !== undefined) return joinedHalves(hexByte(m[1]), hexByte(m[2]!));
   if (m[3] !== undefined) return hexByte(m[3]);
   if (m[4] !== undefined) return ((hexByte(m[4]) & 0x1f) << 6) | (hexByte(m[5]!) & 0x3f);
   if (m[6] !== undefined) return ((hexByte(m[6]) & 0x0f) << 12) | ((hexByte(m[7]!) & 0x3f) << 6) | (hexByte(m[8]!) & 0x3f);
@@ -215,8 +215,19 @@ function rewritten(text: string, escape: RegExp, read: (codePoint: number, match
     escape.lastIndex = i;
     const match = escape.exec(text);
     if (match === null) continue;
-    const end = i + match[0].length;
-    const as = read(codePointOf(match), match);
+    let end = i + match[0].length;
+    let codePoint = codePointOf(match);
+    if (isHighHalf(codePoint)) {
+      // A high half right before a low one, however each is written: one character.
+      escape.lastIndex = end;
+      const low = escape.exec(text);
+      const lowPoint = low === null ? 0 : codePointOf(low);
+      if (low !== null && isLowHalf(lowPoint)) {
+        codePoint = joinedHalves(codePoint, lowPoint);
+        end += low[0].length;
+      }
+    }
+    const as = read(codePoint, match);
     if (as !== undefined) {
       written += text.slice(cursor, i) + as;
       moved.push(written.length - as.length, written.length, i, end);

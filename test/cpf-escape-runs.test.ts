@@ -65,6 +65,8 @@ const HOSTILE: Record<string, (n: number) => string> = {
   "escape()'s digits apart by spaces": (n) => `${`%u0665${' '.repeat(n / 60)}`.repeat(5)}x`.repeat(10),
   'a run of \\U0000': (n) => '\\U0000'.repeat(n / 6),
   'code point escapes of high halves': (n) => '\\u{d835}'.repeat(n / 8),
+  "escape()'s high halves": (n) => '%uD835'.repeat(n / 6),
+  'escape() encoded again, apart by spaces': (n) => `${`%25u0665${' '.repeat(n / 60)}`.repeat(5)}x`.repeat(10),
 };
 
 /**

@@ -193,6 +193,12 @@ t.test('the scrubber reads text percent-encoded again, JavaScript code point esc
     escape(inScript(cpf, DIGIT_ZEROS.arabicIndic)),
     escape(inScript('714.287.938-60', 0x1d7ce)),
     [...inScript(cpf, 0x1d7ce)].map((c) => `\\u{${c.charCodeAt(0).toString(16)}}\\u{${c.charCodeAt(1).toString(16)}}`).join(''),
+    [...inScript(cpf, 0x1d7ce)].map((c) => `\\u{${c.charCodeAt(0).toString(16)}}\\u${c.charCodeAt(1).toString(16)}`).join(''),
+    [...inScript(cpf, 0x1d7ce)].map((c) => `\\u${c.charCodeAt(0).toString(16)}\\u{${c.charCodeAt(1).toString(16)}}`).join(''),
+    // escape() then percent-encoded (a query string that carries its output), once and twice.
+    encodeURIComponent(escape(inScript(cpf, DIGIT_ZEROS.arabicIndic))),
+    encodeURIComponent(encodeURIComponent([...cpf].map((d) => `%u003${d}`).join(''))),
+    encodeURIComponent(escape(inScript(cpf, 0x1d7ce))),
   ]) {
     t.equal(scrubText(`{"doc":"${form}","ok":"HTTP 422 at step 3"}`), '{"doc":"[redacted]","ok":"HTTP 422 at step 3"}', form);
   }

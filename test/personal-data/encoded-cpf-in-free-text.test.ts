@@ -241,6 +241,8 @@ t.test("Python's \\U escapes, JavaScript's escape() (%u0665) and code point esca
     "JavaScript's escape(), an astral digit as its two halves": (x) => escape(inScript(x, 0x1d7ce)),
     'escape()-style %u, ASCII': (x) => [...x].map((d) => `%u${hex(48 + Number(d), 4)}`).join(''),
     'code point escapes of surrogate halves, an astral digit': (x) => units(x, 0x1d7ce, (unit) => `\\u{${unit}}`),
+    'surrogate halves, one in braces and one not': (x) => units(x, 0x1d7ce, (unit) => (/^d[89ab]/.test(unit) ? `\\u{${unit}}` : `\\u${unit}`)),
+    'surrogate halves, the other way round': (x) => units(x, 0x1d7ce, (unit) => (/^d[89ab]/.test(unit) ? `\\u${unit}` : `\\u{${unit}}`)),
   };
   t.equal(forms["JavaScript's escape(), an astral digit as its two halves"]!('1'), '%uD835%uDFCF', 'escape() writes an astral digit as two %u halves');
   for (const [name, write] of Object.entries(forms)) {
@@ -250,4 +252,13 @@ t.test("Python's \\U escapes, JavaScript's escape() (%u0665) and code point esca
     t.equal(maskCpfsInText(write(wrong)), write(wrong), `${name}: eleven digits that are no CPF stay`);
   }
   t.equal(maskCpfsInText('50%u0025 \\U0001F600 \\u{d83d}\\u{de00} 12'), '50%u0025 \\U0001F600 \\u{d83d}\\u{de00} 12', 'escapes of what is no digit stay');
+  // As written, an escape's last hex digits and the digits after it may show a CPF: that reading stays beside the one with escapes written out.
+  for (const [written, masked] of [
+    ['\\U0001d7d52998224725', '\\U0001d7d***********'],
+    ['%uD835%uDFD52998224725', '%uD835%uDFD***********'],
+    ['%u00052998224725', '%u000***********'],
+    ['\\U000000052998224725', '\\U0000000***********'],
+  ]) {
+    t.equal(maskCpfsInText(written!), masked, `${written}: the CPF its text shows`);
+  }
 });
