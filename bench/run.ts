@@ -7,7 +7,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { commandLine } from '../src/config/cli.js';
-import { type AbScenario, compareAb } from './lib/compare.js';
+import { type AbScenario, type CheckpointTotals, compareAb } from './lib/compare.js';
 import { tracingGoals } from './lib/tracing-goals.js';
 import { type BenchDatabase, backendCpuSnapshot, createBenchDatabase, flushWrites, GATEWAY_APPLICATIONS, statementTotals } from './lib/database.js';
 import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
@@ -212,6 +212,24 @@ async function startBaseline(database: BenchDatabase, providerBaseUrl: string): 
   });
 }
 
+/**
+ * The server's checkpoint write and sync totals (ms), which it adds to when a checkpoint ends:
+ * pg_stat_bgwriter's up to PostgreSQL 16, pg_stat_checkpointer's since 17.
+ */
+async function checkpointTotals(database: BenchDatabase): Promise<CheckpointTotals> {
+  let query = checkpointQueries.get(database);
+  if (query === undefined) {
+    const { rows } = await database.pool.query<{ since17: boolean }>(`select to_regclass('pg_catalog.pg_stat_checkpointer') is not null as since17`);
+    query = rows[0]!.since17
+      ? 'select write_time::float as w, sync_time::float as s from pg_stat_checkpointer'
+      : 'select checkpoint_write_time::float as w, checkpoint_sync_time::float as s from pg_stat_bgwriter';
+    checkpointQueries.set(database, query);
+  }
+  const { rows } = await database.pool.query<{ w: number; s: number }>(query);
+  return { writeMs: rows[0]!.w, syncMs: rows[0]!.s };
+}
+const checkpointQueries = new WeakMap<BenchDatabase, string>();
+
 /** WAL position in bytes: differences are what a run wrote (the whole server's). */
 async function walBytes(database: BenchDatabase): Promise<number> {
   const { rows } = await database.pool.query<{ b: string }>(`select pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint as b`);
@@ -281,6 +299,7 @@ async function abScenario(database: BenchDatabase, stubUrl: string, scenario: Ab
         ...(rateArg !== undefined ? { rate: Number(rateArg) } : {}),
         // A bench state runs no CHECKPOINT: writeback happens when it happens, as in a deployment.
         ...(state ? { buffers: state.buffers } : { flushWrites: () => flushWrites(database.pool) }),
+        checkpoints: () => checkpointTotals(database),
         ...(own && !state ? { statementTotals: () => statementTotals(database.pool) } : {}),
       },
       say,

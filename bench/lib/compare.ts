@@ -58,6 +58,28 @@ export interface AbSettings {
   statementTotals?: () => Promise<Map<string, StatementTotals>>;
   /** Shared buffers the scenario's database has counted so far (bench states): a run's buffers per 2xx answer. */
   buffers?: () => Promise<number>;
+  /** The server's checkpoint totals so far: which runs a checkpoint ended in (bench states). */
+  checkpoints?: () => Promise<CheckpointTotals>;
+}
+
+/** pg_stat_bgwriter's (PostgreSQL 17: pg_stat_checkpointer's) totals, in ms: counted when a checkpoint ends. */
+export interface CheckpointTotals {
+  writeMs: number;
+  syncMs: number;
+}
+
+/**
+ * The checkpoints that ended during a run, as the server counted them: their write and sync phases
+ * (a sync phase is when every dirty file is fsynced, and commits' WAL flushes queue behind it).
+ */
+export interface CheckpointsEnded {
+  writeMs: number;
+  syncMs: number;
+}
+
+/** "a checkpoint ended (sync 262 ms)", or nothing when none did. */
+export function describeCheckpoint(ended: CheckpointsEnded | null | undefined): string {
+  return ended ? `  checkpoint ended (write ${Math.round(ended.writeMs / 1000)} s, sync ${Math.round(ended.syncMs)} ms)` : '';
 }
 
 export interface MeasuredRun extends RunFigures {
@@ -69,6 +91,8 @@ export interface MeasuredRun extends RunFigures {
   walBytesPerOk: number | null;
   /** Shared buffers (hit + read) the database counted during the run per 2xx answer (bench states only). */
   buffersPerOk?: number | null;
+  /** The checkpoints that ended during the run (bench states only; null: none did). */
+  checkpoint?: CheckpointsEnded | null;
   /** What the gateway saw from inside during the run (`--probe`). */
   inside?: ProbeFigures | null;
   /**
@@ -101,8 +125,8 @@ export interface TargetFigures {
 }
 
 export interface WrkCrossCheck {
-  gateway: RunFigures[];
-  baseline: RunFigures[];
+  gateway: MeasuredRun[];
+  baseline: MeasuredRun[];
   ratio: number;
   roundRatios: number[];
 }
@@ -184,6 +208,12 @@ export interface TargetHandle {
   probe?: () => Promise<ProbeFigures | null>;
 }
 
+/** What ended between two readings of the totals; null when no checkpoint did. */
+function checkpointsBetween(before: CheckpointTotals, after: CheckpointTotals): CheckpointsEnded | null {
+  const ended = { writeMs: after.writeMs - before.writeMs, syncMs: after.syncMs - before.syncMs };
+  return ended.writeMs > 0 || ended.syncMs > 0 ? ended : null;
+}
+
 const ratioOf = (a: number, b: number) => (b > 0 ? Math.round((a / b) * 1000) / 1000 : 0);
 
 export async function compareAb(
@@ -204,6 +234,7 @@ export async function compareAb(
     const [cpuBefore, dbBefore, walBefore] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
     const statementsBefore = await settings.statementTotals?.();
     const buffersBefore = await settings.buffers?.();
+    const checkpointsBefore = await settings.checkpoints?.();
     const schedBefore = schedTimesOf([pid, process.pid, ...(dbBefore?.keys() ?? [])]);
     const load =
       generator === 'wrk' && prepared.wrk
@@ -221,6 +252,7 @@ export async function compareAb(
     const statementsAfter = statementsBefore && (await settings.statementTotals?.());
     // Backends report their buffer counts when they go idle, within a second of it.
     const buffersAfter = settings.buffers ? await new Promise((resolve) => setTimeout(resolve, 1_100)).then(settings.buffers) : undefined;
+    const checkpointsAfter = checkpointsBefore && (await settings.checkpoints?.());
     const inside = await probe?.();
     const per = (used: number | null, digits = 1000) => (used === null || load.ok === 0 ? null : Math.round((used / load.ok) * digits) / digits);
     const figures = {
@@ -229,6 +261,7 @@ export async function compareAb(
       dbCpuMsPerOk: per(backendCpuBetween(dbBefore, dbAfter)),
       walBytesPerOk: per(walAfter - walBefore, 1),
       ...(buffersBefore !== undefined && buffersAfter !== undefined ? { buffersPerOk: per(buffersAfter - buffersBefore, 10) } : {}),
+      ...(checkpointsBefore && checkpointsAfter ? { checkpoint: checkpointsBetween(checkpointsBefore, checkpointsAfter) } : {}),
       scheduler,
       ...(statementsBefore && statementsAfter ? { statements: busiestStatements(statementsBefore, statementsAfter, 4) } : {}),
       ...(inside === undefined ? {} : { inside }),
@@ -266,7 +299,8 @@ export async function compareAb(
       progress(
         `  round ${round + 1} ${target.padEnd(8)} ${String(r.rps).padStart(8)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms  cpu ${r.cpuMsPerOk ?? '-'} ms/req, db ${r.dbCpuMsPerOk ?? '-'}` +
           (r.non2xx + r.errors > 0 ? `  non-2xx ${r.non2xx} errors ${r.errors} ${JSON.stringify(r.statusCodes)}` : '') +
-          (r.exhausted ? '  (ran out of seeded rows)' : ''),
+          (r.exhausted ? '  (ran out of seeded rows)' : '') +
+          describeCheckpoint(r.checkpoint),
       );
       if (r.secondP99.length > 0) progress(`    ${target} p99 by second: ${r.secondP99.join(', ')} ms`);
       progress(`    ${target} ${describeScheduler(r.scheduler)}`);
@@ -285,7 +319,7 @@ export async function compareAb(
       for (const target of order) {
         const r = await once(target, settings.durationS, 'wrk');
         wrk[target].push(r);
-        progress(`  wrk ${round + 1} ${target.padEnd(8)} ${String(r.rps).padStart(8)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms  cpu ${r.cpuMsPerOk ?? '-'} ms/req, db ${r.dbCpuMsPerOk ?? '-'}${r.non2xx + r.errors > 0 ? `  non-2xx ${r.non2xx} errors ${r.errors}` : ''}`);
+        progress(`  wrk ${round + 1} ${target.padEnd(8)} ${String(r.rps).padStart(8)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms  cpu ${r.cpuMsPerOk ?? '-'} ms/req, db ${r.dbCpuMsPerOk ?? '-'}${r.non2xx + r.errors > 0 ? `  non-2xx ${r.non2xx} errors ${r.errors}` : ''}${describeCheckpoint(r.checkpoint)}`);
         progress(`    ${target} ${describeScheduler(r.scheduler)}`);
         for (const statement of r.statements ?? []) progress(`    ${target} statement ${describeStatement(statement)}`);
         if (r.inside) progress(`    ${target} ${describeProbe(r.inside)}`);

@@ -191,7 +191,7 @@ export interface BusyStatement extends StatementTotals {
 const withStatements = new WeakSet<pg.Pool>();
 
 // The harness's own reads, left out of a run's statements.
-const HARNESS_STATEMENTS = /pg_stat_statements|pg_stat_activity|pg_current_wal_lsn/;
+const HARNESS_STATEMENTS = /pg_stat_statements|pg_stat_activity|pg_current_wal_lsn|pg_stat_bgwriter|pg_stat_checkpointer/;
 
 /**
  * Each statement's totals so far in this database, by its text (`--own-postgres`, where

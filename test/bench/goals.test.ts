@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { AbResult, MeasuredRun, TargetFigures } from '../../bench/lib/compare.js';
-import { abGoals, buffersFlatGoal, clockSpan, stateGoals } from '../../bench/lib/report.js';
+import { abGoals, buffersFlatGoal, checkpointsOver, clockSpan, stateGoals } from '../../bench/lib/report.js';
 
 // The bench's goals (`bench/lib/report.ts`): issue 16 asks the callback scenarios to lead under
 // both load generators, so wrk's rounds are judged on the latency goals too, not only the ratio.
@@ -66,6 +66,17 @@ t.test("a bench state is judged on issue 34's goals: 2x, p99 within 25 ms under 
   t.equal(goals.get('p99 <= 25 ms (worst round)')?.met, true, 'autocannon 20 ms');
   t.same(goals.get('p99 <= 25 ms under wrk (worst round)'), { goal: 'p99 <= 25 ms under wrk (worst round)', measured: '26 ms', met: false });
   t.equal(byGoal(stateGoals(result(null), 130)).get('the same under wrk')?.met, null, 'without wrk: not judged, not met');
+  t.end();
+});
+
+t.test("beside a p99 goal, the rounds over it and within it that one of the server's checkpoints ended in", (t) => {
+  const watched = (p99: number, syncMs: number | null): MeasuredRun => ({ ...run(p99), checkpoint: syncMs === null ? null : { writeMs: 27_000, syncMs } });
+  const runs = [watched(21.5, null), watched(31.2, 262), watched(26, null), watched(18, 240)];
+  t.equal(checkpointsOver(runs, 25), '; a checkpoint ended in 1 of the 2 rounds over it, 1 of the 2 within it');
+  t.equal(checkpointsOver(runs, 40), '', 'nothing over it: nothing said');
+  t.equal(checkpointsOver([run(31.2), run(20)], 25), '', 'rounds not watched for checkpoints: nothing said');
+  const wrkGoal = byGoal(stateGoals({ ...result([21.5, 26]), wrk: { ...result([21.5, 26]).wrk!, gateway: [watched(21.5, null), watched(26, 262)] } }, 130)).get('p99 <= 25 ms under wrk (worst round)');
+  t.same(wrkGoal, { goal: 'p99 <= 25 ms under wrk (worst round)', measured: '26 ms; a checkpoint ended in 1 of the 1 rounds over it, 0 of the 1 within it', met: false }, 'said, and still missed');
   t.end();
 });
 
