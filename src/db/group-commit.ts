@@ -48,6 +48,14 @@ const LOST_A_RACE = new Set(['40P01', '40001']);
 const lostARace = (err: unknown) => LOST_A_RACE.has(String((err as { code?: unknown } | null)?.code));
 
 /**
+ * True when a batch of `size` items that failed with `err` is written again item by item: all but a
+ * batch of one, or one the database is out of reach for (the items alone would fail alike).
+ */
+export function writtenAgainItemByItem(err: unknown, size: number): boolean {
+  return size > 1 && !(isStorageUnavailable(err) && !lostARace(err));
+}
+
+/**
  * A group-commit writer over `write`, which stores a batch in one statement and answers each item
  * in the batch's order. A batch the database refuses as a whole (one item it refuses, a deadlock or
  * a serialization failure with another statement) is written again item by item, so that only what
@@ -110,7 +118,7 @@ export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, 
       const results = await write(batch.map((p) => p.item));
       batch.forEach((p, i) => p.resolve(results[i]!));
     } catch (err) {
-      if (batch.length === 1 || (isStorageUnavailable(err) && !lostARace(err))) {
+      if (!writtenAgainItemByItem(err, batch.length)) {
         for (const p of batch) p.reject(err);
         return;
       }

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { writtenAgainItemByItem } from '../db/group-commit.js';
 import { CALLBACK_QUERY_TIMEOUT_MS } from '../db/handle.js';
 import { runStatement } from '../db/run-statement.js';
 import { defineStatement } from '../db/statements.js';
@@ -169,13 +170,14 @@ export async function recordResults(db: Kysely<Tables>, batch: readonly ValidRes
       plannedOnce: true,
     });
   } catch (err) {
-    // The batch may be written again item by item (db/group-commit.ts), so no late span begins
-    // here: the failure is told under the first traced callback's span once that has begun.
-    const first = batch.find((cb) => cb.trace)?.trace;
-    if (first) {
-      const times = { startTime, endTime: performance.now() };
-      whenBegun(first, (parent) => endedStatementSpan(parent, RECORD_RESULTS, undefined, times, { err }));
-    }
+    // No late span begins here: the failure is told under a callback's span once that has begun.
+    // A batch written again item by item (db/group-commit.ts) tells it under the first traced
+    // callback's (each callback's own attempt follows, under its span); one that fails as a whole
+    // (the database out of reach) under every traced callback's, whose answer it decided.
+    const traced = batch.flatMap((cb) => (cb.trace ? [cb.trace] : []));
+    const told = writtenAgainItemByItem(err, batch.length) ? traced.slice(0, 1) : traced;
+    const times = { startTime, endTime: performance.now() };
+    for (const origin of told) whenBegun(origin, (parent) => endedStatementSpan(parent, RECORD_RESULTS, undefined, times, { err }));
     throw err;
   }
   const recorded: Recorded[] = batch.map(() => ({ disposition: 'duplicate' }));

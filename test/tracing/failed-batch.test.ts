@@ -1,0 +1,61 @@
+import { ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import t from 'tap';
+import { recordResults, type ValidResult } from '../../src/requests/complete.js';
+import type { SpanParent } from '../../src/tracing/spans.js';
+import { customer, insertRequest, resultBody } from '../callbacks/fixtures.js';
+import { freshDatabase, SERVER_URL } from '../helpers/database.js';
+import { databaseBehindRelay } from '../helpers/relay.js';
+
+// A batch of callbacks (one statement, db/group-commit.ts) that fails as a whole because the
+// database is out of reach is not written again item by item: each callback's 503 was decided by
+// that one statement. Its failed span was told under the first traced callback only, so the others'
+// traces showed a 503 with nothing under it.
+
+const exporter = new InMemorySpanExporter();
+const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }).getTracer('test');
+
+/** A callback's server span, as the route starts it, for the result to hang from. */
+function serverSpan(name: string): { parent: SpanParent; spanId: string } {
+  const span = tracer.startSpan(name, { kind: SpanKind.SERVER }, ROOT_CONTEXT);
+  span.end();
+  return { parent: { tracer, context: trace.setSpan(ROOT_CONTEXT, span) }, spanId: span.spanContext().spanId };
+}
+
+function result(cust: string, parent: SpanParent | undefined): ValidResult {
+  const body = resultBody(cust);
+  const json = JSON.stringify(body);
+  return { receivedAt: new Date(), peer: null, rawBody: Buffer.from(json), customerUuid: cust, started: body.started, finished: body.finished, body: json, decision: 'approved', trace: parent };
+}
+
+t.test("a batch the database could not be reached for: the failed statement's span under every traced callback's span", async (t) => {
+  const { database, cut } = SERVER_URL
+    ? await databaseBehindRelay(t).then(({ database, relay }) => ({ database, cut: () => relay.cut() }))
+    : await freshDatabase(t).then((database) => ({ database, cut: () => database.pglite!.close() }));
+  const customers = [customer('batch-a'), customer('batch-b'), customer('batch-c')];
+  for (const cust of customers) await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
+  const spans = [serverSpan('POST a'), serverSpan('POST b')];
+  exporter.reset();
+  await cut();
+  // The third callback is not traced (a sampler dropped it, say): it gets no span of its own.
+  await t.rejects(recordResults(database.db, [result(customers[0]!, spans[0]!.parent), result(customers[1]!, spans[1]!.parent), result(customers[2]!, undefined)], { skewS: 300 }));
+  const failed = exporter.getFinishedSpans().filter((s) => s.name === 'record_results');
+  t.same(
+    failed.map((s) => s.parentSpanContext?.spanId).sort(),
+    spans.map((s) => s.spanId).sort(),
+    'one failed record_results under each traced callback',
+  );
+  for (const span of failed) t.equal(span.status.code, 2, 'failed');
+});
+
+t.test('a batch the database refused as a whole is written again item by item: its failure is told once, under the first', async (t) => {
+  const database = await freshDatabase(t);
+  const customers = [customer('refused-a'), customer('refused-b')];
+  for (const cust of customers) await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
+  const spans = [serverSpan('POST a'), serverSpan('POST b')];
+  exporter.reset();
+  const refused = { ...result(customers[1]!, spans[1]!.parent), started: '0000-01-01T00:00:00Z' };
+  await t.rejects(recordResults(database.db, [result(customers[0]!, spans[0]!.parent), refused], { skewS: 300 }));
+  const failed = exporter.getFinishedSpans().filter((s) => s.name === 'record_results');
+  t.same(failed.map((s) => s.parentSpanContext?.spanId), [spans[0]!.spanId], "under the first only: each callback's own attempt follows");
+});
