@@ -170,7 +170,11 @@ export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } 
   const received = escaped ? readings.map((spans) => receivedSpans(spans, escaped.moved)) : readings;
   // With escapes written out, the text with its escapes as they came is read too: there an escape's
   // last hex digits and the digits after it may show a CPF (`\U0001d7d52998224725`, `%u00052998224725`).
-  if (escaped) received.push(read(DIGIT_RUN, text), read(GROUP_RUN, text));
+  if (escaped) {
+    const receivedChains = read(DIGIT_RUN, text);
+    received.push(receivedChains, read(GROUP_RUN, text));
+    if (receivedChains.length > 0) received.push(read(GROUP_RUN, starred(text, receivedChains)));
+  }
   if (found.size === 0) return { text, cpfs: [] };
   return { text: maskedAt(text, received), cpfs: [...found] };
 }

@@ -59,8 +59,10 @@ const anyEscape = (percent: string) =>
   escapes(
     '[cdCD][0-9a-fA-F]',
     percent,
-    // Not the `%25` before an escape() form encoded again (`%25u0665`): the form's own, read after `more`.
-    String.raw`|${percent}(?!(?:25)*[uU][0-9a-fA-F]{4})([0-7][0-9a-fA-F])|(?<!\\)\\+x([0-9a-fA-F]{2})|(?<!\\)\\+([nrtbf/"'])|&([a-zA-Z][a-zA-Z0-9]{1,31});`,
+    // Not the `%25` before an escape() form encoded again (`%25u0665`): the form's own, read after
+    // `more`. Looked ahead from the `%`, once: after the percent's `(?:25)*`, it would be read again at
+    // each step that backtracks, time quadratic in a run of `25`.
+    String.raw`|(?!%(?:25)*[uU][0-9a-fA-F]{4})${percent}([0-7][0-9a-fA-F])|(?<!\\)\\+x([0-9a-fA-F]{2})|(?<!\\)\\+([nrtbf/"'])|&([a-zA-Z][a-zA-Z0-9]{1,31});`,
   );
 const ANY_ESCAPE = anyEscape(PERCENT_ONCE);
 /**

@@ -60,6 +60,8 @@ const HOSTILE: Record<string, (n: number) => string> = {
   'a run of %25': (n) => `${'%25'.repeat(n / 3)}x`,
   'digits percent-encoded twice apart by separators encoded twice': (n) => `${`%2535${'%252E'.repeat(n / 250)}`.repeat(5)}x`.repeat(10),
   'one % encoded again and again': (n) => `%${'25'.repeat(n / 2)}x`,
+  "one % encoded again and again, then escape()'s u0665": (n) => `%${'25'.repeat(n / 2)}u0665`,
+  "runs of %25 each ending in escape()'s u0665": (n) => `%${'25'.repeat(n / 200)}u0665 `.repeat(100),
   'digits encoded four times apart by long runs of %25': (n) => `${`%25252535${'%25'.repeat(n / 150)}`.repeat(5)}x`.repeat(10),
   'a run of %u': (n) => '%u'.repeat(n / 2),
   "escape()'s digits apart by spaces": (n) => `${`%u0665${' '.repeat(n / 60)}`.repeat(5)}x`.repeat(10),

@@ -242,6 +242,8 @@ export async function compareAb(
         : await runLoad({ ...prepared, baseUrl, connections: scenario.connections, durationS, ...(settings.rate !== undefined ? { rate: settings.rate } : {}) });
     const schedAfter = schedTimesOf([pid, process.pid]);
     const [cpuAfter, dbAfter, walAfter] = [cpuTimeMs(pid), await dbCpu(), await walBytes()];
+    // Read as the load ends, before the wait for buffers below: a checkpoint that ends in that idle second is not the round's.
+    const checkpointsAfter = checkpointsBefore && (await settings.checkpoints?.());
     const dbSchedAfter = schedTimesOf(dbAfter?.keys() ?? []);
     const only = (times: Map<number, SchedTimes>, pids: number[]) => new Map([...times].filter(([p]) => pids.includes(p)));
     const scheduler = {
@@ -252,7 +254,7 @@ export async function compareAb(
     const statementsAfter = statementsBefore && (await settings.statementTotals?.());
     // Backends report their buffer counts when they go idle, within a second of it.
     const buffersAfter = settings.buffers ? await new Promise((resolve) => setTimeout(resolve, 1_100)).then(settings.buffers) : undefined;
-    const checkpointsAfter = checkpointsBefore && (await settings.checkpoints?.());
+
     const inside = await probe?.();
     const per = (used: number | null, digits = 1000) => (used === null || load.ok === 0 ? null : Math.round((used / load.ok) * digits) / digits);
     const figures = {

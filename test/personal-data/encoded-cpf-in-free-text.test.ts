@@ -258,6 +258,9 @@ t.test("Python's \\U escapes, JavaScript's escape() (%u0665) and code point esca
     ['%uD835%uDFD52998224725', '%uD835%uDFD***********'],
     ['%u00052998224725', '%u000***********'],
     ['\\U000000052998224725', '\\U0000000***********'],
+    // And a CPF in groups glued to such a one: the grouped reading with the chain's CPF starred, as in text with no escape.
+    ['\\U0001d7d52998224725111;444;777;35', '\\U0001d7d**************;***;***;**'],
+    ['%u00052998224725111;444;777;35', '%u000**************;***;***;**'],
   ]) {
     t.equal(maskCpfsInText(written!), masked, `${written}: the CPF its text shows`);
   }

@@ -48,7 +48,7 @@ t.test("a batch the database could not be reached for: the failed statement's sp
   for (const span of failed) t.equal(span.status.code, 2, 'failed');
 });
 
-t.test('a batch the database refused as a whole is written again item by item: its failure is told once, under the first', async (t) => {
+t.test('a batch the database refused as a whole (group commit writes it again item by item, each under its own span) is told once, under the first', async (t) => {
   const database = await freshDatabase(t);
   const customers = [customer('refused-a'), customer('refused-b')];
   for (const cust of customers) await insertRequest(database.db, { customerUuid: cust, status: 'submitted' });
