@@ -7,7 +7,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { commandLine } from '../src/config/cli.js';
-import { type AbScenario, type CheckpointTotals, compareAb } from './lib/compare.js';
+import { type AbScenario, type CheckpointTimes, compareAb } from './lib/compare.js';
 import { tracingGoals } from './lib/tracing-goals.js';
 import { type BenchDatabase, backendCpuSnapshot, createBenchDatabase, flushWrites, GATEWAY_APPLICATIONS, statementTotals } from './lib/database.js';
 import { type OwnPostgres, startOwnPostgres } from './lib/own-postgres.js';
@@ -216,7 +216,7 @@ async function startBaseline(database: BenchDatabase, providerBaseUrl: string): 
  * The server's checkpoint write and sync totals (ms), which it adds to when a checkpoint ends:
  * pg_stat_bgwriter's up to PostgreSQL 16, pg_stat_checkpointer's since 17.
  */
-async function checkpointTotals(database: BenchDatabase): Promise<CheckpointTotals> {
+async function checkpointTotals(database: BenchDatabase): Promise<CheckpointTimes> {
   let query = checkpointQueries.get(database);
   if (query === undefined) {
     const { rows } = await database.pool.query<{ since17: boolean }>(`select to_regclass('pg_catalog.pg_stat_checkpointer') is not null as since17`);

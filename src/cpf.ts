@@ -164,17 +164,15 @@ export function findAndMaskCpfs(text: string): { text: string; cpfs: string[] } 
   // and on it with the chains' CPFs starred in place, token for character (a CPF in groups right
   // against one in a chain, `52998224725111;444;777;35`, has a digit beside it only in the first).
   // The masks are joined.
-  const chains = read(DIGIT_RUN, source);
-  const readings = [chains, read(GROUP_RUN, source)];
-  if (chains.length > 0) readings.push(read(GROUP_RUN, starred(source, chains)));
-  const received = escaped ? readings.map((spans) => receivedSpans(spans, escaped.moved)) : readings;
+  const readAll = (of: string): number[][] => {
+    const chains = read(DIGIT_RUN, of);
+    const readings = [chains, read(GROUP_RUN, of)];
+    if (chains.length > 0) readings.push(read(GROUP_RUN, starred(of, chains)));
+    return readings;
+  };
   // With escapes written out, the text with its escapes as they came is read too: there an escape's
   // last hex digits and the digits after it may show a CPF (`\U0001d7d52998224725`, `%u00052998224725`).
-  if (escaped) {
-    const receivedChains = read(DIGIT_RUN, text);
-    received.push(receivedChains, read(GROUP_RUN, text));
-    if (receivedChains.length > 0) received.push(read(GROUP_RUN, starred(text, receivedChains)));
-  }
+  const received = escaped ? [...readAll(source).map((spans) => receivedSpans(spans, escaped.moved)), ...readAll(text)] : readAll(text);
   if (found.size === 0) return { text, cpfs: [] };
   return { text: maskedAt(text, received), cpfs: [...found] };
 }

@@ -16,20 +16,20 @@
 const CONTINUATION = '[89abAB][0-9a-fA-F]';
 
 /**
- * Escapes of a character, as a sticky regex (tried where one may begin): JSON (a surrogate pair
- * whole: a high half, then a low one), percent-encoded UTF-8 (as many continuation bytes as its
- * lead byte says; a two-byte sequence's lead as `twoByteLead` allows; each `%` may be written
- * `%25` as often as `percent` allows: text encoded again, `%252E`), an HTML reference (its `;`
- * may be left out, as HTML reads `&#53` and `&#x35` too, where no digit of its base follows), then
- * `more`, then the forms read by name: JavaScript's `escape()` (`%u0665`), Python's `\U0001d7ce` and
- * a JavaScript code point escape (`\u{665}`). Every form's numbered groups stand where codePointOf
- * reads them; the named ones come after them all, so that `more` numbers its own groups as if they
- * were not there. A high surrogate half right before a low one, each in any of these forms
- * (`\u{d835}\u{dfce}`, `%uD835%uDFCE`, `\ud835\u{dfce}`), is one character: rewritten() joins them.
+ * Escapes of a character, as a sticky regex (tried where one may begin): JSON's `\u0665`,
+ * percent-encoded UTF-8 (as many continuation bytes as its lead byte says; a two-byte sequence's
+ * lead as `twoByteLead` allows; each `%` may be written `%25` as often as `percent` allows: text
+ * encoded again, `%252E`), an HTML reference (its `;` may be left out, as HTML reads `&#53` and
+ * `&#x35` too, where no digit of its base follows), then `more`, then the forms read by name:
+ * JavaScript's `escape()` (`%u0665`), Python's `\U0001d7ce` and a JavaScript code point escape
+ * (`\u{665}`). Every form's numbered groups stand where codePointOf reads them; the named ones come
+ * after them all, so that `more` numbers its own groups as if they were not there. A high surrogate
+ * half right before a low one, each in any of these forms (`\ud835\udfce`, `\u{d835}\u{dfce}`,
+ * `%uD835%uDFCE`, `\ud835\u{dfce}`), is one character: rewritten() joins them.
  */
 function escapes(twoByteLead: string, percent: string, more = ''): RegExp {
   return new RegExp(
-    String.raw`(?<!\\)(?:\\+u([dD][89abAB][0-9a-fA-F]{2})\\+u([dD][c-fC-F][0-9a-fA-F]{2})|\\+u([0-9a-fA-F]{4}))` +
+    String.raw`(?<!\\)\\+u([0-9a-fA-F]{4})` +
       `|${percent}(${twoByteLead})${percent}(${CONTINUATION})|${percent}([eE][0-9a-fA-F])${percent}(${CONTINUATION})${percent}(${CONTINUATION})` +
       `|${percent}([fF][0-4])${percent}(${CONTINUATION})${percent}(${CONTINUATION})${percent}(${CONTINUATION})` +
       String.raw`|&#(?:[xX]0*([0-9a-fA-F]{1,6})(?:;|(?![0-9a-fA-F]))|0*([0-9]{1,7})(?:;|(?![0-9])))${more}` +
@@ -114,14 +114,13 @@ function codePointOf(m: RegExpMatchArray): number {
     if (percentUnit !== undefined) return hexByte(percentUnit);
     if (python !== undefined) return hexByte(python);
   }
-  if (m[1] !== undefined) return joinedHalves(hexByte(m[1]), hexByte(m[2]!));
-  if (m[3] !== undefined) return hexByte(m[3]);
-  if (m[4] !== undefined) return ((hexByte(m[4]) & 0x1f) << 6) | (hexByte(m[5]!) & 0x3f);
-  if (m[6] !== undefined) return ((hexByte(m[6]) & 0x0f) << 12) | ((hexByte(m[7]!) & 0x3f) << 6) | (hexByte(m[8]!) & 0x3f);
-  if (m[9] !== undefined) return ((hexByte(m[9]) & 0x07) << 18) | ((hexByte(m[10]!) & 0x3f) << 12) | ((hexByte(m[11]!) & 0x3f) << 6) | (hexByte(m[12]!) & 0x3f);
-  if (m[13] !== undefined) return hexByte(m[13]);
-  if (m[14] !== undefined) return Number.parseInt(m[14], 10);
-  if (m[15] !== undefined || m[16] !== undefined) return hexByte(m[15] ?? m[16]!);
+  if (m[1] !== undefined) return hexByte(m[1]);
+  if (m[2] !== undefined) return ((hexByte(m[2]) & 0x1f) << 6) | (hexByte(m[3]!) & 0x3f);
+  if (m[4] !== undefined) return ((hexByte(m[4]) & 0x0f) << 12) | ((hexByte(m[5]!) & 0x3f) << 6) | (hexByte(m[6]!) & 0x3f);
+  if (m[7] !== undefined) return ((hexByte(m[7]) & 0x07) << 18) | ((hexByte(m[8]!) & 0x3f) << 12) | ((hexByte(m[9]!) & 0x3f) << 6) | (hexByte(m[10]!) & 0x3f);
+  if (m[11] !== undefined) return hexByte(m[11]);
+  if (m[12] !== undefined) return Number.parseInt(m[12], 10);
+  if (m[13] !== undefined || m[14] !== undefined) return hexByte(m[13] ?? m[14]!);
   // A JSON short escape or a named reference: no digit, read as a separator.
   return 0x20;
 }
@@ -146,8 +145,8 @@ export function withAsciiDigitEscapes(text: string): Rewritten | undefined {
  * (ASCII_WRITTEN); what those read themselves (`\u0035`, `%35`, `&#53;`, `&#46;`) stays as written.
  */
 function unreadAsciiForm(match: RegExpExecArray): boolean {
-  const escape = match[0];
   if (match.groups?.python !== undefined || match.groups?.percentUnit !== undefined) return true;
+  const escape = match[0];
   return escape.endsWith('}') || (escape.startsWith('&#') && !escape.endsWith(';'));
 }
 

@@ -59,26 +59,21 @@ export interface AbSettings {
   /** Shared buffers the scenario's database has counted so far (bench states): a run's buffers per 2xx answer. */
   buffers?: () => Promise<number>;
   /** The server's checkpoint totals so far: which runs a checkpoint ended in (bench states). */
-  checkpoints?: () => Promise<CheckpointTotals>;
-}
-
-/** pg_stat_bgwriter's (PostgreSQL 17: pg_stat_checkpointer's) totals, in ms: counted when a checkpoint ends. */
-export interface CheckpointTotals {
-  writeMs: number;
-  syncMs: number;
+  checkpoints?: () => Promise<CheckpointTimes>;
 }
 
 /**
- * The checkpoints that ended during a run, as the server counted them: their write and sync phases
- * (a sync phase is when every dirty file is fsynced, and commits' WAL flushes queue behind it).
+ * Checkpoints' write and sync phases, in ms (a sync phase is when every dirty file is fsynced, and
+ * commits' WAL flushes queue behind it): pg_stat_bgwriter's (PostgreSQL 17: pg_stat_checkpointer's)
+ * totals, which the server adds to when a checkpoint ends, or what ended between two readings.
  */
-export interface CheckpointsEnded {
+export interface CheckpointTimes {
   writeMs: number;
   syncMs: number;
 }
 
 /** "a checkpoint ended (sync 262 ms)", or nothing when none did. */
-export function describeCheckpoint(ended: CheckpointsEnded | null | undefined): string {
+export function describeCheckpoint(ended: CheckpointTimes | null | undefined): string {
   return ended ? `  checkpoint ended (write ${Math.round(ended.writeMs / 1000)} s, sync ${Math.round(ended.syncMs)} ms)` : '';
 }
 
@@ -92,7 +87,7 @@ export interface MeasuredRun extends RunFigures {
   /** Shared buffers (hit + read) the database counted during the run per 2xx answer (bench states only). */
   buffersPerOk?: number | null;
   /** The checkpoints that ended during the run (bench states only; null: none did). */
-  checkpoint?: CheckpointsEnded | null;
+  checkpoint?: CheckpointTimes | null;
   /** What the gateway saw from inside during the run (`--probe`). */
   inside?: ProbeFigures | null;
   /**
@@ -209,7 +204,7 @@ export interface TargetHandle {
 }
 
 /** What ended between two readings of the totals; null when no checkpoint did. */
-function checkpointsBetween(before: CheckpointTotals, after: CheckpointTotals): CheckpointsEnded | null {
+function checkpointsBetween(before: CheckpointTimes, after: CheckpointTimes): CheckpointTimes | null {
   const ended = { writeMs: after.writeMs - before.writeMs, syncMs: after.syncMs - before.syncMs };
   return ended.writeMs > 0 || ended.syncMs > 0 ? ended : null;
 }
@@ -254,7 +249,6 @@ export async function compareAb(
     const statementsAfter = statementsBefore && (await settings.statementTotals?.());
     // Backends report their buffer counts when they go idle, within a second of it.
     const buffersAfter = settings.buffers ? await new Promise((resolve) => setTimeout(resolve, 1_100)).then(settings.buffers) : undefined;
-
     const inside = await probe?.();
     const per = (used: number | null, digits = 1000) => (used === null || load.ok === 0 ? null : Math.round((used / load.ok) * digits) / digits);
     const figures = {
