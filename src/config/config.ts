@@ -86,6 +86,23 @@ const tracesExporter = commaList.refine(
 );
 
 /**
+ * OTEL_TRACES_SAMPLER: the samplers the SDK knows (sdk-trace-base's config.js). Any other value the
+ * SDK would replace by parentbased_always_on with only a diag line: a misspelt ratio sampler would
+ * export every trace, at every trace's cost, so it stops the start instead.
+ */
+export const TRACES_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+const tracesSampler = z
+  .string()
+  .trim()
+  .pipe(z.enum(TRACES_SAMPLERS, { error: `must be one of ${TRACES_SAMPLERS.join(', ')}` }));
+/** OTEL_TRACES_SAMPLER_ARG: a ratio sampler's probability (the SDK would read 1 for one out of range). */
+const samplerRatio = z
+  .string()
+  .trim()
+  .transform(Number)
+  .refine((p) => Number.isFinite(p) && p >= 0 && p <= 1, 'must be a number from 0 to 1 (the share of traces a ratio sampler keeps)');
+
+/**
  * A connection string pg can parse (as pg-connection-string does: spaces and stray `%` encoded, an
  * empty host allowed): a password with an unencoded `#`, `/` or `?` would otherwise fail only when
  * the string is used, DATABASE_LISTEN_URL's as an uncaught exception after the server listens.
@@ -161,8 +178,8 @@ const envSchema = z.object({
   EVENT_RETRY_HORIZON_S: integer(1, 30 * 24 * 3600).default(259_200),
   EVENT_ENDPOINT_DISABLE_AFTER_S: integer(1, 30 * 24 * 3600).default(86_400),
   RETENTION_DAYS: integer(1, 36_500).optional(),
-  // OpenTelemetry tracing (docs/tracing.md): what decides on, off and the wire format is checked
-  // here; the SDK reads its other standard variables (headers, timeout, sampler, resource) itself.
+  // OpenTelemetry tracing (docs/tracing.md): what decides on, off, the wire format and the sampler
+  // is checked here; the SDK reads its other standard variables (headers, timeout, resource) itself.
   OTEL_SDK_DISABLED: booleanFlag.optional(),
   OTEL_TRACES_EXPORTER: tracesExporter.optional(),
   OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint.optional(),
@@ -170,6 +187,8 @@ const envSchema = z.object({
   OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol.optional(),
   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol.optional(),
   OTEL_SERVICE_NAME: z.string().trim().min(1, 'must not be empty').optional(),
+  OTEL_TRACES_SAMPLER: tracesSampler.optional(),
+  OTEL_TRACES_SAMPLER_ARG: samplerRatio.optional(),
   CUSTOMER_UUID_ALLOW_CPF: booleanFlag.default(false),
   SHUTDOWN_DRAIN_MS: integer(0, 600_000).default(0),
 });

@@ -67,7 +67,7 @@ export function reservingIds(): ReservingIds {
   };
 }
 
-/** The SDK's reading of OTEL_TRACES_SAMPLER and _ARG (sdk-trace-base's config.js); the SDK reports a bad value itself. */
+/** The SDK's reading of OTEL_TRACES_SAMPLER and _ARG (sdk-trace-base's config.js); the configuration refused any other value at start. */
 function samplerFromEnv(): Sampler {
   const ratio = () => {
     const arg = getNumberFromEnv('OTEL_TRACES_SAMPLER_ARG');

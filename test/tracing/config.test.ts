@@ -33,3 +33,19 @@ t.test('a protocol, exporter or endpoint the gateway cannot honour stops it, nam
   t.same(configProblems(loadConfig, { ...endpoint, OTEL_TRACES_EXPORTER: 'zipkin' }), ['OTEL_TRACES_EXPORTER: must be otlp or none']);
   t.match(configProblems(loadConfig, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'collector:4318' }), [/^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: must be an http\(s\) URL/]);
 });
+
+t.test('a sampler the SDK does not know, or a ratio outside 0 to 1, stops the start instead of exporting every trace', async (t) => {
+  for (const sampler of ['parentbased_traceidratio', ' traceidratio ', 'always_off']) {
+    t.doesNotThrow(() => loadConfig({ ...endpoint, OTEL_TRACES_SAMPLER: sampler, OTEL_TRACES_SAMPLER_ARG: '0.1' }), sampler);
+  }
+  t.same(configProblems(loadConfig, { ...endpoint, OTEL_TRACES_SAMPLER: 'traceidratio_parentbased' }), [
+    'OTEL_TRACES_SAMPLER: must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio',
+  ]);
+  t.same(configProblems(loadConfig, { OTEL_TRACES_SAMPLER: 'jaeger_remote' }).length, 1, 'checked with tracing off too, as the protocol is');
+  for (const ratio of ['10', '-0.1', '10%', 'half']) {
+    t.same(configProblems(loadConfig, { ...endpoint, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio }), [
+      'OTEL_TRACES_SAMPLER_ARG: must be a number from 0 to 1 (the share of traces a ratio sampler keeps)',
+    ], ratio);
+  }
+  t.equal(loadConfig({ ...endpoint, OTEL_TRACES_SAMPLER_ARG: '' }).tracing?.protocol, 'http/protobuf', 'empty is unset');
+});
