@@ -5,7 +5,8 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 // written in one pass into a reused buffer. The SDK's serializer measures every string twice and
 // copies ids byte by byte in JavaScript, which was most of tracing's exported cost per submit
 // (docs/tracing.md, Cost); here repeated strings (attribute keys, span names, the resource and the
-// scope) are encoded once and copied, ids and other strings are written by Buffer's native code.
+// scope, low-cardinality attributes whole) are encoded once and copied; ids, short ASCII strings
+// and times are written byte by byte, long or non-ASCII strings by Buffer's native code.
 
 /** Encoded strings kept at most (keys, names, the few repeating values): cleared when full. */
 const CACHE_MAX = 512;
@@ -16,6 +17,21 @@ const CACHED_VALUE_MAX_CHARS = 64;
 const SPAN_FLAGS_HAS_IS_REMOTE = 0x100;
 const SPAN_FLAGS_IS_REMOTE = 0x200;
 
+/** A hex digit's value by its char code, -1 for any other character. */
+const HEX_VALUES = (() => {
+  const values = new Int8Array(128).fill(-1);
+  for (let i = 0; i < 10; i++) values[0x30 + i] = i;
+  for (let i = 0; i < 6; i++) values[0x61 + i] = values[0x41 + i] = 10 + i;
+  return values;
+})();
+/** Up to this many characters a string is copied by JavaScript when it is ASCII; longer ones by Buffer's native code. */
+const ASCII_COPY_MAX_CHARS = 127;
+/** Up to this many bytes kept encodings are copied by JavaScript rather than by TypedArray#set. */
+const BYTE_COPY_MAX = 64;
+
+// The small writes are plain JavaScript on the buffer's bytes: Buffer#write, writeUInt32LE and
+// TypedArray#set each cross into native code or validate their arguments, which cost more than
+// the few bytes of an id, a key or a time they write (docs/tracing.md, Cost).
 class Writer {
   buf = Buffer.allocUnsafe(64 * 1024);
   pos = 0;
@@ -31,16 +47,27 @@ class Writer {
 
   varint(value: number): void {
     this.ensure(10);
+    const buf = this.buf;
     let v = value;
-    while (v > 0x7f) {
-      this.buf[this.pos++] = (v % 0x80) | 0x80;
-      v = Math.floor(v / 0x80);
+    if (v < 0x80000000) {
+      while (v > 0x7f) {
+        buf[this.pos++] = (v & 0x7f) | 0x80;
+        v >>>= 7;
+      }
+    } else {
+      while (v > 0x7f) {
+        buf[this.pos++] = (v % 0x80) | 0x80;
+        v = Math.floor(v / 0x80);
+      }
     }
-    this.buf[this.pos++] = v;
+    buf[this.pos++] = v;
   }
 
   tag(field: number, wireType: number): void {
-    this.varint((field << 3) | wireType);
+    const key = (field << 3) | wireType;
+    if (key > 0x7f) return this.varint(key); // field 16 on: two bytes
+    this.ensure(1);
+    this.buf[this.pos++] = key;
   }
 
   /** Reserves one byte for a length; end() writes it, moving the message when it needs more. */
@@ -66,14 +93,26 @@ class Writer {
     this.buf[p] = v;
   }
 
-  bytes(data: Uint8Array): void {
-    this.varint(data.length);
-    this.ensure(data.length);
-    this.buf.set(data, this.pos);
-    this.pos += data.length;
-  }
-
   string(text: string): void {
+    const n = text.length;
+    if (n <= ASCII_COPY_MAX_CHARS) {
+      // One length byte, then the characters as bytes while they are ASCII.
+      this.ensure(n + 1);
+      const buf = this.buf;
+      const start = this.pos;
+      let p = start + 1;
+      let i = 0;
+      for (; i < n; i++) {
+        const c = text.charCodeAt(i);
+        if (c > 0x7f) break;
+        buf[p++] = c;
+      }
+      if (i === n) {
+        buf[start] = n;
+        this.pos = p;
+        return;
+      }
+    }
     const length = Buffer.byteLength(text, 'utf8');
     this.varint(length);
     this.ensure(length);
@@ -85,14 +124,22 @@ class Writer {
     const length = hex.length >> 1;
     this.varint(length);
     this.ensure(length);
-    const written = this.buf.write(hex, this.pos, length, 'hex');
-    if (written < length) this.buf.fill(0, this.pos + written, this.pos + length); // not hex: never from the SDK
-    this.pos += length;
+    const buf = this.buf;
+    let p = this.pos;
+    let i = 0;
+    for (; i < length; i++) {
+      const high = HEX_VALUES[hex.charCodeAt(2 * i)] ?? -1;
+      const low = HEX_VALUES[hex.charCodeAt(2 * i + 1)] ?? -1;
+      if (high < 0 || low < 0) break; // not hex: never from the SDK; the rest is zeros, as Buffer#write leaves it
+      buf[p++] = (high << 4) | low;
+    }
+    for (; i < length; i++) buf[p++] = 0;
+    this.pos = p;
   }
 
   fixed32(value: number): void {
     this.ensure(4);
-    this.pos = this.buf.writeUInt32LE(value >>> 0, this.pos);
+    this.le32(value >>> 0);
   }
 
   /** An HrTime as fixed64 nanoseconds since the epoch (seconds * 1e9 exceeds 2^53: split in two). */
@@ -104,15 +151,33 @@ class Writer {
     const low = (lower % 0x100000000) + (upper % 0x10000) * 0x10000;
     const high = Math.floor(lower / 0x100000000) + Math.floor(upper / 0x10000) + Math.floor(low / 0x100000000);
     this.ensure(8);
-    this.buf.writeUInt32LE(low % 0x100000000, this.pos);
-    this.buf.writeUInt32LE(high >>> 0, this.pos + 4);
-    this.pos += 8;
+    this.le32(low % 0x100000000);
+    this.le32(high >>> 0);
   }
 
   raw(data: Uint8Array): void {
-    this.ensure(data.length);
-    this.buf.set(data, this.pos);
-    this.pos += data.length;
+    const n = data.length;
+    this.ensure(n);
+    if (n > BYTE_COPY_MAX) {
+      this.buf.set(data, this.pos);
+      this.pos += n;
+      return;
+    }
+    const buf = this.buf;
+    let p = this.pos;
+    for (let i = 0; i < n; i++) buf[p++] = data[i]!;
+    this.pos = p;
+  }
+
+  /** Four bytes, little-endian, of a value in [0, 2^32); the caller has ensured room. */
+  private le32(value: number): void {
+    const buf = this.buf;
+    const p = this.pos;
+    buf[p] = value & 0xff;
+    buf[p + 1] = (value >>> 8) & 0xff;
+    buf[p + 2] = (value >>> 16) & 0xff;
+    buf[p + 3] = value >>> 24;
+    this.pos = p + 4;
   }
 }
 
@@ -130,6 +195,8 @@ function varintSize(value: number): number {
 export class OtlpSpanEncoder {
   private readonly writer = new Writer();
   private readonly strings = new Map<string, Buffer>();
+  /** KeyValues of LOW_CARDINALITY keys, by key and value. */
+  private readonly pairs = new Map<string, Map<string, Buffer>>();
   private readonly encoded = new WeakMap<object, Buffer>();
 
   /** The request's bytes: a fresh copy, safe to keep while the next request is encoded. */
@@ -159,7 +226,9 @@ export class OtlpSpanEncoder {
       }
       w.end(rs);
     }
-    return Buffer.from(w.buf.subarray(0, w.pos));
+    const request = Buffer.allocUnsafe(w.pos);
+    w.buf.copy(request, 0, 0, w.pos);
+    return request;
   }
 
   private span(span: ReadableSpan): void {
@@ -253,24 +322,58 @@ export class OtlpSpanEncoder {
       const value = attributes[key];
       if (!Object.prototype.hasOwnProperty.call(attributes, key)) continue;
       w.tag(field, 2);
-      const kv = w.begin();
-      w.tag(1, 2);
-      this.cached(key);
-      w.tag(2, 2);
-      const any = w.begin();
-      this.value(value, LOW_CARDINALITY.has(key));
-      w.end(any);
-      w.end(kv);
+      if (typeof value === 'string' && value.length <= CACHED_VALUE_MAX_CHARS && LOW_CARDINALITY.has(key)) {
+        w.raw(this.cachedPair(key, value));
+        continue;
+      }
+      this.pair(key, value);
     }
   }
 
+  /** One KeyValue, with its length in front. */
+  private pair(key: string, value: AttributeValue | undefined): void {
+    const w = this.writer;
+    const kv = w.begin();
+    w.tag(1, 2);
+    this.cached(key);
+    w.tag(2, 2);
+    const any = w.begin();
+    this.value(value);
+    w.end(any);
+    w.end(kv);
+  }
+
+  /** A KeyValue whose value repeats (a method, a route, a statement's name), encoded once and kept. */
+  private cachedPair(key: string, value: string): Buffer {
+    let values = this.pairs.get(key);
+    if (values === undefined) {
+      if (this.pairs.size >= CACHE_MAX) this.pairs.clear();
+      this.pairs.set(key, (values = new Map()));
+    }
+    let bytes = values.get(value);
+    if (bytes === undefined) {
+      if (values.size >= CACHE_MAX) values.clear();
+      bytes = this.framed(() => {
+        const w = this.writer;
+        w.tag(1, 2);
+        this.cached(key);
+        w.tag(2, 2);
+        const any = w.begin();
+        w.tag(1, 2);
+        w.string(value);
+        w.end(any);
+      });
+      values.set(value, bytes);
+    }
+    return bytes;
+  }
+
   /** One AnyValue's fields (the caller frames it). */
-  private value(value: AttributeValue | null | undefined, repeats = false): void {
+  private value(value: AttributeValue | null | undefined): void {
     const w = this.writer;
     if (typeof value === 'string') {
       w.tag(1, 2);
-      if (repeats && value.length <= CACHED_VALUE_MAX_CHARS) this.cached(value);
-      else w.string(value);
+      w.string(value);
     } else if (typeof value === 'number') {
       if (Number.isSafeInteger(value) && value >= 0) {
         w.tag(3, 0);

@@ -28,6 +28,13 @@ function spansOfEveryShape(count: number): ReadableSpan[] {
       'gateway.ratio': 0.25 + i,
       'gateway.flag': i % 2 === 0,
       'gateway.long': 'x'.repeat(200 + i),
+      // Around the one length byte of a string copied as ASCII (127), and one that stops being ASCII late.
+      'gateway.edge': 'y'.repeat(126 + (i % 4)),
+      'gateway.late': `${'z'.repeat(100 + (i % 40))}é`,
+      // Keys whose pairs are kept: values that vary past the cache's size, a long one, a number, non-ASCII.
+      'http.route': `/v1/underwritings/${i % 700}`,
+      'error.type': i % 3 === 0 ? 'tímeout' : 'E'.repeat(60 + (i % 10)),
+      'server.address': 7,
     });
     const child = tracer.startSpan('insert_submitting', { kind: SpanKind.CLIENT, links: [{ context: stored, attributes: { why: 'stored' } }] }, trace.setSpan(ROOT_CONTEXT, server));
     child.setAttributes({ 'db.system.name': 'postgresql', 'db.query.summary': 'insert_submitting' });
@@ -43,7 +50,7 @@ function spansOfEveryShape(count: number): ReadableSpan[] {
 
 t.test('a batch encodes to the bytes the SDK serializer makes', async (t) => {
   const encoder = new OtlpSpanEncoder();
-  for (const count of [1, 3, 300]) {
+  for (const count of [1, 3, 300, 1200]) {
     const spans = spansOfEveryShape(count);
     const official = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
     t.same(Buffer.from(encoder.encode(spans)), official, `${count * 3} spans`);
