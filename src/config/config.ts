@@ -91,16 +91,17 @@ const tracesExporter = commaList.refine(
  * export every trace, at every trace's cost, so it stops the start instead.
  */
 export const TRACES_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+// Both are read as the SDK reads them (getStringFromEnv, getNumberFromEnv): blank is unset, a name
+// is matched as written (untrimmed: " traceidratio " is no sampler to the SDK, nor to root-ids.ts).
+const blank = (v: string) => v.trim() === '';
 const tracesSampler = z
   .string()
-  .trim()
-  .pipe(z.enum(TRACES_SAMPLERS, { error: `must be one of ${TRACES_SAMPLERS.join(', ')}` }));
+  .refine((v) => blank(v) || (TRACES_SAMPLERS as readonly string[]).includes(v), `must be one of ${TRACES_SAMPLERS.join(', ')}`);
 /** OTEL_TRACES_SAMPLER_ARG: a ratio sampler's probability (the SDK would read 1 for one out of range). */
-const samplerRatio = z
-  .string()
-  .trim()
-  .transform(Number)
-  .refine((p) => Number.isFinite(p) && p >= 0 && p <= 1, 'must be a number from 0 to 1 (the share of traces a ratio sampler keeps)');
+const samplerRatio = z.string().refine((v) => {
+  const p = Number(v);
+  return blank(v) || (Number.isFinite(p) && p >= 0 && p <= 1);
+}, 'must be a number from 0 to 1 (the share of traces a ratio sampler keeps)');
 
 /**
  * A connection string pg can parse (as pg-connection-string does: spaces and stray `%` encoded, an

@@ -35,17 +35,19 @@ t.test('a protocol, exporter or endpoint the gateway cannot honour stops it, nam
 });
 
 t.test('a sampler the SDK does not know, or a ratio outside 0 to 1, stops the start instead of exporting every trace', async (t) => {
-  for (const sampler of ['parentbased_traceidratio', ' traceidratio ', 'always_off']) {
+  for (const sampler of ['parentbased_traceidratio', 'always_off', '   ']) {
     t.doesNotThrow(() => loadConfig({ ...endpoint, OTEL_TRACES_SAMPLER: sampler, OTEL_TRACES_SAMPLER_ARG: '0.1' }), sampler);
   }
   t.same(configProblems(loadConfig, { ...endpoint, OTEL_TRACES_SAMPLER: 'traceidratio_parentbased' }), [
     'OTEL_TRACES_SAMPLER: must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio',
   ]);
   t.same(configProblems(loadConfig, { OTEL_TRACES_SAMPLER: 'jaeger_remote' }).length, 1, 'checked with tracing off too, as the protocol is');
+  // The SDK (and root-ids.ts) match the name untrimmed: padded, it would be the default, every trace kept.
+  t.same(configProblems(loadConfig, { ...endpoint, OTEL_TRACES_SAMPLER: ' traceidratio ' }).length, 1, 'a padded name is refused');
   for (const ratio of ['10', '-0.1', '10%', 'half']) {
     t.same(configProblems(loadConfig, { ...endpoint, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: ratio }), [
       'OTEL_TRACES_SAMPLER_ARG: must be a number from 0 to 1 (the share of traces a ratio sampler keeps)',
     ], ratio);
   }
-  t.equal(loadConfig({ ...endpoint, OTEL_TRACES_SAMPLER_ARG: '' }).tracing?.protocol, 'http/protobuf', 'empty is unset');
+  for (const unset of ['', '  ']) t.equal(loadConfig({ ...endpoint, OTEL_TRACES_SAMPLER_ARG: unset }).tracing?.protocol, 'http/protobuf', 'blank is unset');
 });
