@@ -90,7 +90,7 @@ const tracesExporter = commaList.refine(
  * SDK would replace by parentbased_always_on with only a diag line: a misspelt ratio sampler would
  * export every trace, at every trace's cost, so it stops the start instead.
  */
-export const TRACES_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+const TRACES_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
 // Both are read as the SDK reads them (getStringFromEnv, getNumberFromEnv): blank is unset, a name
 // is matched as written (untrimmed: " traceidratio " is no sampler to the SDK, nor to root-ids.ts).
 const blank = (v: string) => v.trim() === '';

@@ -8,9 +8,9 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 // scope, low-cardinality attributes whole) are encoded once and copied; ids, short ASCII strings
 // and times are written byte by byte, long or non-ASCII strings by Buffer's native code.
 
-/** Encoded strings kept at most (keys, names, the few repeating values): cleared when full. */
+/** Encodings kept at most (keys and names; a kept key's values): cleared when full. */
 const CACHE_MAX = 512;
-/** Attributes whose values repeat (a method, a route, a statement's name): their encoding is kept too. */
+/** Attributes whose values repeat (a method, a route, a statement's name): their whole KeyValue is kept. */
 const LOW_CARDINALITY = new Set(['http.request.method', 'http.route', 'url.scheme', 'db.system.name', 'db.query.summary', 'server.address', 'error.type']);
 /** A longer value is never kept, whatever its key. */
 const CACHED_VALUE_MAX_CHARS = 64;
@@ -332,15 +332,20 @@ export class OtlpSpanEncoder {
 
   /** One KeyValue, with its length in front. */
   private pair(key: string, value: AttributeValue | undefined): void {
+    const kv = this.writer.begin();
+    this.pairFields(key, value);
+    this.writer.end(kv);
+  }
+
+  /** A KeyValue's fields: its key and its AnyValue. */
+  private pairFields(key: string, value: AttributeValue | undefined): void {
     const w = this.writer;
-    const kv = w.begin();
     w.tag(1, 2);
     this.cached(key);
     w.tag(2, 2);
     const any = w.begin();
     this.value(value);
     w.end(any);
-    w.end(kv);
   }
 
   /** A KeyValue whose value repeats (a method, a route, a statement's name), encoded once and kept. */
@@ -353,16 +358,7 @@ export class OtlpSpanEncoder {
     let bytes = values.get(value);
     if (bytes === undefined) {
       if (values.size >= CACHE_MAX) values.clear();
-      bytes = this.framed(() => {
-        const w = this.writer;
-        w.tag(1, 2);
-        this.cached(key);
-        w.tag(2, 2);
-        const any = w.begin();
-        w.tag(1, 2);
-        w.string(value);
-        w.end(any);
-      });
+      bytes = this.framed(() => this.pairFields(key, value));
       values.set(value, bytes);
     }
     return bytes;
