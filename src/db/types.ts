@@ -246,6 +246,17 @@ export interface StatisticsHourlyTable {
   invalid: ColumnType<number, number | undefined, number>;
   /** When the hour's live rows were added to its counts (closed, aggregates/closing.ts); null: still open. */
   closed_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** Requests submitted in the hour before this are in its counts, but for those in statistics_unfolded (closing.ts); null: none. */
+  folded_until: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+  /** Unmatched and invalid callbacks that arrived in the hour before this are in its counts; null: none. */
+  stray_folded_until: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
+/** Requests below their hour's watermark that awaited the provider when it passed them (migration 0028). */
+export interface StatisticsUnfoldedTable {
+  request_id: number;
+  /** The hour whose watermark passed it. */
+  hour: Timestamp;
 }
 
 /** Turnaround of purged completed requests: a log-scale histogram per UTC hour (see aggregates/turnaround.ts). */
@@ -297,6 +308,7 @@ export interface Tables {
   event_dispatch: EventDispatchTable;
   event_endpoints: EventEndpointsTable;
   statistics_hourly: StatisticsHourlyTable;
+  statistics_unfolded: StatisticsUnfoldedTable;
   turnaround_hourly: TurnaroundHourlyTable;
   provider_pacing: ProviderPacingTable;
   provider_slots: ProviderSlotsTable;

@@ -7,7 +7,7 @@ import { openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrator.js';
 import { ENGINE, freshDatabase, freshDatabaseUrl, SERVER_URL } from '../helpers/database.js';
 
-const TABLES = ['audit_log', 'callbacks', 'campaigns', 'event_deliveries', 'event_dispatch', 'event_endpoints', 'events', 'idempotency_keys', 'maintenance_passes', 'provider_pacing', 'provider_slots', 'statistics_hourly', 'turnaround_hourly', 'underwriting_requests'];
+const TABLES = ['audit_log', 'callbacks', 'campaigns', 'event_deliveries', 'event_dispatch', 'event_endpoints', 'events', 'idempotency_keys', 'maintenance_passes', 'provider_pacing', 'provider_slots', 'statistics_hourly', 'statistics_unfolded', 'turnaround_hourly', 'underwriting_requests'];
 
 async function tablesOf(db: Awaited<ReturnType<typeof freshDatabase>>['db']): Promise<string[]> {
   const { rows } = await sql<{ table_name: string }>`
