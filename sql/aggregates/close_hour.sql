@@ -4,34 +4,43 @@ set local enable_seqscan = off;
 
 select pg_advisory_xact_lock(4127708853940019163);
 
-with live as (
-  select count(*) as submitted,
-         count(*) filter (where r.status = 'completed') as completed,
-         count(*) filter (where r.status = 'expired') as expired,
-         count(*) filter (where r.status = 'submit_failed') as submit_failed,
-         count(*) filter (where r.decision = 'approved') as approved,
-         count(*) filter (where r.decision = 'declined') as declined,
-         count(*) filter (where r.decision = 'no_score') as no_score,
-         count(*) filter (where r.decision = 'filtered') as filtered,
-         count(*) filter (where r.status in ('queued', 'submitting', 'submitted')) as awaiting
-    from underwriting_requests r
-   where r.submitted_at >= $1 and r.submitted_at < $2
+with b as (
+  select coalesce(s.folded_until, s.hour) as lo, coalesce(s.stray_folded_until, s.hour) as stray_lo
+    from statistics_hourly s where s.hour = $1
+),
+live as (
+  select
+  count(*) as submitted,
+  count(*) filter (where x.status = 'completed') as completed,
+  count(*) filter (where x.status = 'expired') as expired,
+  count(*) filter (where x.status = 'submit_failed') as submit_failed,
+  count(*) filter (where x.decision = 'approved') as approved,
+  count(*) filter (where x.decision = 'declined') as declined,
+  count(*) filter (where x.decision = 'no_score') as no_score,
+  count(*) filter (where x.decision = 'filtered') as filtered,
+         count(*) filter (where x.status in ('queued', 'submitting', 'submitted')) as awaiting
+    from b cross join lateral (
+      select x.status, x.decision from underwriting_requests x
+       where x.submitted_at >= b.lo and x.submitted_at < $2) x
 ),
 stray as (
   select count(*) filter (where c.outcome = 'unmatched') as unmatched,
          count(*) filter (where c.outcome = 'invalid') as invalid
-    from callbacks c
-   where c.outcome in ('unmatched', 'invalid') and c.received_at >= $3 and c.received_at < $4
+    from b cross join lateral (
+      select c.outcome from callbacks c
+       where c.outcome in ('unmatched', 'invalid') and c.received_at >= b.stray_lo and c.received_at < $3) c
 )
 update statistics_hourly s
-   set submitted = s.submitted + l.submitted, completed = s.completed + l.completed,
-       expired = s.expired + l.expired, submit_failed = s.submit_failed + l.submit_failed,
-       approved = s.approved + l.approved, declined = s.declined + l.declined,
-       no_score = s.no_score + l.no_score, filtered = s.filtered + l.filtered,
+   set
+  submitted = s.submitted + l.submitted, completed = s.completed + l.completed,
+  expired = s.expired + l.expired, submit_failed = s.submit_failed + l.submit_failed,
+  approved = s.approved + l.approved, declined = s.declined + l.declined,
+  no_score = s.no_score + l.no_score, filtered = s.filtered + l.filtered,
        unmatched = s.unmatched + c.unmatched, invalid = s.invalid + c.invalid,
-       closed_at = $5
+       closed_at = $4
   from live l, stray c
- where s.hour = $6 and s.closed_at is null and l.awaiting = 0
+ where s.hour = $5 and s.closed_at is null and l.awaiting = 0
+   and not exists (select 1 from statistics_unfolded u where u.hour = $6)
    -- Through underwriting_requests_status_list: the few requests being sent. Only the hour a
    -- request was queued in: the hours after it stay closable while a long campaign is sent.
    and not exists (select 1 from underwriting_requests q
@@ -40,8 +49,12 @@ returning s.hour;
 
 insert into turnaround_hourly as t (hour, bin, requests)
 select $1::timestamptz, least($2, floor($3 * ln(greatest((date_part('epoch', "r"."completed_at" - "r"."submitted_at") * 1000), 1)) / ln(2)))::smallint, count(*)
-  from underwriting_requests r
- where r.submitted_at >= $4 and r.submitted_at < $5 and r.status = 'completed' and r.completed_at is not null
+  from statistics_hourly s
+  cross join lateral (
+    select r.submitted_at, r.completed_at from underwriting_requests r
+     where r.submitted_at >= coalesce(s.folded_until, s.hour) and r.submitted_at < $4
+       and r.status = 'completed' and r.completed_at is not null) r
+ where s.hour = $5
  group by 2
  order by 2
 on conflict (hour, bin) do update set requests = t.requests + excluded.requests;

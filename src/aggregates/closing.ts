@@ -3,13 +3,17 @@ import { type Kysely, sql } from 'kysely';
 import { INDEX_LOOKUPS_ONLY } from '../db/plan-guards.js';
 import type { Tables } from '../db/types.js';
 import { type Periodic, startPeriodic } from '../timing/periodic.js';
-import { addHoursQuery, closeHour, openHoursQuery } from './sql.js';
+import { addHoursQuery, closeHour, foldHour, foldListed, openHoursQuery } from './sql.js';
 
 // Closing hours (issue 34, docs/operations.md): an hour none of whose requests awaits the provider
 // any more has its live rows added to statistics_hourly and turnaround_hourly, and closed_at set,
 // so that the statistics read takes it from one row (and its turnaround bins) instead of its rows.
 // What can still change a closed hour's rows (a late callback, erasure, retention's delete) adjusts
 // its aggregates in the same transaction (migration 0022's triggers).
+//
+// Before an hour can close, each pass folds its requests up to FOLD_AFTER_MS ago into its counts
+// (migration 0028): the read of an open hour then costs its last minutes and what still awaits the
+// provider, not all its rows.
 
 const HOUR_MS = 3600_000;
 
@@ -19,6 +23,13 @@ const HOUR_MS = 3600_000;
  * arrive; this covers clocks apart and a write's longest transaction many times over).
  */
 export const CLOSE_AFTER_MS = 30 * 60_000;
+
+/**
+ * How long before now (the earlier of this instance's clock and the database's) a pass folds an
+ * open hour's requests into its counts: writes are stamped when they arrive, so none lands below
+ * this (it covers clocks apart and a write's longest transaction, as CLOSE_AFTER_MS does).
+ */
+export const FOLD_AFTER_MS = 10 * 60_000;
 
 /** How often each instance runs a closing pass. */
 export const CLOSING_INTERVAL_MS = 5 * 60_000;
@@ -38,7 +49,8 @@ export interface ClosingLimits {
 
 /**
  * How far this instance's clock may run behind the database's before each pass warns: the rows it
- * stamps would land CLOSE_AFTER_MS past their hour's end sooner than the others' (docs/operations.md).
+ * stamps would land below FOLD_AFTER_MS (CLOSE_AFTER_MS past their hour's end) sooner than the
+ * others' (docs/operations.md).
  */
 export const CLOCK_BEHIND_WARN_MS = 5 * 60_000;
 
@@ -49,9 +61,11 @@ export async function databaseNow(db: Kysely<Tables>): Promise<Date> {
 }
 
 /**
- * One pass: the open hours before the horizon, oldest first, each closed if it can be. Returns how
- * many it closed. The horizon is the earlier of this instance's and the database's: an instance
- * whose clock runs ahead never closes an hour that the others still write into.
+ * One pass: the answered requests a pass had listed folded; the open hours before the fold horizon
+ * folded up to it; then the open hours before the closing horizon, oldest first, each closed if it
+ * can be. Returns how many it closed. The horizons come from the earlier of this instance's clock
+ * and the database's: an instance whose clock runs ahead never folds or closes what the others
+ * still write into.
  */
 export async function closingPass(
   db: Kysely<Tables>,
@@ -59,23 +73,34 @@ export async function closingPass(
   limits: ClosingLimits = { maxHours: MAX_HOURS_PER_PASS },
   reference: Date = now,
 ): Promise<number> {
-  const horizon = closingHorizon(new Date(Math.min(now.getTime(), reference.getTime())));
+  const earlier = Math.min(now.getTime(), reference.getTime());
+  const horizon = closingHorizon(new Date(earlier));
+  const foldHorizon = new Date(earlier - FOLD_AFTER_MS);
+  // Rows up to the hour the fold horizon falls in (closed_at null), so that it can be folded.
+  const hoursUpTo = new Date(Math.floor(foldHorizon.getTime() / HOUR_MS) * HOUR_MS + HOUR_MS);
   await db.transaction().execute(async (trx) => {
     await INDEX_LOOKUPS_ONLY.execute(trx);
-    await addHoursQuery(horizon).execute(trx);
+    await addHoursQuery(hoursUpTo).execute(trx);
   });
-  let closed = 0;
-  let after: Date | null = null;
+  await foldListed(db);
+  await eachOpenHour(db, hoursUpTo, limits.maxHours, (hour) => foldHour(db, hour, foldHorizon));
   // An hour still awaiting the provider stays open (looked at again next pass); the hours after it
   // close all the same.
+  return eachOpenHour(db, horizon, limits.maxHours, (hour) => closeHour(db, hour, now));
+}
+
+/** `step` on each open hour before `before`, oldest first, until it returned true `max` times. Returns how many times it did. */
+async function eachOpenHour(db: Kysely<Tables>, before: Date, max: number, step: (hour: Date) => Promise<boolean>): Promise<number> {
+  let done = 0;
+  let after: Date | null = null;
   for (;;) {
-    const { rows } = await openHoursQuery(horizon, after, limits.maxHours).execute(db);
+    const { rows } = await openHoursQuery(before, after, max).execute(db);
     for (const { hour } of rows) {
-      if (closed >= limits.maxHours) return closed;
+      if (done >= max) return done;
       after = new Date(hour);
-      if (await closeHour(db, after, now)) closed += 1;
+      if (await step(after)) done += 1;
     }
-    if (rows.length < limits.maxHours) return closed;
+    if (rows.length < max) return done;
   }
 }
 
@@ -90,7 +115,7 @@ export function startClosing(deps: { db: Kysely<Tables>; clock: () => Date; log:
     if (behindMs > CLOCK_BEHIND_WARN_MS) {
       deps.log.warn(
         { behindSeconds: Math.round(behindMs / 1000) },
-        "this instance's clock runs behind the database's: requests and callbacks it stamps more than 30 minutes late land in hours already closed, which statistics then miss (synchronise the clocks)",
+        "this instance's clock runs behind the database's: requests and callbacks it stamps more than 10 minutes late land in statistics hours already folded (30 minutes: closed), which statistics then miss (synchronise the clocks)",
       );
     }
     const closed = await closingPass(deps.db, now, { maxHours: MAX_HOURS_PER_PASS }, reference);

@@ -49,43 +49,172 @@ export function openHoursQuery(horizon: Date, after: Date | null, limit: number)
      limit ${limit}`;
 }
 
+const AWAITING = sql`('queued', 'submitting', 'submitted')`;
+
+/** The request counts of `rows` (aliased x), as the columns of statistics_hourly. */
+const REQUEST_COUNTS = sql`
+      count(*) as submitted,
+      count(*) filter (where x.status = 'completed') as completed,
+      count(*) filter (where x.status = 'expired') as expired,
+      count(*) filter (where x.status = 'submit_failed') as submit_failed,
+      count(*) filter (where x.decision = 'approved') as approved,
+      count(*) filter (where x.decision = 'declined') as declined,
+      count(*) filter (where x.decision = 'no_score') as no_score,
+      count(*) filter (where x.decision = 'filtered') as filtered`;
+const ADD_REQUEST_COUNTS = sql`
+      submitted = s.submitted + l.submitted, completed = s.completed + l.completed,
+      expired = s.expired + l.expired, submit_failed = s.submit_failed + l.submit_failed,
+      approved = s.approved + l.approved, declined = s.declined + l.declined,
+      no_score = s.no_score + l.no_score, filtered = s.filtered + l.filtered`;
+
 /**
- * Closes the hour unless one of its requests still awaits the provider, or a request being sent
- * was queued in it (one the provider certainly did not receive goes back to the queue, to the hour
- * it was queued in, and to no other): adds its live requests and stray callbacks to its counts and
- * sets closed_at. Returns the hour when it closed it.
+ * Folds the open hour's unmatched and invalid callbacks up to the fold horizon (they never change;
+ * stray_folded_until), and its requests from its watermark (folded_until, or its start) up to a new one:
+ * the hour's end, the fold horizon, or the first request still queued in it, or the queue time of
+ * one being sent that was queued in it, whichever comes first (a queued request is not listed, and
+ * one being sent may return there: neither is ever below a watermark). Those no longer awaiting the
+ * provider are added to its counts and turnaround bins (and taken off the list if a pass had listed
+ * them); those awaiting it are listed in statistics_unfolded with this hour. One statement: one
+ * snapshot for the bound, the rows and the writes. Returns the hour when it moved its watermark.
+ */
+export function foldHourQuery(hour: Date, horizon: Date) {
+  const end = new Date(hour.getTime() + HOUR_MS);
+  return sql<{ hour: Date }>`
+    with b as (
+      select s.hour, coalesce(s.folded_until, s.hour) as lo,
+             greatest(coalesce(s.folded_until, s.hour), least(s.hour + interval '1 hour', ${horizon}::timestamptz,
+               (select min(q.submitted_at) from underwriting_requests q
+                 where q.status = 'queued' and q.submitted_at >= ${hour} and q.submitted_at < ${end}),
+               -- Through underwriting_requests_status_list: the few requests being sent.
+               (select min(q.queued_at) from underwriting_requests q
+                 where q.status = 'submitting' and q.queued_at >= ${hour} and q.queued_at < ${end}))) as hi,
+             coalesce(s.stray_folded_until, s.hour) as stray_lo,
+             greatest(coalesce(s.stray_folded_until, s.hour), least(s.hour + interval '1 hour', ${horizon}::timestamptz)) as stray_hi
+        from statistics_hourly s
+       where s.hour = ${hour} and s.closed_at is null
+    ),
+    r as materialized (
+      select x.id, x.status, x.decision, x.submitted_at, x.completed_at
+        from b cross join lateral (
+          select x.id, x.status, x.decision, x.submitted_at, x.completed_at from underwriting_requests x
+           where x.submitted_at >= b.lo and x.submitted_at < b.hi) x
+    ),
+    counted as materialized (
+      select * from r where r.status not in ${AWAITING}
+    ),
+    stray as (
+      -- Through callbacks_stray: each kind one range.
+      select count(*) filter (where c.outcome = 'unmatched') as unmatched,
+             count(*) filter (where c.outcome = 'invalid') as invalid
+        from b cross join lateral (
+          select c.outcome from callbacks c
+           where c.outcome in ('unmatched', 'invalid') and c.received_at >= b.stray_lo and c.received_at < b.stray_hi) c
+    ),
+    moved as (
+      update statistics_hourly s
+         set ${ADD_REQUEST_COUNTS}, folded_until = b.hi,
+             unmatched = s.unmatched + c.unmatched, invalid = s.invalid + c.invalid, stray_folded_until = b.stray_hi
+        from b, (select ${REQUEST_COUNTS} from counted x) l, stray c
+       where s.hour = b.hour and (b.hi > b.lo or b.stray_hi > b.stray_lo)
+      returning s.hour
+    ),
+    bins as (
+      insert into turnaround_hourly as t (hour, bin, requests)
+      select ${hour}::timestamptz, ${turnaroundBin('x')}, count(*)
+        from counted x
+       where x.status = 'completed' and x.completed_at is not null
+       group by 2
+       order by 2
+      on conflict (hour, bin) do update set requests = t.requests + excluded.requests
+    ),
+    listed as (
+      insert into statistics_unfolded (request_id, hour)
+      select r.id, ${hour}::timestamptz from r where r.status in ${AWAITING}
+       order by r.id
+      on conflict (request_id) do update set hour = excluded.hour
+    ),
+    unlisted as (
+      delete from statistics_unfolded u using counted c where u.request_id = c.id
+    )
+    select hour from moved`;
+}
+
+/**
+ * The listed requests (statistics_unfolded) folded once they no longer await the provider: each
+ * added to the counts and bins of its hour (where it is now: a request being sent or sent back
+ * moves), when it is below that hour's watermark and the hour is open. Entries whose request is
+ * no longer below an open hour's watermark (it moved; its hour closed) are dropped: the range part
+ * of the read and of the closing have it. Returns how many it folded.
+ */
+export function foldListedQuery() {
+  return sql<{ folded: string }>`
+    with e as materialized (
+      select u.request_id, s.hour, x.status, x.decision, x.submitted_at, x.completed_at,
+             coalesce(s.closed_at is null and x.submitted_at < s.folded_until, false) as below
+        from statistics_unfolded u
+        left join underwriting_requests x on x.id = u.request_id
+        left join statistics_hourly s on s.hour = date_bin('1 hour', x.submitted_at, ${ORIGIN})
+    ),
+    counted as materialized (
+      select * from e where e.below and e.status not in ${AWAITING}
+    ),
+    added as (
+      update statistics_hourly s
+         set ${ADD_REQUEST_COUNTS}
+        from (select x.hour, ${REQUEST_COUNTS} from counted x group by x.hour) l
+       where s.hour = l.hour
+    ),
+    bins as (
+      insert into turnaround_hourly as t (hour, bin, requests)
+      select x.hour, ${turnaroundBin('x')}, count(*)
+        from counted x
+       where x.status = 'completed' and x.completed_at is not null
+       group by 1, 2
+       order by 1, 2
+      on conflict (hour, bin) do update set requests = t.requests + excluded.requests
+    ),
+    dropped as (
+      delete from statistics_unfolded u using e
+       where u.request_id = e.request_id and not (e.below and e.status in ${AWAITING})
+    )
+    select count(*)::text as folded from counted`;
+}
+
+/**
+ * Closes the hour unless one of its requests still awaits the provider (from its watermark on, or
+ * listed below it), or a request being sent was queued in it (one the provider certainly did not
+ * receive goes back to the queue, to the hour it was queued in, and to no other): adds its live
+ * requests from the watermark on (those below it are counted already) and its stray callbacks to
+ * its counts (those from their watermark on) and sets closed_at. Returns the hour when it closed it.
  */
 export function closeHourQuery(hour: Date, now: Date) {
   const end = new Date(hour.getTime() + HOUR_MS);
   return sql<{ hour: Date }>`
-    with live as (
-      select count(*) as submitted,
-             count(*) filter (where r.status = 'completed') as completed,
-             count(*) filter (where r.status = 'expired') as expired,
-             count(*) filter (where r.status = 'submit_failed') as submit_failed,
-             count(*) filter (where r.decision = 'approved') as approved,
-             count(*) filter (where r.decision = 'declined') as declined,
-             count(*) filter (where r.decision = 'no_score') as no_score,
-             count(*) filter (where r.decision = 'filtered') as filtered,
-             count(*) filter (where r.status in ('queued', 'submitting', 'submitted')) as awaiting
-        from underwriting_requests r
-       where r.submitted_at >= ${hour} and r.submitted_at < ${end}
+    with b as (
+      select coalesce(s.folded_until, s.hour) as lo, coalesce(s.stray_folded_until, s.hour) as stray_lo
+        from statistics_hourly s where s.hour = ${hour}
+    ),
+    live as (
+      select ${REQUEST_COUNTS},
+             count(*) filter (where x.status in ${AWAITING}) as awaiting
+        from b cross join lateral (
+          select x.status, x.decision from underwriting_requests x
+           where x.submitted_at >= b.lo and x.submitted_at < ${end}) x
     ),
     stray as (
       select count(*) filter (where c.outcome = 'unmatched') as unmatched,
              count(*) filter (where c.outcome = 'invalid') as invalid
-        from callbacks c
-       where c.outcome in ('unmatched', 'invalid') and c.received_at >= ${hour} and c.received_at < ${end}
+        from b cross join lateral (
+          select c.outcome from callbacks c
+           where c.outcome in ('unmatched', 'invalid') and c.received_at >= b.stray_lo and c.received_at < ${end}) c
     )
     update statistics_hourly s
-       set submitted = s.submitted + l.submitted, completed = s.completed + l.completed,
-           expired = s.expired + l.expired, submit_failed = s.submit_failed + l.submit_failed,
-           approved = s.approved + l.approved, declined = s.declined + l.declined,
-           no_score = s.no_score + l.no_score, filtered = s.filtered + l.filtered,
+       set ${ADD_REQUEST_COUNTS},
            unmatched = s.unmatched + c.unmatched, invalid = s.invalid + c.invalid,
            closed_at = ${now}
       from live l, stray c
      where s.hour = ${hour} and s.closed_at is null and l.awaiting = 0
+       and not exists (select 1 from statistics_unfolded u where u.hour = ${hour})
        -- Through underwriting_requests_status_list: the few requests being sent. Only the hour a
        -- request was queued in: the hours after it stay closable while a long campaign is sent.
        and not exists (select 1 from underwriting_requests q
@@ -93,14 +222,18 @@ export function closeHourQuery(hour: Date, now: Date) {
     returning s.hour`;
 }
 
-/** The closed hour's completed requests added to its turnaround bins. */
+/** The closed hour's completed requests from its watermark on added to its turnaround bins. */
 export function closeTurnaroundQuery(hour: Date) {
   const end = new Date(hour.getTime() + HOUR_MS);
   return sql`
     insert into turnaround_hourly as t (hour, bin, requests)
     select ${hour}::timestamptz, ${turnaroundBin('r')}, count(*)
-      from underwriting_requests r
-     where r.submitted_at >= ${hour} and r.submitted_at < ${end} and r.status = 'completed' and r.completed_at is not null
+      from statistics_hourly s
+      cross join lateral (
+        select r.submitted_at, r.completed_at from underwriting_requests r
+         where r.submitted_at >= coalesce(s.folded_until, s.hour) and r.submitted_at < ${end}
+           and r.status = 'completed' and r.completed_at is not null) r
+     where s.hour = ${hour}
      group by 2
      order by 2
     on conflict (hour, bin) do update set requests = t.requests + excluded.requests`;
@@ -121,9 +254,34 @@ export async function closeHour(db: Kysely<Tables>, hour: Date, now: Date): Prom
   });
 }
 
+/**
+ * Moves one open hour's watermark (foldHourQuery) in a transaction of its own under the closing
+ * lock, as closeHour. True when it moved.
+ */
+export async function foldHour(db: Kysely<Tables>, hour: Date, horizon: Date): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    await INDEX_LOOKUPS_ONLY.execute(trx);
+    await TAKE_CLOSING_LOCK.execute(trx);
+    const { rows } = await foldHourQuery(hour, horizon).execute(trx);
+    return rows.length > 0;
+  });
+}
+
+/** The listed requests no longer awaiting the provider folded, in a transaction of its own under the closing lock. Returns how many. */
+export async function foldListed(db: Kysely<Tables>): Promise<number> {
+  return db.transaction().execute(async (trx) => {
+    await INDEX_LOOKUPS_ONLY.execute(trx);
+    await TAKE_CLOSING_LOCK.execute(trx);
+    const { rows } = await foldListedQuery().execute(trx);
+    return Number(rows[0]?.folded ?? 0);
+  });
+}
+
 /** The closing's statements as `npm run sql:snapshot` writes them (docs/layout.md). */
 export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'add_hours', run: (db) => addHoursQuery(new Date(0)).execute(db) },
   { name: 'open_hours', run: (db) => openHoursQuery(new Date(0), null, 48).execute(db) },
+  { name: 'fold_listed', rows: [[], [], [{ folded: '0' }]], run: (db) => foldListed(db) },
+  { name: 'fold_hour', rows: [[], [], []], run: (db) => foldHour(db, new Date(0), new Date(0)) },
   { name: 'close_hour', rows: [[], [], [{ hour: new Date(0) }], []], run: (db) => closeHour(db, new Date(0), new Date(0)) },
 ];

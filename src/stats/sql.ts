@@ -35,39 +35,20 @@ const COUNTS = ['submitted', 'completed', 'expired', 'submit_failed', 'pending',
  * Every bucket in [since, until) (both on bucket boundaries), in order, empty ones included, in one
  * round trip. A bucket's requests are those submitted in it, as they stand now; its unmatched and
  * invalid callbacks those that arrived in it. An hour is counted in statistics_hourly and
- * turnaround_hourly (its purged rows; once closed, all of them: aggregates/closing.ts) plus, while
- * it is not closed, its live rows, read by range through the submitted_at and received_at indexes
- * for each run of open hours: a closed row is in the aggregates and never read, so the read costs
- * the window's hours and its open hours' rows, not the window's rows. Percentiles come from the
- * merged turnaround histogram.
+ * turnaround_hourly (its purged rows; once closed, all of them; while open, those submitted before
+ * its watermark folded_until but for the listed ones: aggregates/closing.ts) plus, while it is not
+ * closed, its live rows from the watermark on, read by range through the submitted_at index for
+ * each run of open hours, the listed rows below it by id (statistics_unfolded, by hour), and its
+ * stray callbacks from theirs on by range through callbacks_stray: a counted row is never read, so the read costs the
+ * window's hours, its open hours' last minutes and what of them still awaits the provider, not the
+ * window's rows. Percentiles come from the merged turnaround histogram.
  */
 export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
   const width = sql`${WIDTH[unit]}::interval`;
   const bucket = (column: ReturnType<typeof sql.ref>) => sql`date_bin(${width}, ${column}, ${ORIGIN})`;
   const sum = (c: string) => sql`sum(${sql.ref(c)})::bigint as ${sql.ref(c)}`;
-  return sql<BucketRow>`
-    with agg as materialized (
-      select s.hour, s.closed_at, ${sql.join(COUNTS.filter((c) => c !== 'pending').map((c) => sql.ref(`s.${c}`)))}
-        from statistics_hourly s
-       where s.hour >= ${since} and s.hour < ${until}
-    ),
-    hours as (
-      select h.hour from generate_series(${since}::timestamptz, ${until}::timestamptz - interval '1 hour', interval '1 hour') as h(hour)
-       where not exists (select 1 from agg a where a.hour = h.hour and a.closed_at is not null)
-    ),
-    open_runs as (
-      -- Consecutive open hours as one range each (typically one: the last hour or two).
-      select min(hour) as lo, max(hour) + interval '1 hour' as hi
-        from (select hour, hour - row_number() over (order by hour) * interval '1 hour' as run from hours) x
-       group by run
-    ),
-    live as (
-      -- Lateral and grouped per run: each run one range of underwriting_requests_list, never a
-      -- join the planner could turn into a pass over every row.
-      select r.start, r.bin, r.submitted, r.completed, r.expired, r.submit_failed, r.pending,
-             r.approved, r.declined, r.no_score, r.filtered
-        from open_runs o
-        cross join lateral (
+  // One group of rows (aliased x) per bucket and turnaround bin.
+  const requestCounts = sql`
           select ${bucket(sql.ref('x.submitted_at'))} as start,
                  case when x.status = 'completed' and x.completed_at is not null then ${turnaroundBin('x')} end as bin,
                  count(*) as submitted,
@@ -79,10 +60,56 @@ export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
                  count(*) filter (where x.decision = 'approved') as approved,
                  count(*) filter (where x.decision = 'declined') as declined,
                  count(*) filter (where x.decision = 'no_score') as no_score,
-                 count(*) filter (where x.decision = 'filtered') as filtered
+                 count(*) filter (where x.decision = 'filtered') as filtered`;
+  return sql<BucketRow>`
+    with agg as materialized (
+      select s.hour, s.closed_at, s.folded_until, s.stray_folded_until, ${sql.join(COUNTS.filter((c) => c !== 'pending').map((c) => sql.ref(`s.${c}`)))}
+        from statistics_hourly s
+       where s.hour >= ${since} and s.hour < ${until}
+    ),
+    hours as (
+      -- Each open hour with where its unread requests and stray callbacks begin: their watermark, or its start.
+      select h.hour, coalesce(a.folded_until, h.hour) as lo, coalesce(a.stray_folded_until, h.hour) as stray_lo
+        from generate_series(${since}::timestamptz, ${until}::timestamptz - interval '1 hour', interval '1 hour') as h(hour)
+        left join agg a on a.hour = h.hour
+       where a.closed_at is null
+    ),
+    runs as (
+      -- Consecutive open hours as one range each, from the first one's watermark on: an hour with a
+      -- watermark starts a range of its own (typically one or two ranges: the last minutes).
+      select kind, min(lo) as lo, max(hour) + interval '1 hour' as hi
+        from (select kind, hour, lo, hour - row_number() over (partition by kind order by hour) * interval '1 hour' as run,
+                     count(*) filter (where lo > hour) over (partition by kind order by hour) as folds
+                from (select 'requests' as kind, hour, lo from hours union all select 'stray', hour, stray_lo from hours) k) x
+       group by kind, run, folds
+      -- An hour folded to its end has nothing left to read.
+      having min(lo) < max(hour) + interval '1 hour'
+    ),
+    request_runs as (
+      select lo, hi from runs where kind = 'requests'
+    ),
+    stray_runs as (
+      select lo, hi from runs where kind = 'stray'
+    ),
+    live as (
+      -- Lateral and grouped per run: each run one range of underwriting_requests_list, never a
+      -- join the planner could turn into a pass over every row.
+      select r.start, r.bin, r.submitted, r.completed, r.expired, r.submit_failed, r.pending,
+             r.approved, r.declined, r.no_score, r.filtered
+        from request_runs o
+        cross join lateral (${requestCounts}
             from underwriting_requests x
            where x.submitted_at >= o.lo and x.submitted_at < o.hi
            group by 1, 2) r
+      union all
+      -- The listed rows below their open hour's watermark, by id (a listed row that has moved is
+      -- above its new hour's watermark: the range has it).
+      ${requestCounts}
+        from statistics_unfolded u
+        join underwriting_requests x on x.id = u.request_id
+        join agg a on a.hour = date_bin('1 hour', x.submitted_at, ${ORIGIN}) and a.closed_at is null
+       where u.hour >= ${since} and u.hour < ${until} and x.submitted_at < a.folded_until
+       group by 1, 2
     ),
     counts as (
       select start, submitted, completed, expired, submit_failed, pending,
@@ -94,7 +121,7 @@ export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
         from agg s
       union all
       select c.start, 0, 0, 0, 0, 0, 0, 0, 0, 0, c.unmatched, c.invalid
-        from open_runs o
+        from stray_runs o
         cross join lateral (
           select ${bucket(sql.ref('x.received_at'))} as start,
                  count(*) filter (where x.outcome = 'unmatched') as unmatched,

@@ -25,7 +25,7 @@ const LARGE = 20_000;
 const LAST_DAY = 200;
 const WAITING = 10;
 
-const STATS_TABLES = ['statistics_hourly', 'turnaround_hourly'];
+const STATS_TABLES = ['statistics_hourly', 'turnaround_hourly', 'statistics_unfolded'];
 const TABLES = ['underwriting_requests', 'callbacks', 'events', 'event_deliveries'];
 
 /**
@@ -104,7 +104,7 @@ async function seedPresent(db: Kysely<Tables>): Promise<void> {
 
 /** Every closable hour closed afresh (a grown history lands in hours closed before: they are closed again). */
 async function closeAll(db: Kysely<Tables>, state: StatisticsState): Promise<void> {
-  await sql`truncate statistics_hourly, turnaround_hourly`.execute(db);
+  await sql`truncate statistics_hourly, turnaround_hourly, statistics_unfolded`.execute(db);
   await closingPass(db, new Date(), { maxHours: 1000 });
   // Analysed as autovacuum leaves a table (bench state c): vacuumed too. Analysed alone, the planner
   // probes the ends of underwriting_requests_list for a range's bounds (get_actual_variable_range)
@@ -186,5 +186,44 @@ for (const state of SERVER_URL ? STATISTICS_STATES : []) {
     t.match(small.now!.plan, /underwriting_requests_(one_in_flight|status_list|waiting)/, 'pending through an index of what awaits the provider');
     t.match(small.now!.plan, /callbacks_stray/, 'stray callbacks through callbacks_stray');
     t.match(small.now!.plan, /event_deliveries_dead/, 'dead deliveries through event_deliveries_dead');
+  });
+}
+
+// Open hours (migration 0028, docs/performance.md "Open hours"): an hour stays open while one of its
+// requests awaits the provider, hours after its end; its read costs its unfolded minutes and what
+// of it still awaits the provider, not its rows.
+const OPEN_SMALL = 1_000;
+const OPEN_LARGE = 10_000;
+const OPEN_HOURS = 5;
+
+for (const state of SERVER_URL ? STATISTICS_STATES : []) {
+  t.test(`the read of open hours costs their last minutes and what awaits the provider, not their rows (${state})`, async (t) => {
+    const { db } = await freshDatabase(t, { queryTimeoutMs: SET_UP_QUERY_TIMEOUT_MS });
+    await prepare(db, state);
+    for (const table of STATS_TABLES) await sql`alter table ${sql.table(table)} set (autovacuum_enabled = off)`.execute(db);
+    if (state === 'analysed empty, then grown') for (const table of STATS_TABLES) await sql`analyze ${sql.table(table)}`.execute(db);
+    // One request per hour still awaiting its callback: none of the hours can close.
+    await sql`
+      insert into underwriting_requests (customer_uuid, cpf_hash, cpf_masked, cost_saving_enabled, status, submitted_at, updated_at, upstream_status)
+      select 'o' || g, md5('o' || g), '***.456.789-**', false, 'submitted', x.at, x.at, 202
+        from generate_series(1, ${OPEN_HOURS}::int) g
+        cross join lateral (select date_trunc('hour', now()) - g * interval '1 hour' + interval '5 minutes' as at) x`.execute(db);
+    // Up to 11 minutes ago: below the watermark of the pass that follows (the last 10 minutes are
+    // read row by row, as many at either size: docs/performance.md).
+    const span = [OPEN_HOURS * HOUR, 11 * 60_000] as const;
+    await seedSpan(db, 's', OPEN_SMALL, ...span);
+    await closeAll(db, state);
+    const small = await reads(db);
+    await seedSpan(db, 'l', OPEN_LARGE, ...span);
+    await closeAll(db, state);
+    const large = await reads(db);
+    const open = Number((await sql<{ n: string }>`select count(*)::text as n from statistics_hourly where closed_at is null and folded_until is not null`.execute(db)).rows[0]!.n);
+    t.ok(open >= OPEN_HOURS, `the hours stay open, folded (${open})`);
+    for (const name of Object.keys(windows(new Date()))) {
+      t.notMatch(large[name]!.plan, /Seq Scan on (underwriting_requests|statistics_hourly|statistics_unfolded)\b/, `${name}: no sequential scan`, { plan: large[name]!.plan });
+      t.ok(large[name]!.blocks <= FLAT * small[name]!.blocks + PAGE_SLACK,
+        `${name}: buffers flat, ${small[name]!.blocks} with ${OPEN_SMALL} requests in open hours, ${large[name]!.blocks} with ${OPEN_SMALL + OPEN_LARGE}`,
+        { small: small[name]!.plan, large: large[name]!.plan });
+    }
   });
 }

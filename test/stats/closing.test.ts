@@ -45,6 +45,9 @@ async function seed(db: Kysely<Tables>): Promise<void> {
   await insertRow(db, { customerUuid: 'recent-1', status: 'completed', submittedAt: '2026-11-23T04:05:00Z', turnaroundMs: 2_000 });
   await insertRow(db, { customerUuid: 'recent-2', status: 'submitted', submittedAt: '2026-11-23T04:20:00Z' });
   await insertRow(db, { customerUuid: 'recent-3', status: 'expired', submittedAt: '2026-11-23T03:50:00Z' });
+  // Stray callbacks in the open hour and in the current one, before 10 minutes ago (folded).
+  await insertStray(db, 'unmatched', at('2026-11-22T15:20:00Z'), { customerUuid: 'stray-open' });
+  await insertStray(db, 'invalid', at('2026-11-23T04:12:00Z'), { customerUuid: 'stray-now' });
   for (let i = 0; i < 12; i++) {
     await insertStray(db, i % 3 ? 'unmatched' : 'invalid', new Date(at('2026-11-21T07:00:00Z').getTime() + i * 3.5 * 3600_000), { customerUuid: `stray-${i}` });
   }
@@ -59,6 +62,12 @@ async function answers(app: FastifyInstance): Promise<unknown[]> {
   }
   return out;
 }
+
+const watermark = async (db: Kysely<Tables>, iso: string) =>
+  (await sql<{ folded_until: Date | null }>`select folded_until from statistics_hourly where hour = ${at(iso)}`.execute(db)).rows[0]?.folded_until;
+const listed = async (db: Kysely<Tables>) =>
+  (await sql<{ customer_uuid: string }>`
+    select r.customer_uuid from statistics_unfolded u join underwriting_requests r on r.id = u.request_id order by 1`.execute(db)).rows.map((r) => r.customer_uuid);
 
 const closedHours = async (db: Kysely<Tables>) =>
   Number((await sql<{ n: string }>`select count(*)::text as n from statistics_hourly where closed_at is not null`.execute(db)).rows[0]!.n);
@@ -80,6 +89,20 @@ t.test('closing hours changes no answer, and a late callback, an erasure and ret
   t.ok((await hour('2026-11-23T03:00:00Z'))?.closed_at, 'an hour that ended 30 minutes ago is closed');
   t.notOk((await hour('2026-11-23T04:00:00Z'))?.closed_at, 'the current hour is not');
   t.same(await answers(closed.app), before, 'the same answers once closed: counts, decisions, percentiles, stray callbacks');
+  // Open hours are folded up to 10 minutes ago (04:20), but for what still awaits the provider.
+  t.same(await watermark(closed.database.db, '2026-11-22T15:00:00Z'), at('2026-11-22T16:00:00Z'), 'the open hour is folded to its end');
+  t.same(await watermark(closed.database.db, '2026-11-23T04:00:00Z'), at('2026-11-23T04:20:00Z'), 'the current hour up to 10 minutes ago');
+  t.same(await listed(closed.database.db), ['waiting'], 'the request awaiting its callback below a watermark is listed');
+
+  // The listed request answered, a folded one of the same open hour erased: read by id, taken off the counts.
+  for (const { app } of both) {
+    const res = await postCallback(app, resultBody('waiting', { started: '2026-11-22T15:11:00Z', finished: '2026-11-22T15:12:00Z', limit: 2000 }));
+    t.equal(res.statusCode, 200);
+    for (const customerUuid of ['waiting-hour', 'stray-open']) t.equal((await post(app, '/v1/personal-data/erase', { customerUuid })).statusCode, 200);
+  }
+  const answered = await answers(closed.app);
+  t.same(answered, await answers(open.app), 'a listed request answered, a folded one and a folded stray callback erased: the same answers');
+  t.not(JSON.stringify(answered), JSON.stringify(before), 'and they changed them');
 
   // Late callbacks complete the expired and the failed request, both in closed hours.
   for (const { app } of both) {
@@ -108,10 +131,18 @@ t.test('closing hours changes no answer, and a late callback, an erasure and ret
   await closed.app.statisticsClosing.run();
   const last = await answers(closed.app);
   t.same(last, await answers(open.app), 'a second pass: the same answers');
+  t.ok((await hour('2026-11-22T15:00:00Z'))?.closed_at, 'it folded the answered request and closed its hour');
+  t.same(await listed(closed.database.db), [], 'nothing is listed any more');
 
   // A closed hour is read from its aggregates alone: a row written into it behind the gateway's back is not seen.
   await insertRow(closed.database.db, { customerUuid: 'behind', status: 'completed', submittedAt: '2026-11-22T09:30:00Z' });
   t.same(await answers(closed.app), last, 'a closed hour is not read row by row');
+  // Nor the folded part of an open hour.
+  await insertRow(closed.database.db, { customerUuid: 'behind-open', status: 'completed', submittedAt: '2026-11-23T04:10:00Z' });
+  await insertStray(closed.database.db, 'unmatched', at('2026-11-23T04:11:00Z'), { customerUuid: 'behind-stray' });
+  t.same(await answers(closed.app), last, 'an open hour is not read row by row below its watermarks');
+  await insertRow(closed.database.db, { customerUuid: 'above-open', status: 'completed', submittedAt: '2026-11-23T04:25:00Z' });
+  t.not(JSON.stringify(await answers(closed.app)), JSON.stringify(last), 'and is above it');
 });
 
 t.test('two instances closing at once count every row once', async (t) => {
@@ -145,7 +176,8 @@ t.test('a request being sent keeps only the hour it was queued in open, and retu
     await sql`update provider_pacing set hold_until = 'infinity'`.execute(database.db);
     await seed(database.db);
     // A campaign request queued two days ago, claimed now (being sent: its submitted_at the claim's time).
-    await insertRow(database.db, { customerUuid: 'sending', status: 'submitting', submittedAt: '2026-11-23T04:25:00Z' });
+    // Claimed 15 minutes ago: below the current hour's watermark once folded, so it is listed there.
+    await insertRow(database.db, { customerUuid: 'sending', status: 'submitting', submittedAt: '2026-11-23T04:15:00Z' });
     await sql`update underwriting_requests set queued_at = ${at(queuedAt)} where customer_uuid = 'sending'`.execute(database.db);
   }
   await closingPass(closed.database.db, NOW);
@@ -156,6 +188,8 @@ t.test('a request being sent keeps only the hour it was queued in open, and retu
   t.ok((await hour('2026-11-23T03:00:00Z'))?.closed_at, 'and the last closable one');
   t.ok((await closedHours(closed.database.db)) > 40, 'every other closable hour is closed');
   t.same(await answers(closed.app), await answers(open.app), 'the same answers while it is being sent');
+  t.same(await watermark(closed.database.db, '2026-11-21T06:00:00Z'), at(queuedAt), 'the hour it was queued in is folded up to its queue time, no further');
+  t.same(await listed(closed.database.db), ['sending', 'waiting'], 'it is listed in the hour it is being sent in');
 
   // The provider certainly did not receive it: back to the queue, to the hour it was queued in.
   for (const { database } of [closed, open]) {
@@ -164,6 +198,8 @@ t.test('a request being sent keeps only the hour it was queued in open, and retu
   t.same(await answers(closed.app), await answers(open.app), 'returned to the queue: counted once, in its queued hour');
   await closingPass(closed.database.db, NOW);
   t.equal((await hour('2026-11-21T06:00:00Z'))?.closed_at, null, 'its hour stays open while it is queued');
+  t.same(await watermark(closed.database.db, '2026-11-21T06:00:00Z'), at(queuedAt), 'and folded no further than it');
+  t.same(await listed(closed.database.db), ['waiting'], 'its entry in the hour it left is dropped');
   t.same(await answers(closed.app), await answers(open.app), 'and a pass after it changes no answer');
 });
 

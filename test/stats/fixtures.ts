@@ -140,7 +140,7 @@ export const daysAgo = (now: Date, days: number) => hoursAgo(now, days * 24);
 export async function sharedDatabase(t: Test): Promise<TestDatabaseHandle> {
   const database = await freshDatabase(t);
   t.beforeEach(async () => {
-    await sql`truncate underwriting_requests, callbacks, idempotency_keys, statistics_hourly, turnaround_hourly,
+    await sql`truncate underwriting_requests, callbacks, idempotency_keys, statistics_hourly, turnaround_hourly, statistics_unfolded,
       events, event_deliveries restart identity cascade`.execute(database.db);
   });
   return database;
