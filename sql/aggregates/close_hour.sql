@@ -37,24 +37,22 @@ update statistics_hourly s
   approved = s.approved + l.approved, declined = s.declined + l.declined,
   no_score = s.no_score + l.no_score, filtered = s.filtered + l.filtered,
        unmatched = s.unmatched + c.unmatched, invalid = s.invalid + c.invalid,
-       closed_at = $4
-  from live l, stray c
+       -- A closed hour counts all its rows: no watermark (and migration 0028's guard lets
+       -- only a close that clears them close a folded hour).
+       closed_at = $4, folded_until = null, stray_folded_until = null
+  from live l, stray c, b
  where s.hour = $5 and s.closed_at is null and l.awaiting = 0
    and not exists (select 1 from statistics_unfolded u where u.hour = $6)
    -- Through underwriting_requests_status_list: the few requests being sent. Only the hour a
    -- request was queued in: the hours after it stay closable while a long campaign is sent.
    and not exists (select 1 from underwriting_requests q
                     where q.status = 'submitting' and q.queued_at >= $7 and q.queued_at < $8)
-returning s.hour;
+returning s.hour, b.lo;
 
 insert into turnaround_hourly as t (hour, bin, requests)
 select $1::timestamptz, least($2, floor($3 * ln(greatest((date_part('epoch', "r"."completed_at" - "r"."submitted_at") * 1000), 1)) / ln(2)))::smallint, count(*)
-  from statistics_hourly s
-  cross join lateral (
-    select r.submitted_at, r.completed_at from underwriting_requests r
-     where r.submitted_at >= coalesce(s.folded_until, s.hour) and r.submitted_at < $4
-       and r.status = 'completed' and r.completed_at is not null) r
- where s.hour = $5
+  from underwriting_requests r
+ where r.submitted_at >= $4 and r.submitted_at < $5 and r.status = 'completed' and r.completed_at is not null
  group by 2
  order by 2
 on conflict (hour, bin) do update set requests = t.requests + excluded.requests;

@@ -189,7 +189,7 @@ export function foldListedQuery() {
  */
 export function closeHourQuery(hour: Date, now: Date) {
   const end = new Date(hour.getTime() + HOUR_MS);
-  return sql<{ hour: Date }>`
+  return sql<{ hour: Date; lo: Date }>`
     with b as (
       select coalesce(s.folded_until, s.hour) as lo, coalesce(s.stray_folded_until, s.hour) as stray_lo
         from statistics_hourly s where s.hour = ${hour}
@@ -211,29 +211,27 @@ export function closeHourQuery(hour: Date, now: Date) {
     update statistics_hourly s
        set ${ADD_REQUEST_COUNTS},
            unmatched = s.unmatched + c.unmatched, invalid = s.invalid + c.invalid,
-           closed_at = ${now}
-      from live l, stray c
+           -- A closed hour counts all its rows: no watermark (and migration 0028's guard lets
+           -- only a close that clears them close a folded hour).
+           closed_at = ${now}, folded_until = null, stray_folded_until = null
+      from live l, stray c, b
      where s.hour = ${hour} and s.closed_at is null and l.awaiting = 0
        and not exists (select 1 from statistics_unfolded u where u.hour = ${hour})
        -- Through underwriting_requests_status_list: the few requests being sent. Only the hour a
        -- request was queued in: the hours after it stay closable while a long campaign is sent.
        and not exists (select 1 from underwriting_requests q
                         where q.status = 'submitting' and q.queued_at >= ${hour} and q.queued_at < ${end})
-    returning s.hour`;
+    returning s.hour, b.lo`;
 }
 
-/** The closed hour's completed requests from its watermark on added to its turnaround bins. */
-export function closeTurnaroundQuery(hour: Date) {
+/** The closed hour's completed requests from `lo` (its watermark before it closed) on added to its turnaround bins. */
+export function closeTurnaroundQuery(hour: Date, lo: Date) {
   const end = new Date(hour.getTime() + HOUR_MS);
   return sql`
     insert into turnaround_hourly as t (hour, bin, requests)
     select ${hour}::timestamptz, ${turnaroundBin('r')}, count(*)
-      from statistics_hourly s
-      cross join lateral (
-        select r.submitted_at, r.completed_at from underwriting_requests r
-         where r.submitted_at >= coalesce(s.folded_until, s.hour) and r.submitted_at < ${end}
-           and r.status = 'completed' and r.completed_at is not null) r
-     where s.hour = ${hour}
+      from underwriting_requests r
+     where r.submitted_at >= ${lo} and r.submitted_at < ${end} and r.status = 'completed' and r.completed_at is not null
      group by 2
      order by 2
     on conflict (hour, bin) do update set requests = t.requests + excluded.requests`;
@@ -249,7 +247,7 @@ export async function closeHour(db: Kysely<Tables>, hour: Date, now: Date): Prom
     await TAKE_CLOSING_LOCK.execute(trx);
     const { rows } = await closeHourQuery(hour, now).execute(trx);
     if (rows.length === 0) return false;
-    await closeTurnaroundQuery(hour).execute(trx);
+    await closeTurnaroundQuery(hour, new Date(rows[0]!.lo)).execute(trx);
     return true;
   });
 }
@@ -283,5 +281,5 @@ export const SQL_SNAPSHOTS: readonly SqlSnapshot[] = [
   { name: 'open_hours', run: (db) => openHoursQuery(new Date(0), null, 48).execute(db) },
   { name: 'fold_listed', rows: [[], [], [{ folded: '0' }]], run: (db) => foldListed(db) },
   { name: 'fold_hour', rows: [[], [], []], run: (db) => foldHour(db, new Date(0), new Date(0)) },
-  { name: 'close_hour', rows: [[], [], [{ hour: new Date(0) }], []], run: (db) => closeHour(db, new Date(0), new Date(0)) },
+  { name: 'close_hour', rows: [[], [], [{ hour: new Date(0), lo: new Date(0) }], []], run: (db) => closeHour(db, new Date(0), new Date(0)) },
 ];

@@ -69,6 +69,34 @@ const listed = async (db: Kysely<Tables>) =>
   (await sql<{ customer_uuid: string }>`
     select r.customer_uuid from statistics_unfolded u join underwriting_requests r on r.id = u.request_id order by 1`.execute(db)).rows.map((r) => r.customer_uuid);
 
+/** The closing statement of the version before migration 0028 (as of bbb5692), on one hour: rows it updated. */
+async function olderClose(db: Kysely<Tables>, hour: Date): Promise<number> {
+  const end = new Date(hour.getTime() + 3600_000);
+  const { numAffectedRows } = await sql`
+    with live as (
+      select count(*) as submitted, count(*) filter (where r.status = 'completed') as completed,
+             count(*) filter (where r.status = 'expired') as expired, count(*) filter (where r.status = 'submit_failed') as submit_failed,
+             count(*) filter (where r.decision = 'approved') as approved, count(*) filter (where r.decision = 'declined') as declined,
+             count(*) filter (where r.decision = 'no_score') as no_score, count(*) filter (where r.decision = 'filtered') as filtered,
+             count(*) filter (where r.status in ('queued', 'submitting', 'submitted')) as awaiting
+        from underwriting_requests r where r.submitted_at >= ${hour} and r.submitted_at < ${end}
+    ),
+    stray as (
+      select count(*) filter (where c.outcome = 'unmatched') as unmatched, count(*) filter (where c.outcome = 'invalid') as invalid
+        from callbacks c where c.outcome in ('unmatched', 'invalid') and c.received_at >= ${hour} and c.received_at < ${end}
+    )
+    update statistics_hourly s
+       set submitted = s.submitted + l.submitted, completed = s.completed + l.completed,
+           expired = s.expired + l.expired, submit_failed = s.submit_failed + l.submit_failed,
+           approved = s.approved + l.approved, declined = s.declined + l.declined,
+           no_score = s.no_score + l.no_score, filtered = s.filtered + l.filtered,
+           unmatched = s.unmatched + c.unmatched, invalid = s.invalid + c.invalid, closed_at = ${NOW}
+      from live l, stray c
+     where s.hour = ${hour} and s.closed_at is null and l.awaiting = 0
+       and not exists (select 1 from underwriting_requests q where q.status = 'submitting' and q.queued_at >= ${hour} and q.queued_at < ${end})`.execute(db);
+  return Number(numAffectedRows ?? 0n);
+}
+
 const closedHours = async (db: Kysely<Tables>) =>
   Number((await sql<{ n: string }>`select count(*)::text as n from statistics_hourly where closed_at is not null`.execute(db)).rows[0]!.n);
 
@@ -103,6 +131,12 @@ t.test('closing hours changes no answer, and a late callback, an erasure and ret
   const answered = await answers(closed.app);
   t.same(answered, await answers(open.app), 'a listed request answered, a folded one and a folded stray callback erased: the same answers');
   t.not(JSON.stringify(answered), JSON.stringify(before), 'and they changed them');
+
+  // An instance of the version before 0028, still running during a rolling deploy, closes an hour
+  // by adding all its rows: on a folded hour that is skipped (migration 0029), not counted twice.
+  const closedBefore0028 = await olderClose(closed.database.db, at('2026-11-22T15:00:00Z'));
+  t.equal(closedBefore0028, 0, "an older instance's close of a folded hour changes no row");
+  t.same(await answers(closed.app), answered, 'and no answer');
 
   // Late callbacks complete the expired and the failed request, both in closed hours.
   for (const { app } of both) {
