@@ -69,10 +69,14 @@ live as (
              count(*) filter (where x.decision = 'declined') as declined,
              count(*) filter (where x.decision = 'no_score') as no_score,
              count(*) filter (where x.decision = 'filtered') as filtered
-    from statistics_unfolded u
+    from agg a
+    join statistics_unfolded u on u.hour = a.hour
     join underwriting_requests x on x.id = u.request_id
-    join agg a on a.hour = date_bin('1 hour', x.submitted_at, timestamptz '2000-01-01 00:00:00+00') and a.closed_at is null
-   where u.hour >= $11 and u.hour < $12 and x.submitted_at < a.folded_until
+   -- An entry's hour is its request's while the request is below that hour's watermark: the
+   -- equality keeps each open hour's entries one range of statistics_unfolded_hour, whichever
+   -- side of a nested loop the planner puts the hours on.
+   where a.closed_at is null and u.hour >= $11 and u.hour < $12
+     and date_bin('1 hour', x.submitted_at, timestamptz '2000-01-01 00:00:00+00') = a.hour and x.submitted_at < a.folded_until
    group by 1, 2
 ),
 counts as (

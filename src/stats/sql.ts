@@ -105,10 +105,14 @@ export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
       -- The listed rows below their open hour's watermark, by id (a listed row that has moved is
       -- above its new hour's watermark: the range has it).
       ${requestCounts}
-        from statistics_unfolded u
+        from agg a
+        join statistics_unfolded u on u.hour = a.hour
         join underwriting_requests x on x.id = u.request_id
-        join agg a on a.hour = date_bin('1 hour', x.submitted_at, ${ORIGIN}) and a.closed_at is null
-       where u.hour >= ${since} and u.hour < ${until} and x.submitted_at < a.folded_until
+       -- An entry's hour is its request's while the request is below that hour's watermark: the
+       -- equality keeps each open hour's entries one range of statistics_unfolded_hour, whichever
+       -- side of a nested loop the planner puts the hours on.
+       where a.closed_at is null and u.hour >= ${since} and u.hour < ${until}
+         and date_bin('1 hour', x.submitted_at, ${ORIGIN}) = a.hour and x.submitted_at < a.folded_until
        group by 1, 2
     ),
     counts as (
