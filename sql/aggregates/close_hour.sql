@@ -1,6 +1,6 @@
 -- Query close_hour (builder), in src/aggregates/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
-set local enable_seqscan = off;
+select set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true);
 
 select pg_advisory_xact_lock(4127708853940019163);
 

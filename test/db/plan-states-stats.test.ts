@@ -1,6 +1,7 @@
 import { type CompiledQuery, type Kysely, sql } from 'kysely';
 import t from 'tap';
-import { closingPass } from '../../src/aggregates/closing.js';
+import { closingPass, FOLD_AFTER_MS } from '../../src/aggregates/closing.js';
+import { foldHourQuery, HOUR_PASS_PLANS } from '../../src/aggregates/sql.js';
 import { INDEX_LOOKUPS_ONLY, INDEX_SCANS_ONLY } from '../../src/db/plan-guards.js';
 import type { Tables } from '../../src/db/types.js';
 import { bucketsQuery, presentQuery, readBuckets } from '../../src/stats/sql.js';
@@ -226,6 +227,11 @@ for (const state of SERVER_URL ? STATISTICS_STATES : []) {
     const large = await reads(db);
     const open = Number((await sql<{ n: string }>`select count(*)::text as n from statistics_hourly where closed_at is null and folded_until is not null`.execute(db)).rows[0]!.n);
     t.ok(open >= OPEN_HOURS, `the hours stay open, folded (${open})`);
+    // The pass's statements read the dead `submitting` entries of the requests by index scan (marked dead once), never by bitmap.
+    const now = new Date();
+    const fold = foldHourQuery(new Date(Math.floor(now.getTime() / HOUR) * HOUR), new Date(now.getTime() - FOLD_AFTER_MS)).compile(db);
+    const passPlan = await db.connection().execute((conn) => measure(conn, inline(fold.sql, fold.parameters), HOUR_PASS_PLANS.compile(db).sql));
+    t.notMatch(passPlan.plan, /Bitmap/, 'the fold of the current hour: no bitmap scan', { plan: passPlan.plan });
     const listed = Number((await sql<{ n: string }>`select count(*)::text as n from statistics_unfolded`.execute(db)).rows[0]!.n);
     t.equal(listed, OPEN_HOURS * AWAITING_PER_HOUR, 'what awaits the provider is listed');
     for (const name of Object.keys(windows(new Date()))) {
