@@ -216,7 +216,7 @@ for (const state of SERVER_URL ? STATISTICS_STATES : []) {
         from generate_series(1, ${OPEN_HOURS}::int) g
         cross join generate_series(1, ${AWAITING_PER_HOUR}::int) k
         cross join lateral (select date_trunc('hour', now()) - g * interval '1 hour' + k * interval '1 minute' as at) x`.execute(db);
-    // Up to 11 minutes ago: below the watermark of the pass that follows (the last 10 minutes are
+    // Up to 11 minutes ago: below the watermark of the pass that follows (the last FOLD_AFTER_MS are
     // read row by row, as many at either size: docs/performance.md).
     const span = [OPEN_HOURS * HOUR, 11 * 60_000] as const;
     await seedSpan(db, 's', OPEN_SMALL, ...span);
