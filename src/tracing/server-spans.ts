@@ -92,12 +92,21 @@ export function traceRequests(app: FastifyInstance, tracer: Tracer, secrets: rea
   app.decorateRequest(SPAN, null);
   app.decorateRequest(PARENT, null);
   app.decorateRequest(LATE, null);
+  // A request for a route's own path (one without parameters, asked with no query: every callback)
+  // is shown as that path always is: computed once per route, not scrubbed again per request.
+  const shownRoutes = new Map<string, string>();
+  const shownUrl = (url: string, route: string | undefined): string => {
+    if (url !== route) return loggedRequestUrl(url, secrets);
+    let shown = shownRoutes.get(route);
+    if (shown === undefined) shownRoutes.set(route, (shown = loggedRequestUrl(route, secrets)));
+    return shown;
+  };
   app.addHook('onRequest', (request, _reply, done) => {
     const incoming = withSafeTraceState(propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter), secrets);
     const route = request.routeOptions.url;
     const name = route === undefined ? request.method : `${request.method} ${route}`;
     const attributes = () => {
-      const shown = loggedRequestUrl(request.url, secrets);
+      const shown = shownUrl(request.url, route);
       const mark = shown.indexOf('?');
       const attributes: Attributes = {
         'http.request.method': request.method,

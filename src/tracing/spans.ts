@@ -7,6 +7,7 @@ import {
   type Span,
   type SpanContext,
   SpanKind,
+  type SpanOptions,
   SpanStatusCode,
   type Tracer,
   trace,
@@ -101,7 +102,11 @@ export function startSpan(
   attributes: Attributes | (() => Attributes),
   extra?: { links?: Link[]; startTime?: Date | number },
 ): Span {
-  const span = tracer.startSpan(name, extra === undefined ? { kind } : { kind, ...extra }, context);
+  // Options built field by field rather than by spreading `extra` (a generic copy on every span).
+  const options: SpanOptions = { kind };
+  if (extra?.links !== undefined) options.links = extra.links;
+  if (extra?.startTime !== undefined) options.startTime = extra.startTime;
+  const span = tracer.startSpan(name, options, context);
   if (span.isRecording()) span.setAttributes(typeof attributes === 'function' ? attributes() : attributes);
   return span;
 }
@@ -171,12 +176,19 @@ export function endedStatementSpan(
  * the first traced caller's span, linking to the others'. Nothing when none is traced.
  */
 export function batchSpanParent(parents: readonly (SpanParent | undefined)[]): { parent: SpanParent | undefined; links: Link[] | undefined } {
-  const traced = parents.filter((p): p is SpanParent => p !== undefined);
-  const links = traced.slice(1).flatMap((p) => {
+  // One pass, no intermediate arrays: it runs once per batch over every caller of the batch.
+  let parent: SpanParent | undefined;
+  let links: Link[] | undefined;
+  for (const p of parents) {
+    if (p === undefined) continue;
+    if (parent === undefined) {
+      parent = p;
+      continue;
+    }
     const context = trace.getSpanContext(p.context);
-    return context ? [{ context }] : [];
-  });
-  return { parent: traced[0], links: links.length > 0 ? links : undefined };
+    if (context) (links ??= []).push({ context });
+  }
+  return { parent, links };
 }
 
 /** A customer key fit for a span: a CPF-shaped one (CUSTOMER_UUID_ALLOW_CPF) never leaves. */
