@@ -251,7 +251,7 @@ async function completeChunk(client: pg.ClientBase, prefix: string, count: numbe
 
 /**
  * Closes every past hour that can be closed (statistics_hourly), as the instances' closing passes
- * (src/aggregates/closing.ts, every 5 minutes) had done while a deployment's rows accumulated over
+ * (src/aggregates/closing.ts, every minute) had done while a deployment's rows accumulated over
  * weeks: the gateway's own function, with no limit on hours per pass. Returns the hours closed.
  */
 export async function closePastHours(databaseUrl: string): Promise<number> {
