@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { groupCommit, type GroupCommitLimits } from '../db/group-commit.js';
+import { CALLBACK_QUERY_TIMEOUT_MS } from '../db/handle.js';
 import type { Tables } from '../db/types.js';
 import { type RecordOptions, type Recorded, recordResults, type ValidResult } from '../requests/complete.js';
 
@@ -13,7 +14,11 @@ export interface ResultWriter {
 /** Raw bytes per batch (batchBytes): a single larger result still goes, alone. */
 export type ResultWriterLimits = GroupCommitLimits;
 
-export const RESULT_WRITER_LIMITS: ResultWriterLimits = { inFlight: 2, batchSize: 64, batchBytes: 1024 * 1024 };
+/**
+ * A result not sent to the database within its statement's timeout of arriving is answered 503
+ * (the provider retries) instead of waiting on: a callback is answered, or committed, within 10 s.
+ */
+export const RESULT_WRITER_LIMITS: ResultWriterLimits = { inFlight: 2, batchSize: 64, batchBytes: 1024 * 1024, maxQueuedMs: CALLBACK_QUERY_TIMEOUT_MS };
 
 export interface ResultWriterOptions {
   limits?: ResultWriterLimits;

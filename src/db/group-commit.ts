@@ -1,4 +1,4 @@
-import { isStorageUnavailable } from './storage-errors.js';
+import { isStorageUnavailable, StorageUnavailableError } from './storage-errors.js';
 
 /**
  * Group commit: writes that arrive while a batch is being written wait for the next one, so under
@@ -23,6 +23,23 @@ export interface GroupCommitLimits {
   batchSize: number;
   /** Bytes per batch (sizeOf), at most; a single larger item still goes, alone. */
   batchBytes?: number;
+  /**
+   * An item not sent to the database this long after it was added (nor sent again alone, after its
+   * batch failed) fails (QueuedTooLongError, a 503 for its request) and is never written: a database
+   * slowed, not failing, neither keeps callers waiting without bound nor has rows committed long
+   * after the time they were stamped with. Once sent, its statement's timeout bounds it: an item is
+   * committed within maxQueuedMs plus one statement's timeout of being added, or not at all.
+   * Default: no limit.
+   */
+  maxQueuedMs?: number;
+}
+
+/** The database did not keep up: the item was never sent, nothing of it is stored. */
+export class QueuedTooLongError extends StorageUnavailableError {
+  constructor(queuedMs: number) {
+    super(`the database is not keeping up: not written after ${Math.round(queuedMs)} ms in the queue, nothing stored`);
+    this.name = 'QueuedTooLongError';
+  }
 }
 
 export interface GroupCommitOptions<T> {
@@ -39,6 +56,8 @@ const SCAN_LIMIT = 1000;
 
 interface Pending<T, R> {
   item: T;
+  /** performance.now() when added. */
+  queuedAt: number;
   resolve(result: R): void;
   reject(err: unknown): void;
 }
@@ -63,7 +82,10 @@ export function writtenAgainItemByItem(err: unknown, size: number): boolean {
  */
 export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, options: GroupCommitOptions<T>): GroupCommit<T, R> {
   const { limits, keyOf, sizeOf } = options;
+  const { maxQueuedMs } = limits;
   const queue: Pending<T, R>[] = [];
+  /** Armed while items are queued (maxQueuedMs set): fails the oldest once they pass the limit. */
+  let expiry: NodeJS.Timeout | undefined;
   let writing = 0;
   const idle: Array<() => void> = [];
   /** Keys with an item being written now: their next one waits for that write to end. */
@@ -77,6 +99,7 @@ export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, 
     const batch: Pending<T, R>[] = [];
     const passed = new Set<string>(busy);
     let bytes = 0;
+    expireQueued();
     // Bounded, so that a flood of one key's items never makes each batch scan them all.
     for (let i = 0, seen = 0; i < queue.length && seen < SCAN_LIMIT && batch.length < limits.batchSize; seen++) {
       const pending = queue[i]!;
@@ -96,10 +119,40 @@ export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, 
     return batch;
   }
 
+  /** The queue is in the order items came: those past maxQueuedMs are at its head. */
+  function expireQueued(): void {
+    if (maxQueuedMs === undefined) return;
+    const now = performance.now();
+    let old = 0;
+    while (old < queue.length && now - queue[old]!.queuedAt >= maxQueuedMs) old++;
+    if (old > 0) for (const p of queue.splice(0, old)) p.reject(new QueuedTooLongError(now - p.queuedAt));
+  }
+
+  /** Armed for the oldest queued item while there is one; never left armed over an empty queue (it would hold the process). */
+  function armExpiry(): void {
+    if (maxQueuedMs === undefined) return;
+    if (queue.length === 0) {
+      clearTimeout(expiry);
+      expiry = undefined;
+      return;
+    }
+    if (expiry !== undefined) return;
+    expiry = setTimeout(() => {
+      expiry = undefined;
+      expireQueued();
+      settleIdle();
+      armExpiry();
+    }, Math.max(0, queue[0]!.queuedAt + maxQueuedMs - performance.now()));
+  }
+
+  function settleIdle(): void {
+    if (writing === 0 && queue.length === 0) for (const resolve of idle.splice(0)) resolve();
+  }
+
   function pump(): void {
     while (writing < limits.inFlight) {
       const batch = take();
-      if (batch.length === 0) return;
+      if (batch.length === 0) break;
       writing++;
       const keys = keyOf ? batch.map((p) => keyOf(p.item)) : [];
       for (const key of keys) busy.add(key);
@@ -107,9 +160,10 @@ export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, 
         for (const key of keys) busy.delete(key);
         writing--;
         pump();
-        if (writing === 0 && queue.length === 0) for (const resolve of idle.splice(0)) resolve();
+        settleIdle();
       });
     }
+    armExpiry();
   }
 
   async function writeBatch(batch: Pending<T, R>[]): Promise<void> {
@@ -124,6 +178,11 @@ export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, 
       }
       // One after another, within this write's slot, so that the pool stays free for the rest.
       for (const p of batch) {
+        const queuedMs = performance.now() - p.queuedAt;
+        if (maxQueuedMs !== undefined && queuedMs >= maxQueuedMs) {
+          p.reject(new QueuedTooLongError(queuedMs));
+          continue;
+        }
         try {
           p.resolve((await write([p.item]))[0]!);
         } catch (alone) {
@@ -136,7 +195,7 @@ export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, 
   return {
     add(item) {
       return new Promise<R>((resolve, reject) => {
-        queue.push({ item, resolve, reject });
+        queue.push({ item, queuedAt: performance.now(), resolve, reject });
         pump();
       });
     },

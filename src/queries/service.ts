@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { type Actor, keyFingerprint, recordAudit, subjectHasher } from '../audit/trail.js';
 import type { NotificationChannel } from '../channels/channel.js';
 import { hashCpfUnderEvery } from '../cpf.js';
-import { groupCommit } from '../db/group-commit.js';
+import { groupCommit, type GroupCommitLimits } from '../db/group-commit.js';
 import type { Tables } from '../db/types.js';
 import { notFound } from '../http/errors.js';
 import { scrubText } from '../observability/scrub.js';
@@ -22,8 +22,11 @@ export interface QueryDeps {
   metrics: QueryMetrics;
 }
 
-/** Customer reads running at once, and customers per read. */
-const CUSTOMER_READS = { inFlight: 2, batchSize: 32 };
+/**
+ * Customer reads running at once, customers per read, and how long one waits to be sent: a read the
+ * database has not taken 5 s after it was asked for answers 503 rather than queue on without bound.
+ */
+const CUSTOMER_READS: GroupCommitLimits = { inFlight: 2, batchSize: 32, maxQueuedMs: 5_000 };
 
 /** Who asks: the bearer token presented (if any) and the peer's address. */
 export interface Asker {

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { groupCommit, type GroupCommitLimits } from '../db/group-commit.js';
 import type { Tables } from '../db/types.js';
-import { type Acceptance, insertSubmitting, markSubmitted, type NewSubmission, type StoredSubmission } from '../requests/sql.js';
+import { type Acceptance, insertSubmitting, markSubmitted, type NewSubmission, SEND_WINDOW_MS, type StoredSubmission } from '../requests/sql.js';
 import { batchSpanParent, type SpanParent } from '../tracing/spans.js';
 
 /**
@@ -22,6 +22,13 @@ export interface SubmitWrites {
 /** Each writer's batches in flight and size: a pool of 10 keeps most of its connections for everything else. */
 export const SUBMIT_WRITE_LIMITS: GroupCommitLimits = { inFlight: 2, batchSize: 64 };
 
+/**
+ * A request not stored within the send window could not be sent anyway (submit.ts): it fails
+ * unwritten (503, nothing stored or sent) rather than being stored only to be marked failed. An
+ * acceptance has no such limit: the provider has the request, its record waits however long.
+ */
+export const STORE_QUEUE_LIMIT_MS = SEND_WINDOW_MS;
+
 interface Traced<T> {
   value: T;
   trace: SpanParent | undefined;
@@ -29,12 +36,14 @@ interface Traced<T> {
 
 export interface SubmitWritesOptions {
   limits?: GroupCommitLimits;
+  /** A store not sent within this long fails unwritten (default STORE_QUEUE_LIMIT_MS); acceptances wait however long. */
+  storeQueueLimitMs?: number;
   /** Told the size of every batch written: which statement, how many submits. */
   onBatch?: (statement: 'insert_submitting' | 'mark_submitted', size: number) => void;
 }
 
 export function submitWrites(db: Kysely<Tables>, options: SubmitWritesOptions = {}): SubmitWrites {
-  const limits = options.limits ?? SUBMIT_WRITE_LIMITS;
+  const { maxQueuedMs: _none, ...limits } = options.limits ?? SUBMIT_WRITE_LIMITS;
   const { onBatch } = options;
   const stores = groupCommit(
     (batch: readonly Traced<NewSubmission>[]) => {
@@ -42,7 +51,7 @@ export function submitWrites(db: Kysely<Tables>, options: SubmitWritesOptions = 
       return insertSubmitting(db, batch.map((b) => b.value), parent, links);
     },
     // One per customer in a batch: the second waits, and meets the first one in flight.
-    { limits, keyOf: (b) => b.value.customerUuid, ...(onBatch ? { onBatch: (size: number) => onBatch('insert_submitting', size) } : {}) },
+    { limits: { ...limits, maxQueuedMs: options.storeQueueLimitMs ?? STORE_QUEUE_LIMIT_MS }, keyOf: (b) => b.value.customerUuid, ...(onBatch ? { onBatch: (size: number) => onBatch('insert_submitting', size) } : {}) },
   );
   const acceptances = groupCommit(
     (batch: readonly Traced<Acceptance>[]) => {

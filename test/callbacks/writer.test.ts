@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import t from 'tap';
 import type { Recorded, ValidResult } from '../../src/requests/complete.js';
 import { resultWriter, type ResultWriterLimits } from '../../src/callbacks/writer.js';
@@ -173,4 +174,32 @@ t.test("a customer's results are written in arrival order, even past the byte li
   t.same(two.batches, [1, 1], 'not two writes at once for one customer');
   t.match(earlier, { disposition: 'matched', requestId }, 'the result that arrived first completes the request');
   t.match(later, { disposition: 'unmatched' });
+});
+
+t.test('a result still queued after maxQueuedMs is answered unwritten and never stored later, when the database catches up', async (t) => {
+  const { writer } = writerSeeingBatches({ ...ONE_AT_A_TIME, maxQueuedMs: 100 });
+  const [sent, queued, behind] = [customer('sent'), customer('queued'), customer('behind')];
+  for (const c of [sent, queued, behind]) await insertRequest(db, { customerUuid: c, status: 'submitted' });
+
+  // The database slowed, not failing: a transaction holds the table the results are written to.
+  let release!: () => void;
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const holder = db.transaction().execute(async (trx) => {
+    await sql`lock table callbacks in access exclusive mode`.execute(trx);
+    locked();
+    await new Promise<void>((resolve) => (release = resolve));
+  });
+  await isLocked;
+
+  const first = writer.record(valid(sent));
+  const late = await Promise.allSettled([writer.record(valid(queued)), writer.record(valid(behind))]);
+  t.same(late.map((r) => r.status === 'rejected' && (r.reason as Error).name), ['QueuedTooLongError', 'QueuedTooLongError']);
+  release();
+  await holder;
+  t.match(await first, { disposition: 'matched' }, 'the result already sent is stored once the lock is gone');
+  await writer.close();
+  t.same(await callbacksOf(db, queued), [], 'the expired ones are not stored');
+  t.same(await callbacksOf(db, behind), []);
+  t.match(await writer.record(valid(queued)), { disposition: 'matched' }, "the provider's retry is");
 });

@@ -127,3 +127,38 @@ t.test('an acceptance of a row that is gone is an error; the others are recorded
   t.match(results[1], { status: 'rejected', reason: { message: /vanished/ } });
   t.match((await rowsOf([kept!.id]))[0], { status: 'submitted' });
 });
+
+t.test('a store still queued after its limit fails unwritten, and is never stored later; an acceptance waits however long', async (t) => {
+  const batches: Array<[string, number]> = [];
+  const writes = submitWrites(db, { limits: ONE_AT_A_TIME, storeQueueLimitMs: 100, onBatch: (statement, size) => batches.push([statement, size]) });
+  const held = await writes.store(submission(), undefined);
+
+  // The database slowed, not failing: a transaction holds the requests' table.
+  let release!: () => void;
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const holder = db.transaction().execute(async (trx) => {
+    await sql`lock table underwriting_requests in access exclusive mode`.execute(trx);
+    locked();
+    await new Promise<void>((resolve) => (release = resolve));
+  });
+  await isLocked;
+
+  const [sent, queued] = [submission(), submission()];
+  const first = writes.store(sent, undefined);
+  // An acceptance in flight and one queued behind it, as long as the store queued with them.
+  const accepting = writes.accept({ id: held!.id, upstreamStatus: 200, now: new Date(), slot: undefined }, undefined);
+  let settled = false;
+  const acceptedToo = writes.accept({ id: held!.id, upstreamStatus: 201, now: new Date(), slot: undefined }, undefined).finally(() => (settled = true));
+  const late = await Promise.allSettled([writes.store(queued, undefined)]);
+  t.match(late, [{ status: 'rejected', reason: { name: 'QueuedTooLongError' } }]);
+  t.equal(settled, false, 'the queued acceptance is still waiting, past the store limit');
+  release();
+  await holder;
+  t.ok(await first, 'the store already sent is written once the lock is gone');
+  await Promise.all([accepting, acceptedToo]);
+  await writes.close();
+  const stored = (await sql<{ customer_uuid: string }>`select customer_uuid from underwriting_requests where customer_uuid in (${sent.customerUuid}, ${queued.customerUuid})`.execute(db)).rows;
+  t.same(stored.map((r) => r.customer_uuid), [sent.customerUuid], 'the expired store left no row');
+  t.match(batches.filter(([s]) => s === 'mark_submitted'), [['mark_submitted', 1], ['mark_submitted', 1]], 'both acceptances went to the database');
+});
