@@ -8,6 +8,7 @@ import { unknownVariableWarnings } from './config/config-names.js';
 import { configuredSecrets, loadConfig } from './config/config.js';
 import { openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrator.js';
+import { serverTimeoutWarning } from './db/pool-mode.js';
 import { loadEnvFile } from './config/env-file.js';
 import { createLogger, defaultLogFormat, logProcessWarnings } from './observability/logger.js';
 import { scrubText } from './observability/scrub.js';
@@ -65,6 +66,10 @@ async function main(): Promise<void> {
   });
   // Behind a transaction pooler, DATABASE_POOL_MODE=session fails a share of every route's queries: refuse to start instead.
   await database.verifyPoolMode();
+  if (database.poolMode === 'transaction') {
+    const warning = await serverTimeoutWarning(database.db, database.queryTimeoutMs);
+    if (warning) log.warn({ statementTimeoutMs: warning.statementTimeoutMs }, warning.message);
+  }
   log.info({ engine: database.engine, dataDir: database.engine === 'pglite' ? config.dataDir : undefined }, 'database opened');
   if (config.migrateOnStart) {
     const applied = await migrateToLatest(database);

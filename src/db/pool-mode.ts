@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { type Kysely, sql } from 'kysely';
 import type pg from 'pg';
+import type { Tables } from './types.js';
 
 /** What the gateway says when DATABASE_POOL_MODE=session meets a pooler that does not keep sessions. */
 export const POOL_MODE_MISMATCH =
@@ -124,4 +126,22 @@ export async function verifySessionPooling(pool: pg.Pool): Promise<void> {
 
 function mismatch(): never {
   throw new Error(POOL_MODE_MISMATCH);
+}
+
+/**
+ * Behind a transaction pooler the gateway sets no `statement_timeout` (a pooler refuses the
+ * startup parameter, and a session's SET would stay on a server connection for others): its query
+ * timeout is the client's alone, and a statement it gave up on (answered 503) may still run, and
+ * commit, on the server. A warning when the server's own timeout, as the gateway's role and
+ * database get it, is off or longer than the gateway's; undefined when it is not.
+ */
+export async function serverTimeoutWarning(db: Kysely<Tables>, queryTimeoutMs: number): Promise<{ message: string; statementTimeoutMs: number } | undefined> {
+  const { rows } = await sql<{ ms: number }>`select setting::int as ms from pg_settings where name = 'statement_timeout'`.execute(db);
+  const statementTimeoutMs = rows[0]?.ms ?? 0;
+  if (statementTimeoutMs > 0 && statementTimeoutMs <= queryTimeoutMs) return undefined;
+  const message =
+    `behind a transaction pooler (DATABASE_POOL_MODE=transaction) the server's statement_timeout is ${statementTimeoutMs === 0 ? 'off' : `${statementTimeoutMs} ms`}: ` +
+    `a statement the gateway gave up on after ${queryTimeoutMs} ms (answered 503) may still run and commit on the server; ` +
+    `set it on the gateway's role, e.g. ALTER ROLE <user> SET statement_timeout = '${queryTimeoutMs / 1000}s'`;
+  return { message, statementTimeoutMs };
 }

@@ -123,9 +123,39 @@ if (server) {
 
       const logged = gateway.stdout.join('\n');
       t.notMatch(logged, /prepared statement|unsupported startup parameter/, 'no prepared-statement or startup-parameter errors');
+      if (mode === 'transaction') {
+        t.match(logged, /"level":"warn".*the server's statement_timeout is off: a statement the gateway gave up on after 15000 ms/, 'a server without its own statement timeout is warned about');
+      } else {
+        t.notMatch(logged, /statement_timeout is/, 'in session mode the gateway sets it');
+      }
       t.notMatch(bouncer.log(), /unsupported startup parameter/);
       gateway.child.kill('SIGTERM');
       t.equal((await gateway.exited).code, 0, 'stops cleanly');
     });
   }
+
+  t.test("behind a transaction pooler a database with its own statement_timeout is not warned about", { timeout: 60_000 }, async (t) => {
+    const direct = await freshDatabaseUrl(t);
+    const admin = new pg.Client({ connectionString: SERVER_URL });
+    await admin.connect();
+    await admin.query(`alter database ${new URL(direct).pathname.slice(1)} set statement_timeout = '15s'`);
+    await admin.end();
+    const bouncer = await startPgBouncer(t, server, 'transaction');
+    const gateway = startProcess(t, {
+      DATABASE_URL: bouncer.url(direct),
+      DATABASE_POOL_MODE: 'transaction',
+      DATABASE_LISTEN_URL: direct,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      PROVIDER_BASE_URL: 'http://127.0.0.1:9',
+      PARTNER_TOKEN: TEST_PARTNER_TOKEN,
+      CPF_HASH_KEY: TEST_CPF_HASH_KEY,
+    });
+    await gateway.listening();
+    const logged = gateway.stdout.join('\n');
+    t.match(logged, /database opened/, 'started');
+    t.notMatch(logged, /statement_timeout is/, 'no warning: the server bounds what the client gives up on');
+    gateway.child.kill('SIGTERM');
+    t.equal((await gateway.exited).code, 0);
+  });
 }
