@@ -12,7 +12,7 @@ import { isStorageUnavailable, StorageUnavailableError } from './storage-errors.
 export interface GroupCommit<T, R> {
   /** Resolves once the item's batch is committed, with what the batch said of it; rejects when it was not written. */
   add(item: T): Promise<R>;
-  /** Resolves when everything queued has been written. */
+  /** Resolves when everything queued has been written, or has failed. */
   close(): Promise<void>;
 }
 
@@ -24,12 +24,13 @@ export interface GroupCommitLimits {
   /** Bytes per batch (sizeOf), at most; a single larger item still goes, alone. */
   batchBytes?: number;
   /**
-   * An item not sent to the database this long after it was added (nor sent again alone, after its
-   * batch failed) fails (QueuedTooLongError, a 503 for its request) and is never written: a database
-   * slowed, not failing, neither keeps callers waiting without bound nor has rows committed long
-   * after the time they were stamped with. Once sent, its statement's timeout bounds it: an item is
-   * committed within maxQueuedMs plus one statement's timeout of being added, or not at all.
-   * Default: no limit.
+   * An item not sent to the database this long after it was added (nor sent again alone after its
+   * batch lost a race) fails (QueuedTooLongError, a 503 for its request) and is never written: a
+   * database slowed, not failing, neither keeps callers waiting without bound nor has rows committed
+   * long after the time they were stamped with. Once sent, a connection's checkout and the
+   * statement's timeouts bound it. (A batch that holds a refused item is sent again item by item
+   * whatever their age, so that the refused one hears why, each write bounded by its timeouts, until
+   * one finds the database out of reach or too slow.) Default: no limit.
    */
   maxQueuedMs?: number;
 }
@@ -140,8 +141,9 @@ export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, 
     expiry = setTimeout(() => {
       expiry = undefined;
       expireQueued();
+      // What expired may have held back an item that can go now (a key's flood filling SCAN_LIMIT).
+      pump();
       settleIdle();
-      armExpiry();
     }, Math.max(0, queue[0]!.queuedAt + maxQueuedMs - performance.now()));
   }
 
@@ -176,16 +178,26 @@ export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, 
         for (const p of batch) p.reject(err);
         return;
       }
-      // One after another, within this write's slot, so that the pool stays free for the rest.
+      // One after another, within this write's slot, so that the pool stays free for the rest. After a
+      // lost race, an item past maxQueuedMs is not sent again; after a refused item, each is (the
+      // refused one must hear 400, not 503), until one finds the database out of reach or too slow:
+      // the rest then fail alike, unsent.
+      const raced = lostARace(err);
+      let unavailable: unknown;
       for (const p of batch) {
         const queuedMs = performance.now() - p.queuedAt;
-        if (maxQueuedMs !== undefined && queuedMs >= maxQueuedMs) {
+        if (unavailable !== undefined) {
+          p.reject(unavailable);
+          continue;
+        }
+        if (raced && maxQueuedMs !== undefined && queuedMs >= maxQueuedMs) {
           p.reject(new QueuedTooLongError(queuedMs));
           continue;
         }
         try {
           p.resolve((await write([p.item]))[0]!);
         } catch (alone) {
+          if (isStorageUnavailable(alone)) unavailable = alone;
           p.reject(alone);
         }
       }

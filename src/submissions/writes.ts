@@ -20,12 +20,14 @@ export interface SubmitWrites {
 }
 
 /** Each writer's batches in flight and size: a pool of 10 keeps most of its connections for everything else. */
-export const SUBMIT_WRITE_LIMITS: GroupCommitLimits = { inFlight: 2, batchSize: 64 };
+export const SUBMIT_WRITE_LIMITS: Omit<GroupCommitLimits, 'maxQueuedMs'> = { inFlight: 2, batchSize: 64 };
 
 /**
- * A request not stored within the send window could not be sent anyway (submit.ts): it fails
- * unwritten (503, nothing stored or sent) rather than being stored only to be marked failed. An
- * acceptance has no such limit: the provider has the request, its record waits however long.
+ * A request not even sent to the database within the send window could not be sent to the
+ * provider anyway (submit.ts): it fails unwritten (503, nothing stored or sent) rather than being
+ * stored only to be marked failed (as one still is when its insert, sent in time, ends past the
+ * window). An acceptance has no such limit: the provider has the request, its record waits
+ * however long.
  */
 export const STORE_QUEUE_LIMIT_MS = SEND_WINDOW_MS;
 
@@ -35,7 +37,8 @@ interface Traced<T> {
 }
 
 export interface SubmitWritesOptions {
-  limits?: GroupCommitLimits;
+  /** Both writers' batches; the store's age limit is storeQueueLimitMs. */
+  limits?: Omit<GroupCommitLimits, 'maxQueuedMs'>;
   /** A store not sent within this long fails unwritten (default STORE_QUEUE_LIMIT_MS); acceptances wait however long. */
   storeQueueLimitMs?: number;
   /** Told the size of every batch written: which statement, how many submits. */
@@ -43,7 +46,7 @@ export interface SubmitWritesOptions {
 }
 
 export function submitWrites(db: Kysely<Tables>, options: SubmitWritesOptions = {}): SubmitWrites {
-  const { maxQueuedMs: _none, ...limits } = options.limits ?? SUBMIT_WRITE_LIMITS;
+  const limits = options.limits ?? SUBMIT_WRITE_LIMITS;
   const { onBatch } = options;
   const stores = groupCommit(
     (batch: readonly Traced<NewSubmission>[]) => {

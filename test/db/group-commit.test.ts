@@ -114,7 +114,7 @@ t.test('a batch that failed after maxQueuedMs is not written again item by item:
   await writer.close();
 });
 
-t.test('a key passed over behind a busy one expires too, in order', async (t) => {
+t.test('a key passed over behind a busy one expires too, its items in the order they came', async (t) => {
   const first = gate();
   const writes: string[][] = [];
   const writer = groupCommit(
@@ -125,13 +125,88 @@ t.test('a key passed over behind a busy one expires too, in order', async (t) =>
     },
     { limits: { inFlight: 2, batchSize: 64, maxQueuedMs: 50 }, keyOf: (item) => item[0]! },
   );
+  const settled: string[] = [];
   const a1 = writer.add('a1');
-  const a2 = writer.add('a2');
+  const later = ['a2', 'a3'].map((item) => writer.add(item).catch((err: Error) => void settled.push(`${item} ${err.name}`)));
   const b1 = writer.add('b1');
   t.equal(await b1, true, 'another key is written meanwhile');
-  await t.rejects(a2, { name: 'QueuedTooLongError' }, 'the one waiting for its key expires');
+  await Promise.all(later);
+  t.same(settled, ['a2 QueuedTooLongError', 'a3 QueuedTooLongError'], 'the ones waiting for their key expire, oldest first');
   first.open();
   t.equal(await a1, true);
   await writer.close();
   t.same(writes.flat().sort(), ['a1', 'b1']);
+});
+
+t.test("once a key's flood expires, what it held out of the scan goes at once", async (t) => {
+  const first = gate();
+  const writes: string[][] = [];
+  const writer = groupCommit(
+    async (batch: readonly string[]) => {
+      writes.push([...batch]);
+      if (batch.includes('a0')) await first.opened;
+      return batch.map(() => true);
+    },
+    { limits: { inFlight: 2, batchSize: 64, maxQueuedMs: 100 }, keyOf: (item) => item[0]! },
+  );
+  const a0 = writer.add('a0');
+  // More of one key than a batch looks at: each is passed over (its key is being written).
+  const flood = Array.from({ length: 1000 }, (_, i) => writer.add(`a${i + 1}`).then(() => 'written', (err: Error) => err.name));
+  // Arrives later than the flood (so expires later), beyond what a batch looks at.
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  const b1 = writer.add('b1');
+  t.equal(await b1, true, 'written once the flood ahead of it expired, not left to expire itself');
+  t.same(new Set(await Promise.all(flood)), new Set(['QueuedTooLongError']));
+  first.open();
+  await a0;
+  await writer.close();
+  t.same(writes, [['a0'], ['b1']]);
+});
+
+t.test('a batch with a refused item is written again item by item past maxQueuedMs, until the database is found out of reach', async (t) => {
+  const writes: number[][] = [];
+  let behind: Promise<unknown> | undefined;
+  const writer = groupCommit(
+    async (batch: readonly number[]) => {
+      writes.push([...batch]);
+      if (batch.length > 1) {
+        await behind!.catch(() => {});
+        throw databaseError('22008');
+      }
+      if (batch[0] === 3) throw databaseError('22008');
+      if (batch[0] === 5) throw databaseError('57014');
+      return batch.map((n) => n * 10);
+    },
+    { limits: { inFlight: 1, batchSize: 6, maxQueuedMs: 50 } },
+  );
+  // 1 goes alone; 2..7 share the next batch, which fails after the item queued behind them expired.
+  const items = [1, 2, 3, 4, 5, 6, 7].map((n) => writer.add(n));
+  behind = writer.add(8);
+  const results = await Promise.allSettled([...items, behind]);
+  t.same(
+    results.map((r) => (r.status === 'rejected' ? ((r.reason as { code?: string }).code ?? (r.reason as Error).name) : r.value)),
+    [10, 20, '22008', 40, '57014', '57014', '57014', 'QueuedTooLongError'],
+    'the refused one hears why, the good ones are written, and after a timeout the rest fail unsent',
+  );
+  t.same(writes, [[1], [2, 3, 4, 5, 6, 7], [2], [3], [4], [5]]);
+  await writer.close();
+});
+
+t.test('no timer is left behind once the queue is empty', async (t) => {
+  const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+  const before = timers();
+  const first = gate();
+  const writer = groupCommit(
+    async (batch: readonly number[]) => {
+      if (batch.includes(1)) await first.opened;
+      return batch.map((n) => n);
+    },
+    { limits: { inFlight: 1, batchSize: 64, maxQueuedMs: 60_000 } },
+  );
+  const written = [writer.add(1), writer.add(2)];
+  t.equal(timers(), before + 1, 'armed while an item is queued');
+  first.open();
+  await Promise.all(written);
+  await writer.close();
+  t.equal(timers(), before, 'cleared once nothing is queued');
 });
