@@ -1,8 +1,7 @@
-import { sql } from 'kysely';
 import t from 'tap';
 import type { Recorded, ValidResult } from '../../src/requests/complete.js';
 import { resultWriter, type ResultWriterLimits } from '../../src/callbacks/writer.js';
-import { freshDatabase } from '../helpers/database.js';
+import { freshDatabase, holdTable } from '../helpers/database.js';
 import { callbacksOf, customer, insertRequest, requestById, resultBody, startedPlus } from './fixtures.js';
 
 // The group commit behind the callback route, driven directly so that batches can be arranged:
@@ -182,21 +181,12 @@ t.test('a result still queued after maxQueuedMs is answered unwritten and never 
   for (const c of [sent, queued, behind]) await insertRequest(db, { customerUuid: c, status: 'submitted' });
 
   // The database slowed, not failing: a transaction holds the table the results are written to.
-  let release!: () => void;
-  let locked!: () => void;
-  const isLocked = new Promise<void>((resolve) => (locked = resolve));
-  const holder = db.transaction().execute(async (trx) => {
-    await sql`lock table callbacks in access exclusive mode`.execute(trx);
-    locked();
-    await new Promise<void>((resolve) => (release = resolve));
-  });
-  await isLocked;
+  const lock = await holdTable(db, 'callbacks');
 
   const first = writer.record(valid(sent));
   const late = await Promise.allSettled([writer.record(valid(queued)), writer.record(valid(behind))]);
   t.same(late.map((r) => r.status === 'rejected' && (r.reason as Error).name), ['QueuedTooLongError', 'QueuedTooLongError']);
-  release();
-  await holder;
+  await lock.release();
   t.match(await first, { disposition: 'matched' }, 'the result already sent is stored once the lock is gone');
   await writer.close();
   t.same(await callbacksOf(db, queued), [], 'the expired ones are not stored');

@@ -2,9 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import type { Test } from 'tap';
 import { openDatabase } from '../../src/db/database.js';
+import type { Tables } from '../../src/db/types.js';
 import type { DatabaseHandle } from '../../src/db/handle.js';
 import { databaseUrl, forgetTemplate, migratedTemplate, pgliteArchive } from './template.js';
 import { timed } from './teardown.js';
@@ -110,4 +112,26 @@ export async function anotherConnection(t: Test, database: TestDatabaseHandle): 
   const other = await openDatabase({ databaseUrl: database.url, listenUrl, dataDir: 'memory://' });
   t.teardown(() => other.close());
   return other;
+}
+
+/**
+ * The database slowed, not failing: a transaction of its own holds `table` in ACCESS EXCLUSIVE
+ * mode (on PGlite, its one connection) until release() is called; resolves once the lock is held.
+ */
+export async function holdTable(db: Kysely<Tables>, table: string): Promise<{ release(): Promise<void> }> {
+  let release!: () => void;
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const holder = db.transaction().execute(async (trx) => {
+    await sql`lock table ${sql.table(table)} in access exclusive mode`.execute(trx);
+    locked();
+    await new Promise<void>((resolve) => (release = resolve));
+  });
+  await Promise.race([isLocked, holder]);
+  return {
+    release: async () => {
+      release();
+      await holder;
+    },
+  };
 }

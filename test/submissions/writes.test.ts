@@ -3,7 +3,7 @@ import t from 'tap';
 import { ensureSlots, returnSlot } from '../../src/provider/sql.js';
 import type { NewSubmission } from '../../src/requests/sql.js';
 import { submitWrites } from '../../src/submissions/writes.js';
-import { freshDatabase } from '../helpers/database.js';
+import { freshDatabase, holdTable } from '../helpers/database.js';
 
 // A synchronous submit's two writes as group commits (src/submissions/writes.ts), driven directly so
 // that batches can be arranged: with one batch in flight, the first submit is written alone and
@@ -131,30 +131,21 @@ t.test('an acceptance of a row that is gone is an error; the others are recorded
 t.test('a store still queued after its limit fails unwritten, and is never stored later; an acceptance waits however long', async (t) => {
   const batches: Array<[string, number]> = [];
   const writes = submitWrites(db, { limits: ONE_AT_A_TIME, storeQueueLimitMs: 100, onBatch: (statement, size) => batches.push([statement, size]) });
-  const held = await writes.store(submission(), undefined);
+  const accepted = await writes.store(submission(), undefined);
 
   // The database slowed, not failing: a transaction holds the requests' table.
-  let release!: () => void;
-  let locked!: () => void;
-  const isLocked = new Promise<void>((resolve) => (locked = resolve));
-  const holder = db.transaction().execute(async (trx) => {
-    await sql`lock table underwriting_requests in access exclusive mode`.execute(trx);
-    locked();
-    await new Promise<void>((resolve) => (release = resolve));
-  });
-  await isLocked;
+  const lock = await holdTable(db, 'underwriting_requests');
 
   const [sent, queued] = [submission(), submission()];
   const first = writes.store(sent, undefined);
   // An acceptance in flight and one queued behind it, as long as the store queued with them.
-  const accepting = writes.accept({ id: held!.id, upstreamStatus: 200, now: new Date(), slot: undefined }, undefined);
+  const accepting = writes.accept({ id: accepted!.id, upstreamStatus: 200, now: new Date(), slot: undefined }, undefined);
   let settled = false;
-  const acceptedToo = writes.accept({ id: held!.id, upstreamStatus: 201, now: new Date(), slot: undefined }, undefined).finally(() => (settled = true));
+  const acceptedToo = writes.accept({ id: accepted!.id, upstreamStatus: 201, now: new Date(), slot: undefined }, undefined).finally(() => (settled = true));
   const late = await Promise.allSettled([writes.store(queued, undefined)]);
   t.match(late, [{ status: 'rejected', reason: { name: 'QueuedTooLongError' } }]);
   t.equal(settled, false, 'the queued acceptance is still waiting, past the store limit');
-  release();
-  await holder;
+  await lock.release();
   t.ok(await first, 'the store already sent is written once the lock is gone');
   await Promise.all([accepting, acceptedToo]);
   await writes.close();
