@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import { ORIGIN, turnaroundBin } from '../aggregates/turnaround.js';
-import { INDEX_LOOKUPS_ONLY, INDEX_SCANS_ONLY } from '../db/plan-guards.js';
+import { INDEX_SCANS_ONLY, RANGES_BY_BITMAP } from '../db/plan-guards.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
 import { unwrittenByUrlSql, unwrittenDeliveriesSql } from '../events/pending-sql.js';
@@ -169,14 +169,17 @@ export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
      order by g.start`;
 }
 
+/** How the buckets are read (db/plan-guards.ts): ranges by bitmap, nothing sequentially. */
+export const BUCKETS_READ_PLANS = RANGES_BY_BITMAP;
+
 /**
- * The buckets in a transaction of their own with no sequential scan: whatever the statistics say
- * (none yet, or from when the tables were small), every live row is read by its range and every
- * aggregate row by its hour (docs/performance.md).
+ * The buckets in a transaction of their own with no sequential scan and no plain index scan:
+ * whatever the statistics say (none yet, or from when the tables were small), every live row is
+ * read by its range, by bitmap, and every aggregate row by its hour (docs/performance.md).
  */
 export async function readBuckets(db: Kysely<Tables>, since: Date, until: Date, unit: BucketUnit): Promise<BucketRow[]> {
   return db.transaction().execute(async (trx) => {
-    await INDEX_LOOKUPS_ONLY.execute(trx);
+    await BUCKETS_READ_PLANS.execute(trx);
     const { rows } = await bucketsQuery(since, until, unit).execute(trx);
     return rows;
   });
