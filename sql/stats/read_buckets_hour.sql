@@ -1,6 +1,6 @@
 -- Query read_buckets_hour (builder), in src/stats/sql.ts. Written by `npm run sql:snapshot`: edit the source, then run it.
 
-set local enable_seqscan = off;
+select set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true), set_config('enable_indexonlyscan', 'off', true);
 
 with agg as materialized (
   select s.hour, s.closed_at, s.folded_until, s.stray_folded_until, "s"."submitted", "s"."completed", "s"."expired", "s"."submit_failed", "s"."approved", "s"."declined", "s"."no_score", "s"."filtered", "s"."unmatched", "s"."invalid"
@@ -91,10 +91,14 @@ counts as (
   select c.start, 0, 0, 0, 0, 0, 0, 0, 0, 0, c.unmatched, c.invalid
     from stray_runs o
     cross join lateral (
+      -- One range of callbacks_stray per outcome: its leading column is the outcome, which the
+      -- index's own predicate (outcome in ('unmatched', 'invalid')) would otherwise drop from
+      -- the condition, leaving a walk of every stray callback's entry for the range.
       select date_bin($14::interval, "x"."received_at", timestamptz '2000-01-01 00:00:00+00') as start,
              count(*) filter (where x.outcome = 'unmatched') as unmatched,
              count(*) filter (where x.outcome = 'invalid') as invalid
-        from callbacks x
+        from unnest(array['unmatched', 'invalid']) as k(outcome)
+        join callbacks x on x.outcome = k.outcome
        where x.outcome in ('unmatched', 'invalid') and x.received_at >= o.lo and x.received_at < o.hi
        group by 1) c
 ),

@@ -26,7 +26,7 @@ export const INDEX_LOOKUPS_ONLY = sql`set local enable_seqscan = off`;
  * read, whose open tail is a range of fresh rows, each with an index entry per version (inserted
  * `submitting`, then `submitted`, then answered: never HOT): statistics from when the table was
  * small make the planner walk that range by index scan, a heap visit per entry (400,000 rows of
- * the last 150 s: 1,060,000 buffers and 600-980 ms, against 24,000 and 390-420 ms by bitmap).
+ * the last 150 s: 1,060,000 buffers and 600-980 ms, against 24,000 and 350-450 ms by bitmap).
  */
 export const RANGES_BY_BITMAP = sql`select set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true), set_config('enable_indexonlyscan', 'off', true)`;
 

@@ -127,10 +127,14 @@ export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
       select c.start, 0, 0, 0, 0, 0, 0, 0, 0, 0, c.unmatched, c.invalid
         from stray_runs o
         cross join lateral (
+          -- One range of callbacks_stray per outcome: its leading column is the outcome, which the
+          -- index's own predicate (outcome in ('unmatched', 'invalid')) would otherwise drop from
+          -- the condition, leaving a walk of every stray callback's entry for the range.
           select ${bucket(sql.ref('x.received_at'))} as start,
                  count(*) filter (where x.outcome = 'unmatched') as unmatched,
                  count(*) filter (where x.outcome = 'invalid') as invalid
-            from callbacks x
+            from unnest(array['unmatched', 'invalid']) as k(outcome)
+            join callbacks x on x.outcome = k.outcome
            where x.outcome in ('unmatched', 'invalid') and x.received_at >= o.lo and x.received_at < o.hi
            group by 1) c
     ),
