@@ -87,31 +87,40 @@ t.test('an item still queued after maxQueuedMs fails unwritten, and the writer g
   t.same(writes, [[1], [4]], 'the expired items never reached the database');
 });
 
-t.test('a batch that failed after maxQueuedMs is not written again item by item: its items fail unwritten', async (t) => {
+/**
+ * Writes items with maxQueuedMs 50 and one batch in flight: the first goes alone, the rest share the
+ * next batch, which fails with `code` only once one more item queued behind them has expired. Items
+ * written alone fail with their code in `alone`. Answers each item's value, error code or error name.
+ */
+async function batchFailingLate(code: string, items: readonly number[], batchSize: number, alone: Record<number, string> = {}) {
   const writes: number[][] = [];
   let behind: Promise<unknown> | undefined;
   const writer = groupCommit(
     async (batch: readonly number[]) => {
       writes.push([...batch]);
-      // Slow, then lost a race: by the time it fails, the item queued behind it has expired.
       if (batch.length > 1) {
         await behind!.catch(() => {});
-        throw databaseError('40P01');
+        throw databaseError(code);
       }
+      const refused = alone[batch[0]!];
+      if (refused !== undefined) throw databaseError(refused);
       return batch.map((n) => n * 10);
     },
-    { limits: { inFlight: 1, batchSize: 2, maxQueuedMs: 50 } },
+    { limits: { inFlight: 1, batchSize, maxQueuedMs: 50 } },
   );
-  // 1 goes alone; 2 and 3 wait for it and share the next batch; 4 waits behind them.
-  const batch = [writer.add(1), writer.add(2), writer.add(3)];
-  behind = writer.add(4);
-  const results = await Promise.allSettled([...batch, behind]);
-  t.same(
-    results.map((r) => (r.status === 'rejected' ? (r.reason as Error).name : r.value)),
-    [10, 'QueuedTooLongError', 'QueuedTooLongError', 'QueuedTooLongError'],
-  );
-  t.same(writes, [[1], [2, 3]], 'nothing sent again');
+  const added = items.map((n) => writer.add(n));
+  behind = writer.add(items.length + 1);
+  const settled = await Promise.allSettled([...added, behind]);
   await writer.close();
+  const results = settled.map((r) => (r.status === 'rejected' ? ((r.reason as { code?: string }).code ?? (r.reason as Error).name) : r.value));
+  return { writes, results };
+}
+
+t.test('a batch that failed after maxQueuedMs is not written again item by item: its items fail unwritten', async (t) => {
+  // Lost a race: by the time it fails, the item queued behind it has expired.
+  const { writes, results } = await batchFailingLate('40P01', [1, 2, 3], 2);
+  t.same(results, [10, 'QueuedTooLongError', 'QueuedTooLongError', 'QueuedTooLongError']);
+  t.same(writes, [[1], [2, 3]], 'nothing sent again');
 });
 
 t.test('a key passed over behind a busy one expires too, its items in the order they came', async (t) => {
@@ -164,32 +173,14 @@ t.test("once a key's flood expires, what it held out of the scan goes at once", 
 });
 
 t.test('a batch with a refused item is written again item by item past maxQueuedMs, until the database is found out of reach', async (t) => {
-  const writes: number[][] = [];
-  let behind: Promise<unknown> | undefined;
-  const writer = groupCommit(
-    async (batch: readonly number[]) => {
-      writes.push([...batch]);
-      if (batch.length > 1) {
-        await behind!.catch(() => {});
-        throw databaseError('22008');
-      }
-      if (batch[0] === 3) throw databaseError('22008');
-      if (batch[0] === 5) throw databaseError('57014');
-      return batch.map((n) => n * 10);
-    },
-    { limits: { inFlight: 1, batchSize: 6, maxQueuedMs: 50 } },
-  );
-  // 1 goes alone; 2..7 share the next batch, which fails after the item queued behind them expired.
-  const items = [1, 2, 3, 4, 5, 6, 7].map((n) => writer.add(n));
-  behind = writer.add(8);
-  const results = await Promise.allSettled([...items, behind]);
+  const alone = { 3: '22008', 5: '57014' };
+  const { writes, results } = await batchFailingLate('22008', [1, 2, 3, 4, 5, 6, 7], 6, alone);
   t.same(
-    results.map((r) => (r.status === 'rejected' ? ((r.reason as { code?: string }).code ?? (r.reason as Error).name) : r.value)),
+    results,
     [10, 20, '22008', 40, '57014', '57014', '57014', 'QueuedTooLongError'],
     'the refused one hears why, the good ones are written, and after a timeout the rest fail unsent',
   );
   t.same(writes, [[1], [2, 3, 4, 5, 6, 7], [2], [3], [4], [5]]);
-  await writer.close();
 });
 
 t.test('no timer is left behind once the queue is empty', async (t) => {
