@@ -61,14 +61,38 @@ export function originTraceparent(origin: SpanOrigin | undefined): string | null
   return origin !== undefined && isLate(origin) ? origin.rootTraceparent : storedTraceparent(origin);
 }
 
-const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+/** The value of a lowercase hex digit's char code, or -1: a traceparent's ids are lowercase (W3C). */
+function hexValue(code: number): number {
+  return code >= 0x30 && code <= 0x39 ? code - 0x30 : code >= 0x61 && code <= 0x66 ? code - 0x57 : -1;
+}
 
-/** A W3C traceparent (version 00) as a remote span context; undefined when it is not one. */
+/**
+ * Whether text[from, to) is lowercase hex with at least one digit other than 0 (an id of zeros is
+ * invalid): what `isSpanContextValid` checks by two regular expressions more, in one pass.
+ */
+function isHexId(text: string, from: number, to: number): boolean {
+  let nonZero = false;
+  for (let i = from; i < to; i++) {
+    const v = hexValue(text.charCodeAt(i));
+    if (v < 0) return false;
+    if (v !== 0) nonZero = true;
+  }
+  return nonZero;
+}
+
+/**
+ * A W3C traceparent (version 00: `00-<32 hex>-<16 hex>-<2 hex>`) as a remote span context;
+ * undefined when it is not one, or when its trace or span id is all zeros. Read by hand rather than
+ * by a regular expression and isSpanContextValid's two more: it runs twice or more per callback.
+ */
 export function spanContextOf(traceparent: string | null | undefined): SpanContext | undefined {
-  const m = traceparent ? TRACEPARENT.exec(traceparent) : null;
-  if (!m) return undefined;
-  const context: SpanContext = { traceId: m[1]!, spanId: m[2]!, traceFlags: Number.parseInt(m[3]!, 16) & 1, isRemote: true };
-  return isSpanContextValid(context) ? context : undefined;
+  if (!traceparent || traceparent.length !== 55) return undefined;
+  const t = traceparent;
+  if (t.charCodeAt(0) !== 0x30 || t.charCodeAt(1) !== 0x30 || t.charCodeAt(2) !== 0x2d || t.charCodeAt(35) !== 0x2d || t.charCodeAt(52) !== 0x2d) return undefined;
+  const flagsHigh = hexValue(t.charCodeAt(53));
+  const flagsLow = hexValue(t.charCodeAt(54));
+  if (flagsHigh < 0 || flagsLow < 0 || !isHexId(t, 3, 35) || !isHexId(t, 36, 52)) return undefined;
+  return { traceId: t.slice(3, 35), spanId: t.slice(36, 52), traceFlags: flagsLow & 1, isRemote: true };
 }
 
 /** The W3C traceparent of a span context: what is stored for later hops and sent downstream. */
