@@ -103,7 +103,9 @@ export function traceRequests(app: FastifyInstance, tracer: Tracer, secrets: rea
   };
   app.addHook('onRequest', (request, _reply, done) => {
     const incoming = withSafeTraceState(propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter), secrets);
-    const route = request.routeOptions.url;
+    // routeOptions is a getter that builds a new object on each read: read once.
+    const routeOptions = request.routeOptions;
+    const route = routeOptions.url;
     const name = route === undefined ? request.method : `${request.method} ${route}`;
     const attributes = () => {
       const shown = shownUrl(request.url, route);
@@ -119,7 +121,7 @@ export function traceRequests(app: FastifyInstance, tracer: Tracer, secrets: rea
       if (route !== undefined) attributes['http.route'] = route;
       return attributes;
     };
-    if (roots && request.routeOptions.config.lateServerSpan && trace.getSpanContext(incoming) === undefined) {
+    if (roots && routeOptions.config.lateServerSpan && trace.getSpanContext(incoming) === undefined) {
       (request as Traced)[LATE] = new LateServerSpan(tracer, roots, name, performance.now(), attributes, request as Traced);
       return done();
     }
