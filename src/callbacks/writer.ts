@@ -18,8 +18,15 @@ export type ResultWriterLimits = GroupCommitLimits;
  * A result not sent to the database within its statement's timeout of arriving is answered 503
  * (the provider retries) instead of waiting on: once sent, a connection's checkout (3 s) and the
  * statement's timeouts (5 s each for BEGIN, the statement and COMMIT) bound it, well under a minute.
+ * Written again alone after a refused result of its batch, it is sent up to 30 s after arriving.
  */
-export const RESULT_WRITER_LIMITS: ResultWriterLimits = { inFlight: 2, batchSize: 64, batchBytes: 1024 * 1024, maxQueuedMs: CALLBACK_QUERY_TIMEOUT_MS };
+export const RESULT_WRITER_LIMITS: ResultWriterLimits = {
+  inFlight: 2,
+  batchSize: 64,
+  batchBytes: 1024 * 1024,
+  maxQueuedMs: CALLBACK_QUERY_TIMEOUT_MS,
+  maxRewrittenMs: 6 * CALLBACK_QUERY_TIMEOUT_MS,
+};
 
 export interface ResultWriterOptions {
   limits?: ResultWriterLimits;

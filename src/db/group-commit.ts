@@ -29,10 +29,18 @@ export interface GroupCommitLimits {
    * database slowed, not failing, neither keeps callers waiting without bound nor has rows committed
    * long after the time they were stamped with. Once sent, a connection's checkout and the
    * statement's timeouts bound it. (A batch that holds a refused item is sent again item by item
-   * whatever their age, so that the refused one hears why, each write bounded by its timeouts, until
-   * one finds the database out of reach or too slow.) Default: no limit.
+   * past this age, so that the refused one hears why, each write bounded by its timeouts, until
+   * one finds the database out of reach or too slow, or maxRewrittenMs.) Default: no limit.
    */
   maxQueuedMs?: number;
+  /**
+   * An item of a batch that held a refused item is not sent again alone this long after it was
+   * added: it fails unwritten (QueuedTooLongError), like one that waited too long in the queue.
+   * Each write alone is bounded by its timeouts, but one after another they are not: a database
+   * that answers each just inside its timeout would commit a batch's last item minutes after it
+   * was stamped, below the statistics' fold (aggregates/closing.ts, FOLD_AFTER_MS). Default: no limit.
+   */
+  maxRewrittenMs?: number;
 }
 
 /** The database did not keep up: the item was never sent, nothing of it is stored. */
@@ -83,7 +91,7 @@ export function writtenAgainItemByItem(err: unknown, size: number): boolean {
  */
 export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, options: GroupCommitOptions<T>): GroupCommit<T, R> {
   const { limits, keyOf, sizeOf } = options;
-  const { maxQueuedMs } = limits;
+  const { maxQueuedMs, maxRewrittenMs } = limits;
   const queue: Pending<T, R>[] = [];
   /** Armed while items are queued (maxQueuedMs set): fails the oldest once they pass the limit. */
   let expiry: NodeJS.Timeout | undefined;
@@ -180,8 +188,8 @@ export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, 
       }
       // One after another, within this write's slot, so that the pool stays free for the rest. After a
       // lost race, an item past maxQueuedMs is not sent again; after a refused item, each is (the
-      // refused one must hear 400, not 503), until one finds the database out of reach or too slow:
-      // the rest then fail alike, unsent.
+      // refused one must hear 400, not 503) up to maxRewrittenMs, until one finds the database out of
+      // reach or too slow: the rest then fail alike, unsent.
       const raced = lostARace(err);
       let unavailable: unknown;
       for (const p of batch) {
@@ -190,7 +198,8 @@ export function groupCommit<T, R>(write: (batch: readonly T[]) => Promise<R[]>, 
           p.reject(unavailable);
           continue;
         }
-        if (raced && maxQueuedMs !== undefined && queuedMs >= maxQueuedMs) {
+        const limit = raced ? maxQueuedMs : maxRewrittenMs;
+        if (limit !== undefined && queuedMs >= limit) {
           p.reject(new QueuedTooLongError(queuedMs));
           continue;
         }

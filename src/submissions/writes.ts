@@ -20,7 +20,7 @@ export interface SubmitWrites {
 }
 
 /** Each writer's batches in flight and size: a pool of 10 keeps most of its connections for everything else. */
-export const SUBMIT_WRITE_LIMITS: Omit<GroupCommitLimits, 'maxQueuedMs'> = { inFlight: 2, batchSize: 64 };
+export const SUBMIT_WRITE_LIMITS: Omit<GroupCommitLimits, 'maxQueuedMs' | 'maxRewrittenMs'> = { inFlight: 2, batchSize: 64 };
 
 /**
  * A request not even sent to the database within the send window could not be sent to the
@@ -31,6 +31,9 @@ export const SUBMIT_WRITE_LIMITS: Omit<GroupCommitLimits, 'maxQueuedMs'> = { inF
  */
 export const STORE_QUEUE_LIMIT_MS = SEND_WINDOW_MS;
 
+/** How long after it came a store is still sent again alone, after another of its batch was refused (GroupCommitLimits.maxRewrittenMs). */
+export const STORE_REWRITE_LIMIT_MS = 30_000;
+
 interface Traced<T> {
   value: T;
   trace: SpanParent | undefined;
@@ -38,7 +41,7 @@ interface Traced<T> {
 
 export interface SubmitWritesOptions {
   /** Both writers' batches; the store's age limit is storeQueueLimitMs. */
-  limits?: Omit<GroupCommitLimits, 'maxQueuedMs'>;
+  limits?: Omit<GroupCommitLimits, 'maxQueuedMs' | 'maxRewrittenMs'>;
   /** A store not sent within this long fails unwritten (default STORE_QUEUE_LIMIT_MS); acceptances wait however long. */
   storeQueueLimitMs?: number;
   /** Told the size of every batch written: which statement, how many submits. */
@@ -54,7 +57,7 @@ export function submitWrites(db: Kysely<Tables>, options: SubmitWritesOptions = 
       return insertSubmitting(db, batch.map((b) => b.value), parent, links);
     },
     // One per customer in a batch: the second waits, and meets the first one in flight.
-    { limits: { ...limits, maxQueuedMs: options.storeQueueLimitMs ?? STORE_QUEUE_LIMIT_MS }, keyOf: (b) => b.value.customerUuid, ...(onBatch ? { onBatch: (size: number) => onBatch('insert_submitting', size) } : {}) },
+    { limits: { ...limits, maxQueuedMs: options.storeQueueLimitMs ?? STORE_QUEUE_LIMIT_MS, maxRewrittenMs: STORE_REWRITE_LIMIT_MS }, keyOf: (b) => b.value.customerUuid, ...(onBatch ? { onBatch: (size: number) => onBatch('insert_submitting', size) } : {}) },
   );
   const acceptances = groupCommit(
     (batch: readonly Traced<Acceptance>[]) => {

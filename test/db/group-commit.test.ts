@@ -183,6 +183,41 @@ t.test('a batch with a refused item is written again item by item past maxQueued
   t.same(writes, [[1], [2, 3, 4, 5, 6, 7], [2], [3], [4], [5]]);
 });
 
+t.test('a batch with a refused item is written again item by item only up to maxRewrittenMs: later items fail unwritten', async (t) => {
+  // A database that answers each item alone slowly (60 ms), never timing out: without the limit the
+  // last of six would be sent 300 ms after it came, and committed with that stamp.
+  const first = gate();
+  const writes: number[][] = [];
+  const writer = groupCommit(
+    async (batch: readonly number[]) => {
+      writes.push([...batch]);
+      if (batch[0] === 0) {
+        await first.opened;
+        return [0];
+      }
+      if (batch.length > 1) throw databaseError('22008');
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      if (batch[0] === 1) throw databaseError('22008');
+      return batch.map((n) => n * 10);
+    },
+    { limits: { inFlight: 1, batchSize: 6, maxQueuedMs: 10_000, maxRewrittenMs: 150 } },
+  );
+  // Item 0 holds the one write in flight while the six queue behind it, to go as one batch.
+  const zero = writer.add(0);
+  const all = Promise.allSettled([1, 2, 3, 4, 5, 6].map((n) => writer.add(n)));
+  first.open();
+  await zero;
+  const settled = await all;
+  await writer.close();
+  t.same(writes.slice(0, 2), [[0], [1, 2, 3, 4, 5, 6]], 'the six went as one batch');
+  const results = settled.map((r) => (r.status === 'rejected' ? ((r.reason as { code?: string }).code ?? (r.reason as Error).name) : r.value));
+  t.equal(results[0], '22008', 'the refused one, sent first, hears why');
+  const firstExpired = results.indexOf('QueuedTooLongError');
+  t.ok(firstExpired > 0 && firstExpired <= 3, `items sent alone until the limit, then none (results ${JSON.stringify(results)})`);
+  t.same(results.slice(firstExpired), Array(6 - firstExpired).fill('QueuedTooLongError'), 'every later one fails unwritten');
+  t.same(writes.slice(2).flat(), [1, 2, 3, 4, 5, 6].slice(0, firstExpired), 'none of them was sent');
+});
+
 t.test('no timer is left behind once the queue is empty', async (t) => {
   const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
   const before = timers();
