@@ -71,10 +71,16 @@ live as (
              count(*) filter (where x.decision = 'filtered') as filtered
     from agg a
     join statistics_unfolded u on u.hour = a.hour
-    join underwriting_requests x on x.id = u.request_id
+    -- Each entry's request looked up by its id, lateral (offset 0 keeps it a subquery): joined
+    -- plainly, analysed statistics had the planner read underwriting_requests first, every row
+    -- below the watermark (x.submitted_at < a.folded_until), to find the few listed.
+    cross join lateral (
+      select r.submitted_at, r.status, r.decision, r.completed_at
+        from underwriting_requests r
+       where r.id = u.request_id
+      offset 0) x
    -- An entry's hour is its request's while the request is below that hour's watermark: the
-   -- equality keeps each open hour's entries one range of statistics_unfolded_hour, whichever
-   -- side of a nested loop the planner puts the hours on.
+   -- equality keeps each open hour's entries one range of statistics_unfolded_hour.
    where a.closed_at is null and u.hour >= $11 and u.hour < $12
      and date_bin('1 hour', x.submitted_at, timestamptz '2000-01-01 00:00:00+00') = a.hour and x.submitted_at < a.folded_until
    group by 1, 2
