@@ -29,14 +29,17 @@ export const CLOSE_AFTER_MS = 30 * 60_000;
  * open hour's requests into its counts: writes are stamped when they arrive, and none may commit
  * below this. Neither an insert nor a move out of an awaiting status is ordered with the pass (no
  * trigger runs on them), so this must cover the longest an arrival can wait before its row commits,
- * and clocks apart (warned about past CLOCK_BEHIND_WARN_MS). That wait has no hard bound: a group
- * commit's queue has no age limit (a database that slows without failing keeps items queued for
- * as long as it does), a batch lost to a deadlock is written again item by item, and behind a
- * transaction-mode pooler a statement's 15 s timeout is the client's alone. Two minutes was tried
- * and reverted for that reason (docs/performance.md, Open hours): ten covers a slowdown of
- * minutes. What an open hour's read costs is its rows of the last FOLD_AFTER_MS + CLOSING_INTERVAL_MS.
+ * and clocks apart (warned about past CLOCK_BEHIND_WARN_MS). That wait is bounded, under a minute:
+ * a group commit's queue sends an item within 5 s or fails it unwritten (maxQueuedMs), and sends it
+ * again alone after a refusal in its batch within 30 s (maxRewrittenMs); then a connection's checkout
+ * (3 s) and the statements' timeouts (5 s for callbacks, 15 s otherwise; a campaign's batch holds
+ * three). Not behind a transaction-mode pooler whose server has no statement_timeout of its own,
+ * which the gateway warns about at start. So a minute for the write and a minute for the clocks,
+ * and one to spare. What an open hour's read costs is its rows of the last FOLD_AFTER_MS +
+ * CLOSING_INTERVAL_MS: under a steady load, a quarter of what it was with the ten minutes this
+ * was until the queues had their limits (docs/performance.md, Open hours).
  */
-export const FOLD_AFTER_MS = 10 * 60_000;
+export const FOLD_AFTER_MS = 3 * 60_000;
 
 /**
  * How often each instance runs a closing pass (one with nothing new to fold took 28 ms at 200k
@@ -62,7 +65,7 @@ export interface ClosingLimits {
  * stamps would land below FOLD_AFTER_MS (CLOSE_AFTER_MS past their hour's end) sooner than the
  * others' (docs/operations.md).
  */
-export const CLOCK_BEHIND_WARN_MS = 5 * 60_000;
+export const CLOCK_BEHIND_WARN_MS = 60_000;
 
 /** The database's clock (every instance reads the same one). */
 export async function databaseNow(db: Kysely<Tables>): Promise<Date> {
@@ -125,7 +128,7 @@ export function startClosing(deps: { db: Kysely<Tables>; clock: () => Date; log:
     if (behindMs > CLOCK_BEHIND_WARN_MS) {
       deps.log.warn(
         { behindSeconds: Math.round(behindMs / 1000) },
-        "this instance's clock runs behind the database's: requests and callbacks it stamps more than 10 minutes late land in statistics hours already folded (30 minutes: closed), which statistics then miss (synchronise the clocks)",
+        "this instance's clock runs behind the database's: requests and callbacks it stamps more than 3 minutes late land in statistics hours already folded (30 minutes: closed), which statistics then miss (synchronise the clocks)",
       );
     }
     const closed = await closingPass(deps.db, now, { maxHours: MAX_HOURS_PER_PASS }, reference);

@@ -43,9 +43,9 @@ async function seed(db: Kysely<Tables>): Promise<void> {
   await insertRow(db, { customerUuid: 'waiting-hour', status: 'completed', submittedAt: '2026-11-22T15:40:00Z', turnaroundMs: 90_000 });
   // This hour and the last are too recent to close.
   await insertRow(db, { customerUuid: 'recent-1', status: 'completed', submittedAt: '2026-11-23T04:05:00Z', turnaroundMs: 2_000 });
-  await insertRow(db, { customerUuid: 'recent-2', status: 'submitted', submittedAt: '2026-11-23T04:20:00Z' });
+  await insertRow(db, { customerUuid: 'recent-2', status: 'submitted', submittedAt: '2026-11-23T04:27:00Z' });
   await insertRow(db, { customerUuid: 'recent-3', status: 'expired', submittedAt: '2026-11-23T03:50:00Z' });
-  // Stray callbacks in the open hour and in the current one, before 10 minutes ago (folded).
+  // Stray callbacks in the open hour and in the current one, before 3 minutes ago (folded).
   await insertStray(db, 'unmatched', at('2026-11-22T15:20:00Z'), { customerUuid: 'stray-open' });
   await insertStray(db, 'invalid', at('2026-11-23T04:12:00Z'), { customerUuid: 'stray-now' });
   for (let i = 0; i < 12; i++) {
@@ -117,9 +117,9 @@ t.test('closing hours changes no answer, and a late callback, an erasure and ret
   t.ok((await hour('2026-11-23T03:00:00Z'))?.closed_at, 'an hour that ended 30 minutes ago is closed');
   t.notOk((await hour('2026-11-23T04:00:00Z'))?.closed_at, 'the current hour is not');
   t.same(await answers(closed.app), before, 'the same answers once closed: counts, decisions, percentiles, stray callbacks');
-  // Open hours are folded up to 10 minutes ago (04:20), but for what still awaits the provider.
+  // Open hours are folded up to 3 minutes ago (04:27), but for what still awaits the provider.
   t.same(await watermark(closed.database.db, '2026-11-22T15:00:00Z'), at('2026-11-22T16:00:00Z'), 'the open hour is folded to its end');
-  t.same(await watermark(closed.database.db, '2026-11-23T04:00:00Z'), at('2026-11-23T04:20:00Z'), 'the current hour up to 10 minutes ago');
+  t.same(await watermark(closed.database.db, '2026-11-23T04:00:00Z'), at('2026-11-23T04:27:00Z'), 'the current hour up to 3 minutes ago');
   t.same(await listed(closed.database.db), ['waiting'], 'the request awaiting its callback below a watermark is listed');
 
   // The listed request answered, a folded one of the same open hour erased: read by id, taken off the counts.
@@ -175,7 +175,7 @@ t.test('closing hours changes no answer, and a late callback, an erasure and ret
   await insertRow(closed.database.db, { customerUuid: 'behind-open', status: 'completed', submittedAt: '2026-11-23T04:10:00Z' });
   await insertStray(closed.database.db, 'unmatched', at('2026-11-23T04:11:00Z'), { customerUuid: 'behind-stray' });
   t.same(await answers(closed.app), last, 'an open hour is not read row by row below its watermarks');
-  await insertRow(closed.database.db, { customerUuid: 'above-open', status: 'completed', submittedAt: '2026-11-23T04:25:00Z' });
+  await insertRow(closed.database.db, { customerUuid: 'above-open', status: 'completed', submittedAt: '2026-11-23T04:28:00Z' });
   t.not(JSON.stringify(await answers(closed.app)), JSON.stringify(last), 'and is above it');
 });
 
@@ -258,4 +258,10 @@ t.test("an instance whose clock runs ahead closes no hour the database's clock s
   t.ok(warning, 'a clock 20 minutes behind is warned about');
   t.ok(Number(warning?.behindSeconds) >= 1190, `by how much (${String(warning?.behindSeconds)} s)`);
   t.notOk(ahead.logs.text().includes('clock runs behind'), 'a clock ahead is not (its hours wait for the database)');
+
+  // Past a minute behind, the rows it stamps near the fold's 3 minutes are at risk: warned too.
+  const minutes = await adminApp(t, { clock: () => new Date(Date.now() - 90_000) });
+  await minutes.app.ready();
+  await minutes.app.statisticsClosing.run();
+  t.ok(minutes.logs.entries().some((e) => String(e.msg).includes("clock runs behind the database's")), 'a clock 90 s behind is warned about');
 });
