@@ -71,9 +71,10 @@ const ADD_REQUEST_COUNTS = sql`
  * The stray callbacks as `c`, one range of callbacks_stray per outcome (its leading column): with
  * `callbacks c` alone, the index's own predicate (outcome in ('unmatched', 'invalid')) had the
  * planner drop the outcome from the condition, and each pass walked every stray callback's entry
- * kept (the fold's 43 buffers grew to 269 and the close's 32 to 251 with 20,000 older strays; the statistics read had the same, bb88d66).
- * In a lateral subquery kept apart by `offset 0`: flattened, a never-analysed planner walked both
- * outcomes' whole ranges and applied the hour's bounds afterwards (500 buffers).
+ * kept (with 20,000 older strays the fold's 43 buffers grew to 269 and the close's 32 to 251; the
+ * statistics read had the same, bb88d66). In a lateral subquery kept apart by `offset 0`:
+ * flattened, a never-analysed planner walked both outcomes' whole ranges and applied the hour's
+ * bounds afterwards (500 buffers).
  */
 const STRAY_KINDS = sql`unnest(array['unmatched', 'invalid']) as k(outcome) join callbacks c on c.outcome = k.outcome`;
 
