@@ -27,8 +27,9 @@ stray as (
   select count(*) filter (where c.outcome = 'unmatched') as unmatched,
          count(*) filter (where c.outcome = 'invalid') as invalid
     from b cross join lateral (
-      select c.outcome from unnest(array['unmatched', 'invalid']) as k(outcome) join callbacks c on c.outcome = k.outcome
-       where c.outcome in ('unmatched', 'invalid') and c.received_at >= b.stray_lo and c.received_at < $3
+      select c.outcome from unnest(array['unmatched', 'invalid']) as k(outcome)
+        join callbacks c on c.outcome = k.outcome
+       where c.outcome in ('unmatched', 'invalid') and c.received_at >= "b"."stray_lo" and c.received_at < $3
       offset 0) c
 )
 update statistics_hourly s

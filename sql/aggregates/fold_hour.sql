@@ -27,12 +27,13 @@ counted as materialized (
   select * from r where r.status not in ('queued', 'submitting', 'submitted')
 ),
 stray as (
-  -- Through callbacks_stray: each kind one range (STRAY_KINDS).
+  -- Through callbacks_stray: each kind one range (strayCallbacksIn).
   select count(*) filter (where c.outcome = 'unmatched') as unmatched,
          count(*) filter (where c.outcome = 'invalid') as invalid
     from b cross join lateral (
-      select c.outcome from unnest(array['unmatched', 'invalid']) as k(outcome) join callbacks c on c.outcome = k.outcome
-       where c.outcome in ('unmatched', 'invalid') and c.received_at >= b.stray_lo and c.received_at < b.stray_hi
+      select c.outcome from unnest(array['unmatched', 'invalid']) as k(outcome)
+        join callbacks c on c.outcome = k.outcome
+       where c.outcome in ('unmatched', 'invalid') and c.received_at >= "b"."stray_lo" and c.received_at < "b"."stray_hi"
       offset 0) c
 ),
 moved as (

@@ -97,15 +97,13 @@ counts as (
   select c.start, 0, 0, 0, 0, 0, 0, 0, 0, 0, c.unmatched, c.invalid
     from stray_runs o
     cross join lateral (
-      -- One range of callbacks_stray per outcome: its leading column is the outcome, which the
-      -- index's own predicate (outcome in ('unmatched', 'invalid')) would otherwise drop from
-      -- the condition, leaving a walk of every stray callback's entry for the range.
-      select date_bin($14::interval, "x"."received_at", timestamptz '2000-01-01 00:00:00+00') as start,
-             count(*) filter (where x.outcome = 'unmatched') as unmatched,
-             count(*) filter (where x.outcome = 'invalid') as invalid
+      -- One range of callbacks_stray per outcome (strayCallbacksIn).
+      select date_bin($14::interval, "c"."received_at", timestamptz '2000-01-01 00:00:00+00') as start,
+             count(*) filter (where c.outcome = 'unmatched') as unmatched,
+             count(*) filter (where c.outcome = 'invalid') as invalid
         from unnest(array['unmatched', 'invalid']) as k(outcome)
-        join callbacks x on x.outcome = k.outcome
-       where x.outcome in ('unmatched', 'invalid') and x.received_at >= o.lo and x.received_at < o.hi
+        join callbacks c on c.outcome = k.outcome
+       where c.outcome in ('unmatched', 'invalid') and c.received_at >= "o"."lo" and c.received_at < "o"."hi"
        group by 1) c
 ),
 totals as (

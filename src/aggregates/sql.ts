@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
 import { INDEX_LOOKUPS_ONLY, INDEX_SCANS_ONLY } from '../db/plan-guards.js';
 import type { SqlSnapshot } from '../db/statements.js';
 import type { Tables } from '../db/types.js';
@@ -68,15 +68,21 @@ const ADD_REQUEST_COUNTS = sql`
       no_score = s.no_score + l.no_score, filtered = s.filtered + l.filtered`;
 
 /**
- * The stray callbacks as `c`, one range of callbacks_stray per outcome (its leading column): with
- * `callbacks c` alone, the index's own predicate (outcome in ('unmatched', 'invalid')) had the
- * planner drop the outcome from the condition, and each pass walked every stray callback's entry
- * kept (with 20,000 older strays the fold's 43 buffers grew to 269 and the close's 32 to 251; the
- * statistics read had the same, bb88d66). In a lateral subquery kept apart by `offset 0`:
- * flattened, a never-analysed planner walked both outcomes' whole ranges and applied the hour's
- * bounds afterwards (500 buffers).
+ * The unmatched and invalid callbacks received in [lo, hi), as `c`: the from and where of the
+ * closing pass's and the statistics read's counts. One range of callbacks_stray per outcome (its
+ * leading column): with `callbacks c` alone, the index's own predicate (outcome in ('unmatched',
+ * 'invalid'), which the where must repeat for the index to apply) had the planner drop the outcome
+ * from the condition, and each use walked every stray callback's entry kept (with 20,000 older
+ * strays the fold's 43 buffers grew to 269 and the close's 32 to 251; the read's, bb88d66, 43-61 to
+ * 250-492). Each use is a lateral subquery kept apart, by `offset 0` or a `group by`: flattened, a
+ * never-analysed planner walked both outcomes' whole ranges and applied the bounds afterwards (500
+ * buffers for the fold).
  */
-const STRAY_KINDS = sql`unnest(array['unmatched', 'invalid']) as k(outcome) join callbacks c on c.outcome = k.outcome`;
+export function strayCallbacksIn(lo: RawBuilder<unknown>, hi: RawBuilder<unknown> | Date) {
+  return sql`unnest(array['unmatched', 'invalid']) as k(outcome)
+            join callbacks c on c.outcome = k.outcome
+           where c.outcome in ('unmatched', 'invalid') and c.received_at >= ${lo} and c.received_at < ${hi}`;
+}
 
 /**
  * Folds the open hour's unmatched and invalid callbacks up to the fold horizon (they never change;
@@ -114,12 +120,11 @@ export function foldHourQuery(hour: Date, horizon: Date) {
       select * from r where r.status not in ${AWAITING}
     ),
     stray as (
-      -- Through callbacks_stray: each kind one range (STRAY_KINDS).
+      -- Through callbacks_stray: each kind one range (strayCallbacksIn).
       select count(*) filter (where c.outcome = 'unmatched') as unmatched,
              count(*) filter (where c.outcome = 'invalid') as invalid
         from b cross join lateral (
-          select c.outcome from ${STRAY_KINDS}
-           where c.outcome in ('unmatched', 'invalid') and c.received_at >= b.stray_lo and c.received_at < b.stray_hi
+          select c.outcome from ${strayCallbacksIn(sql.ref('b.stray_lo'), sql.ref('b.stray_hi'))}
           offset 0) c
     ),
     moved as (
@@ -217,8 +222,7 @@ export function closeHourQuery(hour: Date, now: Date) {
       select count(*) filter (where c.outcome = 'unmatched') as unmatched,
              count(*) filter (where c.outcome = 'invalid') as invalid
         from b cross join lateral (
-          select c.outcome from ${STRAY_KINDS}
-           where c.outcome in ('unmatched', 'invalid') and c.received_at >= b.stray_lo and c.received_at < ${end}
+          select c.outcome from ${strayCallbacksIn(sql.ref('b.stray_lo'), end)}
           offset 0) c
     )
     update statistics_hourly s

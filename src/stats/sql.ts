@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { strayCallbacksIn } from '../aggregates/sql.js';
 import { ORIGIN, turnaroundBin } from '../aggregates/turnaround.js';
 import { INDEX_SCANS_ONLY, RANGES_BY_BITMAP } from '../db/plan-guards.js';
 import type { SqlSnapshot } from '../db/statements.js';
@@ -133,15 +134,11 @@ export function bucketsQuery(since: Date, until: Date, unit: BucketUnit) {
       select c.start, 0, 0, 0, 0, 0, 0, 0, 0, 0, c.unmatched, c.invalid
         from stray_runs o
         cross join lateral (
-          -- One range of callbacks_stray per outcome: its leading column is the outcome, which the
-          -- index's own predicate (outcome in ('unmatched', 'invalid')) would otherwise drop from
-          -- the condition, leaving a walk of every stray callback's entry for the range.
-          select ${bucket(sql.ref('x.received_at'))} as start,
-                 count(*) filter (where x.outcome = 'unmatched') as unmatched,
-                 count(*) filter (where x.outcome = 'invalid') as invalid
-            from unnest(array['unmatched', 'invalid']) as k(outcome)
-            join callbacks x on x.outcome = k.outcome
-           where x.outcome in ('unmatched', 'invalid') and x.received_at >= o.lo and x.received_at < o.hi
+          -- One range of callbacks_stray per outcome (strayCallbacksIn).
+          select ${bucket(sql.ref('c.received_at'))} as start,
+                 count(*) filter (where c.outcome = 'unmatched') as unmatched,
+                 count(*) filter (where c.outcome = 'invalid') as invalid
+            from ${strayCallbacksIn(sql.ref('o.lo'), sql.ref('o.hi'))}
            group by 1) c
     ),
     totals as (
